@@ -1,0 +1,44 @@
+# Every target bootstraps its own virtual environment from nothing but python3.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-long lint types unit proto proto-check bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev,gcp,aws]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/rungar demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python tools/check_layers.py
+
+types: $(STAMP)
+	$(BIN)/mypy rungar providers tests benchmarks tools
+
+proto: $(STAMP)
+	$(BIN)/python tools/gen_proto.py
+
+proto-check: $(STAMP)
+	$(BIN)/python tools/gen_proto.py --check
+
+unit: $(STAMP)
+	$(BIN)/pytest -q -m "not long"
+
+test: lint types proto-check unit
+
+test-long: $(STAMP)
+	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 $(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""The ``rungar`` command line."""

@@ -1,0 +1,49 @@
+"""``rungar``: one entry point, subcommands in their own modules, imported only when used.
+
+Each subcommand module exposes ``add_parser(subparsers)`` and ``run(args) -> int``. Imports stay
+lazy so ``rungar status`` and ``rungar --help`` never load cloud SDKs or grpc servers.
+Exit codes: 0 success, 1 runtime error, 2 configuration or usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from rungar import __version__
+
+# subcommand -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "validate": ("rungar.cli.validate", "check a scale_sets.yaml without contacting anything"),
+    "demo": ("rungar.cli.demo", "run the embedded default on loopback and show what happens"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rungar",
+        description="Places GitHub Actions runners across providers that create or refuse.",
+    )
+    parser.add_argument("--version", action="version", version=f"rungar {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        module.add_parser(subparsers, name, help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(SUBCOMMANDS[args.command][0])
+    result: int = module.run(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

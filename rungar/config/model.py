@@ -1,0 +1,104 @@
+"""The configuration Rungar runs from, as frozen values (scale_sets.yaml after validation).
+
+Durations are seconds (floats), sizes are bytes. Every timing constant of the seeds lives in
+:class:`Timing` with the seed's value as its default, so tests and demos can compress the clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Placement(StrEnum):
+    SPREAD = "spread"
+    PACK = "pack"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Every duration of the seeds, in seconds. ``hold`` of ``None`` means 2 × reconcile_interval."""
+
+    reconcile_interval: float = 30.0
+    backoff_first: float = 15.0
+    backoff_max: float = 120.0
+    hold: float | None = None
+    unreachable_grace: float = 300.0  # runners of an unreachable provider kept this long
+    left_grace: float = 60.0  # a machine left by a removal is not adopted before this
+    delete_timeout: float = 120.0
+    deadline_grace: float = 600.0  # machine deadline = max_age + reconcile_interval + this
+    provider_timeout: float = 10.0  # every provider call but create
+    start_timeout: float = 300.0  # default for scale sets that set none
+    never_connected_grace: float = 0.0  # 0 = the scale set's start_timeout
+    disconnected_grace: float = 120.0
+    stuck_after: float = 0.0  # 0 = the scale set's start_timeout × 2
+    session_retry_first: float = 10.0
+    session_retry_max: float = 60.0
+
+    @property
+    def hold_duration(self) -> float:
+        return self.hold if self.hold is not None else 2 * self.reconcile_interval
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    name: str
+    type: str
+    weight: float = 1.0
+    max_runners: int = 0  # 0 = no limit of our own; the backend refuses when full
+    disabled: bool = False
+    runner: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)  # the type's own keys
+    address: str = ""  # where to reach it: unix:///path or host:port
+    command: tuple[str, ...] = ()  # or a local plugin to start
+    timeout: float = 0.0  # 0 = timing.provider_timeout
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleSetProvider:
+    """One provider of a scale set, with the runner block already merged over the provider's."""
+
+    name: str
+    runner: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleSetConfig:
+    name: str
+    max_runners: int
+    providers: tuple[ScaleSetProvider, ...]
+    labels: tuple[str, ...] = ()
+    runner_group: str = "Default"
+    min_runners: int = 0
+    priority: int = 0
+    placement: Placement = Placement.SPREAD
+    start_timeout: float = 300.0
+    max_idle_age: float | None = None
+    max_age: float | None = None
+    paused: bool = False
+
+    @property
+    def provider_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.providers)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleSetsFile:
+    providers: tuple[ProviderConfig, ...]
+    scale_sets: tuple[ScaleSetConfig, ...]
+    timing: Timing = field(default_factory=Timing)
+    path: str = ""
+
+    def provider(self, name: str) -> ProviderConfig:
+        for p in self.providers:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def scale_set(self, name: str) -> ScaleSetConfig:
+        for s in self.scale_sets:
+            if s.name == name:
+                return s
+        raise KeyError(name)

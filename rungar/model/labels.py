@@ -1,0 +1,24 @@
+"""The labels every machine Rungar creates carries, so listings can be adopted (ARCHITECTURE §1)."""
+
+from __future__ import annotations
+
+MANAGED = "rungar.sh/managed"
+INSTALLATION = "rungar.sh/installation"
+SCALE_SET = "rungar.sh/scale-set"
+RUNNER = "rungar.sh/runner"
+REVISION = "rungar.sh/revision"
+
+
+def machine_labels(installation: str, scale_set: str, runner: str, revision: str) -> dict[str, str]:
+    return {
+        MANAGED: "true",
+        INSTALLATION: installation,
+        SCALE_SET: scale_set,
+        RUNNER: runner,
+        REVISION: revision,
+    }
+
+
+def installation_selector(installation: str) -> dict[str, str]:
+    """What ``List`` is asked for: every machine of this installation."""
+    return {MANAGED: "true", INSTALLATION: installation}

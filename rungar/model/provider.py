@@ -1,0 +1,37 @@
+"""The provider role every backend plays, in Python terms (ARCHITECTURE §2).
+
+runnerd, the cloud providers and the scripted fake implement it and are served over gRPC by
+``rungar.rpc.server.serve``; Rungar talks to each through ``rungar.rpc.client.GrpcProvider``,
+which implements it too. A refusal is a value; ``ProviderUnavailable`` means no answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from rungar.model.machine import CreateRequest, Created, JobHint, Machine, ProviderInfo, Refusal
+
+
+class Provider(Protocol):
+    async def info(self) -> ProviderInfo: ...
+
+    async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
+        """Problems with a runner block, checked offline; empty when it is fine."""
+        ...
+
+    async def create(self, request: CreateRequest) -> Created | Refusal:
+        """Create and start the machine, or refuse. Idempotent by name and request id."""
+        ...
+
+    async def delete(self, name: str) -> None:
+        """Stop and delete the machine; an unknown name is success."""
+        ...
+
+    async def list(self, selector: Mapping[str, str]) -> list[Machine]:
+        """Machines whose labels include every pair of ``selector``."""
+        ...
+
+    async def update_runner(self, name: str, job: JobHint) -> None:
+        """Tell the provider which job the runner took."""
+        ...
