@@ -19,7 +19,7 @@ class Placement(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Every duration of the seeds, in seconds. ``hold`` of ``None`` means 2 × reconcile_interval."""
+    """Every duration of the seeds, in seconds; ``hold`` of ``None`` is 2 × reconcile_interval."""
 
     reconcile_interval: float = 30.0
     backoff_first: float = 15.0

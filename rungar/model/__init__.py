@@ -1,8 +1,8 @@
 """Frozen value types shared by every part of Rungar."""
 
 from rungar.model.machine import (
-    CreateRequest,
     Created,
+    CreateRequest,
     JobHint,
     Machine,
     MachineState,

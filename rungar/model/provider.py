@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from rungar.model.machine import CreateRequest, Created, JobHint, Machine, ProviderInfo, Refusal
+from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 
 
 class Provider(Protocol):

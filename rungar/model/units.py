@@ -1,4 +1,4 @@
-"""Sizes and durations as people write them: ``8GiB``, ``512M``, ``1.5G``, ``30s``, ``2m``, ``1h30m``.
+"""Sizes and durations as people write them: ``8GiB``, ``512M``, ``1.5G``, ``30s``, ``1h30m``.
 
 Sizes: a bare number is bytes; ``K/M/G/T`` and ``KiB/MiB/GiB/TiB`` are both powers of 1024
 (the seeds write ``6G`` and ``8GiB`` for the same thing); ``KB/MB/GB/TB`` are powers of 1000.

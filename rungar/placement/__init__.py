@@ -1,0 +1,38 @@
+"""Placement: which providers a scale set tries, in which order, and what holds it back.
+
+Pure decisions over :class:`Fleet` state (Placement seed; ARCHITECTURE §3). The try-in-order
+loop that calls providers lives in :mod:`rungar.placement.attempt`.
+"""
+
+from rungar.placement.backoff import Backoff, backoff_wait
+from rungar.placement.fleet import (
+    DISABLED,
+    FULL,
+    UNREACHABLE,
+    Candidates,
+    Claim,
+    Fleet,
+    Skip,
+    failing_reason,
+    held_reason,
+    limit_reason,
+)
+from rungar.placement.holds import Hold
+from rungar.placement.order import order_providers
+
+__all__ = [
+    "DISABLED",
+    "FULL",
+    "UNREACHABLE",
+    "Backoff",
+    "Candidates",
+    "Claim",
+    "Fleet",
+    "Hold",
+    "Skip",
+    "backoff_wait",
+    "failing_reason",
+    "held_reason",
+    "limit_reason",
+    "order_providers",
+]

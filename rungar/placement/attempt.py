@@ -1,0 +1,155 @@
+"""Trying a scale set's providers in order until one creates the runner (Placement seed).
+
+This is the loop both the daemon's actuator and the simulation run. It decides nothing itself:
+the :class:`Fleet` orders, claims and records; the caller's callables talk to providers.
+
+- A refusal of any kind: the leftover is deleted, the scale set backs off that provider, and
+  the next provider is tried at once. If the leftover cannot be deleted, placement stops: the
+  stranded machine holds the runner's name.
+- No answer: the provider is skipped by every scale set until it answers; the create's outcome
+  is settled by name (``settle``) before anything else happens to the runner.
+- Out of time (``TimeoutError``): recorded as failing for that provider; nothing else is tried.
+- Cancelled by the caller: nothing is recorded; the leftover is still deleted.
+- When no provider takes the runner, the providers found full are held for the scale set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from rungar.errors import ProviderError, ProviderUnavailable
+from rungar.model.machine import Created, Machine, Refusal, RefusalKind
+from rungar.placement.fleet import Claim, Fleet, Skip
+
+
+class Outcome(StrEnum):
+    CREATED = "created"
+    REFUSED = "refused"
+    UNANSWERED = "unanswered"
+    SKIPPED = "skipped"  # lost a race for the provider's last place
+    TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True, slots=True)
+class Try:
+    provider: str
+    outcome: Outcome
+    message: str = ""
+    refusal: Refusal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    provider: str
+    machine: Machine
+    tries: tuple[Try, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NotPlaced:
+    reason: str
+    tries: tuple[Try, ...]
+    stranded_on: str = ""  # a provider that may still hold a machine of this runner's name
+
+
+CreateFn = Callable[[str], Awaitable[Created | Refusal]]
+DeleteFn = Callable[[str], Awaitable[None]]
+SettleFn = Callable[[str], Awaitable[Created | None]]
+Observer = Callable[[str, Try], None]
+
+
+async def place(
+    fleet: Fleet,
+    scale_set: str,
+    *,
+    now: Callable[[], float],
+    create: CreateFn,
+    delete: DeleteFn,
+    settle: SettleFn,
+    observe: Observer | None = None,
+) -> Placed | NotPlaced:
+    """Try the scale set's providers in order; the caller bounds it by ``start_timeout``."""
+    candidates = fleet.candidates(scale_set, now())
+    tries: list[Try] = []
+
+    def note(entry: Try) -> None:
+        tries.append(entry)
+        if observe is not None:
+            observe(scale_set, entry)
+
+    for provider in candidates.order:
+        claim = fleet.claim(scale_set, provider, now())
+        if isinstance(claim, Skip):
+            note(Try(provider, Outcome.SKIPPED, claim.reason))
+            continue
+        try:
+            result = await create(provider)
+        except ProviderUnavailable as e:
+            fleet.record_unanswered(provider)
+            note(Try(provider, Outcome.UNANSWERED, str(e) or "does not answer"))
+            placed = await _settle(fleet, claim, settle, now, tries)
+            if placed is not None:
+                return placed
+            fleet.release(claim)
+            return NotPlaced(f"{provider} did not answer", tuple(tries), stranded_on=provider)
+        except ProviderError as e:
+            result = Refusal(RefusalKind.FAILED, str(e))
+        except TimeoutError:
+            fleet.release(claim)
+            refusal = Refusal(RefusalKind.FAILED, "ran out of time (start_timeout)")
+            fleet.record_refusal(scale_set, provider, refusal, now())
+            note(Try(provider, Outcome.TIMED_OUT, refusal.message, refusal))
+            deleted = await _delete_leftover(delete, provider)
+            return NotPlaced(
+                "ran out of time", tuple(tries), stranded_on="" if deleted else provider
+            )
+        except asyncio.CancelledError:
+            fleet.release(claim)
+            await _delete_leftover(delete, provider)
+            raise
+        if isinstance(result, Created):
+            fleet.record_created(claim, now())
+            note(Try(provider, Outcome.CREATED))
+            return Placed(provider, result.machine, tuple(tries))
+        fleet.release(claim)
+        fleet.record_refusal(scale_set, provider, result, now())
+        note(Try(provider, Outcome.REFUSED, result.message, result))
+        if not await _delete_leftover(delete, provider):
+            return NotPlaced(
+                f"{provider}: {result.message}; its leftover could not be deleted",
+                tuple(tries),
+                stranded_on=provider,
+            )
+    fleet.hold_full_providers(scale_set, now())
+    if not tries:
+        return NotPlaced(candidates.why_none(), ())
+    return NotPlaced(
+        "no provider took the runner: " + "; ".join(f"{t.provider}: {t.message}" for t in tries),
+        tuple(tries),
+    )
+
+
+async def _settle(
+    fleet: Fleet, claim: Claim, settle: SettleFn, now: Callable[[], float], tries: list[Try]
+) -> Placed | None:
+    try:
+        settled = await settle(claim.provider)
+    except ProviderError:
+        return None
+    if settled is None:
+        return None
+    fleet.record_created(claim, now())
+    tries.append(Try(claim.provider, Outcome.CREATED, "settled after no answer"))
+    return Placed(claim.provider, settled.machine, tuple(tries))
+
+
+async def _delete_leftover(delete: DeleteFn, provider: str) -> bool:
+    """Delete whatever a failed create left; shielded so a cancellation still cleans up."""
+    try:
+        await asyncio.shield(delete(provider))
+    except (ProviderError, TimeoutError, asyncio.CancelledError):
+        return False
+    return True

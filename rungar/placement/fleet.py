@@ -1,0 +1,390 @@
+"""The placement state of one installation, and every placement decision taken from it.
+
+Pure: no I/O, no clock reads, no logging; ``now`` is an argument of every time-dependent call.
+Callers (the actuator, the reconciler, the simulation) report what happened — a runner
+created, a refusal, a provider that did not answer, machines listed or deleted — and ask:
+which providers can this scale set try, in which order, and may it claim a place on one.
+
+Skip reasons, checked in this order, are user-facing sentences shared by logs, errors and
+``rungar status`` (Placement seed; rungar-go §1.6):
+
+1. ``disabled``
+2. ``unreachable``
+3. ``full``
+4. ``failing to create its runner: <last error>``
+5. ``held for scale set <name>``
+6. ``at its limit of N runners``
+
+Limits count every scale set's runners on the provider, the creates in flight (claims), and
+the machines of runners that have gone but are not yet deleted. A claim is checked and taken
+in one synchronous call, so placements running concurrently on one event loop never overshoot.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from rungar.config.model import ProviderConfig, ScaleSetConfig, Timing
+from rungar.model.machine import Refusal, RefusalKind
+from rungar.placement.backoff import Backoff, after_refusal
+from rungar.placement.holds import Hold, place_hold
+from rungar.placement.order import order_providers
+
+DISABLED = "disabled"
+UNREACHABLE = "unreachable"
+FULL = "full"
+
+
+def failing_reason(error: str) -> str:
+    return f"failing to create its runner: {error}"
+
+
+def held_reason(holder: str) -> str:
+    return f"held for scale set {holder}"
+
+
+def limit_reason(limit: int) -> str:
+    return f"at its limit of {limit} runners"
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A provider this scale set will not try now, and why (one of the sentences above)."""
+
+    provider: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.provider}: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Providers to try, in order, and those skipped with their reasons."""
+
+    order: tuple[str, ...]
+    skips: tuple[Skip, ...]
+    scale_set_limit: int = 0  # > 0: the scale set itself is at this limit; nothing is tried
+
+    @property
+    def any(self) -> bool:
+        return bool(self.order)
+
+    def why_none(self) -> str:
+        if self.scale_set_limit:
+            return f"the scale set is at its limit of {self.scale_set_limit} runners"
+        if not self.skips:
+            return "the scale set has no providers"
+        return "no provider can be tried: " + "; ".join(str(s) for s in self.skips)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A place taken on a provider for one create in flight."""
+
+    id: int
+    scale_set: str
+    provider: str
+
+
+class Fleet:
+    """Placement state: counts, claims, backoffs, holds, reachability and runtime switches."""
+
+    def __init__(
+        self,
+        providers: Sequence[ProviderConfig],
+        scale_sets: Sequence[ScaleSetConfig],
+        timing: Timing | None = None,
+    ) -> None:
+        self.timing = timing or Timing()
+        self.providers: dict[str, ProviderConfig] = {}
+        self.scale_sets: dict[str, ScaleSetConfig] = {}
+        self._runners: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self._leaving: defaultdict[str, int] = defaultdict(int)
+        self._claims: dict[int, Claim] = {}
+        self._claims_by_provider: defaultdict[str, int] = defaultdict(int)
+        self._claims_by_pair: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self._backoffs: dict[tuple[str, str], Backoff] = {}
+        self._holds: dict[str, Hold] = {}
+        self._unreachable: set[str] = set()
+        self._runtime_disabled: set[str] = set()
+        self._runtime_enabled: set[str] = set()
+        self._ids = itertools.count(1)
+        self.configure(providers, scale_sets, self.timing)
+
+    # ----------------------------------------------------------------- configuration
+
+    def configure(
+        self,
+        providers: Sequence[ProviderConfig],
+        scale_sets: Sequence[ScaleSetConfig],
+        timing: Timing,
+    ) -> None:
+        """Apply a new configuration live; state of surviving pairs is kept."""
+        self.timing = timing
+        self.providers = {p.name: p for p in providers}
+        self.scale_sets = {s.name: s for s in scale_sets}
+        pairs = {(s.name, p.name) for s in scale_sets for p in s.providers}
+        self._backoffs = {k: v for k, v in self._backoffs.items() if k in pairs}
+        self._holds = {k: v for k, v in self._holds.items() if k in self.providers}
+
+    def set_disabled(self, provider: str, disabled: bool) -> None:
+        """A runtime switch (``rungar providers disable|enable|drain``), kept until restart."""
+        self._runtime_disabled.discard(provider)
+        self._runtime_enabled.discard(provider)
+        configured = self.providers[provider].disabled
+        if disabled and not configured:
+            self._runtime_disabled.add(provider)
+        elif not disabled and configured:
+            self._runtime_enabled.add(provider)
+
+    def is_disabled(self, provider: str) -> bool:
+        if provider in self._runtime_disabled:
+            return True
+        if provider in self._runtime_enabled:
+            return False
+        return self.providers[provider].disabled
+
+    def disabled_at_runtime(self, provider: str) -> bool | None:
+        """True/False when a runtime switch overrides the configuration, else None."""
+        if provider in self._runtime_disabled:
+            return True
+        if provider in self._runtime_enabled:
+            return False
+        return None
+
+    # ----------------------------------------------------------------- what is counted
+
+    def set_runners(self, counts: Iterable[tuple[str, str, int]]) -> None:
+        """Replace the counted runners with ``(scale_set, provider, n)`` from the tracked fleet."""
+        self._runners.clear()
+        for scale_set, provider, n in counts:
+            if n:
+                self._runners[(scale_set, provider)] += n
+
+    def add_runner(self, scale_set: str, provider: str) -> None:
+        self._runners[(scale_set, provider)] += 1
+
+    def remove_runner(self, scale_set: str, provider: str, *, leaving: bool) -> None:
+        """A runner stops counting for its scale set; ``leaving`` keeps its machine counted."""
+        key = (scale_set, provider)
+        if self._runners[key] > 0:
+            self._runners[key] -= 1
+        if leaving:
+            self._leaving[provider] += 1
+
+    def machine_deleted(self, provider: str) -> None:
+        """A leaving machine was deleted: its place on the provider is free."""
+        if self._leaving[provider] > 0:
+            self._leaving[provider] -= 1
+
+    def set_leaving(self, provider: str, n: int) -> None:
+        self._leaving[provider] = n
+
+    def runners_of(self, scale_set: str, provider: str | None = None) -> int:
+        if provider is not None:
+            return self._runners[(scale_set, provider)]
+        return sum(n for (s, _), n in self._runners.items() if s == scale_set)
+
+    def creating_of(self, scale_set: str) -> int:
+        return sum(n for (s, _), n in self._claims_by_pair.items() if s == scale_set)
+
+    def provider_count(self, provider: str) -> int:
+        """Everything counted against a provider's limit: runners, claims, leaving machines."""
+        runners = sum(n for (_, p), n in self._runners.items() if p == provider)
+        return runners + self._claims_by_provider[provider] + self._leaving[provider]
+
+    def leaving_on(self, provider: str) -> int:
+        return self._leaving[provider]
+
+    # ----------------------------------------------------------------- reachability
+
+    def set_reachable(self, provider: str, reachable: bool) -> bool:
+        """Record a provider's answer (or silence); returns True when its state changed."""
+        was = provider not in self._unreachable
+        if reachable:
+            self._unreachable.discard(provider)
+        else:
+            self._unreachable.add(provider)
+        return was != reachable
+
+    def is_reachable(self, provider: str) -> bool:
+        return provider not in self._unreachable
+
+    # ----------------------------------------------------------------- decisions
+
+    def skip_reason(self, scale_set: str, provider: str, now: float) -> str | None:
+        """Why ``scale_set`` will not try ``provider`` now, or None; the seed's order."""
+        config = self.scale_sets[scale_set]
+        if self.is_disabled(provider):
+            return DISABLED
+        if provider in self._unreachable:
+            return UNREACHABLE
+        backoff = self._backoffs.get((scale_set, provider))
+        if backoff is not None and backoff.active(now):
+            return FULL if backoff.full else failing_reason(backoff.last_error)
+        hold = self._holds.get(provider)
+        if (
+            hold is not None
+            and hold.holder != scale_set
+            and hold.holds_back(config.priority, now, self.timing.hold_duration)
+        ):
+            return held_reason(hold.holder)
+        limit = self.providers[provider].max_runners
+        if limit > 0 and self.provider_count(provider) >= limit:
+            return limit_reason(limit)
+        return None
+
+    def candidates(self, scale_set: str, now: float) -> Candidates:
+        """Providers this scale set may try now, in its placement's order, without asking any."""
+        config = self.scale_sets[scale_set]
+        if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
+            return Candidates((), (), scale_set_limit=config.max_runners)
+        tryable: list[str] = []
+        skips: list[Skip] = []
+        for entry in config.providers:
+            reason = self.skip_reason(scale_set, entry.name, now)
+            if reason is None:
+                tryable.append(entry.name)
+            else:
+                skips.append(Skip(entry.name, reason))
+        own = {
+            name: self._runners[(scale_set, name)] + self._claims_by_pair[(scale_set, name)]
+            for name in tryable
+        }
+        weights = {name: self.providers[name].weight for name in tryable}
+        ordered = order_providers(tryable, config.placement, weights, own)
+        return Candidates(tuple(ordered), tuple(skips))
+
+    def can_place(self, scale_set: str, now: float) -> Candidates:
+        """Like :meth:`candidates`; when nothing can be tried, renews this scale set's holds.
+
+        Called before anything is registered with GitHub: when it finds no provider, nothing is.
+        """
+        found = self.candidates(scale_set, now)
+        if not found.any and not found.scale_set_limit:
+            self.hold_full_providers(scale_set, now)
+        return found
+
+    def claim(self, scale_set: str, provider: str, now: float) -> Claim | Skip:
+        """Take a place on ``provider`` for one create, or say why it cannot be tried now."""
+        config = self.scale_sets[scale_set]
+        if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
+            return Skip(provider, limit_reason(config.max_runners))
+        reason = self.skip_reason(scale_set, provider, now)
+        if reason is not None:
+            return Skip(provider, reason)
+        claim = Claim(next(self._ids), scale_set, provider)
+        self._claims[claim.id] = claim
+        self._claims_by_provider[provider] += 1
+        self._claims_by_pair[(scale_set, provider)] += 1
+        return claim
+
+    def release(self, claim: Claim) -> None:
+        """Give a claim back (its create failed or was settled elsewhere). Idempotent."""
+        if self._claims.pop(claim.id, None) is None:
+            return
+        self._claims_by_provider[claim.provider] -= 1
+        self._claims_by_pair[(claim.scale_set, claim.provider)] -= 1
+
+    def record_created(self, claim: Claim, now: float) -> None:
+        """The claim's create succeeded: the runner counts, the streak is forgiven, holds lift."""
+        self.release(claim)
+        self.add_runner(claim.scale_set, claim.provider)
+        self._backoffs.pop((claim.scale_set, claim.provider), None)
+        self._unreachable.discard(claim.provider)
+        self.release_holds(claim.scale_set)
+
+    def record_refusal(
+        self, scale_set: str, provider: str, refusal: Refusal, now: float
+    ) -> Backoff:
+        """A refusal of any kind backs the scale set off the provider; only FULL may hold."""
+        backoff = after_refusal(
+            self._backoffs.get((scale_set, provider)),
+            now=now,
+            error=refusal.message,
+            full=refusal.kind is RefusalKind.FULL,
+            resource=refusal.resource,
+            first=self.timing.backoff_first,
+            maximum=self.timing.backoff_max,
+        )
+        self._backoffs[(scale_set, provider)] = backoff
+        return backoff
+
+    def record_unanswered(self, provider: str) -> bool:
+        """The provider did not answer: every scale set skips it until it answers again."""
+        return self.set_reachable(provider, False)
+
+    def hold_full_providers(self, scale_set: str, now: float) -> list[Hold]:
+        """Place or renew this scale set's holds on the providers it is skipping as full."""
+        config = self.scale_sets[scale_set]
+        placed = []
+        for entry in config.providers:
+            backoff = self._backoffs.get((scale_set, entry.name))
+            if backoff is None or not backoff.active(now) or not backoff.full:
+                continue
+            hold = place_hold(
+                self._holds.get(entry.name),
+                provider=entry.name,
+                holder=scale_set,
+                priority=config.priority,
+                now=now,
+                duration=self.timing.hold_duration,
+            )
+            self._holds[entry.name] = hold
+            placed.append(hold)
+        return placed
+
+    def release_holds(self, scale_set: str) -> None:
+        """Lift holds of this scale set's priority or lower on all of its providers."""
+        priority = self.scale_sets[scale_set].priority
+        for entry in self.scale_sets[scale_set].providers:
+            hold = self._holds.get(entry.name)
+            if hold is not None and hold.priority <= priority:
+                del self._holds[entry.name]
+
+    # ----------------------------------------------------------------- views
+
+    def backoff(self, scale_set: str, provider: str) -> Backoff | None:
+        return self._backoffs.get((scale_set, provider))
+
+    def active_backoffs(self, now: float) -> list[tuple[str, str, Backoff]]:
+        return [(s, p, b) for (s, p), b in self._backoffs.items() if b.active(now)]
+
+    def hold_on(self, provider: str, now: float) -> Hold | None:
+        hold = self._holds.get(provider)
+        if hold is not None and hold.active(now, self.timing.hold_duration):
+            return hold
+        return None
+
+    def holding_back(self, scale_set: str, now: float) -> list[Hold]:
+        """Active holds that keep this scale set off one of its providers."""
+        priority = self.scale_sets[scale_set].priority
+        found = []
+        for entry in self.scale_sets[scale_set].providers:
+            hold = self.hold_on(entry.name, now)
+            if hold is not None and hold.holder != scale_set and priority < hold.priority:
+                found.append(hold)
+        return found
+
+    def claims(self) -> list[Claim]:
+        return list(self._claims.values())
+
+    # ----------------------------------------------------------------- persistence
+
+    def export_state(self) -> tuple[list[tuple[str, str, Backoff]], list[Hold]]:
+        """Backoffs and holds, so a restart keeps them with their remaining time."""
+        return [(s, p, b) for (s, p), b in self._backoffs.items()], list(self._holds.values())
+
+    def restore_state(
+        self, backoffs: Iterable[tuple[str, str, Backoff]], holds: Iterable[Hold]
+    ) -> None:
+        for scale_set, provider, backoff in backoffs:
+            if scale_set in self.scale_sets and provider in self.providers:
+                self._backoffs[(scale_set, provider)] = backoff
+        for hold in holds:
+            if hold.provider in self.providers:
+                self._holds[hold.provider] = hold
