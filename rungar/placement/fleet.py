@@ -50,6 +50,10 @@ def limit_reason(limit: int) -> str:
     return f"at its limit of {limit} runners"
 
 
+def scale_set_limit_reason(limit: int) -> str:
+    return f"the scale set is at its limit of {limit} runners"
+
+
 @dataclass(frozen=True, slots=True)
 class Skip:
     """A provider this scale set will not try now, and why (one of the sentences above)."""
@@ -75,7 +79,7 @@ class Candidates:
 
     def why_none(self) -> str:
         if self.scale_set_limit:
-            return f"the scale set is at its limit of {self.scale_set_limit} runners"
+            return scale_set_limit_reason(self.scale_set_limit)
         if not self.skips:
             return "the scale set has no providers"
         return "no provider can be tried: " + "; ".join(str(s) for s in self.skips)
@@ -273,7 +277,7 @@ class Fleet:
         """Take a place on ``provider`` for one create, or say why it cannot be tried now."""
         config = self.scale_sets[scale_set]
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
-            return Skip(provider, limit_reason(config.max_runners))
+            return Skip(provider, scale_set_limit_reason(config.max_runners))
         reason = self.skip_reason(scale_set, provider, now)
         if reason is not None:
             return Skip(provider, reason)

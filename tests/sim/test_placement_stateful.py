@@ -37,9 +37,15 @@ class FleetMachine(RuleBasedStateMachine):
         providers = self.fleet.scale_sets[scale_set].providers
         provider = providers[index % len(providers)].name
         reason = self.fleet.skip_reason(scale_set, provider, self.now)
+        config = self.fleet.scale_sets[scale_set]
+        counted = self.fleet.runners_of(scale_set) + self.fleet.creating_of(scale_set)
         result = self.fleet.claim(scale_set, provider, self.now)
-        if reason is not None:
+        if counted >= config.max_runners:
+            assert isinstance(result, Skip) and result.reason.startswith("the scale set is at")
+        elif reason is not None:
             assert isinstance(result, Skip) and result.reason == reason
+        else:
+            assert isinstance(result, Claim)
         if isinstance(result, Claim):
             self.claims.append(result)
 
