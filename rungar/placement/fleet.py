@@ -106,7 +106,11 @@ class Fleet:
         self.timing = timing or Timing()
         self.providers: dict[str, ProviderConfig] = {}
         self.scale_sets: dict[str, ScaleSetConfig] = {}
+        # Counts kept three ways so every decision costs O(providers of the scale set).
         self._runners: defaultdict[tuple[str, str], int] = defaultdict(int)
+        self._runners_by_set: defaultdict[str, int] = defaultdict(int)
+        self._runners_by_provider: defaultdict[str, int] = defaultdict(int)
+        self._claims_by_set: defaultdict[str, int] = defaultdict(int)
         self._leaving: defaultdict[str, int] = defaultdict(int)
         self._claims: dict[int, Claim] = {}
         self._claims_by_provider: defaultdict[str, int] = defaultdict(int)
@@ -132,6 +136,11 @@ class Fleet:
         self.providers = {p.name: p for p in providers}
         self.scale_sets = {s.name: s for s in scale_sets}
         pairs = {(s.name, p.name) for s in scale_sets for p in s.providers}
+        self._lowest_priority: dict[str, int] = {}
+        for s in scale_sets:
+            for p in s.providers:
+                lowest = self._lowest_priority.get(p.name, s.priority)
+                self._lowest_priority[p.name] = min(lowest, s.priority)
         self._backoffs = {k: v for k, v in self._backoffs.items() if k in pairs}
         self._holds = {k: v for k, v in self._holds.items() if k in self.providers}
 
@@ -165,18 +174,26 @@ class Fleet:
     def set_runners(self, counts: Iterable[tuple[str, str, int]]) -> None:
         """Replace the counted runners with ``(scale_set, provider, n)`` from the tracked fleet."""
         self._runners.clear()
+        self._runners_by_set.clear()
+        self._runners_by_provider.clear()
         for scale_set, provider, n in counts:
             if n:
                 self._runners[(scale_set, provider)] += n
+                self._runners_by_set[scale_set] += n
+                self._runners_by_provider[provider] += n
 
     def add_runner(self, scale_set: str, provider: str) -> None:
         self._runners[(scale_set, provider)] += 1
+        self._runners_by_set[scale_set] += 1
+        self._runners_by_provider[provider] += 1
 
     def remove_runner(self, scale_set: str, provider: str, *, leaving: bool) -> None:
         """A runner stops counting for its scale set; ``leaving`` keeps its machine counted."""
         key = (scale_set, provider)
         if self._runners[key] > 0:
             self._runners[key] -= 1
+            self._runners_by_set[scale_set] -= 1
+            self._runners_by_provider[provider] -= 1
         if leaving:
             self._leaving[provider] += 1
 
@@ -191,15 +208,18 @@ class Fleet:
     def runners_of(self, scale_set: str, provider: str | None = None) -> int:
         if provider is not None:
             return self._runners[(scale_set, provider)]
-        return sum(n for (s, _), n in self._runners.items() if s == scale_set)
+        return self._runners_by_set[scale_set]
 
     def creating_of(self, scale_set: str) -> int:
-        return sum(n for (s, _), n in self._claims_by_pair.items() if s == scale_set)
+        return self._claims_by_set[scale_set]
 
     def provider_count(self, provider: str) -> int:
         """Everything counted against a provider's limit: runners, claims, leaving machines."""
-        runners = sum(n for (_, p), n in self._runners.items() if p == provider)
-        return runners + self._claims_by_provider[provider] + self._leaving[provider]
+        return (
+            self._runners_by_provider[provider]
+            + self._claims_by_provider[provider]
+            + self._leaving[provider]
+        )
 
     def leaving_on(self, provider: str) -> int:
         return self._leaving[provider]
@@ -285,6 +305,7 @@ class Fleet:
         self._claims[claim.id] = claim
         self._claims_by_provider[provider] += 1
         self._claims_by_pair[(scale_set, provider)] += 1
+        self._claims_by_set[scale_set] += 1
         return claim
 
     def release(self, claim: Claim) -> None:
@@ -293,6 +314,7 @@ class Fleet:
             return
         self._claims_by_provider[claim.provider] -= 1
         self._claims_by_pair[(claim.scale_set, claim.provider)] -= 1
+        self._claims_by_set[claim.scale_set] -= 1
 
     def record_created(self, claim: Claim, now: float) -> None:
         """The claim's create succeeded: the runner counts, the streak is forgiven, holds lift."""
@@ -330,6 +352,8 @@ class Fleet:
             backoff = self._backoffs.get((scale_set, entry.name))
             if backoff is None or not backoff.active(now) or not backoff.full:
                 continue
+            if not self._anyone_below(config.priority, entry.name):
+                continue  # a hold that keeps no one off would only clutter status
             hold = place_hold(
                 self._holds.get(entry.name),
                 provider=entry.name,
@@ -341,6 +365,9 @@ class Fleet:
             self._holds[entry.name] = hold
             placed.append(hold)
         return placed
+
+    def _anyone_below(self, priority: int, provider: str) -> bool:
+        return self._lowest_priority.get(provider, priority) < priority
 
     def release_holds(self, scale_set: str) -> None:
         """Lift holds of this scale set's priority or lower on all of its providers."""

@@ -1,0 +1,1 @@
+"""``rungar demo``: the embedded default, runnable with no account and no cloud."""
