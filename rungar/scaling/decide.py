@@ -1,0 +1,114 @@
+"""How many runners a scale set wants, which idle ones go, and which can no longer serve.
+
+Pure functions of configuration, runner views and ``now`` (ARCHITECTURE §3, rungar-go §1.3):
+
+- desired = min(max_runners, min_runners in force + assigned jobs); 0 while paused.
+- surplus: idle runners only (busy ones are never removed), outdated revision first, then oldest.
+- removal: busy runners go only when expired or stuck (forced); any other runner goes when
+  unregistered, never connected, disconnected, outdated or expired. At most one replacement
+  (outdated or expired) per pass, so the idle reserve is never emptied at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from rungar.config.model import ScaleSetConfig, Timing
+from rungar.model.runner import GitHubState, RemovalReason, RunnerState, RunnerView
+
+
+def desired_runners(config: ScaleSetConfig, assigned_jobs: int, *, paused: bool) -> int:
+    if paused:
+        return 0
+    return max(0, min(config.max_runners, config.min_runners + max(0, assigned_jobs)))
+
+
+def surplus_to_remove(
+    runners: Sequence[RunnerView], count: int, current_revision: Mapping[str, str]
+) -> list[str]:
+    """Names of up to ``count`` idle runners to remove: outdated first, then oldest."""
+    if count <= 0:
+        return []
+    idle = [r for r in runners if r.state is RunnerState.IDLE and not r.busy]
+    idle.sort(
+        key=lambda r: (r.revision == current_revision.get(r.provider, r.revision), r.created_at)
+    )
+    return [r.name for r in idle[:count]]
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    name: str
+    reason: RemovalReason
+    forced: bool = False  # removes a busy runner (its job fails)
+    replacement: bool = False
+
+
+def _young(runner: RunnerView, config: ScaleSetConfig, now: float) -> bool:
+    return runner.state is RunnerState.STARTING and now - runner.created_at <= config.start_timeout
+
+
+def _offline_too_long(runner: RunnerView, config: ScaleSetConfig, now: float) -> bool:
+    return (
+        runner.github is GitHubState.OFFLINE
+        and runner.offline_since is not None
+        and now - runner.offline_since > config.start_timeout
+    )
+
+
+def _expired(runner: RunnerView, config: ScaleSetConfig, now: float, *, busy: bool) -> bool:
+    if runner.created_at <= 0:
+        return False
+    age = now - runner.created_at
+    if config.max_age is not None and age > config.max_age:
+        return True
+    return not busy and config.max_idle_age is not None and age > config.max_idle_age
+
+
+def decide_one(
+    runner: RunnerView, config: ScaleSetConfig, current_revision: str, now: float
+) -> Removal | None:
+    if runner.state in (RunnerState.CREATING, RunnerState.LEAVING):
+        return None
+    if runner.busy:
+        if _expired(runner, config, now, busy=True):
+            return Removal(runner.name, RemovalReason.EXPIRED, forced=True)
+        if runner.connected and _offline_too_long(runner, config, now):
+            return Removal(runner.name, RemovalReason.STUCK, forced=True)
+        return None
+    if runner.github is GitHubState.NOT_REGISTERED and not _young(runner, config, now):
+        return Removal(runner.name, RemovalReason.UNREGISTERED)
+    if not runner.connected and runner.state is RunnerState.STARTING:
+        if not _young(runner, config, now):
+            return Removal(runner.name, RemovalReason.NEVER_CONNECTED)
+        return None
+    if _offline_too_long(runner, config, now):
+        return Removal(runner.name, RemovalReason.DISCONNECTED)
+    if current_revision and runner.revision and runner.revision != current_revision:
+        return Removal(runner.name, RemovalReason.OUTDATED, replacement=True)
+    if _expired(runner, config, now, busy=False):
+        return Removal(runner.name, RemovalReason.EXPIRED, replacement=True)
+    return None
+
+
+def decide_removal(
+    runners: Sequence[RunnerView],
+    config: ScaleSetConfig,
+    current_revision: Mapping[str, str],
+    now: float,
+    timing: Timing | None = None,
+) -> list[Removal]:
+    """Every runner that can no longer serve, with at most one replacement per pass."""
+    removals: list[Removal] = []
+    replaced = False
+    for runner in sorted(runners, key=lambda r: (r.created_at, r.name)):
+        removal = decide_one(runner, config, current_revision.get(runner.provider, ""), now)
+        if removal is None:
+            continue
+        if removal.replacement:
+            if replaced:
+                continue
+            replaced = True
+        removals.append(removal)
+    return removals
