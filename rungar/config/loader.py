@@ -1,0 +1,319 @@
+"""Loading scale_sets.yaml into :class:`rungar.config.model.ScaleSetsFile` (issue 2, item 2).
+
+The file is read safely (:mod:`rungar.config.yaml_safe`), each value is checked against the
+schema (:mod:`rungar.config.schema`, :mod:`rungar.config.validate`), and then the rules between
+keys are checked here: provider references, names unique (scale sets ignoring case, as GitHub
+compares them), ``min_runners`` ≤ ``max_runners``, ages ≥ ``start_timeout``, backoff bounds.
+Every problem is collected and raised together as one :class:`~rungar.errors.ConfigError`
+(a :class:`~rungar.config.problems.ScaleSetsError`), never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from rungar.config.merge import merge_runner
+from rungar.config.model import (
+    Placement,
+    ProviderConfig,
+    ScaleSetConfig,
+    ScaleSetProvider,
+    ScaleSetsFile,
+    Timing,
+)
+from rungar.config.problems import START, Mark, Problems, first_at, join_path
+from rungar.config.schema import COMMON_KEYS, PROVIDER_TYPES, Obj, file_obj
+from rungar.config.validate import INVALID, Checker, Item, Record, closest, seconds_text, to_plain
+from rungar.config.yaml_safe import MAX_BYTES, decode, read_yaml
+from rungar.model.runner_block import RunnerBlock
+
+FAKE_TYPE = "fake"  # the scripted test provider runs in-process: no address or command
+
+
+def load_scale_sets(path: str | os.PathLike[str]) -> ScaleSetsFile:
+    """Read and check the file at ``path``; raises ConfigError listing every problem."""
+    name = os.fspath(path)
+    problems = Problems(name)
+    try:
+        size = os.stat(name).st_size
+        if size > MAX_BYTES:  # refused before anything is read or parsed
+            problems.add(START, "", f"the file is {size} bytes; at most 1 MiB is read")
+            raise problems.error()
+        with open(name, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        problems.add(START, "", f"cannot be read: {e.strerror or e}")
+        raise problems.error() from None
+    return parse_scale_sets_bytes(data, name)
+
+
+def parse_scale_sets_bytes(data: bytes, filename: str) -> ScaleSetsFile:
+    """Check raw bytes (size and UTF-8 first), as :func:`load_scale_sets` does with a file."""
+    problems = Problems(filename)
+    text = decode(data, problems)
+    if text is None:
+        raise problems.error()
+    return _parse(text, problems)
+
+
+def parse_scale_sets(text: str, filename: str) -> ScaleSetsFile:
+    """Check ``text``; ``filename`` is only used in the problems' positions."""
+    return _parse(text, Problems(filename))
+
+
+def _parse(text: str, problems: Problems) -> ScaleSetsFile:
+    root = read_yaml(text, problems)
+    if root is None:
+        raise problems.error()
+    checker = Checker(problems)
+    top = checker.record(root, file_obj(), "")
+    if not isinstance(top, Record):
+        raise problems.error()
+    timing = _timing(top.get("timing"), checker)
+    providers, runner_blocks = _providers(top.get("providers", []), checker)
+    scale_sets = _scale_sets(top.get("scale_sets", []), runner_blocks, timing, checker)
+    problems.raise_if_any()
+    return ScaleSetsFile(tuple(providers), tuple(scale_sets), timing, path=problems.file)
+
+
+def _timing(record: Record | None, checker: Checker) -> Timing:
+    if record is None:
+        return Timing()
+    for first, most in (
+        ("backoff_first", "backoff_max"),
+        ("session_retry_first", "session_retry_max"),
+    ):
+        low, high = record.get(first), record.get(most, getattr(Timing(), most))
+        if low is not None and high < low:
+            checker.fail(
+                record.mark_of(most if record.has(most) else first),
+                record.path_of(most if record.has(most) else first),
+                f"{most} ({_dur(high)}) must be at least {first} ({_dur(low)})",
+            )
+    return Timing(**record.values)
+
+
+def _providers(
+    items: list[Item], checker: Checker
+) -> tuple[list[ProviderConfig], dict[str, Mapping[str, Any]]]:
+    """Providers that passed, and the runner block of every provider name seen (for references)."""
+    providers: list[ProviderConfig] = []
+    runner_blocks: dict[str, Mapping[str, Any]] = {}
+    first_seen: dict[str, tuple[str, Mark]] = {}  # lower-case name -> (name, where)
+    for item in items:
+        record: Record = item.value
+        name, provider_type = record.get("name"), record.get("type")
+        options = _options(record, provider_type, checker)
+        _check_reachability(record, provider_type, checker)
+        if name is None:
+            continue
+        if name.lower() in first_seen:
+            other, where = first_seen[name.lower()]
+            same = "defined twice" if other == name else f"the same as {other} ignoring case"
+            checker.fail(
+                record.mark_of("name"),
+                record.path_of("name"),
+                f"provider {name} is {same} (first at line {where.line})",
+            )
+            continue
+        first_seen[name.lower()] = (name, record.mark_of("name"))
+        runner_blocks[name] = merge_runner(record.get("runner", {}), {})  # drops its nulls
+        if provider_type is None:
+            continue
+        providers.append(
+            ProviderConfig(
+                name=name,
+                type=provider_type,
+                weight=float(record.get("weight", 1.0)),
+                max_runners=record.get("max_runners", 0),
+                disabled=record.get("disabled", False),
+                runner=runner_blocks[name],
+                options=options,
+                address=record.get("address", ""),
+                command=tuple(i.value for i in record.get("command", [])),
+                timeout=record.get("timeout", 0.0),
+            )
+        )
+    return providers, runner_blocks
+
+
+def _options(record: Record, provider_type: str | None, checker: Checker) -> dict[str, Any]:
+    """The type's own keys: checked for a known type, kept as written for any other."""
+    own = PROVIDER_TYPES.get(provider_type or "")
+    if own is None:
+        return {key: to_plain(entry.value) for key, entry in record.extra.items()}
+    typed = Obj(own)
+    known = sorted(COMMON_KEYS) + [f.name for f in own]
+    options: dict[str, Any] = {}
+    for key, entry in record.extra.items():
+        spec = typed.field(key)
+        path = record.path_of(key)
+        if spec is None:
+            checker.fail(
+                entry.key_mark, path, f"unknown key for type {provider_type}{_hint(key, known)}"
+            )
+            continue
+        value = checker.check(entry.value, spec.type, path, entry.key_mark)
+        if value is INVALID:
+            continue
+        if isinstance(value, Record):
+            value = value.values
+        elif isinstance(value, list):
+            value = [item.value for item in value]
+        options[key] = value
+    for spec in own:
+        if spec.required and spec.name not in record.extra:
+            checker.fail(
+                record.mark, record.path_of(spec.name), f"is required for type {provider_type}"
+            )
+    return options
+
+
+def _hint(key: str, known: list[str]) -> str:
+    near = closest(key, known)
+    return f"; {near[2:-1]}" if near else f"; known keys are {', '.join(known)}"
+
+
+def _check_reachability(record: Record, provider_type: str | None, checker: Checker) -> None:
+    has_address, has_command = "address" in record.marks, "command" in record.marks
+    if has_address and has_command:
+        checker.fail(
+            record.mark_of("command"), record.path_of("command"), "set address or command, not both"
+        )
+    if not has_address and not has_command and provider_type != FAKE_TYPE:
+        checker.fail(record.mark, record.path, "needs an address or a command")
+    address = record.get("address", "")
+    tls = record.extra.get("tls")
+    if tls is not None and address.startswith("unix://"):
+        checker.fail(tls.key_mark, record.path_of("tls"), "TLS is refused on a unix:// address")
+
+
+def _scale_sets(
+    items: list[Item],
+    runner_blocks: Mapping[str, Mapping[str, Any]],
+    timing: Timing,
+    checker: Checker,
+) -> list[ScaleSetConfig]:
+    scale_sets: list[ScaleSetConfig] = []
+    first_seen: dict[str, tuple[str, Mark]] = {}
+    for item in items:
+        record: Record = item.value
+        name = record.get("name")
+        if name is not None:
+            if name.lower() in first_seen:
+                other, where = first_seen[name.lower()]
+                same = "defined twice" if other == name else f"the same as {other} ignoring case"
+                checker.fail(
+                    record.mark_of("name"),
+                    record.path_of("name"),
+                    f"scale set {name} is {same} (line {where.line}); GitHub compares names "
+                    "ignoring case",
+                )
+                name = None
+            else:
+                first_seen[name.lower()] = (name, record.mark_of("name"))
+        limits_ok = _check_limits(record, checker)
+        start_timeout = record.get("start_timeout", timing.start_timeout)
+        ages_ok = _check_ages(record, start_timeout, checker)
+        providers = _scale_set_providers(record, runner_blocks, checker)
+        if name is None or not limits_ok or not ages_ok or providers is None:
+            continue
+        scale_sets.append(
+            ScaleSetConfig(
+                name=name,
+                max_runners=record.get("max_runners"),
+                providers=providers,
+                labels=tuple(i.value for i in record.get("labels", [])),
+                runner_group=record.get("runner_group", "Default"),
+                min_runners=record.get("min_runners", 0),
+                priority=record.get("priority", 0),
+                placement=Placement(record.get("placement", Placement.SPREAD.value)),
+                start_timeout=start_timeout,
+                max_idle_age=record.get("max_idle_age"),
+                max_age=record.get("max_age"),
+                paused=record.get("paused", False),
+            )
+        )
+    return scale_sets
+
+
+def _check_limits(record: Record, checker: Checker) -> bool:
+    high = record.get("max_runners")
+    low = record.get("min_runners", 0)
+    if high is None:
+        return False
+    if low > high:
+        checker.fail(
+            record.mark_of("min_runners"),
+            record.path_of("min_runners"),
+            f"is {low}; at most max_runners ({high})",
+        )
+        return False
+    return True
+
+
+def _check_ages(record: Record, start_timeout: float, checker: Checker) -> bool:
+    ok = True
+    for key in ("max_idle_age", "max_age"):
+        age = record.get(key)
+        if age is not None and age < start_timeout:
+            checker.fail(
+                record.mark_of(key),
+                record.path_of(key),
+                f"is {_dur(age)}; at least start_timeout ({_dur(start_timeout)})",
+            )
+            ok = False
+    return ok
+
+
+def _scale_set_providers(
+    record: Record,
+    runner_blocks: Mapping[str, Mapping[str, Any]],
+    checker: Checker,
+) -> tuple[ScaleSetProvider, ...] | None:
+    """The scale set's providers with merged runner blocks; None when any is wrong."""
+    if not record.has("providers"):
+        return None
+    out: list[ScaleSetProvider] = []
+    listed: dict[str, Mark] = {}
+    ok = True
+    for item in record.get("providers"):
+        ref: Record = item.value
+        path = join_path(record.path_of("providers"), item.index)
+        name = ref.get("name")
+        if name is None:
+            ok = False
+            continue
+        where = ref.mark_of("name")
+        if name in listed:
+            checker.fail(
+                where,
+                path,
+                f"provider {name} is listed twice (first at {first_at(listed[name], where)})",
+            )
+            ok = False
+            continue
+        listed[name] = where
+        if name not in runner_blocks:
+            near = closest(name, list(runner_blocks))
+            checker.fail(where, path, f"no provider named {name}{near}")
+            ok = False
+            continue
+        merged = merge_runner(runner_blocks[name], ref.get("runner", {}))
+        try:
+            RunnerBlock.from_mapping(merged)
+        except ValueError as e:
+            key, _, why = str(e).partition(": ")
+            checker.fail(
+                ref.mark_of("runner") if ref.has("runner") else where, f"{path}.runner.{key}", why
+            )
+            ok = False
+            continue
+        out.append(ScaleSetProvider(name, merged))
+    return tuple(out) if ok else None
+
+
+def _dur(seconds: float) -> str:
+    return seconds_text(seconds)

@@ -1,0 +1,440 @@
+"""The shape of scale_sets.yaml, declared once: the loader checks against it, and
+:func:`json_schema` renders it as the committed ``config/scale_sets.schema.json`` (issue 2, item 2).
+
+Rules and defaults follow rungar-go.md §2.1 and the Placement seed (004): ``weight`` positive and
+finite, ``max_runners`` 1..10000, ``start_timeout`` at least 30 s, ``reconcile_interval`` at least
+5 s. Rules between two keys (``min_runners`` ≤ ``max_runners``, ``max_age`` ≥ ``start_timeout``,
+provider references) live in the loader and are stated in the descriptions here.
+
+Regenerate the JSON file with ``python -m rungar.config.schema > config/scale_sets.schema.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from rungar.config.model import Placement, Timing
+
+MAX_RUNNERS = 10_000
+NAME_MAX = 45  # <name>-<8 hex> must stay a host name of at most 63 characters
+DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h|d|w))+$"
+SIZE_PATTERN = r"^\d+(\.\d+)?\s*([KMGTPkmgtp]([iI]?[bB])?)?$"
+
+
+@dataclass(frozen=True, slots=True)
+class Str:
+    pattern: str | None = None
+    hint: str = ""  # what the pattern means, for the message when a value does not match
+    max_length: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Int:
+    minimum: int | None = None
+    maximum: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PositiveNumber:
+    """Positive and finite: ``.nan`` and ``.inf`` are refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bool:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Duration:
+    """Seconds: a number, or text such as ``30s``, ``2m``, ``1h30m``."""
+
+    minimum: float = 0.0
+    above_minimum: bool = False  # strictly greater than ``minimum``
+    nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """Bytes: a number, or text such as ``512MiB``, ``8GiB``, ``6G``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Enum:
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ListOf:
+    item: Type
+    min_items: int = 0
+    unique: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AnyMapping:
+    """A free mapping (a runner block), kept as plain data."""
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    name: str
+    type: Type
+    description: str
+    required: bool = False
+    default: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Obj:
+    fields: tuple[Field, ...]
+    extra: bool = False  # accept keys not listed (a provider type Rungar does not know)
+    free_prefix: str = ""  # keys with this prefix are skipped: ``x-`` holds anchors to reuse
+
+    def field(self, name: str) -> Field | None:
+        for f in self.fields:
+            if f.name == name:
+                return f
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class NameOrObj:
+    """A scalar read as ``name``, or a mapping read as ``obj``."""
+
+    name: Str
+    obj: Obj
+
+
+Type = (
+    Str
+    | Int
+    | PositiveNumber
+    | Bool
+    | Duration
+    | Size
+    | Enum
+    | ListOf
+    | AnyMapping
+    | Obj
+    | NameOrObj
+)
+
+SCALE_SET_NAME = Str(
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9-]*$",
+    hint="letters, digits and '-', starting with a letter or digit",
+    max_length=NAME_MAX,
+)
+PROVIDER_NAME = Str(
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+    hint="letters, digits, '-', '_' and '.', starting with a letter or digit",
+    max_length=63,
+)
+ADDRESS = Str(
+    pattern=r"^(unix:///\S+|\[[0-9A-Fa-f:.]+\]:\d{1,5}|[A-Za-z0-9_.-]+:\d{1,5})$",
+    hint="unix:///path/to.sock or host:port",
+)
+TEXT = Str()
+TEXTS = ListOf(TEXT)
+
+PROVIDER_COMMON = (
+    Field("name", PROVIDER_NAME, "Unique name; scale sets refer to the provider by it.", True),
+    Field(
+        "type",
+        Str(pattern=r"^[a-z][a-z0-9_-]*$", hint="lower-case letters, digits, '-' and '_'"),
+        "Provider type: runnerd, gcp, aws, fake, or another plugin's own type.",
+        True,
+    ),
+    Field(
+        "weight",
+        PositiveNumber(),
+        "Spread counts runners ÷ weight; pack tries the highest weight first.",
+        default=1,
+    ),
+    Field(
+        "max_runners",
+        Int(1, MAX_RUNNERS),
+        "Most runners of every scale set on this provider; unset = no limit of our own.",
+    ),
+    Field("disabled", Bool(), "Skipped by every scale set while true.", default=False),
+    Field(
+        "runner",
+        AnyMapping(),
+        "Base runner block; a scale set's block is laid over it.",
+        default={},
+    ),
+    Field("address", ADDRESS, "Where the provider plugin listens. Set this or command."),
+    Field(
+        "command",
+        ListOf(TEXT, min_items=1),
+        "A local provider plugin to start. Set this or address.",
+    ),
+    Field(
+        "timeout",
+        Duration(above_minimum=True),
+        "Bound of every call but create; unset = timing.provider_timeout.",
+    ),
+)
+COMMON_KEYS = frozenset(f.name for f in PROVIDER_COMMON)
+
+PROVIDER_TYPES: dict[str, tuple[Field, ...]] = {
+    "runnerd": (
+        Field(
+            "tls",
+            Obj(
+                (
+                    Field("ca_file", TEXT, "CA bundle that signed runnerd's certificate."),
+                    Field("cert_file", TEXT, "Client certificate (with key_file)."),
+                    Field("key_file", TEXT, "Client key (with cert_file)."),
+                    Field("server_name", TEXT, "Name expected in runnerd's certificate."),
+                )
+            ),
+            "mTLS to a TCP address; refused on unix:// addresses.",
+        ),
+        Field("token_file", TEXT, "File holding the bearer token runnerd expects."),
+    ),
+    "gcp": (
+        Field("project", TEXT, "GCP project.", True),
+        Field("zones", ListOf(TEXT, min_items=1, unique=True), "Zones of one region.", True),
+        Field("network", TEXT, "VPC network."),
+        Field("subnetwork", TEXT, "Subnetwork."),
+        Field("external_ip", Bool(), "Give instances an external IP.", default=True),
+        Field("service_account", TEXT, "Service account of the instances."),
+        Field("scopes", TEXTS, "OAuth scopes of the instances."),
+        Field("credentials_file", TEXT, "Key or WIF config; unset = application default."),
+        Field("impersonate_service_account", TEXT, "Service account to impersonate."),
+    ),
+    "aws": (
+        Field("region", TEXT, "AWS region.", True),
+        Field("subnets", ListOf(TEXT, min_items=1, unique=True), "Subnets, tried in order."),
+        Field("security_groups", TEXTS, "Security groups of the instances."),
+        Field("public_ip", Bool(), "Give instances a public IP."),
+        Field("instance_profile", TEXT, "IAM instance profile."),
+        Field("profile", TEXT, "Credentials profile."),
+        Field("credentials_file", TEXT, "Shared credentials file."),
+    ),
+    "fake": (
+        Field("vcpus", PositiveNumber(), "Room in vCPUs; unset = unlimited."),
+        Field("memory", Size(), "Room in memory; unset = unlimited."),
+        Field("latency", Duration(), "How long each call takes.", default=0),
+        Field("refuse", Enum(("full", "invalid", "failed")), "Refuse every create with this kind."),
+        Field("unanswered", Bool(), "Answer nothing, as an unreachable provider.", default=False),
+    ),
+}
+
+
+def provider_obj(provider_type: str | None) -> Obj:
+    """The keys a provider of ``provider_type`` may have; any extra key for an unknown type."""
+    own = PROVIDER_TYPES.get(provider_type or "")
+    if own is None:
+        return Obj(PROVIDER_COMMON, extra=True)
+    return Obj(PROVIDER_COMMON + own)
+
+
+PROVIDER_REF = NameOrObj(
+    PROVIDER_NAME,
+    Obj(
+        (
+            Field("name", PROVIDER_NAME, "A provider of providers[].", True),
+            Field("runner", AnyMapping(), "Laid over the provider's runner block.", default={}),
+        )
+    ),
+)
+
+SCALE_SET = Obj(
+    (
+        Field("name", SCALE_SET_NAME, "Runner-name base; unique ignoring case.", True),
+        Field("labels", ListOf(TEXT, unique=True), "Labels jobs ask for (runs-on).", default=[]),
+        Field("runner_group", TEXT, "GitHub runner group.", default="Default"),
+        Field("min_runners", Int(0, MAX_RUNNERS), "Runners kept; at most max_runners.", default=0),
+        Field("max_runners", Int(1, MAX_RUNNERS), "Most runners on all providers together.", True),
+        Field(
+            "priority",
+            Int(-(2**31), 2**31 - 1),
+            "Higher holds lower ones off a full provider.",
+            default=0,
+        ),
+        Field(
+            "placement",
+            Enum(tuple(p.value for p in Placement)),
+            "Order providers are tried in.",
+            default="spread",
+        ),
+        Field(
+            "providers",
+            ListOf(PROVIDER_REF, min_items=1),
+            "Provider names, or {name, runner}; each at most once.",
+            True,
+        ),
+        Field(
+            "start_timeout",
+            Duration(30.0),
+            "Time a runner has to connect; unset = timing.start_timeout.",
+        ),
+        Field(
+            "max_idle_age",
+            Duration(),
+            "An idle runner older than this is replaced; at least start_timeout.",
+        ),
+        Field(
+            "max_age", Duration(), "A runner older than this is replaced; at least start_timeout."
+        ),
+        Field("paused", Bool(), "Creates nothing while true.", default=False),
+    )
+)
+
+# Minimums of the timing block (seconds, and whether strictly above); any other field is ≥ 0.
+TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
+    "reconcile_interval": (5.0, False),
+    "backoff_first": (0.0, True),
+    "backoff_max": (0.0, True),
+    "hold": (0.0, True),
+    "delete_timeout": (0.0, True),
+    "provider_timeout": (0.0, True),
+    "start_timeout": (30.0, False),
+    "session_retry_first": (0.0, True),
+    "session_retry_max": (0.0, True),
+}
+TIMING_NOTES = {
+    "reconcile_interval": "How often each scale set is reconciled; at least 5s.",
+    "backoff_first": "First skip after a refusal; doubles in a row.",
+    "backoff_max": "Longest skip; at least backoff_first.",
+    "hold": "How long a priority hold lasts; unset = 2 × reconcile_interval.",
+    "unreachable_grace": "Runners of an unreachable provider are kept this long.",
+    "left_grace": "A machine left by a removal is not adopted before this.",
+    "deadline_grace": "Machine deadline = max_age + reconcile_interval + this.",
+    "provider_timeout": "Bound of every provider call but create.",
+    "start_timeout": "Default start_timeout of scale sets; at least 30s.",
+    "never_connected_grace": "0 = the scale set's start_timeout.",
+    "stuck_after": "0 = the scale set's start_timeout × 2.",
+    "session_retry_max": "At least session_retry_first.",
+}
+
+
+def timing_obj() -> Obj:
+    """Every field of :class:`Timing`, so a field the model gains is configurable at once."""
+    defaults = Timing()
+    fields = []
+    for f in dataclasses.fields(Timing):
+        minimum, above = TIMING_MINIMUMS.get(f.name, (0.0, False))
+        nullable = getattr(defaults, f.name) is None
+        note = TIMING_NOTES.get(f.name, "Duration.")
+        fields.append(
+            Field(
+                f.name, Duration(minimum, above, nullable), note, default=getattr(defaults, f.name)
+            )
+        )
+    return Obj(tuple(fields))
+
+
+def file_obj() -> Obj:
+    return Obj(
+        (
+            Field("version", Int(1, 1), "Format version; only 1.", default=1),
+            Field("providers", ListOf(provider_obj(None), min_items=1), "Providers.", True),
+            Field("scale_sets", ListOf(SCALE_SET, min_items=1), "Scale sets.", True),
+            Field("timing", timing_obj(), "Every duration of the seeds.", default={}),
+        ),
+        free_prefix="x-",
+    )
+
+
+def _render(t: Type) -> dict[str, Any]:
+    if isinstance(t, Str):
+        out: dict[str, Any] = {"type": "string", "minLength": 1}
+        if t.pattern:
+            out["pattern"] = t.pattern
+        if t.max_length is not None:
+            out["maxLength"] = t.max_length
+        return out
+    if isinstance(t, Int):
+        out = {"type": "integer"}
+        if t.minimum is not None:
+            out["minimum"] = t.minimum
+        if t.maximum is not None:
+            out["maximum"] = t.maximum
+        return out
+    if isinstance(t, PositiveNumber):
+        return {"type": "number", "exclusiveMinimum": 0}
+    if isinstance(t, Bool):
+        return {"type": "boolean"}
+    if isinstance(t, Duration):
+        number: dict[str, Any] = {"type": "number"}
+        number["exclusiveMinimum" if t.above_minimum else "minimum"] = t.minimum
+        options = [number, {"type": "string", "pattern": DURATION_PATTERN}]
+        if t.nullable:
+            options.append({"type": "null"})
+        return {"anyOf": options}
+    if isinstance(t, Size):
+        return {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": SIZE_PATTERN},
+            ]
+        }
+    if isinstance(t, Enum):
+        return {"enum": list(t.values)}
+    if isinstance(t, ListOf):
+        out = {"type": "array", "items": _render(t.item)}
+        if t.min_items:
+            out["minItems"] = t.min_items
+        if t.unique:
+            out["uniqueItems"] = True
+        return out
+    if isinstance(t, AnyMapping):
+        return {"type": "object"}
+    if isinstance(t, NameOrObj):
+        return {"oneOf": [_render(t.name), _render(t.obj)]}
+    return _render_obj(t)
+
+
+def _render_obj(obj: Obj) -> dict[str, Any]:
+    properties = {}
+    for f in obj.fields:
+        prop = {"description": f.description, **_render(f.type)}
+        if f.default is not None and not f.required:
+            prop["default"] = f.default
+        properties[f.name] = prop
+    out: dict[str, Any] = {"type": "object", "properties": properties}
+    required = [f.name for f in obj.fields if f.required]
+    if required:
+        out["required"] = required
+    if obj.free_prefix:
+        out["patternProperties"] = {"^" + obj.free_prefix: {}}
+    out["additionalProperties"] = obj.extra
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema (2020-12) of scale_sets.yaml, rendered from the definitions above."""
+    top = _render_obj(file_obj())
+    provider = top["properties"]["providers"]["items"]
+    # A known type accepts only its own keys; another type accepts any extra key.
+    provider["additionalProperties"] = True
+    provider["allOf"] = [
+        {
+            "if": {"properties": {"type": {"const": name}}, "required": ["type"]},
+            "then": _render_obj(provider_obj(name)),
+        }
+        for name in PROVIDER_TYPES
+    ]
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Rungar scale_sets.yaml",
+        "description": (
+            "Generated by rungar.config.schema.json_schema(); do not edit. Rules between keys "
+            "(min_runners ≤ max_runners, max_age ≥ start_timeout, provider references, names "
+            "unique ignoring case, address or command) are checked by `rungar validate`."
+        ),
+        **top,
+    }
+
+
+def render_json() -> str:
+    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_json(), end="")

@@ -1,0 +1,1 @@
+"""The running system: scaling, the actuator, reconciliation and the daemon's wiring."""

@@ -1,0 +1,509 @@
+"""The engine: turns demand into runners through placement, and keeps the fleet honest.
+
+Effectful shell around the pure decisions (placement, scaling). One event loop; every
+provider and GitHub call is awaited without holding state locks, and every state change is
+a synchronous step, so concurrent creates never overshoot a limit (claims are checked and
+taken in one step). Creates for different runners run in parallel, bounded by a semaphore,
+so a slow provider holds up only its own runner.
+
+Creating a runner follows the Placement seed: nothing is registered when no provider can be
+tried; the runner is registered with GitHub once; its providers are tried in order; a refused
+create's leftover is deleted; when no provider takes it its registration is removed; the whole
+attempt is bounded by the scale set's ``start_timeout``. Each create's intent is written to the
+store before any call, so a crash at any moment is settled by the next reconcile pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable, Coroutine, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+import structlog
+
+from rungar.clock import Clock
+from rungar.config.model import ScaleSetConfig, ScaleSetsFile
+from rungar.engine.events import EventLog
+from rungar.engine.metrics import Metrics
+from rungar.engine.naming import revision, runner_name
+from rungar.engine.records import RunnerRecord, RunnerTable
+from rungar.errors import GitHubError, ProviderError, RungarError
+from rungar.github.interface import GitHub, RemoveOutcome
+from rungar.model.labels import machine_labels
+from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
+from rungar.model.provider import Provider
+from rungar.model.runner import GitHubState, RemovalReason, RunnerState
+from rungar.model.runner_block import RunnerBlock
+from rungar.placement import Fleet
+from rungar.placement.attempt import NotPlaced, Outcome, Placed, Try, place
+from rungar.scaling import desired_runners, surplus_to_remove
+from rungar.store.sqlite import CreateIntent, SqliteStore
+
+log = structlog.get_logger("rungar.engine")
+T = TypeVar("T")
+
+
+@dataclass
+class ScaleSetState:
+    """What the engine knows of one scale set beyond its configuration."""
+
+    config: ScaleSetConfig
+    id: int = 0
+    assigned: int = 0
+    desired: int | None = None  # unknown until the first decision
+    paused_at_runtime: bool | None = None  # None: as configured
+    phase: str = "STARTING"  # STARTING, LISTENING, WAITING, UNREACHABLE
+    note: str = ""
+    creating: int = 0
+    queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint
+    assigned_at: dict[str, float] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    removed: bool = False  # no longer configured: drains, then is forgotten
+
+    @property
+    def paused(self) -> bool:
+        if self.paused_at_runtime is not None:
+            return self.paused_at_runtime
+        return self.config.paused
+
+
+class Engine:
+    def __init__(
+        self,
+        config: ScaleSetsFile,
+        providers: Mapping[str, Provider],
+        github: GitHub,
+        *,
+        clock: Clock,
+        store: SqliteStore,
+        events: EventLog,
+        metrics: Metrics | None = None,
+        installation: str = "gh-local",
+        max_parallel_creates: int = 64,
+    ) -> None:
+        self.config = config
+        self.providers = dict(providers)
+        self.github = github
+        self.clock = clock
+        self.store = store
+        self.events = events
+        self.metrics = metrics or Metrics()
+        self.installation = installation
+        self.fleet = Fleet(config.providers, config.scale_sets, config.timing)
+        self.runners = RunnerTable()
+        self.sets: dict[str, ScaleSetState] = {s.name: ScaleSetState(s) for s in config.scale_sets}
+        self.draining: set[str] = set()
+        self._create_slots = asyncio.Semaphore(max_parallel_creates)
+        self._tasks: set[asyncio.Task[object]] = set()
+        self.started_at = clock.now()
+        backoffs, holds = store.load_placement()
+        self.fleet.restore_state(backoffs, holds)
+
+    # ------------------------------------------------------------------ helpers
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain_tasks(self) -> None:
+        """Wait for every create and removal in flight (tests and clean shutdowns)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def runner_block(self, scale_set: str, provider: str) -> dict[str, object]:
+        for entry in self.sets[scale_set].config.providers:
+            if entry.name == provider:
+                return dict(entry.runner)
+        return {}
+
+    def current_revisions(self, scale_set: str) -> dict[str, str]:
+        return {
+            entry.name: revision(entry.runner) for entry in self.sets[scale_set].config.providers
+        }
+
+    def save_placement(self) -> None:
+        backoffs, holds = self.fleet.export_state()
+        self.store.save_placement(backoffs, holds)
+
+    def resync_fleet_counts(self) -> None:
+        self.fleet.set_runners(self.runners.counts())
+        leaving = self.runners.leaving_by_provider()
+        for name in self.fleet.providers:
+            self.fleet.set_leaving(name, leaving.get(name, 0))
+
+    # ------------------------------------------------------------------ scaling
+
+    async def scale(self, name: str) -> None:
+        """Apply the scale set's last decision: create what is missing, remove idle surplus."""
+        state = self.sets.get(name)
+        if state is None:
+            return
+        async with state.lock:
+            target = (
+                0
+                if state.removed
+                else desired_runners(state.config, state.assigned, paused=state.paused)
+            )
+            state.desired = target
+            self.metrics.runners_desired.labels(name).set(target)
+            live = self.runners.live(name)
+            have = len(live) + state.creating
+            if have < target:
+                for _ in range(target - have):
+                    state.creating += 1
+                    self.spawn(self._create_one(state))
+            elif len(live) > target:
+                surplus = surplus_to_remove(
+                    [r.view() for r in live], len(live) - target, self.current_revisions(name)
+                )
+                for runner in surplus:
+                    record = self.runners.get(runner)
+                    if record is not None:
+                        self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
+
+    async def _create_one(self, state: ScaleSetState) -> None:
+        try:
+            async with self._create_slots:
+                await self.create_runner(state)
+        except Exception:
+            log.exception("runner.create_crashed", scale_set=state.config.name)
+        finally:
+            state.creating -= 1
+
+    async def create_runner(self, state: ScaleSetState) -> RunnerRecord | None:
+        config = state.config
+        now = self.clock.now()
+        found = self.fleet.can_place(config.name, now)
+        if not found.any:
+            self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
+            log.info("runner.cannot_scale_up", scale_set=config.name, reason=found.why_none())
+            return None
+        name = runner_name(config.name)
+        self.runners.creating.add(name)
+        intent = CreateIntent(name, config.name, str(uuid.uuid4()), created_at=now)
+        self.store.write_intent(intent)
+        started = time.monotonic()
+        try:
+            try:
+                runner_id, jit_config = await self.github.generate_jit_config(state.id, name)
+            except GitHubError as e:
+                log.warning("runner.register_failed", scale_set=config.name, error=str(e))
+                self.metrics.scale_up_failures.labels(config.name, "error").inc()
+                self.store.clear_intent(name)
+                return None
+            intent = replace(intent, runner_id=runner_id)
+            self.store.write_intent(intent)
+            result = await self._place(state, name, intent, jit_config)
+            if isinstance(result, Placed):
+                record = RunnerRecord(
+                    name=name,
+                    scale_set=config.name,
+                    provider=result.provider,
+                    revision=revision(self.runner_block(config.name, result.provider)),
+                    created_at=self.clock.now(),
+                    state=RunnerState.STARTING,
+                    runner_id=runner_id,
+                    machine=result.machine.state,
+                )
+                self.runners.add(record)
+                self.store.clear_intent(name)
+                elapsed = time.monotonic() - started
+                self.metrics.created.labels(config.name, result.provider).inc()
+                self.metrics.create_duration.labels(config.name, result.provider).observe(elapsed)
+                self.events.record(
+                    "runner",
+                    name,
+                    "created",
+                    scale_set=config.name,
+                    provider=result.provider,
+                    message=f"created on {result.provider}",
+                    create_duration=round(elapsed, 3),
+                )
+                log.info(
+                    "runner.created", scale_set=config.name, provider=result.provider, runner=name
+                )
+                return record
+            self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
+            log.warning(
+                "runner.not_placed", scale_set=config.name, runner=name, reason=result.reason
+            )
+            if result.stranded_on:
+                self.runners.left[name] = self.clock.now() + self.config.timing.left_grace
+            with contextlib.suppress(GitHubError):
+                await self.github.remove_runner(runner_id)
+            if not result.stranded_on:
+                self.store.clear_intent(name)
+            return None
+        finally:
+            self.runners.creating.discard(name)
+
+    async def _place(
+        self, state: ScaleSetState, name: str, intent: CreateIntent, jit_config: str
+    ) -> Placed | NotPlaced:
+        config = state.config
+        deadline = 0.0
+        if config.max_age is not None:
+            timing = self.config.timing
+            deadline = self.clock.now() + config.max_age + timing.reconcile_interval
+            deadline += timing.deadline_grace
+        budget_end = time.monotonic() + config.start_timeout
+        hints = tuple(state.queued.values())[:20]
+
+        def request(provider: str) -> CreateRequest:
+            block = self.runner_block(config.name, provider)
+            return CreateRequest(
+                runner_name=name,
+                request_id=intent.request_id,
+                scale_set=config.name,
+                labels=machine_labels(self.installation, config.name, name, revision(block)),
+                runner=RunnerBlock.from_mapping(block),
+                jit_config=jit_config,
+                job_hints=hints,
+                deadline=deadline,
+            )
+
+        async def create(provider: str) -> Created | Refusal:
+            self.store.write_intent(replace(intent, provider=provider))
+            remaining = budget_end - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            return await self._timed(
+                provider,
+                "create",
+                asyncio.wait_for(self.providers[provider].create(request(provider)), remaining),
+            )
+
+        async def delete(provider: str) -> None:
+            await self._timed(
+                provider,
+                "delete",
+                asyncio.wait_for(
+                    self.providers[provider].delete(name), self.config.timing.delete_timeout
+                ),
+            )
+
+        async def settle(provider: str) -> Created | None:
+            from rungar.rpc.settle import Unsettled, settle_unanswered_create
+
+            answer = await settle_unanswered_create(
+                self.providers[provider], request(provider), self.clock, tries=2, first_delay=0.5
+            )
+            if isinstance(answer, Created):
+                return answer
+            if isinstance(answer, Unsettled):
+                return None
+            with contextlib.suppress(ProviderError):
+                await self.providers[provider].delete(name)
+                self.runners.left.pop(name, None)
+            return None
+
+        return await place(
+            self.fleet,
+            config.name,
+            now=self.clock.now,
+            create=create,
+            delete=delete,
+            settle=settle,
+            observe=self._observe,
+        )
+
+    async def _timed(self, provider: str, call: str, awaitable: Awaitable[T]) -> T:
+        started = time.monotonic()
+        result = "error"
+        try:
+            value = await awaitable
+            result = "no_capacity" if isinstance(value, Refusal) else "ok"
+            return value
+        finally:
+            self.metrics.provider_calls.labels(provider, call, result).inc()
+            self.metrics.provider_call_duration.labels(provider, call).observe(
+                time.monotonic() - started
+            )
+
+    def _observe(self, scale_set: str, attempt: Try) -> None:
+        if attempt.outcome is Outcome.REFUSED and attempt.refusal is not None:
+            backoff = self.fleet.backoff(scale_set, attempt.provider)
+            wait = round(backoff.remaining(self.clock.now())) if backoff else 0
+            full = attempt.refusal.kind.value == "full"
+            action = "full" if full else "failing"
+            self.events.record(
+                "provider",
+                attempt.provider,
+                action,
+                scale_set=scale_set,
+                provider=attempt.provider,
+                message=(
+                    f"{attempt.refusal.kind.value.upper()}: {attempt.message}; {scale_set} tries "
+                    f"the next provider, and this one again in {wait}s"
+                ),
+                resource=attempt.refusal.resource,
+                refusal=attempt.refusal.kind.value,
+                refusals=backoff.refusals if backoff else 1,
+            )
+            log.info(
+                "provider is full; trying the next"
+                if full
+                else "provider failed to create a runner; trying the next",
+                scale_set=scale_set,
+                provider=attempt.provider,
+                error=attempt.message,
+            )
+        elif attempt.outcome is Outcome.UNANSWERED:
+            self.events.record(
+                "provider",
+                attempt.provider,
+                "unreachable",
+                scale_set=scale_set,
+                provider=attempt.provider,
+                message=attempt.message,
+            )
+            log.warning(
+                "provider is unreachable; nothing is placed on it until it lists again",
+                provider=attempt.provider,
+            )
+
+    # ------------------------------------------------------------------ removal
+
+    async def remove(
+        self, record: RunnerRecord, reason: RemovalReason, *, forced: bool = False
+    ) -> bool:
+        """The safe way round: registration first (GitHub refuses while a job runs), then the
+        machine. Returns False when GitHub says the runner is busy and it was kept."""
+        if record.state is RunnerState.LEAVING:
+            return True
+        if record.runner_id and (forced or not record.view().busy):
+            try:
+                outcome = await self.github.remove_runner(record.runner_id)
+            except GitHubError as e:
+                if not forced:
+                    log.warning("runner.unregister_failed", runner=record.name, error=str(e))
+                    return False
+                outcome = RemoveOutcome.REMOVED
+            if outcome is RemoveOutcome.BUSY and not forced:
+                record.state = RunnerState.BUSY
+                return False
+        elif record.view().busy and not forced:
+            return False
+        self.let_go(record, reason.value)
+        await self.settle_leaving(record)
+        return True
+
+    def let_go(self, record: RunnerRecord, reason: str) -> None:
+        """The runner stops counting for its scale set; its machine still counts for the
+        provider until deleted."""
+        if record.state is RunnerState.LEAVING:
+            return
+        record.state = RunnerState.LEAVING
+        record.left_at = self.clock.now()
+        record.removal_reason = reason
+        self.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
+        self.metrics.removed.labels(record.scale_set, record.provider, reason).inc()
+        self.events.record(
+            "runner",
+            record.name,
+            "removed",
+            scale_set=record.scale_set,
+            provider=record.provider,
+            message=reason,
+            reason=reason,
+        )
+        log.info(
+            "removing runner",
+            reason=reason,
+            scale_set=record.scale_set,
+            provider=record.provider,
+            runner=record.name,
+        )
+
+    async def settle_leaving(self, record: RunnerRecord) -> bool:
+        """Delete a leaving runner's machine; a failure is retried on the next pass."""
+        provider = self.providers.get(record.provider)
+        if provider is None:
+            return False
+        try:
+            await self._timed(
+                record.provider,
+                "delete",
+                asyncio.wait_for(provider.delete(record.name), self.config.timing.delete_timeout),
+            )
+        except (ProviderError, TimeoutError) as e:
+            log.warning(
+                "runner.delete_failed", runner=record.name, provider=record.provider, error=str(e)
+            )
+            return False
+        if self.runners.pop(record.name) is not None:
+            self.fleet.machine_deleted(record.provider)
+        return True
+
+    # ------------------------------------------------------------------ GitHub's news
+
+    def on_demand(self, name: str, assigned: int) -> None:
+        state = self.sets.get(name)
+        if state is None:
+            return
+        state.assigned = assigned
+        self.metrics.jobs_assigned.labels(name).set(assigned)
+        self.metrics.last_poll.labels(name).set(self.clock.now())
+        self.spawn(self.scale(name))
+
+    def on_job_assigned(self, name: str, job_id: str, hint: JobHint) -> None:
+        state = self.sets.get(name)
+        if state is not None:
+            state.queued[job_id] = hint
+            state.assigned_at.setdefault(job_id, self.clock.now())
+
+    def on_job_started(self, name: str, job_id: str, runner: str, hint: JobHint) -> None:
+        state = self.sets.get(name)
+        record = self.runners.get(runner)
+        if state is not None:
+            state.queued.pop(job_id, None)
+            assigned_at = state.assigned_at.pop(job_id, None)
+            if assigned_at is not None:
+                wait = self.clock.now() - assigned_at
+                self.metrics.job_runner_wait.labels(name).observe(wait)
+            self.metrics.jobs_started.labels(name).inc()
+        if record is not None and record.state is not RunnerState.LEAVING:
+            record.state = RunnerState.BUSY
+            record.github = GitHubState.BUSY
+            record.connected = True
+            record.job = f"{hint.repository}: {hint.job}" if hint.repository else hint.job
+            record.job_id = job_id
+            self.events.record(
+                "runner",
+                runner,
+                "job_started",
+                scale_set=name,
+                provider=record.provider,
+                message=record.job,
+                job_id=job_id,
+                repository=hint.repository,
+            )
+            provider = self.providers.get(record.provider)
+            if provider is not None:
+                self.spawn(self._tell_provider(provider, runner, replace(hint, job_id=job_id)))
+
+    async def _tell_provider(self, provider: Provider, runner: str, hint: JobHint) -> None:
+        with contextlib.suppress(RungarError, TimeoutError):
+            await asyncio.wait_for(provider.update_runner(runner, hint), 10)
+
+    def on_job_completed(self, name: str, job_id: str, runner: str, result: str) -> None:
+        self.metrics.jobs_completed.labels(name, result or "unknown").inc()
+        state = self.sets.get(name)
+        if state is not None:
+            state.queued.pop(job_id, None)
+            state.assigned_at.pop(job_id, None)
+        record = self.runners.get(runner)
+        if record is None or record.state is RunnerState.LEAVING:
+            return
+        # An ephemeral runner takes one job; GitHub removes its registration itself.
+        self.let_go(record, RemovalReason.JOB_COMPLETED.value)
+        self.spawn(self._settle_soon(record))
+
+    async def _settle_soon(self, record: RunnerRecord) -> None:
+        await self.settle_leaving(record)

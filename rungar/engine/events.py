@@ -1,0 +1,127 @@
+"""The event log: JSONL on disk with retention by count and age, and a live feed for followers.
+
+One object per line: ``time, kind, name, action, scale_set, provider, message, attributes``
+(rungar-go §2.4). History only: never read back for decisions. No secret is ever written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rungar.clock import Clock
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    time: float
+    kind: str  # runner | provider | scale_set
+    name: str
+    action: str  # created, adopted, removed, lost, full, failing, paused, …
+    scale_set: str = ""
+    provider: str = ""
+    message: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, default=str)
+
+
+class EventLog:
+    def __init__(
+        self,
+        clock: Clock,
+        path: Path | None = None,
+        *,
+        max_count: int = 10_000,
+        max_age: float | None = None,
+    ) -> None:
+        self.clock = clock
+        self.path = path
+        self.max_count = max_count
+        self.max_age = max_age
+        self._recent: deque[Event] = deque(maxlen=max_count)
+        self._followers: set[asyncio.Queue[Event]] = set()
+        self._written = 0
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._load()
+
+    def _load(self) -> None:
+        assert self.path is not None
+        if not self.path.exists():
+            return
+        for line in self.path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, TypeError):
+                self._recent.append(Event(**json.loads(line)))
+
+    def record(
+        self,
+        kind: str,
+        name: str,
+        action: str,
+        *,
+        scale_set: str = "",
+        provider: str = "",
+        message: str = "",
+        **attributes: Any,
+    ) -> Event:
+        event = Event(
+            self.clock.now(), kind, name, action, scale_set, provider, message, attributes
+        )
+        self._recent.append(event)
+        if self.path is not None:
+            with self.path.open("a") as f:
+                f.write(event.to_json() + "\n")
+            self._written += 1
+            if self._written % 500 == 0:
+                self.compact()
+        for queue in list(self._followers):
+            if queue.full():
+                self._followers.discard(queue)  # a slow follower is cut off
+            else:
+                queue.put_nowait(event)
+        return event
+
+    def compact(self) -> None:
+        """Keep at most ``max_count`` events, none older than ``max_age``."""
+        if self.max_age is not None:
+            horizon = self.clock.now() - self.max_age
+            while self._recent and self._recent[0].time < horizon:
+                self._recent.popleft()
+        if self.path is not None:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text("".join(e.to_json() + "\n" for e in self._recent))
+            tmp.replace(self.path)
+
+    def recent(
+        self,
+        *,
+        scale_set: str = "",
+        provider: str = "",
+        since: float = 0.0,
+        limit: int = 0,
+    ) -> list[Event]:
+        found = [
+            e
+            for e in self._recent
+            if e.time >= since
+            and (not scale_set or e.scale_set == scale_set)
+            and (not provider or e.provider == provider)
+        ]
+        return found[-limit:] if limit else found
+
+    async def follow(self) -> AsyncIterator[Event]:
+        queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=1000)
+        self._followers.add(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._followers.discard(queue)

@@ -1,0 +1,116 @@
+"""Prometheus metrics of the daemon (rungar-go §2.3), on a registry of their own."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from rungar import __version__
+
+WAIT_BUCKETS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800)
+CALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.build_info = Gauge("rungar_build_info", "Build", ["version"], registry=r)
+        self.build_info.labels(__version__).set(1)
+        self.start_time = Gauge("rungar_start_time_seconds", "Daemon start", registry=r)
+        self.github_requests = Counter(
+            "rungar_github_requests", "GitHub REST calls by status code", ["code"], registry=r
+        )
+        self.runners_min = Gauge("rungar_runners_min", "min_runners", ["scale_set"], registry=r)
+        self.runners_desired = Gauge(
+            "rungar_runners_desired", "Desired runners", ["scale_set"], registry=r
+        )
+        self.paused = Gauge("rungar_scale_set_paused", "Paused", ["scale_set"], registry=r)
+        self.runners_current = Gauge(
+            "rungar_runners_current", "Runners by state", ["scale_set", "state"], registry=r
+        )
+        self.created = Counter(
+            "rungar_runners_created", "Runners created", ["scale_set", "provider"], registry=r
+        )
+        self.removed = Counter(
+            "rungar_runners_removed",
+            "Runners removed",
+            ["scale_set", "provider", "reason"],
+            registry=r,
+        )
+        self.lost = Counter(
+            "rungar_runners_lost", "Runners lost", ["scale_set", "provider", "reason"], registry=r
+        )
+        self.scale_up_failures = Counter(
+            "rungar_scale_up_failures",
+            "Runners that could not be created",
+            ["scale_set", "reason"],
+            registry=r,
+        )
+        self.jobs_started = Counter(
+            "rungar_jobs_started", "Jobs started", ["scale_set"], registry=r
+        )
+        self.jobs_completed = Counter(
+            "rungar_jobs_completed", "Jobs completed", ["scale_set", "result"], registry=r
+        )
+        self.jobs_assigned = Gauge(
+            "rungar_jobs_assigned", "Jobs assigned", ["scale_set"], registry=r
+        )
+        self.job_runner_wait = Histogram(
+            "rungar_job_runner_wait_seconds",
+            "Assigned to the scale set until a runner took the job",
+            ["scale_set"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.create_duration = Histogram(
+            "rungar_runner_create_duration_seconds",
+            "Registration until machine created, providers tried before included",
+            ["scale_set", "provider"],
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+        self.boot_duration = Histogram(
+            "rungar_runner_boot_duration_seconds",
+            "Machine created until connected",
+            ["scale_set", "provider"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.last_poll = Gauge(
+            "rungar_scale_set_last_poll_timestamp_seconds", "Last poll", ["scale_set"], registry=r
+        )
+        self.last_reconcile = Gauge(
+            "rungar_scale_set_last_reconcile_timestamp_seconds",
+            "Last reconcile pass",
+            ["scale_set"],
+            registry=r,
+        )
+        self.reconcile_duration = Histogram(
+            "rungar_reconcile_duration_seconds",
+            "Reconcile pass duration",
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+        self.provider_reachable = Gauge(
+            "rungar_provider_reachable", "Provider answers", ["provider"], registry=r
+        )
+        self.provider_runners = Gauge(
+            "rungar_provider_runners", "Runners per provider", ["scale_set", "provider"], registry=r
+        )
+        self.provider_calls = Counter(
+            "rungar_provider_calls",
+            "Provider calls",
+            ["provider", "call", "result"],
+            registry=r,
+        )
+        self.provider_call_duration = Histogram(
+            "rungar_provider_call_duration_seconds",
+            "Provider call latency",
+            ["provider", "call"],
+            buckets=CALL_BUCKETS,
+            registry=r,
+        )
+
+    def serve(self, address: str) -> None:
+        """Expose ``/metrics`` on ``host:port`` in a background thread."""
+        host, _, port = address.rpartition(":")
+        start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)

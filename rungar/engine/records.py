@@ -1,0 +1,93 @@
+"""The daemon's in-memory record of each runner; the providers' listings correct it each pass."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rungar.model.machine import MachineState
+from rungar.model.runner import GitHubState, RunnerState, RunnerView
+
+
+@dataclass(slots=True)
+class RunnerRecord:
+    name: str
+    scale_set: str
+    provider: str
+    revision: str
+    created_at: float
+    state: RunnerState
+    runner_id: int = 0
+    github: GitHubState = GitHubState.UNKNOWN
+    connected: bool = False
+    offline_since: float | None = None
+    job: str = ""
+    job_id: str = ""
+    machine: MachineState = MachineState.STARTING
+    unreachable_since: float | None = None  # its provider could not be listed since then
+    left_at: float = 0.0  # when it started leaving
+    removal_reason: str = ""
+    adopted: bool = False
+
+    def view(self) -> RunnerView:
+        return RunnerView(
+            name=self.name,
+            scale_set=self.scale_set,
+            provider=self.provider,
+            revision=self.revision,
+            created_at=self.created_at,
+            state=self.state,
+            github=self.github,
+            connected=self.connected,
+            offline_since=self.offline_since,
+            runner_id=self.runner_id,
+            job=self.job,
+        )
+
+
+class RunnerTable:
+    """Every runner the daemon knows, by name; ``creating`` names are never adopted."""
+
+    def __init__(self) -> None:
+        self._runners: dict[str, RunnerRecord] = {}
+        self.creating: set[str] = set()
+        self.left: dict[str, float] = {}  # stranded names kept from adoption until this time
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._runners
+
+    def __iter__(self) -> Iterator[RunnerRecord]:
+        return iter(list(self._runners.values()))
+
+    def __len__(self) -> int:
+        return len(self._runners)
+
+    def get(self, name: str) -> RunnerRecord | None:
+        return self._runners.get(name)
+
+    def add(self, record: RunnerRecord) -> None:
+        self._runners[record.name] = record
+
+    def pop(self, name: str) -> RunnerRecord | None:
+        return self._runners.pop(name, None)
+
+    def of(self, scale_set: str) -> list[RunnerRecord]:
+        return [r for r in self._runners.values() if r.scale_set == scale_set]
+
+    def live(self, scale_set: str) -> list[RunnerRecord]:
+        return [r for r in self.of(scale_set) if r.state is not RunnerState.LEAVING]
+
+    def counts(self) -> list[tuple[str, str, int]]:
+        """(scale set, provider, n) of live runners: what placement counts."""
+        found: dict[tuple[str, str], int] = {}
+        for r in self._runners.values():
+            if r.state is not RunnerState.LEAVING:
+                found[(r.scale_set, r.provider)] = found.get((r.scale_set, r.provider), 0) + 1
+        return [(s, p, n) for (s, p), n in found.items()]
+
+    def leaving_by_provider(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for r in self._runners.values():
+            if r.state is RunnerState.LEAVING:
+                found[r.provider] = found.get(r.provider, 0) + 1
+        return found
