@@ -96,7 +96,7 @@ class Engine:
         self.fleet = Fleet(config.providers, config.scale_sets, config.timing)
         self.runners = RunnerTable()
         self.sets: dict[str, ScaleSetState] = {s.name: ScaleSetState(s) for s in config.scale_sets}
-        self.draining: set[str] = set()
+        self.orphans_seen: dict[str, float] = {}
         self._create_slots = asyncio.Semaphore(max_parallel_creates)
         self._tasks: set[asyncio.Task[object]] = set()
         self.started_at = clock.now()

@@ -1,0 +1,298 @@
+"""One reconcile pass (rungar-go §1.3 "reconcileFleet"; ARCHITECTURE §1), level-triggered.
+
+1. List every provider by this installation's labels, in parallel. A provider that answers is
+   reachable; one that does not is skipped by every scale set, and its runners are kept for
+   ``unreachable_grace`` before being written off.
+2. Settle create intents a crash left behind: adopt the machine if it exists, otherwise remove
+   the registration — once every provider has been listed, so nothing is judged on half a view.
+3. Adopt labelled machines nobody tracks (not being created, not left recently).
+4. Machines that are gone or stopped end their runners; GitHub's view of each runner is synced
+   and whatever can no longer serve is removed (at most one replacement per pass).
+5. Leaving machines are deleted (retried every pass, each still counted for its provider).
+6. Offline registrations with no machine, named like our runners, are swept after start_timeout.
+7. Counts are re-synced into placement, backoffs and holds saved, and every decision retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+import structlog
+
+from rungar.engine.naming import belongs_to
+from rungar.engine.records import RunnerRecord
+from rungar.errors import GitHubError, ProviderError
+from rungar.github.interface import RunnerStatus
+from rungar.model import labels as L
+from rungar.model.machine import Machine, MachineState
+from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
+from rungar.scaling.decide import decide_removal
+
+if TYPE_CHECKING:
+    from rungar.engine.engine import Engine
+
+log = structlog.get_logger("rungar.reconcile")
+
+
+async def list_providers(engine: Engine) -> dict[str, list[Machine] | None]:
+    """Every provider's machines of this installation; None where the provider did not answer."""
+    selector = L.installation_selector(engine.installation)
+    timeout = engine.config.timing.provider_timeout
+
+    async def one(name: str) -> tuple[str, list[Machine] | None]:
+        try:
+            machines = await asyncio.wait_for(engine.providers[name].list(selector), timeout)
+        except (ProviderError, TimeoutError) as e:
+            engine.metrics.provider_calls.labels(name, "list", "error").inc()
+            if engine.fleet.set_reachable(name, False):
+                log.warning(
+                    "provider is unreachable; nothing is placed on it until it lists again",
+                    provider=name,
+                    error=str(e),
+                )
+                engine.events.record("provider", name, "unreachable", provider=name, message=str(e))
+            engine.metrics.provider_reachable.labels(name).set(0)
+            return name, None
+        engine.metrics.provider_calls.labels(name, "list", "ok").inc()
+        if engine.fleet.set_reachable(name, True):
+            log.info("provider is reachable again", provider=name)
+            engine.events.record("provider", name, "reachable", provider=name)
+        engine.metrics.provider_reachable.labels(name).set(1)
+        return name, machines
+
+    names = [n for n in engine.providers if n in engine.fleet.providers]
+    return dict(await asyncio.gather(*(one(n) for n in names)))
+
+
+async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | None:
+    """Registrations per scale set; None when GitHub could not be asked."""
+    view: dict[str, dict[str, RunnerStatus]] = {}
+    for name, state in engine.sets.items():
+        if not state.id:
+            continue
+        try:
+            runners = await engine.github.list_runners(state.id)
+        except GitHubError as e:
+            log.warning("github.list_runners_failed", scale_set=name, error=str(e))
+            return None
+        view[name] = {r.name: r for r in runners}
+    return view
+
+
+def _adopt(engine: Engine, provider: str, machine: Machine, now: float) -> None:
+    scale_set = machine.labels.get(L.SCALE_SET, "")
+    record = RunnerRecord(
+        name=machine.name,
+        scale_set=scale_set,
+        provider=provider,
+        revision=machine.labels.get(L.REVISION, ""),
+        created_at=machine.created_at,
+        state=RunnerState.IDLE
+        if machine.state is not MachineState.STOPPED
+        else RunnerState.LEAVING,
+        machine=machine.state,
+        adopted=True,
+        left_at=now,
+    )
+    if record.state is RunnerState.IDLE and now - machine.created_at <= _start_timeout(
+        engine, scale_set
+    ):
+        record.state = RunnerState.STARTING
+    engine.runners.add(record)
+    if record.state is RunnerState.LEAVING:
+        record.removal_reason = "ended"
+    engine.events.record(
+        "runner",
+        machine.name,
+        "adopted",
+        scale_set=scale_set,
+        provider=provider,
+        message="found on the fleet, unknown to the daemon",
+    )
+
+
+def _start_timeout(engine: Engine, scale_set: str) -> float:
+    state = engine.sets.get(scale_set)
+    return state.config.start_timeout if state else engine.config.timing.start_timeout
+
+
+def _sync_github(record: RunnerRecord, status: RunnerStatus | None, now: float) -> None:
+    if status is None:
+        record.github = GitHubState.NOT_REGISTERED
+        return
+    record.runner_id = record.runner_id or status.id
+    if status.busy:
+        record.github = GitHubState.BUSY
+        record.connected = True
+        record.offline_since = None
+        if record.state is not RunnerState.LEAVING:
+            record.state = RunnerState.BUSY
+    elif status.online:
+        record.github = GitHubState.IDLE
+        record.connected = True
+        record.offline_since = None
+        if record.state in (RunnerState.STARTING, RunnerState.BUSY):
+            record.state = RunnerState.IDLE
+    else:
+        if record.github is not GitHubState.OFFLINE or record.offline_since is None:
+            record.offline_since = now
+        record.github = GitHubState.OFFLINE
+
+
+async def reconcile(engine: Engine) -> None:
+    started = time.monotonic()
+    timing = engine.config.timing
+    pass_began = engine.clock.now()
+    listings = await list_providers(engine)
+    every_listed = all(m is not None for m in listings.values())
+    machines: dict[str, tuple[str, Machine]] = {}
+    for provider, found in listings.items():
+        for machine in found or []:
+            machines[machine.name] = (provider, machine)
+    now = engine.clock.now()
+
+    # 2. intents left by a crash (never those of creates in flight now)
+    for intent in engine.store.intents():
+        if intent.runner in engine.runners.creating:
+            continue
+        if intent.runner in machines:
+            engine.store.clear_intent(intent.runner)
+            if intent.runner not in engine.runners:
+                provider, machine = machines[intent.runner]
+                _adopt(engine, provider, machine, now)
+                record = engine.runners.get(intent.runner)
+                if record is not None:
+                    record.runner_id = intent.runner_id
+        elif every_listed:
+            if intent.runner_id:
+                with contextlib.suppress(GitHubError):
+                    await engine.github.remove_runner(intent.runner_id)
+            engine.store.clear_intent(intent.runner)
+
+    # 3. adopt what nobody tracks
+    for name, (provider, machine) in machines.items():
+        if name in engine.runners or name in engine.runners.creating:
+            continue
+        if engine.runners.left.get(name, 0) > now:
+            continue
+        engine.runners.left.pop(name, None)
+        if machine.labels.get(L.INSTALLATION) != engine.installation:
+            continue
+        _adopt(engine, provider, machine, now)
+
+    # 4. machines gone, stopped or on unreachable providers; GitHub's view; removals
+    registrations = await github_view(engine)
+    for record in list(engine.runners):
+        if listings.get(record.provider) is None and record.provider in listings:
+            record.unreachable_since = record.unreachable_since or now
+            if now - record.unreachable_since > timing.unreachable_grace:
+                _write_off(engine, record)
+            continue
+        record.unreachable_since = None
+        listed = machines.get(record.name)
+        if record.state is RunnerState.LEAVING:
+            continue
+        if listed is None:
+            if record.created_at <= pass_began:
+                engine.let_go(record, "ended")
+            continue
+        record.machine = listed[1].state
+        if listed[1].state is MachineState.STOPPED:
+            engine.let_go(record, "ended")
+            continue
+        if registrations is not None and record.scale_set in registrations:
+            _sync_github(record, registrations[record.scale_set].get(record.name), now)
+    removals = []
+    for name, state in engine.sets.items():
+        views = [r.view() for r in engine.runners.of(name)]
+        revisions = engine.current_revisions(name)
+        removals += decide_removal(views, state.config, revisions, now, timing)
+    for removal in removals:
+        record = engine.runners.get(removal.name)
+        if record is not None:
+            await engine.remove(record, removal.reason, forced=removal.forced)
+
+    # drained scale sets: idle runners of scale sets no longer configured go
+    for record in list(engine.runners):
+        gone = record.scale_set not in engine.sets
+        if gone and record.state is not RunnerState.LEAVING and not record.view().busy:
+            await engine.remove(record, RemovalReason.SCALED_DOWN)
+
+    # 5. leaving machines
+    for record in list(engine.runners):
+        if record.state is RunnerState.LEAVING:
+            await engine.settle_leaving(record)
+
+    # 6. orphaned registrations
+    if every_listed and registrations is not None:
+        await _sweep_orphans(engine, registrations, now)
+
+    # 7. counts, persistence, retries
+    engine.resync_fleet_counts()
+    engine.save_placement()
+    for name in list(engine.sets):
+        engine.metrics.last_reconcile.labels(name).set(now)
+        await engine.scale(name)
+    engine.metrics.reconcile_duration.observe(time.monotonic() - started)
+    log.info(
+        "reconcile.pass", runners=len(engine.runners), duration=round(time.monotonic() - started, 3)
+    )
+
+
+def _write_off(engine: Engine, record: RunnerRecord) -> None:
+    """A runner on a provider unreachable for too long is forgotten; its machine is left alone."""
+    log.warning(
+        "forgetting runner on a provider unreachable for too long",
+        runner=record.name,
+        provider=record.provider,
+    )
+    if record.state is not RunnerState.LEAVING:
+        engine.fleet.remove_runner(record.scale_set, record.provider, leaving=False)
+    engine.runners.pop(record.name)
+    engine.metrics.lost.labels(record.scale_set, record.provider, LossReason.UNREACHABLE).inc()
+    engine.events.record(
+        "runner",
+        record.name,
+        "lost",
+        scale_set=record.scale_set,
+        provider=record.provider,
+        message="its provider has not answered for too long",
+        reason=LossReason.UNREACHABLE.value,
+    )
+    if record.runner_id and not record.view().busy:
+        engine.spawn(_unregister(engine, record.runner_id))
+
+
+async def _unregister(engine: Engine, runner_id: int) -> None:
+    with contextlib.suppress(GitHubError):
+        await engine.github.remove_runner(runner_id)
+
+
+async def _sweep_orphans(
+    engine: Engine, registrations: dict[str, dict[str, RunnerStatus]], now: float
+) -> None:
+    for scale_set, found in registrations.items():
+        timeout = _start_timeout(engine, scale_set)
+        for name, status in found.items():
+            tracked = name in engine.runners or name in engine.runners.creating
+            if tracked or status.online or status.busy or not belongs_to(name, scale_set):
+                engine.orphans_seen.pop(name, None)
+                continue
+            first = engine.orphans_seen.setdefault(name, now)
+            if now - first <= timeout:
+                continue
+            with contextlib.suppress(GitHubError):
+                await engine.github.remove_runner(status.id)
+                engine.orphans_seen.pop(name, None)
+                engine.metrics.removed.labels(scale_set, "", RemovalReason.ORPHANED.value).inc()
+                engine.events.record(
+                    "runner",
+                    name,
+                    "removed",
+                    scale_set=scale_set,
+                    message="an offline registration with no machine",
+                    reason="orphaned",
+                )

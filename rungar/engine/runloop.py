@@ -1,0 +1,113 @@
+"""The engine's long-running loops: a listener per scale set and the reconcile ticker.
+
+Kept apart from :mod:`rungar.engine.engine` so the engine's steps can be driven one by one in
+tests, while the daemon runs them here. Stopping cancels the loops and leaves every runner in
+place: a restart adopts them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import structlog
+
+from rungar.engine.engine import Engine, ScaleSetState
+from rungar.engine.reconcile import reconcile
+from rungar.errors import GitHubError
+from rungar.github.interface import Demand, JobEvent, JobEventKind
+
+log = structlog.get_logger("rungar.runloop")
+
+
+class RunLoop:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._listeners: dict[str, asyncio.Task[None]] = {}
+        self._reconciler: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+
+    async def start(self) -> None:
+        for name in list(self.engine.sets):
+            self.start_scale_set(name)
+        self._reconciler = asyncio.create_task(self._reconcile_forever())
+
+    def start_scale_set(self, name: str) -> None:
+        if name not in self._listeners:
+            self._listeners[name] = asyncio.create_task(self._serve(self.engine.sets[name]))
+
+    def stop_scale_set(self, name: str) -> None:
+        task = self._listeners.pop(name, None)
+        if task is not None:
+            task.cancel()
+
+    def wake(self) -> None:
+        """Run a reconcile pass now (``rungar reconcile``, pause, resume, apply)."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        tasks = [*self._listeners.values()]
+        if self._reconciler is not None:
+            tasks.append(self._reconciler)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._listeners.clear()
+        self.engine.save_placement()
+
+    async def _serve(self, state: ScaleSetState) -> None:
+        engine = self.engine
+        timing = engine.config.timing
+        delay = timing.session_retry_first
+        while True:
+            try:
+                state.id = await engine.github.ensure_scale_set(state.config)
+                state.phase, state.note = "LISTENING", ""
+                delay = timing.session_retry_first
+                async for event in engine.github.listen(state.config):
+                    self._dispatch(state, event)
+            except asyncio.CancelledError:
+                raise
+            except GitHubError as e:
+                state.phase = "UNREACHABLE"
+                state.note = f"GitHub does not answer; trying again for the message session: {e}"
+                log.warning("github.session_failed", scale_set=state.config.name, error=str(e))
+            except Exception:
+                state.phase = "UNREACHABLE"
+                log.exception("listener.crashed", scale_set=state.config.name)
+            await engine.clock.sleep(delay)
+            delay = min(delay * 2, timing.session_retry_max)
+
+    def _dispatch(self, state: ScaleSetState, event: Demand | JobEvent) -> None:
+        engine = self.engine
+        name = state.config.name
+        if isinstance(event, Demand):
+            engine.on_demand(name, event.assigned)
+        elif event.kind is JobEventKind.ASSIGNED:
+            engine.on_job_assigned(name, event.job_id, event.hint)
+        elif event.kind is JobEventKind.STARTED:
+            engine.on_job_started(name, event.job_id, event.runner_name, event.hint)
+        elif event.kind is JobEventKind.COMPLETED:
+            engine.on_job_completed(name, event.job_id, event.runner_name, event.result)
+
+    async def _reconcile_forever(self) -> None:
+        engine = self.engine
+        while True:
+            try:
+                await reconcile(engine)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("reconcile.failed")
+            self._wake.clear()
+            sleeper = asyncio.ensure_future(
+                engine.clock.sleep(engine.config.timing.reconcile_interval)
+            )
+            waker = asyncio.ensure_future(self._wake.wait())
+            try:
+                await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                waker.cancel()

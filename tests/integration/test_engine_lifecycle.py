@@ -1,0 +1,220 @@
+"""The engine end to end in one process: fake GitHub, fake providers, a real SQLite store.
+
+Driven step by step (demand, drain the creates, reconcile) so every assertion is exact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rungar.config.model import (
+    Placement,
+    ProviderConfig,
+    ScaleSetConfig,
+    ScaleSetProvider,
+    ScaleSetsFile,
+    Timing,
+)
+from rungar.engine.engine import Engine
+from rungar.engine.events import EventLog
+from rungar.engine.reconcile import reconcile
+from rungar.model.machine import JobHint, MachineState, RefusalKind
+from rungar.model.runner import RunnerState
+from rungar.store.sqlite import CreateIntent, SqliteStore
+from rungar.testing.clock import FakeClock
+from rungar.testing.fake_github import FakeGitHub
+from rungar.testing.fake_provider import GIB, FakeProvider
+
+RUNNER = {"vcpus": 2, "memory": "4GiB"}
+
+
+def config(max_runners: int = 10, placement: Placement = Placement.PACK) -> ScaleSetsFile:
+    providers = (
+        ProviderConfig("compute1", "fake", runner=RUNNER),
+        ProviderConfig("compute2", "fake", runner=RUNNER),
+    )
+    scale_set = ScaleSetConfig(
+        "linux",
+        max_runners=max_runners,
+        placement=placement,
+        providers=(ScaleSetProvider("compute1", RUNNER), ScaleSetProvider("compute2", RUNNER)),
+        start_timeout=60,
+    )
+    return ScaleSetsFile(providers, (scale_set,), Timing(reconcile_interval=30, left_grace=0))
+
+
+class World:
+    def __init__(self, tmp_path: Path, cfg: ScaleSetsFile | None = None) -> None:
+        self.tmp_path = tmp_path
+        self.clock = FakeClock()
+        self.github = FakeGitHub()
+        self.providers = {
+            "compute1": FakeProvider("compute1", vcpus=4, memory_bytes=8 * GIB, clock=self.clock),
+            "compute2": FakeProvider("compute2", vcpus=8, memory_bytes=16 * GIB, clock=self.clock),
+        }
+        self.cfg = cfg or config()
+        self.engine = self.new_engine()
+
+    def new_engine(self) -> Engine:
+        return Engine(
+            self.cfg,
+            self.providers,
+            self.github,
+            clock=self.clock,
+            store=SqliteStore(self.tmp_path / "state.db"),
+            events=EventLog(self.clock, self.tmp_path / "events.jsonl"),
+            installation="gh-test",
+        )
+
+    async def start(self) -> None:
+        for state in self.engine.sets.values():
+            state.id = await self.github.ensure_scale_set(state.config)
+
+    async def demand(self, assigned: int) -> None:
+        self.engine.on_demand("linux", assigned)
+        await self.engine.drain_tasks()
+
+    def on(self, provider: str) -> list[str]:
+        return sorted(m.name for m in self.providers[provider].machines)
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> World:
+    w = World(tmp_path)
+    await w.start()
+    return w
+
+
+async def test_assigned_jobs_become_runners_on_the_first_provider_with_room(world: World) -> None:
+    await world.demand(3)
+    assert len(world.on("compute1")) == 2, "pack fills compute1 first"
+    assert len(world.on("compute2")) == 1, "the refused runner goes to compute2 at once"
+    assert len(world.engine.runners) == 3
+    registered = {r.name for r in world.github.runners.values()}
+    assert registered == set(world.on("compute1") + world.on("compute2"))
+    assert world.engine.store.intents() == [], "intents are cleared once settled"
+
+
+async def test_nothing_is_registered_when_no_provider_can_be_tried(world: World) -> None:
+    for provider in world.providers.values():
+        provider.refuse(RefusalKind.FULL, always=True, resource="memory")
+    await world.demand(1)
+    registrations = [c for c in world.github.calls if c[0] == "generate_jit_config"]
+    assert len(registrations) == 1, "registered once, refused by both"
+    assert world.github.runners == {}, "a refused create's registration is removed"
+    world.clock.advance(1)
+    await world.demand(1)
+    registrations = [c for c in world.github.calls if c[0] == "generate_jit_config"]
+    assert len(registrations) == 1, "both providers are in backoff: nothing registered"
+
+
+async def test_a_refused_create_leaves_no_machine_behind(world: World) -> None:
+    world.providers["compute1"].refuse(RefusalKind.FAILED, message="image pull failed")
+    await world.demand(1)
+    assert world.on("compute1") == []
+    assert len(world.on("compute2")) == 1
+
+
+async def test_desired_never_exceeds_the_scale_sets_max_runners(tmp_path: Path) -> None:
+    w = World(tmp_path, config(max_runners=2))
+    await w.start()
+    await w.demand(5)
+    assert len(w.engine.runners) == 2
+    assert w.engine.sets["linux"].desired == 2
+
+
+async def test_a_job_that_completes_has_its_machine_deleted(world: World) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    world.engine.on_job_started(
+        "linux", "j1", name, world.engine.sets["linux"].queued.get("j1") or _hint()
+    )
+    record = world.engine.runners.get(name)
+    assert record is not None and record.state is RunnerState.BUSY
+    world.github.finish_runner(name)
+    world.engine.on_job_completed("linux", "j1", name, "succeeded")
+    await world.engine.drain_tasks()
+    assert world.on("compute1") == []
+    assert name not in world.engine.runners
+
+
+async def test_idle_surplus_is_removed_and_busy_runners_are_spared(world: World) -> None:
+    await world.demand(3)
+    names = sorted(r.name for r in world.engine.runners)
+    busy = names[0]
+    world.github.start_runner(busy)
+    for name in names[1:]:
+        world.github.start_runner(name, busy=False)
+    await reconcile(world.engine)
+    await world.demand(0)
+    assert [r.name for r in world.engine.runners] == [busy]
+
+
+async def test_an_unregistered_runner_is_removed_by_reconciliation(world: World) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name, busy=False)
+    await reconcile(world.engine)
+    world.github.finish_runner(name)
+    world.engine.on_demand("linux", 0)
+    await world.engine.drain_tasks()
+    await reconcile(world.engine)
+    assert world.on("compute1") == []
+
+
+async def test_a_restart_adopts_every_runner_and_creates_no_duplicate(world: World) -> None:
+    await world.demand(2)
+    before = world.on("compute1") + world.on("compute2")
+    world.engine = world.new_engine()  # a new daemon, same store and fleet
+    await world.start()
+    await reconcile(world.engine)
+    assert sorted(r.name for r in world.engine.runners) == sorted(before)
+    world.engine.on_demand("linux", 2)
+    await world.engine.drain_tasks()
+    assert world.on("compute1") + world.on("compute2") == before
+
+
+async def test_an_intent_without_a_machine_has_its_registration_removed(world: World) -> None:
+    runner_id, _ = await world.github.generate_jit_config(
+        world.engine.sets["linux"].id, "linux-0a0b0c0d"
+    )
+    world.engine.store.write_intent(
+        CreateIntent("linux-0a0b0c0d", "linux", "req-1", runner_id, "compute1", world.clock.now())
+    )
+    await reconcile(world.engine)
+    assert runner_id not in world.github.runners
+    assert world.engine.store.intents() == []
+
+
+async def test_runners_of_an_unreachable_provider_are_kept_then_written_off(world: World) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.providers["compute1"].fail_lists(always=True)
+    await reconcile(world.engine)
+    assert name in world.engine.runners
+    assert world.engine.fleet.skip_reason("linux", "compute1", world.clock.now()) == "unreachable"
+    world.clock.advance(301)
+    await reconcile(world.engine)
+    assert name not in world.engine.runners
+    assert world.on("compute1") == [name], "its machine is left alone"
+
+
+async def test_a_stopped_machine_ends_its_runner(world: World) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.providers["compute1"].set_state(name, MachineState.STOPPED)
+    world.engine.on_demand("linux", 0)
+    await world.engine.drain_tasks()
+    await reconcile(world.engine)
+    assert world.on("compute1") == []
+
+
+async def test_backoffs_and_holds_survive_a_restart(world: World) -> None:
+    world.providers["compute1"].refuse(RefusalKind.FULL, resource="memory")
+    await world.demand(1)
+    world.engine.save_placement()
+    world.engine = world.new_engine()
+    assert world.engine.fleet.skip_reason("linux", "compute1", world.clock.now()) == "full"
