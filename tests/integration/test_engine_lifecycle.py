@@ -129,9 +129,7 @@ async def test_a_job_that_completes_has_its_machine_deleted(world: World) -> Non
     await world.demand(1)
     (name,) = world.on("compute1")
     world.github.start_runner(name)
-    world.engine.on_job_started(
-        "linux", "j1", name, world.engine.sets["linux"].queued.get("j1") or _hint()
-    )
+    world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "build"))
     record = world.engine.runners.get(name)
     assert record is not None and record.state is RunnerState.BUSY
     world.github.finish_runner(name)

@@ -1,0 +1,159 @@
+"""``GrpcProvider``: the :class:`rungar.model.provider.Provider` role over gRPC (ARCHITECTURE §2).
+
+One channel per provider, opened on first use and kept (gRPC reconnects it by itself, with a
+short backoff so a restarted local plugin is reached again within seconds). Every call carries
+a deadline: ``timeout`` (the provider's own, ``Timing.provider_timeout`` by default), and for
+``create`` also the caller's remaining ``start_timeout`` budget, whichever is shorter.
+
+The mapping of answers is the protocol's core rule:
+
+* ``Refused`` is an ordinary answer and becomes a :class:`~rungar.model.machine.Refusal` value;
+* no answer (``UNAVAILABLE``: connection refused, TLS handshake failed, peer gone;
+  ``DEADLINE_EXCEEDED``; ``CANCELLED`` by the peer) raises :class:`ProviderUnavailable`, after
+  which a create's outcome is unknown and must be settled (:mod:`rungar.rpc.settle`);
+* any other gRPC status (``UNAUTHENTICATED``, ``INTERNAL``, ...) raises :class:`ProviderError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import grpc
+import grpc.aio
+
+from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
+from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
+from rungar.model.runner_block import RunnerBlock
+from rungar.rpc import convert
+from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
+from rungar.rpc._gen.rungar.provider.v1 import provider_pb2_grpc as pb_grpc
+from rungar.rpc.tls import ClientTls, channel_credentials, check_address, is_unix
+
+MAX_MESSAGE_BYTES = 1024 * 1024
+NO_ANSWER = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
+)
+
+CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    # Ping an open connection during calls so a dead peer is noticed before the deadline;
+    # no pings while idle, which strict servers (and their too_many_pings rule) dislike.
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 0),
+    # A restarted plugin or host should be reachable again in seconds, not gRPC's 2 minutes.
+    ("grpc.initial_reconnect_backoff_ms", 500),
+    ("grpc.max_reconnect_backoff_ms", 10_000),
+)
+
+
+def map_rpc_error(provider: str, call: str, error: grpc.aio.AioRpcError) -> ProviderError:
+    """The one conversion of a gRPC failure into Rungar's error tree."""
+    code = error.code()
+    details = error.details() or code.name
+    if code in NO_ANSWER:
+        return ProviderUnavailable(f"provider {provider} did not answer {call}: {details}")
+    return ProviderError(f"provider {provider}: {call} failed: {code.name}: {details}")
+
+
+class GrpcProvider:
+    """A provider reached at ``unix:///path`` (plaintext allowed) or ``host:port`` (TLS only)."""
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        *,
+        tls: ClientTls | None = None,
+        token: str = "",
+        timeout: float = 10.0,
+        create_timeout: float | None = None,
+    ) -> None:
+        check_address(address, secured=tls is not None, who=f"provider {name}")
+        if token and tls is None:
+            raise ConfigError([f"provider {name}: a token is only ever sent over TLS"])
+        if timeout <= 0:
+            raise ConfigError([f"provider {name}: timeout must be positive"])
+        self.name = name
+        self.address = address
+        self._tls = tls
+        self._token = token
+        self._timeout = timeout
+        self._create_timeout = create_timeout if create_timeout is not None else timeout
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: Any = None
+
+    def __repr__(self) -> str:
+        return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
+
+    def _connect(self) -> Any:
+        if self._stub is not None:
+            return self._stub
+        options: list[tuple[str, int | str]] = list(CHANNEL_OPTIONS)
+        if self._tls is None:
+            self._channel = grpc.aio.insecure_channel(self.address, options=options)
+        else:
+            credentials = channel_credentials(self._tls)
+            if self._token:
+                credentials = grpc.composite_channel_credentials(
+                    credentials, grpc.access_token_call_credentials(self._token)
+                )
+            if self._tls.server_name:
+                options.append(("grpc.ssl_target_name_override", self._tls.server_name))
+            target = self.address
+            if is_unix(target) and not self._tls.server_name:
+                options.append(("grpc.ssl_target_name_override", "localhost"))
+            self._channel = grpc.aio.secure_channel(target, credentials, options=options)
+        self._stub = pb_grpc.ProviderStub(self._channel)
+        return self._stub
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close(grace=None)
+        self._channel = None
+        self._stub = None
+
+    async def _call(self, call: str, request: Any, timeout: float) -> Any:
+        stub = self._connect()
+        try:
+            return await getattr(stub, call)(request, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise map_rpc_error(self.name, call, e) from e
+
+    async def info(self) -> ProviderInfo:
+        return convert.info_from_pb(await self._call("Info", pb.InfoRequest(), self._timeout))
+
+    async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
+        try:
+            block = RunnerBlock.from_mapping(runner)
+        except ValueError as e:
+            return [str(e)]  # not even expressible in the protocol; nothing to ask
+        request = pb.ValidateRunnerRequest(runner=convert.runner_to_pb(block))
+        answer = await self._call("ValidateRunner", request, self._timeout)
+        return [str(p) for p in answer.problems]
+
+    async def create(
+        self, request: CreateRequest, *, budget: float | None = None
+    ) -> Created | Refusal:
+        """Create or refuse, within ``budget`` seconds (what is left of start_timeout) if given."""
+        timeout = self._create_timeout if budget is None else min(budget, self._create_timeout)
+        if timeout <= 0:
+            # Nothing is sent, so nothing is unknown: a plain error, not "no answer".
+            raise ProviderError(
+                f"provider {self.name}: no time left to create {request.runner_name}"
+            )
+        answer = await self._call("Create", convert.create_request_to_pb(request), timeout)
+        return convert.create_response_from_pb(answer, provider=self.name)
+
+    async def delete(self, name: str) -> None:
+        await self._call("Delete", pb.DeleteRequest(name=name), self._timeout)
+
+    async def list(self, selector: Mapping[str, str]) -> list[Machine]:
+        answer = await self._call("List", pb.ListRequest(selector=dict(selector)), self._timeout)
+        return [convert.machine_from_pb(m, provider=self.name) for m in answer.machines]
+
+    async def update_runner(self, name: str, job: JobHint) -> None:
+        request = pb.UpdateRunnerRequest(runner_name=name, job=convert.hint_to_pb(job))
+        await self._call("UpdateRunner", request, self._timeout)

@@ -1,0 +1,129 @@
+"""Local plugins started by Rungar (issue 3 §6): handshake, private socket, stop, restart.
+
+The plugin is a real executable: a Python script serving the scripted fake provider through
+``serve_plugin``, started with this interpreter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from rungar.errors import ProviderUnavailable
+from rungar.rpc.client import GrpcProvider
+from rungar.rpc.plugin import PluginError, PluginProcess, next_backoff, parse_handshake
+
+PLUGIN = """
+import asyncio, signal, sys
+from rungar.rpc.plugin import serve_plugin
+from rungar.testing.fake_provider import FakeProvider
+if "--ignore-term" in sys.argv:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+asyncio.run(serve_plugin(FakeProvider("plugin-fake")))
+"""
+
+
+@pytest.fixture
+def plugin_script(tmp_path: Path) -> Path:
+    path = tmp_path / "plugin.py"
+    path.write_text(PLUGIN)
+    return path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_handshake_line_names_the_address() -> None:
+    assert parse_handshake("RUNGAR_PLUGIN 1 unix:///run/x/provider.sock\n") == (
+        "unix:///run/x/provider.sock"
+    )
+    assert parse_handshake("starting up...") is None
+    with pytest.raises(PluginError, match="version 2"):
+        parse_handshake("RUNGAR_PLUGIN 2 unix:///x")
+
+
+def test_restart_backoff_doubles_and_resets_after_a_stable_run() -> None:
+    assert next_backoff(0, 1, 60, ran_for=0.1, stable=60) == 1
+    assert next_backoff(1, 1, 60, ran_for=0.1, stable=60) == 2
+    assert next_backoff(32, 1, 60, ran_for=0.1, stable=60) == 60
+    assert next_backoff(32, 1, 60, ran_for=61, stable=60) == 1
+
+
+async def test_a_plugin_is_started_on_a_private_socket_and_answers(plugin_script: Path) -> None:
+    plugin = PluginProcess([sys.executable, str(plugin_script)], name="fake", ready_timeout=20)
+    address = await plugin.start()
+    try:
+        socket_dir = Path(address[len("unix://") :]).parent
+        assert stat.S_IMODE(socket_dir.stat().st_mode) == 0o700
+        client = GrpcProvider("fake", address, timeout=5)
+        assert (await client.info()).name == "plugin-fake"
+        await client.close()
+    finally:
+        await plugin.stop()
+    assert plugin.pid is not None and not _alive(plugin.pid)
+    assert not socket_dir.exists()
+
+
+async def test_a_plugin_that_dies_is_restarted_and_reached_again(plugin_script: Path) -> None:
+    plugin = PluginProcess(
+        [sys.executable, str(plugin_script)], name="fake", ready_timeout=20, backoff_first=0.05
+    )
+    address = await plugin.start()
+    client = GrpcProvider("fake", address, timeout=5)
+    try:
+        await client.list({})
+        first = plugin.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        for _ in range(200):  # up to 20 s for the restart on a loaded machine
+            if plugin.restarts == 1:
+                break
+            await asyncio.sleep(0.1)
+        assert plugin.restarts == 1 and plugin.pid != first
+        for _ in range(50):  # the channel reconnects within its short backoff
+            try:
+                assert await client.list({}) == []
+                break
+            except ProviderUnavailable:
+                await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the restarted plugin was never reached")
+    finally:
+        await client.close()
+        await plugin.stop()
+
+
+async def test_a_plugin_ignoring_sigterm_is_killed_after_the_grace(plugin_script: Path) -> None:
+    plugin = PluginProcess(
+        [sys.executable, str(plugin_script), "--ignore-term"],
+        name="stubborn",
+        ready_timeout=20,
+        stop_grace=0.3,
+    )
+    await plugin.start()
+    pid = plugin.pid
+    await plugin.stop()
+    assert pid is not None and not _alive(pid)
+
+
+async def test_a_plugin_that_exits_before_its_handshake_is_an_error(tmp_path: Path) -> None:
+    plugin = PluginProcess([sys.executable, "-c", "print('hello'); raise SystemExit(3)"])
+    with pytest.raises(PluginError, match="exited with code 3 before its handshake"):
+        await plugin.start()
+
+
+async def test_a_missing_executable_is_an_error() -> None:
+    plugin = PluginProcess(["/nonexistent/provider"], name="ghost")
+    with pytest.raises(PluginError, match="cannot start /nonexistent/provider"):
+        await plugin.start()

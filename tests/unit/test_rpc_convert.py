@@ -1,0 +1,74 @@
+"""Model values survive the trip through protobuf messages, and odd peers map safely."""
+
+from __future__ import annotations
+
+from rungar.model.machine import (
+    Created,
+    CreateRequest,
+    JobHint,
+    Machine,
+    MachineState,
+    ProviderInfo,
+    Refusal,
+    RefusalKind,
+)
+from rungar.model.runner_block import RunnerBlock
+from rungar.rpc import convert
+from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
+
+
+def test_a_create_request_round_trips_with_nested_extra_keys_and_hints() -> None:
+    request = CreateRequest(
+        runner_name="linux-0123abcd",
+        request_id="req-1",
+        scale_set="linux",
+        labels={"rungar.sh/managed": "true"},
+        runner=RunnerBlock(
+            0.5, 512 * 1024**2, 0, "img", {"nested": {"a": [1, 2.5, "x"], "b": None}, "f": True}
+        ),
+        jit_config="secret",
+        job_hints=(JobHint("o/r", "ci", "test", "99"),),
+        deadline=1_700_000_000.5,
+    )
+    wire = convert.create_request_to_pb(request).SerializeToString()
+    assert convert.create_request_from_pb(pb.CreateRequest.FromString(wire)) == request
+
+
+def test_an_unset_deadline_stays_unset() -> None:
+    request = CreateRequest("a", "k", "s", {}, RunnerBlock(), "j")
+    message = convert.create_request_to_pb(request)
+    assert not message.HasField("deadline")
+    assert convert.create_request_from_pb(message).deadline == 0.0
+
+
+def test_created_and_every_refusal_kind_round_trip() -> None:
+    machine = Machine("m", MachineState.STOPPED, {"k": "v"}, "2 vCPU, 4G", 1234.25)
+    outcomes: list[Created | Refusal] = [
+        Created(machine),
+        *(Refusal(kind, f"{kind} happened", "memory") for kind in RefusalKind),
+    ]
+    for outcome in outcomes:
+        assert convert.create_response_from_pb(convert.create_response_to_pb(outcome)) == outcome
+
+
+def test_an_unspecified_refusal_kind_is_failed_and_an_empty_message_is_filled() -> None:
+    message = pb.CreateResponse(refused=pb.Refused(kind=pb.Refused.KIND_UNSPECIFIED))
+    outcome = convert.create_response_from_pb(message)
+    assert isinstance(outcome, Refusal) and outcome.kind is RefusalKind.FAILED
+    assert outcome.message == "refused (failed) without a message"
+
+
+def test_an_answer_with_no_outcome_is_a_failed_refusal() -> None:
+    outcome = convert.create_response_from_pb(pb.CreateResponse())
+    assert isinstance(outcome, Refusal) and outcome.kind is RefusalKind.FAILED
+
+
+def test_an_unspecified_machine_state_reads_as_starting_and_the_provider_is_stamped() -> None:
+    machine = convert.machine_from_pb(pb.Machine(name="m"), provider="gcp")
+    assert machine.state is MachineState.STARTING
+    assert machine.provider == "gcp" and machine.created_at == 0.0
+
+
+def test_info_round_trips() -> None:
+    info = ProviderInfo("host-a", "runnerd", "1.2.3", ("vcpus", "feature:job-hints"))
+    assert convert.info_from_pb(convert.info_to_pb(info)) == info
