@@ -97,6 +97,8 @@ class Engine:
         self.runners = RunnerTable()
         self.sets: dict[str, ScaleSetState] = {s.name: ScaleSetState(s) for s in config.scale_sets}
         self.orphans_seen: dict[str, float] = {}
+        self.draining_providers: set[str] = set()
+        self.github_url = ""
         self._create_slots = asyncio.Semaphore(max_parallel_creates)
         self._tasks: set[asyncio.Task[object]] = set()
         self.started_at = clock.now()

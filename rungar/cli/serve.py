@@ -1,0 +1,33 @@
+"""``rungar serve -c rungar.yaml``: run the daemon until SIGTERM; runners are left in place."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from rungar.errors import ConfigError
+
+
+def add_parser(subparsers: Any, name: str, help_text: str) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text)
+    parser.add_argument("-c", "--config", required=True, help="the daemon's rungar.yaml")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rungar import logs
+    from rungar.engine.daemon import Daemon
+    from rungar.engine.settings import load_settings
+
+    try:
+        settings = load_settings(args.config)
+        logs.configure(settings.log_level, settings.log_format)
+        asyncio.run(Daemon(settings).run())
+    except ConfigError as e:
+        for problem in e.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0

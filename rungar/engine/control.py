@@ -1,0 +1,309 @@
+"""What an operator can ask of a running daemon; the admin API serves exactly these calls.
+
+Every answer is a JSON-able value. Changes made here (pause, disable, drain) last until the
+daemon restarts, and the answers say so; ``apply`` changes the configuration live: new scale
+sets start, removed ones drain, changed limits take effect at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from rungar.config.loader import parse_scale_sets
+from rungar.config.model import ProviderConfig, ScaleSetsFile
+from rungar.engine.engine import Engine, ScaleSetState
+from rungar.engine.reconcile import reconcile
+from rungar.engine.status import snapshot
+from rungar.errors import ConfigError, ProviderError, RungarError
+from rungar.model.provider import Provider
+from rungar.model.runner import RemovalReason, RunnerState
+
+if TYPE_CHECKING:
+    from rungar.engine.runloop import RunLoop
+
+ProviderFactory = Callable[[ProviderConfig], Provider]
+
+
+class NotFound(RungarError):
+    pass
+
+
+class Busy(RungarError):
+    pass
+
+
+def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
+    """Human lines describing what applying ``new`` over ``old`` changes."""
+    lines: list[str] = []
+    old_p = {p.name: p for p in old.providers}
+    new_p = {p.name: p for p in new.providers}
+    for name in new_p.keys() - old_p.keys():
+        lines.append(f"+ provider {name} ({new_p[name].type})")
+    for name in old_p.keys() - new_p.keys():
+        lines.append(f"- provider {name}")
+    for name in sorted(new_p.keys() & old_p.keys()):
+        a, b = asdict(old_p[name]), asdict(new_p[name])
+        for key in sorted(k for k in b if a.get(k) != b.get(k)):
+            lines.append(f"~ provider {name}: {key} {a.get(key)!r} -> {b.get(key)!r}")
+    old_s = {s.name: s for s in old.scale_sets}
+    new_s = {s.name: s for s in new.scale_sets}
+    for name in new_s.keys() - old_s.keys():
+        lines.append(f"+ scale set {name} (max {new_s[name].max_runners})")
+    for name in old_s.keys() - new_s.keys():
+        lines.append(f"- scale set {name} (its runners drain)")
+    for name in sorted(new_s.keys() & old_s.keys()):
+        a, b = asdict(old_s[name]), asdict(new_s[name])
+        for key in sorted(k for k in b if a.get(k) != b.get(k)):
+            lines.append(f"~ scale set {name}: {key} {_short(a.get(key))} -> {_short(b.get(key))}")
+    if asdict(old.timing) != asdict(new.timing):
+        lines.append("~ timing")
+    return sorted(lines, key=lambda line: line[2:])
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Control:
+    def __init__(
+        self,
+        engine: Engine,
+        runloop: RunLoop | None = None,
+        provider_factory: ProviderFactory | None = None,
+    ) -> None:
+        self.engine = engine
+        self.runloop = runloop
+        self.provider_factory = provider_factory
+
+    def _wake(self) -> None:
+        if self.runloop is not None:
+            self.runloop.wake()
+
+    # ------------------------------------------------------------------ reading
+
+    def status(self) -> dict[str, Any]:
+        return snapshot(self.engine)
+
+    def events(
+        self, *, scale_set: str = "", provider: str = "", since: float = 0.0, limit: int = 0
+    ) -> list[dict[str, Any]]:
+        found = self.engine.events.recent(
+            scale_set=scale_set, provider=provider, since=since, limit=limit
+        )
+        return [asdict(e) for e in found]
+
+    async def follow_events(self) -> AsyncIterator[dict[str, Any]]:
+        async for event in self.engine.events.follow():
+            yield asdict(event)
+
+    def inspect_scale_set(self, name: str) -> dict[str, Any]:
+        state = self._scale_set(name)
+        status = self.status()
+        found = next(s for s in status["scale_sets"] if s["name"] == name)
+        found["id"] = state.id
+        found["runner_group"] = state.config.runner_group
+        found["start_timeout"] = state.config.start_timeout
+        found["skips"] = [s for s in status["skips"] if s["scale_set"] == name]
+        found["runner_list"] = [r for r in status["runners"] if r["scale_set"] == name]
+        return dict(found)
+
+    def inspect_provider(self, name: str) -> dict[str, Any]:
+        if name not in self.engine.fleet.providers:
+            raise NotFound(f"no provider named {name}")
+        status = self.status()
+        found = next(p for p in status["providers"] if p["name"] == name)
+        found["skips"] = [s for s in status["skips"] if s["provider"] == name]
+        found["runner_list"] = [r for r in status["runners"] if r["provider"] == name]
+        found["scale_sets"] = [
+            s.name for s in self.engine.config.scale_sets if name in s.provider_names
+        ]
+        return dict(found)
+
+    # ------------------------------------------------------------------ scale sets
+
+    def _scale_set(self, name: str) -> ScaleSetState:
+        state = self.engine.sets.get(name)
+        if state is None:
+            raise NotFound(f"no scale set named {name}")
+        return state
+
+    async def pause(self, name: str) -> str:
+        state = self._scale_set(name)
+        state.paused_at_runtime = True
+        self.engine.github.set_max_capacity(name, 0)
+        self.engine.events.record("scale_set", name, "paused", scale_set=name)
+        await self.engine.scale(name)
+        return f"{name} is paused until resumed or the daemon restarts"
+
+    async def resume(self, name: str) -> str:
+        state = self._scale_set(name)
+        state.paused_at_runtime = False
+        self.engine.github.set_max_capacity(name, state.config.max_runners)
+        self.engine.events.record("scale_set", name, "resumed", scale_set=name)
+        await self.engine.scale(name)
+        self._wake()
+        note = "; the configuration has it paused" if state.config.paused else ""
+        return f"{name} is resumed until the daemon restarts{note}"
+
+    async def remove_scale_set(self, name: str, *, wait: bool = False) -> list[str]:
+        self._scale_set(name)
+        busy = [r for r in self.engine.runners.live(name) if r.view().busy]
+        if busy and not wait:
+            raise Busy(
+                f"{name} has {len(busy)} busy runners; run again when they finish, or use --wait"
+            )
+        lines = []
+        state = self.engine.sets[name]
+        state.removed = True
+        state.paused_at_runtime = True
+        self.engine.github.set_max_capacity(name, 0)
+        while True:
+            for record in self.engine.runners.live(name):
+                provider = record.provider
+                if await self.engine.remove(record, RemovalReason.REQUESTED):
+                    lines.append(f"Removed runner {record.name} from {provider}")
+            if not self.engine.runners.live(name) or not wait:
+                break
+            await self.engine.clock.sleep(self.engine.config.timing.reconcile_interval / 6)
+        if self.runloop is not None:
+            self.runloop.stop_scale_set(name)
+        del self.engine.sets[name]
+        lines.append(f'Removed scale set "{name}" ({state.id}) from this daemon')
+        return lines
+
+    # ------------------------------------------------------------------ providers
+
+    def _provider(self, name: str) -> None:
+        if name not in self.engine.fleet.providers:
+            raise NotFound(f"no provider named {name}")
+
+    def disable(self, name: str) -> str:
+        self._provider(name)
+        self.engine.fleet.set_disabled(name, True)
+        return f"Provider {name} is disabled until the daemon restarts."
+
+    def enable(self, name: str) -> str:
+        self._provider(name)
+        self.engine.fleet.set_disabled(name, False)
+        self.engine.draining_providers.discard(name)
+        self._wake()
+        return f"Provider {name} is enabled until the daemon restarts."
+
+    async def drain(self, name: str, *, wait: bool = True) -> list[str]:
+        lines = [self.disable(name)]
+        self.engine.draining_providers.add(name)
+        for record in list(self.engine.runners):
+            if record.provider == name and not record.view().busy:
+                await self.engine.remove(record, RemovalReason.REQUESTED)
+        while wait:
+            left = [r for r in self.engine.runners if r.provider == name]
+            if not left:
+                break
+            lines.append(f"Waiting for {len(left)} runners on {name} to finish")
+            await self.engine.clock.sleep(self.engine.config.timing.reconcile_interval / 6)
+            for record in left:
+                if record.state is RunnerState.LEAVING:
+                    await self.engine.settle_leaving(record)
+                elif not record.view().busy:
+                    await self.engine.remove(record, RemovalReason.REQUESTED)
+        if not [r for r in self.engine.runners if r.provider == name]:
+            lines.append(f"{name} is drained: no runner is left on it")
+        return lines
+
+    # ------------------------------------------------------------------ runners
+
+    async def remove_runners(self, names: list[str]) -> list[dict[str, Any]]:
+        results = []
+        for name in names:
+            record = self.engine.runners.get(name)
+            if record is None:
+                results.append({"name": name, "ok": False, "message": f"{name}: no such runner"})
+                continue
+            provider = record.provider
+            if await self.engine.remove(record, RemovalReason.REQUESTED):
+                results.append(
+                    {"name": name, "ok": True, "message": f"{name}: removed from {provider}"}
+                )
+            else:
+                results.append(
+                    {"name": name, "ok": False, "message": f"{name}: busy with a job; not removed"}
+                )
+        return results
+
+    async def reconcile(self, names: list[str]) -> list[str]:
+        for name in names:
+            self._scale_set(name)
+        await reconcile(self.engine)
+        lines = []
+        for name, state in self.engine.sets.items():
+            if names and name not in names:
+                continue
+            runners = len(self.engine.runners.live(name))
+            lines.append(f"{name}: {runners} runners, {state.desired or 0} desired")
+        return lines
+
+    # ------------------------------------------------------------------ apply
+
+    async def apply(self, text: str, filename: str, *, dry_run: bool) -> dict[str, Any]:
+        try:
+            new = parse_scale_sets(text, filename)
+        except ConfigError as e:
+            return {"applied": False, "problems": e.problems, "diff": []}
+        problems = await self._validate_runners(new)
+        diff = diff_configs(self.engine.config, new)
+        if problems or dry_run:
+            return {"applied": False, "problems": problems, "diff": diff}
+        self._apply(new)
+        self._wake()
+        return {"applied": True, "problems": [], "diff": diff}
+
+    async def _validate_runners(self, new: ScaleSetsFile) -> list[str]:
+        problems = []
+        for scale_set in new.scale_sets:
+            for entry in scale_set.providers:
+                provider = self.engine.providers.get(entry.name)
+                if provider is None:
+                    continue  # a new provider is checked once it is connected
+                try:
+                    found = await asyncio.wait_for(provider.validate_runner(entry.runner), 10)
+                except (ProviderError, TimeoutError) as e:
+                    problems.append(
+                        f"scale set {scale_set.name}: provider {entry.name} cannot check its "
+                        f"runner block: {e}"
+                    )
+                    continue
+                problems += [
+                    f"scale set {scale_set.name}: provider {entry.name}: {p}" for p in found
+                ]
+        return problems
+
+    def _apply(self, new: ScaleSetsFile) -> None:
+        engine = self.engine
+        old_names = set(engine.sets)
+        for provider in new.providers:
+            if provider.name not in engine.providers and self.provider_factory is not None:
+                engine.providers[provider.name] = self.provider_factory(provider)
+        engine.config = new
+        engine.fleet.configure(new.providers, new.scale_sets, new.timing)
+        for scale_set in new.scale_sets:
+            state = engine.sets.get(scale_set.name)
+            if state is None:
+                engine.sets[scale_set.name] = ScaleSetState(scale_set)
+                if self.runloop is not None:
+                    self.runloop.start_scale_set(scale_set.name)
+            else:
+                state.config = scale_set
+                if not state.paused:
+                    engine.github.set_max_capacity(scale_set.name, scale_set.max_runners)
+        for name in old_names - {s.name for s in new.scale_sets}:
+            state = engine.sets.pop(name)
+            state.removed = True
+            if self.runloop is not None:
+                self.runloop.stop_scale_set(name)
+        engine.resync_fleet_counts()
+        for name in list(engine.sets):
+            engine.spawn(engine.scale(name))

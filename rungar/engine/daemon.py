@@ -1,0 +1,200 @@
+"""``rungar serve``: the daemon's wiring — settings, providers, GitHub, state, loops, servers.
+
+SIGTERM or SIGINT stops it cleanly: the loops stop, the listeners close their sessions, state
+is saved, and every runner is left in place for the next daemon to adopt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from rungar.clock import Clock, SystemClock
+from rungar.config.loader import load_scale_sets
+from rungar.config.model import ProviderConfig
+from rungar.engine.control import Control
+from rungar.engine.engine import Engine
+from rungar.engine.events import EventLog
+from rungar.engine.metrics import Metrics
+from rungar.engine.naming import installation_id
+from rungar.engine.runloop import RunLoop
+from rungar.engine.settings import DaemonSettings, read_secret
+from rungar.errors import ConfigError
+from rungar.model.provider import Provider
+from rungar.model.units import parse_bytes
+from rungar.store.sqlite import SqliteStore
+
+log = structlog.get_logger("rungar.daemon")
+
+
+class StoreCursors:
+    """The listener's last message ids, kept in the state database."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+
+    async def get_last_message_id(self, scale_set_id: int) -> int:
+        return self.store.last_message_id(str(scale_set_id))
+
+    async def set_last_message_id(self, scale_set_id: int, message_id: int) -> None:
+        self.store.set_last_message_id(str(scale_set_id), message_id)
+
+
+def make_provider(config: ProviderConfig, clock: Clock, plugins: list[Any]) -> Provider:
+    """A provider of any type: in-process fake, gRPC address, or a local plugin to start."""
+    options = config.options
+    if config.type == "fake" and not config.address and not config.command:
+        from rungar.testing.fake_provider import FakeProvider
+
+        vcpus = float(options.get("vcpus", 1e9))
+        memory = parse_bytes(options["memory"]) if "memory" in options else 10**18
+        return FakeProvider(config.name, vcpus=vcpus, memory_bytes=memory, clock=clock)
+    from rungar.rpc.client import GrpcProvider
+    from rungar.rpc.tls import ClientTls
+
+    tls_options = options.get("tls") or {}
+    tls = ClientTls(**tls_options) if tls_options else None
+    token = Path(options["token_file"]).read_text().strip() if options.get("token_file") else ""
+    timeout = config.timeout or 10.0
+    if config.command:
+        from rungar.rpc.plugin import PluginProcess
+
+        plugin = PluginProcess(list(config.command), name=config.name, clock=clock)
+        plugins.append(plugin)
+        return _LazyPlugin(config.name, plugin, timeout)
+    return GrpcProvider(config.name, config.address, tls=tls, token=token, timeout=timeout)
+
+
+class _LazyPlugin:
+    """A provider whose plugin process is started by the daemon before first use."""
+
+    def __init__(self, name: str, plugin: Any, timeout: float) -> None:
+        self.name = name
+        self.plugin = plugin
+        self.timeout = timeout
+        self.client: Any = None
+
+    async def start(self) -> None:
+        from rungar.rpc.client import GrpcProvider
+
+        address = await self.plugin.start()
+        self.client = GrpcProvider(self.name, address, timeout=self.timeout)
+
+    def __getattr__(self, item: str) -> Any:
+        if self.client is None:
+            raise AttributeError(item)
+        return getattr(self.client, item)
+
+
+class Daemon:
+    def __init__(self, settings: DaemonSettings, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        self.warnings: list[str] = []
+
+    def _github(self, store: SqliteStore, metrics: Metrics) -> Any:
+        from rungar.github.auth import AppAuth, PatAuth
+        from rungar.github.service import ScaleSetGitHub
+
+        gh = self.settings.github
+        auth: Any
+        if gh.app_private_key_path:
+            auth = AppAuth(
+                gh.app_client_id,
+                gh.app_installation_id,
+                read_secret(gh.app_private_key_path, self.warnings),
+            )
+        elif gh.token_path:
+            auth = PatAuth(read_secret(gh.token_path, self.warnings))
+        else:
+            import os
+
+            token = os.environ.get(gh.token_env, "")
+            if not token:
+                raise ConfigError([f"github.token_env: ${gh.token_env} is empty or unset"])
+            auth = PatAuth(token)
+        return ScaleSetGitHub(
+            gh.url,
+            auth,
+            self.clock,
+            cursors=StoreCursors(store),
+            long_poll_timeout=gh.long_poll_timeout,
+        )
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        settings = self.settings
+        config = load_scale_sets(settings.scale_sets)
+        state_dir = Path(settings.state_dir)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        store = SqliteStore(state_dir / "state.db")
+        events = EventLog(
+            self.clock,
+            Path(settings.events.file) if settings.events.file else state_dir / "events.jsonl",
+            max_count=settings.events.max_count,
+            max_age=settings.events.max_age,
+        )
+        metrics = Metrics()
+        metrics.start_time.set(self.clock.now())
+        github = self._github(store, metrics)
+        for warning in self.warnings:
+            log.warning(warning)
+        plugins: list[Any] = []
+        providers = {p.name: make_provider(p, self.clock, plugins) for p in config.providers}
+        for provider in providers.values():
+            if isinstance(provider, _LazyPlugin):
+                await provider.start()
+        engine = Engine(
+            config,
+            providers,
+            github,
+            clock=self.clock,
+            store=store,
+            events=events,
+            metrics=metrics,
+            installation=settings.installation or installation_id(settings.github.url),
+            max_parallel_creates=settings.max_parallel_creates,
+        )
+        engine.github_url = settings.github.url
+        runloop = RunLoop(engine)
+        control = Control(
+            engine, runloop, provider_factory=lambda p: make_provider(p, self.clock, plugins)
+        )
+        from rungar.rpc.admin_server import serve_admin
+
+        admin = await serve_admin(control, settings.socket, mode=settings.socket_mode)
+        if settings.metrics.listen:
+            metrics.serve(settings.metrics.listen)
+        await runloop.start()
+        log.info(
+            "daemon.started",
+            scale_sets=len(config.scale_sets),
+            providers=len(config.providers),
+            installation=engine.installation,
+        )
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            log.info("daemon.stopping", note="every runner is left in place")
+            await runloop.stop()
+            await admin.stop()
+            with contextlib.suppress(Exception):
+                await github.aclose()
+            for plugin in plugins:
+                with contextlib.suppress(Exception):
+                    await plugin.stop()
+            for provider in providers.values():
+                close = getattr(provider, "close", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        await close()
+            store.close()

@@ -1,0 +1,110 @@
+"""The daemon's own settings file (``rungar serve -c rungar.yaml``), checked at load.
+
+Secrets come from files or the environment, never literals: ``token_path``/``token_env``, or a
+GitHub App's ``app_private_key_path``. A world-readable secret file is warned about. Problems
+are reported as ``FILE: key: what is wrong``, all at once, exit 2.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rungar.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GitHubSettings(_Strict):
+    url: str
+    token_path: str = ""
+    token_env: str = ""
+    app_client_id: str = ""
+    app_installation_id: int = 0
+    app_private_key_path: str = ""
+    long_poll_timeout: float = 50.0
+
+
+class MetricsSettings(_Strict):
+    listen: str = ""  # empty: no metrics server
+
+
+class WebhookSettings(_Strict):
+    listen: str = ""  # empty: no webhook receiver
+    secret_path: str = ""
+    max_body_bytes: int = 1024 * 1024
+
+
+class EventsSettings(_Strict):
+    file: str = ""  # default: <state_dir>/events.jsonl
+    max_count: int = Field(default=10_000, ge=1)
+    max_age: float | None = None
+
+
+class DaemonSettings(_Strict):
+    github: GitHubSettings
+    scale_sets: str
+    installation: str = ""
+    state_dir: str = "/var/lib/rungar"
+    socket: str = "/run/rungar/rungar.sock"
+    socket_mode: int = 0o660
+    metrics: MetricsSettings = MetricsSettings()
+    webhook: WebhookSettings = WebhookSettings()
+    events: EventsSettings = EventsSettings()
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["auto", "text", "json"] = "auto"
+    max_parallel_creates: int = Field(default=64, ge=1, le=4096)
+
+
+def load_settings(path: str) -> DaemonSettings:
+    base = Path(path).resolve().parent
+    try:
+        raw: Any = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ConfigError([f"{path}: {e}"]) from e
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{path}: expected a mapping of settings"])
+    try:
+        settings = DaemonSettings.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(
+            [f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+        ) from e
+    problems = []
+    gh = settings.github
+    has_app = bool(gh.app_client_id or gh.app_private_key_path or gh.app_installation_id)
+    has_token = bool(gh.token_path or gh.token_env)
+    if has_app and has_token:
+        problems.append(f"{path}: github: a GitHub App and a token together are refused")
+    if not has_app and not has_token:
+        problems.append(f"{path}: github: needs token_path, token_env or a GitHub App")
+    if has_app and not (gh.app_client_id and gh.app_private_key_path and gh.app_installation_id):
+        problems.append(
+            f"{path}: github: an App needs app_client_id, app_installation_id and "
+            "app_private_key_path"
+        )
+    if len(settings.socket) > 103:
+        problems.append(f"{path}: socket: longer than 103 characters")
+    if problems:
+        raise ConfigError(problems)
+    return settings.model_copy(
+        update={
+            "scale_sets": str((base / settings.scale_sets).resolve()),
+            "state_dir": str((base / settings.state_dir).resolve()),
+        }
+    )
+
+
+def read_secret(path: str, warn: list[str]) -> str:
+    """A secret from a file; a world-readable file is warned about."""
+    mode = os.stat(path).st_mode
+    if mode & stat.S_IROTH:
+        warn.append(f"a file holding a secret is readable by anyone on the host: {path}")
+    return Path(path).read_text().strip()

@@ -1,0 +1,191 @@
+"""What ``rungar status`` reports, as one JSON-able document built from the engine's state.
+
+It never claims to know a provider's spare room: only what Rungar itself counts, the skips it
+is applying and why, and the holds in force (rungar-go §2.2 "rungar status layout").
+
+Document (every time in epoch seconds, every duration in seconds)::
+
+    {"daemon": {"version", "installation", "started_at", "now", "config_path", "github"},
+     "scale_sets": [{"name", "status", "note", "runners", "busy", "idle", "starting",
+                     "desired", "min", "max", "priority", "placement", "providers", "paused",
+                     "assigned", "labels"}],
+     "providers": [{"name", "type", "status", "runners", "max_runners", "leaving", "weight",
+                    "reachable", "disabled", "draining", "runtime_change",
+                    "hold": null | {"holder", "priority", "left"}}],
+     "skips": [{"scale_set", "provider", "full", "refusals", "left", "error", "resource",
+                "sentence"}],
+     "runners": [{"name", "scale_set", "provider", "state", "machine", "github", "age",
+                  "job"}]}
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rungar import __version__
+from rungar.model.runner import GitHubState, RunnerState
+from rungar.model.units import format_duration
+
+if TYPE_CHECKING:
+    from rungar.engine.engine import Engine
+
+
+def skip_sentence(
+    scale_set: str, provider: str, full: bool, refusals: int, left: float, error: str
+) -> str:
+    wait = format_duration(left)
+    if full:
+        return f"{scale_set} found {provider} full; tries it again in {wait}"
+    return (
+        f"{scale_set} found {provider} failing ({refusals} in a row); "
+        f"tries it again in {wait}: {error}"
+    )
+
+
+def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
+    state = engine.sets[name]
+    if state.paused:
+        left = len(engine.runners.live(name))
+        return "PAUSED", (
+            f"taking no jobs, which wait on GitHub; {left} runners left; "
+            "until resumed or the daemon restarts"
+        )
+    holds = engine.fleet.holding_back(name, now)
+    if holds:
+        hold = holds[0]
+        return "HOLDING BACK", (
+            f'holding back from {hold.provider} for scale set "{hold.holder}", '
+            "which is waiting for room and takes priority"
+        )
+    if state.phase == "LISTENING":
+        return "LISTENING", ""
+    if state.phase == "UNREACHABLE":
+        return "UNREACHABLE", state.note or "GitHub does not answer"
+    if state.phase == "WAITING":
+        return "WAITING", state.note
+    return "STARTING", "being looked up on GitHub, and its runners adopted"
+
+
+def provider_status(engine: Engine, name: str, now: float) -> str:
+    fleet = engine.fleet
+    if not fleet.is_reachable(name):
+        return "UNREACHABLE"
+    runtime = fleet.disabled_at_runtime(name)
+    suffix = " until the daemon restarts" if runtime is not None else ""
+    if name in engine.draining_providers:
+        count = fleet.provider_count(name)
+        return f"DRAINING {count} runners left{suffix}"
+    if fleet.is_disabled(name):
+        return f"DISABLED{suffix}"
+    hold = fleet.hold_on(name, now)
+    if hold is not None:
+        left = format_duration(hold.remaining(now, fleet.timing.hold_duration))
+        return f"HELD for {hold.holder} (priority {hold.priority}), {left} left"
+    return "OK enabled until the daemon restarts" if runtime is False else "OK"
+
+
+def snapshot(engine: Engine) -> dict[str, Any]:
+    now = engine.clock.now()
+    fleet = engine.fleet
+    scale_sets = []
+    for name, state in engine.sets.items():
+        status, note = scale_set_status(engine, name, now)
+        live = engine.runners.live(name)
+        ss = state.config
+        scale_sets.append(
+            {
+                "name": name,
+                "status": status,
+                "note": note,
+                "runners": len(live),
+                "busy": sum(1 for r in live if r.state is RunnerState.BUSY),
+                "idle": sum(1 for r in live if r.state is RunnerState.IDLE),
+                "starting": sum(1 for r in live if r.state is RunnerState.STARTING)
+                + state.creating,
+                "desired": state.desired,
+                "min": ss.min_runners,
+                "max": ss.max_runners,
+                "priority": ss.priority,
+                "placement": ss.placement.value,
+                "providers": list(ss.provider_names),
+                "paused": state.paused,
+                "assigned": state.assigned,
+                "labels": list(ss.labels) or [name],
+            }
+        )
+    providers = []
+    for name, provider_config in fleet.providers.items():
+        hold = fleet.hold_on(name, now)
+        providers.append(
+            {
+                "name": name,
+                "type": provider_config.type,
+                "status": provider_status(engine, name, now),
+                "runners": fleet.provider_count(name),
+                "max_runners": provider_config.max_runners,
+                "leaving": fleet.leaving_on(name),
+                "weight": provider_config.weight,
+                "reachable": fleet.is_reachable(name),
+                "disabled": fleet.is_disabled(name),
+                "draining": name in engine.draining_providers,
+                "runtime_change": fleet.disabled_at_runtime(name) is not None,
+                "hold": None
+                if hold is None
+                else {
+                    "holder": hold.holder,
+                    "priority": hold.priority,
+                    "left": round(hold.remaining(now, fleet.timing.hold_duration), 1),
+                },
+            }
+        )
+    skips = []
+    for scale_set, provider, backoff in sorted(fleet.active_backoffs(now)):
+        left = backoff.remaining(now)
+        skips.append(
+            {
+                "scale_set": scale_set,
+                "provider": provider,
+                "full": backoff.full,
+                "refusals": backoff.refusals,
+                "left": round(left, 1),
+                "error": backoff.last_error,
+                "resource": backoff.resource,
+                "sentence": skip_sentence(
+                    scale_set, provider, backoff.full, backoff.refusals, left, backoff.last_error
+                ),
+            }
+        )
+    runners = []
+    for record in sorted(engine.runners, key=lambda r: (r.scale_set, r.created_at, r.name)):
+        github = {
+            GitHubState.BUSY: "Busy",
+            GitHubState.IDLE: "Idle",
+            GitHubState.OFFLINE: "Offline",
+            GitHubState.NOT_REGISTERED: "Not registered",
+        }.get(record.github, "Unknown")
+        runners.append(
+            {
+                "name": record.name,
+                "scale_set": record.scale_set,
+                "provider": record.provider,
+                "state": record.state.value.capitalize(),
+                "machine": record.machine.value.capitalize(),
+                "github": github,
+                "age": round(now - record.created_at, 1) if record.created_at else None,
+                "job": record.job,
+            }
+        )
+    return {
+        "daemon": {
+            "version": __version__,
+            "installation": engine.installation,
+            "started_at": engine.started_at,
+            "now": now,
+            "config_path": engine.config.path,
+            "github": engine.github_url,
+        },
+        "scale_sets": scale_sets,
+        "providers": providers,
+        "skips": skips,
+        "runners": runners,
+    }
