@@ -1,0 +1,48 @@
+"""Admission, pure: admit or refuse a runner from readings, reservations and predictions.
+
+Seed 000, "The host's memory", "Measured admission", "CPU admission". No I/O and no clock:
+``now`` is an argument, so the daemon and ``runnerd simulate`` run the same decisions.
+"""
+
+from __future__ import annotations
+
+from runnerd.admission.admit import counted_memory, cpu_line, decide
+from runnerd.admission.model import (
+    AdmissionRecord,
+    Admit,
+    Candidate,
+    GuardState,
+    HostReading,
+    Limits,
+    Outcome,
+    Policy,
+    Prediction,
+    Refuse,
+    Run,
+    Running,
+    SliceReading,
+)
+from runnerd.admission.predict import PredictionRules, ProfileStats, predict, profile_stats
+
+__all__ = [
+    "AdmissionRecord",
+    "Admit",
+    "Candidate",
+    "GuardState",
+    "HostReading",
+    "Limits",
+    "Outcome",
+    "Policy",
+    "Prediction",
+    "PredictionRules",
+    "ProfileStats",
+    "Refuse",
+    "Run",
+    "Running",
+    "SliceReading",
+    "counted_memory",
+    "cpu_line",
+    "decide",
+    "predict",
+    "profile_stats",
+]

@@ -1,0 +1,199 @@
+"""A job's predicted peak and average CPU from its history (seed 000, "Measured admission",
+"CPU admission"). Pure: runs in, a :class:`Prediction` out.
+
+Memory, in the seed's order:
+- a run that met its cap or was killed for memory puts its job back on its cap until 3 of its
+  runs in a row succeed clear of it (cancelled runs count), 7 days at most;
+- with max(20, min_jobs) successful runs: the p95 (nearest rank) of their peaks, failed runs
+  among them included, plus the margin, rounded up to 256M;
+- fewer: the larger of the profile's p95 and the job's own largest peak, plus the margin; once 2
+  succeeded, one copy at a time reserves its own largest instead, and a copy beside another
+  takes the larger;
+- no runs: the profile's largest peak plus the margin (a new workflow may be the heaviest);
+- without min_jobs runs of the profile, or when every run of the job was cancelled: the cap;
+- a run that went past what it reserved has its job reserve the larger of its recent runs'
+  largest peak and that run's while it is among them, 7 days at most.
+A prediction never exceeds the cap: the container cannot hold more.
+
+CPU: the same tiers over average CPU (CPU time ÷ run time), without a margin, in 0.1 CPU steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from runnerd.admission.model import Margin, Prediction, Run
+
+GRANULE = 256 * 1024**2
+CPU_GRANULE = 0.1
+RECENT_RUNS = 20
+OWN_RUNS = 2
+CLEAN_RUNS = 3
+
+
+def round_up(value: int, granule: int = GRANULE) -> int:
+    return -(-value // granule) * granule
+
+
+def round_cpu(value: float) -> float:
+    return round(math.ceil(round(value / CPU_GRANULE, 6)) * CPU_GRANULE, 1)
+
+
+def p95(values: Sequence[float]) -> float:
+    """Nearest-rank p95: with 20 values the second largest; fewer than 20, the largest."""
+    ordered = sorted(values)
+    return ordered[math.ceil(0.95 * len(ordered)) - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileStats:
+    """A profile's runs in the window: how many, and their p95 and largest peaks and CPUs."""
+
+    runs: int = 0
+    p95_peak: int = 0
+    max_peak: int = 0
+    cpu_runs: int = 0
+    p95_cpu: float = 0.0
+    max_cpu: float = 0.0
+
+
+def profile_stats(runs: Sequence[Run]) -> ProfileStats:
+    counted = [r for r in runs if not r.cancelled or r.met_cap]
+    if not counted:
+        return ProfileStats()
+    peaks = [r.counted_peak for r in counted]
+    cpus = [r.avg_cpu for r in counted if r.succeeded and r.avg_cpu is not None]
+    return ProfileStats(
+        runs=len(counted),
+        p95_peak=int(p95(peaks)),
+        max_peak=max(peaks),
+        cpu_runs=len(cpus),
+        p95_cpu=p95(cpus) if cpus else 0.0,
+        max_cpu=max(cpus) if cpus else 0.0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionRules:
+    margin: Margin = field(default_factory=Margin)
+    min_jobs: int = 10
+    hold_for: float = 7 * 86400.0
+
+
+def on_cap_hold(runs: Sequence[Run], now: float, hold_for: float) -> bool:
+    """True while a run that met its cap (or was killed for memory) is not yet followed by 3
+    clean runs in a row, for at most ``hold_for`` after it. ``runs`` oldest first."""
+    last_hit = None
+    for i, run in enumerate(runs):
+        if run.met_cap or run.killed_for_memory:
+            last_hit = i
+    if last_hit is None or now - runs[last_hit].finished_at > hold_for:
+        return False
+    streak = 0
+    for run in runs[last_hit + 1 :]:
+        streak = streak + 1 if run.succeeded or run.cancelled else 0
+        if streak >= CLEAN_RUNS:
+            return False
+    return True
+
+
+def predict_memory(
+    runs: Sequence[Run],
+    profile: ProfileStats,
+    cap: int,
+    rules: PredictionRules,
+    now: float,
+    beside: bool = False,
+) -> tuple[int, str]:
+    """(bytes, basis) for one job; ``runs`` are its runs in the window, oldest first."""
+    if profile.runs < rules.min_jobs:
+        return cap, f"its cap, as its profile has fewer than {rules.min_jobs} runs"
+    if runs and all(r.cancelled for r in runs):
+        return cap, "its cap, as every run of its job was cancelled"
+    if on_cap_hold(runs, now, rules.hold_for):
+        return cap, "its cap, as a run of its job met its cap or was killed for memory"
+    counted = [r for r in runs if not r.cancelled or r.met_cap]
+    successes = [r for r in counted if r.succeeded]
+    needed = max(RECENT_RUNS, rules.min_jobs)
+    margin = rules.margin
+    if len(successes) >= needed:
+        oldest = successes[-needed].finished_at
+        window = [r for r in counted if r.finished_at >= oldest]
+        peaks = [r.counted_peak for r in window]
+        memory = round_up(margin.add(int(p95(peaks))))
+        basis = f"the p95 peak of its job's last {len(window)} runs + the margin"
+    elif not counted:
+        memory = round_up(margin.add(profile.max_peak))
+        basis = "its profile's largest peak, as its job has no runs yet, + the margin"
+    else:
+        own = max(r.counted_peak for r in counted)
+        if len(successes) >= OWN_RUNS and not beside:
+            memory = round_up(margin.add(own))
+            basis = f"the largest peak of its job's {len(counted)} runs + the margin"
+        else:
+            memory = round_up(margin.add(max(own, profile.p95_peak)))
+            why = "as another copy runs beside it" if beside else f"of {len(counted)} runs"
+            basis = f"the larger of its profile's p95 and its job's largest peak {why} + the margin"
+    over = [r for r in counted if r.reserved is not None and r.peak > r.reserved]
+    over = [r for r in over if now - r.finished_at <= rules.hold_for]
+    if over:
+        largest = round_up(max(max(r.counted_peak for r in counted), max(r.peak for r in over)))
+        if largest > memory:
+            memory = largest
+            basis = "its job's largest recent peak, as a run went past what it reserved"
+    if memory >= cap:
+        return cap, basis + ", held to its cap"
+    return memory, basis
+
+
+def predict_cpu(
+    runs: Sequence[Run],
+    profile: ProfileStats,
+    cpus: float,
+    rules: PredictionRules,
+    beside: bool = False,
+) -> tuple[float, str]:
+    """(CPUs, basis) from average CPU; there is no margin: the overcommit factor is the margin."""
+    if profile.cpu_runs < rules.min_jobs:
+        return cpus, "its profile's cpus"
+    averages = [r.avg_cpu for r in runs if r.succeeded and r.avg_cpu is not None]
+    if len(averages) >= rules.min_jobs:
+        value, basis = p95(averages), f"the p95 average CPU of its job's {len(averages)} runs"
+    elif not averages:
+        value, basis = profile.max_cpu, "its profile's largest average CPU"
+    elif len(averages) >= OWN_RUNS and not beside:
+        value, basis = max(averages), "its job's largest average CPU"
+    else:
+        value = max(max(averages), profile.p95_cpu)
+        basis = "the larger of its job's largest and its profile's p95 average CPU"
+    return min(cpus, round_cpu(value)), basis
+
+
+def predict(
+    runs: Sequence[Run],
+    profile: ProfileStats,
+    cap: int,
+    cpus: float,
+    rules: PredictionRules,
+    now: float,
+    beside: bool = False,
+) -> Prediction:
+    memory, basis = predict_memory(runs, profile, cap, rules, now, beside)
+    cpu, cpu_basis = predict_cpu(runs, profile, cpus, rules, beside)
+    return Prediction(memory, cpu, basis, cpu_basis)
+
+
+def largest(predictions: Sequence[Prediction], queued: int) -> Prediction:
+    """A runner before its job is known reserves the largest of its scale set's queued jobs."""
+    top = max(predictions, key=lambda p: p.memory)
+    top_cpu = max(p.cpu for p in predictions)
+    if queued <= 1:
+        return top
+    return Prediction(
+        top.memory,
+        top_cpu,
+        f"the largest prediction of its scale set's {queued} queued jobs: {top.basis}",
+        top.cpu_basis,
+    )

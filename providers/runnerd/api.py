@@ -1,0 +1,126 @@
+"""runnerctl's local API: HTTP/JSON on a unix socket (starlette + uvicorn).
+
+Seed 000, "The host's memory" (the host line beside the budget) and issue 6 (``runnerctl
+status``, ``watch``). Read-only: ``GET /status`` is the daemon's live view, ``GET /jobs/{id}``
+a job's record. The socket is created 0600: runnerd's API is root-equivalent on its host.
+``runnerctl job`` also works without the daemon by reading the history read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from rungar.model.machine import MachineState
+from rungar.model.units import format_bytes
+from runnerd.admission import counted_memory, cpu_line
+from runnerd.admission import host as hostguard
+from runnerd.provider import RunnerdProvider
+
+
+def status(provider: RunnerdProvider) -> dict[str, Any]:
+    """The daemon's live view, as runnerctl status prints it."""
+    now = provider.clock.now()
+    limits = provider.limits
+    readings = provider.readings
+    slice_fresh = readings.slice is not None and now - readings.slice.at <= limits.fresh_for
+    live = [r for r in provider.runners.values() if r.state is not MachineState.STOPPED]
+    running = [r.running() for r in live]
+    reserved = sum(counted_memory(r, limits, slice_fresh, now) for r in running)
+    budget = limits.memory_max
+    if budget is None:
+        budget_line = f"budget: no MemoryMax; {format_bytes(reserved)} reserved"
+    else:
+        free = budget - limits.mirror - reserved
+        budget_line = (
+            f"budget: {format_bytes(reserved)} of {format_bytes(budget)} reserved "
+            f"({limits.policy.value}), {format_bytes(max(0, free))} free"
+        )
+    host = readings.host
+    host_line = ""
+    if host is not None and now - host.at <= limits.fresh_for:
+        host_line = hostguard.host_line(host, limits, reserved, provider.guard.widened, len(live))
+    elif host is not None:
+        host_line = "host: no recent reading; only MemoryMax bounds starts"
+    return {
+        "policy": limits.policy.value,
+        "memory_max": budget,
+        "budget": budget_line,
+        "host": host_line,
+        "cpu": cpu_line(running, limits, provider.guard),
+        "slice": readings.slice.memory if readings.slice else None,
+        "runners": [
+            {
+                "name": r.name,
+                "profile": r.profile.name,
+                "scale_set": r.scale_set,
+                "state": r.state.value,
+                "reserved": r.reserved,
+                "counted": counted_memory(r.running(), limits, slice_fresh, now),
+                "used": r.used,
+                "peak": r.peak,
+                "cap": r.profile.memory,
+                "cpu": r.reserved_cpu,
+                "basis": r.basis,
+                "job": f"{r.job.repository} {r.job.workflow}/{r.job.job}" if r.job else "",
+            }
+            for r in provider.runners.values()
+        ],
+    }
+
+
+def app(provider: RunnerdProvider) -> Starlette:
+    async def get_status(request: Request) -> JSONResponse:
+        return JSONResponse(status(provider))
+
+    async def get_job(request: Request) -> JSONResponse:
+        ident = str(request.path_params["ident"])
+        row = await provider.history.run(provider.history.job, ident)
+        if row is None:
+            return JSONResponse({"error": f"no job {ident} in the history"}, status_code=404)
+        return JSONResponse(row)
+
+    return Starlette(routes=[Route("/status", get_status), Route("/jobs/{ident}", get_job)])
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its own SIGINT/SIGTERM handling: the daemon owns the signals."""
+
+    def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
+        return contextlib.nullcontext()
+
+
+class ApiServer:
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+        self._server = server
+        self.task = task
+
+    async def stop(self) -> None:
+        self._server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+async def serve_api(provider: RunnerdProvider, path: str) -> ApiServer:
+    socket = Path(path)
+    socket.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        socket.unlink()
+    config = uvicorn.Config(app(provider), uds=str(socket), log_level="warning", lifespan="off")
+    server = _QuietServer(config)
+    task = asyncio.create_task(server.serve())
+    for _ in range(200):
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    os.chmod(socket, 0o600)
+    return ApiServer(server, task)

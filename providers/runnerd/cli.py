@@ -1,0 +1,77 @@
+"""``runnerd``: ``serve -c runnerd.toml`` and ``check-config -c runnerd.toml`` (issue 6).
+
+Exit 2 for config and usage errors, 1 for runtime errors (STYLE.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+import structlog
+
+from rungar.errors import ConfigError, RungarError
+
+DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "/etc/runnerd/runnerd.toml")
+
+
+def _configure_logs() -> None:
+    renderer: structlog.types.Processor = (
+        structlog.dev.ConsoleRenderer()
+        if sys.stderr.isatty()
+        else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="runnerd", description="The runnerd host provider.")
+    sub = p.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the provider protocol and runnerctl's API")
+    serve.add_argument("-c", "--config", default=DEFAULT_CONFIG)
+    check = sub.add_parser("check-config", help="check runnerd.toml against the slice")
+    check.add_argument("-c", "--config", default=DEFAULT_CONFIG)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    _configure_logs()
+    if args.command == "check-config":
+        from runnerd.daemon import check_config
+
+        problems = check_config(args.config)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if not problems:
+            print(f"{args.config}: ok")
+        return 2 if problems else 0
+    from runnerd.daemon import serve_forever
+
+    try:
+        return asyncio.run(serve_forever(args.config))
+    except ConfigError as e:
+        for problem in e.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    except (RungarError, OSError) as e:
+        print(f"runnerd: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

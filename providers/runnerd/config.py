@@ -1,0 +1,430 @@
+"""runnerd.toml: ``[host]``, ``[sizing]`` and ``[profiles.NAME]`` as frozen values.
+
+Seed 000, "Measured admission" (the keys and the config check) and "Configuration" as
+docs/reference/runnerd.md §9 lists it. Every timing constant of the seed is a key here with the
+seed's value as its default, so tests and demos can compress the clock.
+
+The check (:func:`check_budget`) is the seed's: under ``caps`` slots × memory of every profile
+with the mirror must fit the slice's MemoryMax; under ``measured`` one runner of each profile with
+the mirror must, and the slice must have a MemoryMax. A config that sets ``cpu_overcommit`` is
+refused when the slice's CPUs cannot be read. Problems name the file, line and key, all at once.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from rungar.config.problems import START, Mark, Problems
+from rungar.errors import ConfigError
+from rungar.model.units import format_bytes, parse_bytes, parse_duration
+from runnerd.admission.model import Margin, Policy
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+class RuntimeKind(StrEnum):
+    PROCESS = "process"
+    DOCKER = "docker"
+
+
+@dataclass(frozen=True, slots=True)
+class HostConfig:
+    slice: str = "runnerd.slice"
+    memory_max: int | None = None  # None: read the slice's memory.max
+    admission: Policy = Policy.CAPS
+    cpu_overcommit: float | None = None  # None: no CPU admission
+    cpus: float | None = None  # the slice's CPUs; None: read them
+    runtime: RuntimeKind = RuntimeKind.PROCESS
+    state_dir: str = "/var/lib/runnerd"
+    socket: str = ""  # provider gRPC on a unix socket; "" = state_dir/provider.sock
+    api_socket: str = ""  # runnerctl's HTTP/JSON API; "" = state_dir/runnerd.sock
+    listen: str = ""  # host:port for gRPC over TCP (TLS required)
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""  # client CA: with it, TCP is mutual TLS
+    token_file: str = ""
+    history: str = ""  # "" = state_dir/history.db
+    cgroup_root: str = "/sys/fs/cgroup"
+    proc_root: str = "/proc"
+    docker_socket: str = "/var/run/docker.sock"
+    mirror_memory: int = 0  # the Docker Hub mirror's cap, when one runs in the slice
+    disk_path: str = ""  # "" = state_dir
+    disk_reserve: int = 10 * GiB
+    disk_per_runner: int = 8 * GiB  # a profile's footprint when it sets no disk
+    # Timing (seconds), the seed's values by default.
+    sample_interval: float = 2.0
+    holders_interval: float = 30.0
+    fresh_for: float = 6.0  # "the last few seconds": three samples
+    cpu_starvation: float = 120.0
+    cpu_wait_forget: float = 300.0  # a scale set that stops asking has left the queue
+    hold_for: float = 7 * 86400.0
+    history_window: float = 30 * 86400.0
+    reread: float = 60.0
+    # Thresholds.
+    high_water: float = 0.90
+    stall_enter: float = 5.0
+    stall_leave: float = 1.0
+    margin_min: int = 2 * GiB
+    margin_share: int = 16
+    holder_min: int = 512 * MiB
+
+    def socket_path(self) -> str:
+        return self.socket or str(Path(self.state_dir) / "provider.sock")
+
+    def api_socket_path(self) -> str:
+        return self.api_socket or str(Path(self.state_dir) / "runnerd.sock")
+
+    def history_path(self) -> str:
+        return self.history or str(Path(self.state_dir) / "history.db")
+
+    def disk_path_or_state(self) -> str:
+        return self.disk_path or self.state_dir
+
+
+@dataclass(frozen=True, slots=True)
+class SizingConfig:
+    margin: Margin = field(default_factory=Margin)
+    min_jobs: int = 10
+    auto: bool = False
+    interval: float = 3600.0
+    raise_interval: float = 3600.0
+    max_step: float = 25.0
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    cpus: float
+    memory: int
+    slots: int
+    image: str = ""
+    command: tuple[str, ...] = ()
+    disk: int = 0
+    min_memory: int | None = None
+    max_memory: int | None = None
+    max_slots: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerdConfig:
+    host: HostConfig
+    sizing: SizingConfig
+    profiles: Mapping[str, Profile]
+    file: str = "runnerd.toml"
+
+
+HOST_SIZES = ("memory_max", "mirror_memory", "disk_reserve", "disk_per_runner", "margin_min")
+HOST_SIZES_EXTRA = ("holder_min",)
+HOST_DURATIONS = (
+    "sample_interval",
+    "holders_interval",
+    "fresh_for",
+    "cpu_starvation",
+    "cpu_wait_forget",
+    "hold_for",
+    "history_window",
+    "reread",
+)
+HOST_STRINGS = (
+    "slice",
+    "state_dir",
+    "socket",
+    "api_socket",
+    "listen",
+    "tls_cert",
+    "tls_key",
+    "tls_ca",
+    "token_file",
+    "history",
+    "cgroup_root",
+    "proc_root",
+    "docker_socket",
+    "disk_path",
+)
+HOST_FLOATS = ("cpu_overcommit", "cpus", "high_water", "stall_enter", "stall_leave")
+PROFILE_KEYS = {
+    "image",
+    "image_stage",
+    "command",
+    "cpus",
+    "memory",
+    "slots",
+    "disk",
+    "min_memory",
+    "max_memory",
+    "max_slots",
+    "env",
+}
+
+
+class _Lines:
+    """Finds the line of a table or a key in the TOML text, for problems that point at it."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = text.splitlines()
+
+    def of(self, table: str, key: str = "") -> Mark:
+        header = re.compile(r"^\s*\[\s*" + re.escape(table) + r"\s*\]")
+        start = next((i for i, line in enumerate(self._lines) if header.match(line)), None)
+        if start is None:
+            return START
+        if not key:
+            return Mark(start + 1, 1)
+        pattern = re.compile(r"^\s*" + re.escape(key) + r"\s*=")
+        for i in range(start + 1, len(self._lines)):
+            if self._lines[i].lstrip().startswith("["):
+                break
+            if pattern.match(self._lines[i]):
+                return Mark(i + 1, self._lines[i].index(key) + 1)
+        return Mark(start + 1, 1)
+
+
+def load_config(path: str | Path) -> RunnerdConfig:
+    """Read and parse ``path``; raises ``ConfigError`` listing every problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError([f"{path}: cannot read: {e.strerror}"]) from e
+    return parse_config(text, str(path))
+
+
+def parse_config(text: str, file: str = "runnerd.toml") -> RunnerdConfig:
+    problems = Problems(file)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError([f"{file}: {e}"]) from e
+    lines = _Lines(text)
+    for key in data:
+        if key not in ("host", "sizing", "profiles"):
+            problems.add(
+                START, key, "unknown section; runnerd.toml has [host], [sizing], [profiles.NAME]"
+            )
+    host = _parse_host(data.get("host", {}), problems, lines)
+    sizing = _parse_sizing(data.get("sizing", {}), problems, lines)
+    profiles: dict[str, Profile] = {}
+    raw_profiles = data.get("profiles", {})
+    if not isinstance(raw_profiles, dict) or not raw_profiles:
+        problems.add(START, "profiles", "needs at least one [profiles.NAME]")
+    else:
+        for name, raw in raw_profiles.items():
+            profile = _parse_profile(name, raw, problems, lines)
+            if profile is not None:
+                profiles[name] = profile
+    problems.raise_if_any()
+    return RunnerdConfig(host, sizing, profiles, file)
+
+
+def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
+    if not isinstance(raw, dict):
+        problems.add(START, "host", "must be a table")
+        return HostConfig()
+    values: dict[str, Any] = {}
+    known = set(HostConfig.__dataclass_fields__)
+    for key, value in raw.items():
+        mark = lines.of("host", key)
+        path = f"host.{key}"
+        if key not in known:
+            problems.add(mark, path, "unknown key")
+            continue
+        try:
+            if key in HOST_SIZES or key in HOST_SIZES_EXTRA:
+                values[key] = None if value == "max" else parse_bytes(value)
+            elif key in HOST_DURATIONS:
+                values[key] = _positive(parse_duration(value))
+            elif key in HOST_STRINGS:
+                values[key] = _string(value)
+            elif key in HOST_FLOATS:
+                values[key] = _positive(_number(value))
+            elif key == "admission":
+                values[key] = Policy(value)
+            elif key == "runtime":
+                values[key] = RuntimeKind(value)
+            elif key == "margin_share":
+                values[key] = _count(value, least=1)
+        except ValueError as e:
+            problems.add(mark, path, _sentence(key, e))
+    if "listen" in values and values["listen"] and not values.get("tls_cert"):
+        problems.add(
+            lines.of("host", "listen"), "host.listen", "gRPC over TCP needs tls_cert and tls_key"
+        )
+    return HostConfig(**values)
+
+
+def _parse_sizing(raw: Any, problems: Problems, lines: _Lines) -> SizingConfig:
+    if not isinstance(raw, dict):
+        problems.add(START, "sizing", "must be a table")
+        return SizingConfig()
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        mark = lines.of("sizing", key)
+        path = f"sizing.{key}"
+        try:
+            if key == "margin":
+                if isinstance(value, str):
+                    values[key] = Margin(0.0, parse_bytes(value))
+                else:
+                    values[key] = Margin(_positive(_number(value)), 0)
+            elif key == "min_jobs":
+                values[key] = _count(value, least=1)
+            elif key == "auto":
+                if not isinstance(value, bool):
+                    raise ValueError(f"{value!r} is not true or false")
+                values[key] = value
+            elif key in ("interval", "raise_interval"):
+                values[key] = _positive(parse_duration(value))
+            elif key == "max_step":
+                values[key] = _positive(_number(value))
+            else:
+                problems.add(mark, path, "unknown key")
+        except ValueError as e:
+            problems.add(mark, path, _sentence(key, e))
+    return SizingConfig(**values)
+
+
+def _parse_profile(name: str, raw: Any, problems: Problems, lines: _Lines) -> Profile | None:
+    table = f"profiles.{name}"
+    if not isinstance(raw, dict):
+        problems.add(lines.of(table), table, "must be a table")
+        return None
+    values: dict[str, Any] = {"name": name}
+    for key, value in raw.items():
+        mark = lines.of(table, key)
+        path = f"{table}.{key}"
+        try:
+            if key not in PROFILE_KEYS:
+                raise ValueError("unknown key")
+            if key in ("memory", "disk", "min_memory", "max_memory"):
+                values[key] = parse_bytes(value)
+            elif key == "cpus":
+                values[key] = _positive(_number(value))
+            elif key in ("slots", "max_slots"):
+                values[key] = _count(value, least=1)
+            elif key in ("image", "image_stage"):
+                values["image"] = _string(value)
+            elif key == "command":
+                values[key] = _command(value)
+            elif key == "env":
+                if not isinstance(value, dict) or not all(
+                    isinstance(v, str) for v in value.values()
+                ):
+                    raise ValueError("must be a table of strings")
+                values[key] = dict(value)
+        except ValueError as e:
+            problems.add(mark, path, _sentence(key, e))
+    for required in ("cpus", "memory", "slots"):
+        if required not in raw:
+            problems.add(lines.of(table), f"{table}.{required}", "is required")
+    if any(k not in values for k in ("cpus", "memory", "slots")):
+        return None
+    if values["memory"] <= 0:
+        problems.add(lines.of(table, "memory"), f"{table}.memory", "must be more than 0")
+    lo, hi = values.get("min_memory"), values.get("max_memory")
+    if lo is not None and hi is not None and lo > hi:
+        problems.add(
+            lines.of(table, "min_memory"), f"{table}.min_memory", "is more than max_memory"
+        )
+    return Profile(**values)
+
+
+def check_budget(
+    config: RunnerdConfig,
+    memory_max: int | None,
+    slice_cpus: float | None,
+    text: str = "",
+) -> None:
+    """The seed's config check against the slice; raises ``ConfigError`` and changes nothing."""
+    problems = Problems(config.file)
+    lines = _Lines(text)
+    host = config.host
+    mirror = host.mirror_memory
+    with_mirror = f" with the {format_bytes(mirror)} mirror" if mirror else ""
+    if host.admission is Policy.CAPS and memory_max is not None:
+        total = mirror + sum(p.slots * p.memory for p in config.profiles.values())
+        if total > memory_max:
+            parts = ", ".join(
+                f"{p.name} {p.slots} × {format_bytes(p.memory)}" for p in config.profiles.values()
+            )
+            problems.add(
+                lines.of("host", "admission"),
+                "profiles",
+                f"slots × memory ({parts}){with_mirror} take {format_bytes(total)}, more than the "
+                f"slice's MemoryMax of {format_bytes(memory_max)}; lower slots or memory, or set "
+                'admission = "measured"',
+            )
+    if host.admission is Policy.MEASURED:
+        if memory_max is None:
+            problems.add(
+                lines.of("host", "admission"),
+                "host.admission",
+                f'"measured" needs a MemoryMax on {host.slice}; set one or host.memory_max',
+            )
+        else:
+            for p in config.profiles.values():
+                if p.memory + mirror > memory_max:
+                    table = f"profiles.{p.name}"
+                    problems.add(
+                        lines.of(table, "memory"),
+                        f"{table}.memory",
+                        f"one runner of {format_bytes(p.memory)}{with_mirror} does not fit the "
+                        f"slice's MemoryMax of {format_bytes(memory_max)}",
+                    )
+    if host.cpu_overcommit is not None and slice_cpus is None:
+        problems.add(
+            lines.of("host", "cpu_overcommit"),
+            "host.cpu_overcommit",
+            f"needs the slice's CPUs, which could not be read for {host.slice}; set host.cpus",
+        )
+    problems.raise_if_any()
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{value!r} is not a number")
+    return float(value)
+
+
+def _positive(value: float) -> float:
+    if value <= 0:
+        raise ValueError(f"{value:g} must be more than 0")
+    return value
+
+
+def _count(value: Any, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{value!r} must be a whole number of at least {least}")
+    return value
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a string")
+    return value
+
+
+def _command(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        import shlex
+
+        return tuple(shlex.split(value))
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError("must be a string or a list of strings")
+
+
+def _sentence(key: str, error: ValueError) -> str:
+    text = str(error)
+    if key in ("admission",):
+        return f"{text}; use caps or measured"
+    if key == "runtime":
+        return f"{text}; use process or docker"
+    return text

@@ -1,0 +1,118 @@
+"""The daemon's in-memory index of the job history, for predictions at thousands per second.
+
+Seed 000, "Measured admission"; reference runnerd.md §3.1 (``Predictor`` re-reads the history
+at most once a minute over 30 days). Runs are grouped by job key and by profile when loaded;
+a finished job is added as it finishes, so a re-read only catches what another writer added.
+The rules themselves are the pure functions of :mod:`runnerd.admission.predict`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+
+from rungar.model.machine import JobHint
+from runnerd.admission.model import Prediction, Run
+from runnerd.admission.predict import (
+    RECENT_RUNS,
+    PredictionRules,
+    ProfileStats,
+    largest,
+    predict,
+    profile_stats,
+)
+from runnerd.history import JobKey
+
+# Enough runs per job for a p95 over max(20, min_jobs) successes with failures among them and
+# for a cap hold's clean streak; older runs of a very busy job cannot change a prediction.
+KEEP_FACTOR = 5
+
+
+class Predictor:
+    def __init__(self, rules: PredictionRules, window: float = 30 * 86400.0, reread: float = 60.0):
+        self.rules = rules
+        self.window = window
+        self.reread = reread
+        self.loaded_at = float("-inf")
+        self._jobs: dict[JobKey, list[Run]] = {}
+        self._profiles: dict[str, list[Run]] = {}
+        self._stats: dict[str, tuple[float, ProfileStats]] = {}
+        self._keep = KEEP_FACTOR * max(RECENT_RUNS, rules.min_jobs)
+
+    def due(self, now: float) -> bool:
+        return now - self.loaded_at >= self.reread
+
+    def load(self, rows: Iterable[tuple[JobKey, Run]], now: float) -> None:
+        """Replace the index with ``rows`` (oldest first), as read from the history."""
+        self._jobs, self._profiles, self._stats = {}, {}, {}
+        for key, run in rows:
+            self._append(key, run)
+        self.loaded_at = now
+
+    def add(self, key: JobKey, run: Run) -> None:
+        self._append(key, run)
+        self._stats.pop(key.profile, None)
+
+    def _append(self, key: JobKey, run: Run) -> None:
+        runs = self._jobs.setdefault(key, [])
+        runs.append(run)
+        if len(runs) > 2 * self._keep:
+            del runs[: len(runs) - self._keep]
+        self._profiles.setdefault(key.profile, []).append(run)
+
+    def runs(self, key: JobKey, now: float) -> Sequence[Run]:
+        runs = self._jobs.get(key, [])
+        start = bisect.bisect_left(runs, now - self.window, key=lambda r: r.finished_at)
+        return runs[start:]
+
+    def profile(self, name: str, now: float) -> ProfileStats:
+        cached = self._stats.get(name)
+        if cached is not None and now - cached[0] < self.reread:
+            return cached[1]
+        runs = self._profiles.get(name, [])
+        start = bisect.bisect_left(runs, now - self.window, key=lambda r: r.finished_at)
+        if start:
+            del runs[:start]
+        stats = profile_stats(runs)
+        self._stats[name] = (now, stats)
+        return stats
+
+    def predict_job(
+        self, key: JobKey, cap: int, cpus: float, now: float, beside: bool = False
+    ) -> Prediction:
+        return predict(
+            self.runs(key, now), self.profile(key.profile, now), cap, cpus, self.rules, now, beside
+        )
+
+    def predict_runner(
+        self,
+        profile: str,
+        hints: Sequence[JobHint],
+        cap: int,
+        cpus: float,
+        now: float,
+        busy_keys: frozenset[JobKey] = frozenset(),
+        busy_repositories: frozenset[str] = frozenset(),
+    ) -> Prediction:
+        """A runner before its job is known: the largest prediction of its queued jobs.
+
+        A copy beside another (the same job running, queued twice, or a repository with a busy
+        runner whose job is not known yet) takes the larger of its own and its profile's p95.
+        """
+        keys = [JobKey(profile, h.repository, h.workflow, h.job) for h in hints if h.job]
+        if not keys:
+            stats = self.profile(profile, now)
+            return predict([], stats, cap, cpus, self.rules, now)
+        predictions = [
+            self.predict_job(
+                key,
+                cap,
+                cpus,
+                now,
+                beside=key in busy_keys
+                or keys.count(key) > 1
+                or key.repository in busy_repositories,
+            )
+            for key in dict.fromkeys(keys)
+        ]
+        return largest(predictions, len(keys))

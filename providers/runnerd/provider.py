@@ -1,0 +1,455 @@
+"""``RunnerdProvider``: the host provider behind the provider protocol (ARCHITECTURE §2).
+
+Seed 000 (admission), issue 6. Create resolves the runner's profile (``runner: {profile: node}``,
+else the profile named after its scale set; the profile's settings override the block's), asks
+the pure :func:`runnerd.admission.decide` with the latest readings, and starts the runner on its
+runtime, or refuses: FULL with the resource and the seed's sentence, INVALID for an unknown
+profile or a runner larger than the host. Creates are serialized so two admissions never take
+the same room. Sampling (every ``sample_interval``) lives in :mod:`runnerd.sampler`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from rungar.clock import Clock
+from rungar.model.machine import (
+    Created,
+    CreateRequest,
+    JobHint,
+    Machine,
+    MachineState,
+    ProviderInfo,
+    Refusal,
+    RefusalKind,
+)
+from rungar.model.runner_block import RunnerBlock
+from rungar.model.units import format_bytes
+from runnerd.admission import (
+    Candidate,
+    GuardState,
+    HostReading,
+    Limits,
+    Policy,
+    Refuse,
+    Running,
+    SliceReading,
+    decide,
+)
+from runnerd.admission.model import Run
+from runnerd.admission.predict import PredictionRules
+from runnerd.config import Profile, RunnerdConfig
+from runnerd.history import History, JobEnd, JobKey, JobStart
+from runnerd.predictor import Predictor
+from runnerd.runtime.base import (
+    MANAGED_LABEL,
+    NAME_LABEL,
+    PROFILE_LABEL,
+    SCALE_SET_LABEL,
+    RunnerSpec,
+    Runtime,
+)
+from runnerd.version import VERSION
+
+log = structlog.get_logger("runnerd.provider")
+
+
+@dataclass
+class RunnerState:
+    """A runner runnerd started: what it reserved, what it uses, which job it took."""
+
+    name: str
+    request_id: str
+    scale_set: str
+    profile: Profile
+    labels: dict[str, str]
+    handle: str
+    created_at: float
+    reserved: int
+    reserved_cpu: float
+    basis: str
+    row: int
+    hints: tuple[JobHint, ...] = ()
+    job: JobHint | None = None
+    state: MachineState = MachineState.RUNNING
+    used: int = 0
+    used_at: float = 0.0
+    held: int = 0
+    peak: int = 0
+    cpu_seconds: float = 0.0
+    met_cap: bool = False
+    killed_for_memory: bool = False
+    sock_throttled: int | None = None
+    exit_code: int | None = None
+
+    def key(self) -> JobKey | None:
+        if self.job is None or not self.job.job:
+            return None
+        return JobKey(self.profile.name, self.job.repository, self.job.workflow, self.job.job)
+
+    def machine(self, provider: str) -> Machine:
+        size = f"{self.profile.cpus:g} vCPU, {format_bytes(self.profile.memory)}"
+        return Machine(self.name, self.state, dict(self.labels), size, self.created_at, provider)
+
+    def running(self) -> Running:
+        return Running(
+            self.name,
+            self.profile.name,
+            self.scale_set,
+            self.profile.memory,
+            self.profile.cpus,
+            self.reserved,
+            self.reserved_cpu,
+            self.used,
+            self.used_at,
+        )
+
+
+@dataclass
+class Waiting:
+    """How long a scale set has been refused, split by what held it (slot, host, CPU)."""
+
+    first: float
+    last: float
+    kind: str
+    spent: dict[str, float] = field(default_factory=lambda: {"slot": 0.0, "host": 0.0, "cpu": 0.0})
+
+    def tick(self, now: float, kind: str) -> None:
+        self.spent[self.kind] += max(0.0, now - self.last)
+        self.last, self.kind = now, kind
+
+
+@dataclass
+class Readings:
+    """The sampler's latest view; admission treats anything older than fresh_for as missing."""
+
+    slice: SliceReading | None = None
+    host: HostReading | None = None
+    disk_free: int | None = None
+    disk_at: float = 0.0
+
+
+class RunnerdProvider:
+    def __init__(
+        self,
+        config: RunnerdConfig,
+        runtime: Runtime,
+        history: History,
+        clock: Clock,
+        memory_max: int | None,
+        slice_cpus: float | None,
+        host_memory: int | None = None,
+        name: str = "runnerd",
+    ) -> None:
+        self.config = config
+        self.runtime = runtime
+        self.history = history
+        self.clock = clock
+        self.name = name
+        self.host_memory = host_memory
+        host = config.host
+        budget = slice_cpus * host.cpu_overcommit if slice_cpus and host.cpu_overcommit else None
+        self.slice_cpus = slice_cpus
+        self.limits = Limits(
+            policy=host.admission,
+            memory_max=memory_max,
+            mirror=host.mirror_memory,
+            high_water=host.high_water,
+            fresh_for=host.fresh_for,
+            cpu_budget=budget,
+            cpu_starvation=host.cpu_starvation,
+            cpu_wait_forget=host.cpu_wait_forget,
+            stall_enter=host.stall_enter,
+            stall_leave=host.stall_leave,
+            margin_min=host.margin_min,
+            margin_share=host.margin_share,
+            disk_reserve=host.disk_reserve,
+        )
+        rules = PredictionRules(config.sizing.margin, config.sizing.min_jobs, host.hold_for)
+        self.predictor = Predictor(rules, host.history_window, host.reread)
+        self.readings = Readings()
+        self.guard = GuardState()
+        self.runners: dict[str, RunnerState] = {}
+        self.waiting: dict[str, Waiting] = {}
+        self._lock = asyncio.Lock()
+
+    # ---- the protocol ------------------------------------------------------------------
+
+    async def info(self) -> ProviderInfo:
+        return ProviderInfo(self.name, "runnerd", VERSION, ("profile", "vcpus", "memory"))
+
+    async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
+        try:
+            block = RunnerBlock.from_mapping(runner)
+        except ValueError as e:
+            return [str(e)]
+        name = block.extra.get("profile")
+        if name is not None and name not in self.config.profiles:
+            return [self._unknown_profile(str(name))]
+        too_big = self._larger_than_host(block.memory_bytes, block.vcpus)
+        return [too_big] if too_big else []
+
+    async def create(self, request: CreateRequest) -> Created | Refusal:
+        async with self._lock:
+            return await self._create(request)
+
+    async def _create(self, request: CreateRequest) -> Created | Refusal:
+        existing = self.runners.get(request.runner_name)
+        if existing is not None:
+            if existing.request_id == request.request_id:
+                return Created(existing.machine(self.name))
+            return Refusal(
+                RefusalKind.FAILED,
+                f"A runner named {request.runner_name} already runs here for another request",
+            )
+        resolved = self._resolve(request)
+        if isinstance(resolved, Refusal):
+            return resolved
+        profile = resolved
+        now = self.clock.now()
+        await self._refresh_predictor(now)
+        running = [r for r in self.runners.values() if r.state is not MachineState.STOPPED]
+        prediction = self.predictor.predict_runner(
+            profile.name,
+            request.job_hints,
+            profile.memory,
+            profile.cpus,
+            now,
+            busy_keys=frozenset(k for r in running if (k := r.key()) is not None),
+            busy_repositories=frozenset(
+                h.repository for r in running if r.job is None for h in r.hints
+            ),
+        )
+        candidate = Candidate(
+            request.runner_name,
+            profile.name,
+            request.scale_set,
+            profile.memory,
+            profile.cpus,
+            profile.disk or self.config.host.disk_per_runner,
+            profile.slots,
+            prediction,
+        )
+        outcome = decide(
+            candidate,
+            [r.running() for r in running],
+            self.readings.slice,
+            self.readings.host,
+            self.readings.disk_free
+            if now - self.readings.disk_at <= self.limits.fresh_for
+            else None,
+            self.limits,
+            self.guard,
+            now,
+        )
+        self.guard = outcome.state
+        decision = outcome.decision
+        if isinstance(decision, Refuse):
+            self._note_wait(request.scale_set, now, decision.wait)
+            log.info(
+                "runner.refused",
+                runner=request.runner_name,
+                scale_set=request.scale_set,
+                resource=decision.resource,
+                reason=decision.message,
+            )
+            return Refusal(RefusalKind.FULL, decision.message, decision.resource)
+        waits = self._end_wait(request.scale_set, now)
+        spec = RunnerSpec(
+            name=request.runner_name,
+            profile=profile.name,
+            scale_set=request.scale_set,
+            image=profile.image or request.runner.image,
+            command=profile.command,
+            cpus=profile.cpus,
+            memory=profile.memory,
+            labels={
+                **request.labels,
+                MANAGED_LABEL: "true",
+                NAME_LABEL: request.runner_name,
+                PROFILE_LABEL: profile.name,
+                SCALE_SET_LABEL: request.scale_set,
+            },
+            env={
+                **profile.env,
+                "ACTIONS_RUNNER_INPUT_JITCONFIG": request.jit_config,
+                "RUNGAR_JITCONFIG": request.jit_config,
+                "RUNGAR_RUNNER_NAME": request.runner_name,
+            },
+        )
+        try:
+            handle = await self.runtime.start(spec)
+        except RuntimeError as e:
+            return Refusal(RefusalKind.FAILED, f"The runner could not start: {e}")
+        record = decision.record
+        row = await self.history.run(
+            self.history.start,
+            JobStart(
+                runner=request.runner_name,
+                scale_set=request.scale_set,
+                profile=profile.name,
+                cap_memory=profile.memory,
+                cap_cpus=profile.cpus,
+                policy=record.policy.value,
+                reserved_memory=decision.memory,
+                reserved_cpu=decision.cpu,
+                basis=record.basis,
+                budget_free=record.free,
+                slice_memory=record.slice,
+                started_at=now,
+                queued_at=waits.first if waits else now,
+                slot_wait=waits.spent["slot"] if waits else 0.0,
+                host_wait=waits.spent["host"] if waits else 0.0,
+                cpu_wait=record.cpu_wait,
+            ),
+        )
+        state = RunnerState(
+            name=request.runner_name,
+            request_id=request.request_id,
+            scale_set=request.scale_set,
+            profile=profile,
+            labels=dict(request.labels),
+            handle=handle,
+            created_at=now,
+            reserved=decision.memory,
+            reserved_cpu=decision.cpu,
+            basis=record.basis,
+            row=row,
+            hints=tuple(request.job_hints),
+            used_at=now,
+        )
+        self.runners[request.runner_name] = state
+        log.info("runner.admitted", runner=request.runner_name, admission=record.line())
+        return Created(state.machine(self.name))
+
+    async def delete(self, name: str) -> None:
+        async with self._lock:
+            state = self.runners.pop(name, None)
+        if state is None:
+            return
+        await self.runtime.stop(state.handle)
+        if state.state is not MachineState.STOPPED:
+            await self.finish(state, "cancelled", self.clock.now())
+
+    async def list(self, selector: Mapping[str, str]) -> list[Machine]:
+        return [
+            r.machine(self.name)
+            for r in self.runners.values()
+            if all(r.labels.get(k) == v for k, v in selector.items())
+        ]
+
+    async def update_runner(self, name: str, job: JobHint) -> None:
+        """The runner took ``job``: it now reserves that job's prediction."""
+        state = self.runners.get(name)
+        if state is None:
+            return
+        state.job = job
+        key = state.key()
+        if key is None:
+            return
+        now = self.clock.now()
+        others = {k for r in self.runners.values() if r is not state and (k := r.key())}
+        prediction = self.predictor.predict_job(
+            key, state.profile.memory, state.profile.cpus, now, beside=key in others
+        )
+        if self.limits.policy is Policy.MEASURED:
+            state.reserved, state.reserved_cpu = prediction.memory, prediction.cpu
+            state.basis = prediction.basis
+        await self.history.run(
+            self.history.took_job,
+            state.row,
+            key,
+            job.job_id,
+            state.reserved,
+            state.reserved_cpu,
+            state.basis,
+        )
+
+    # ---- helpers -----------------------------------------------------------------------
+
+    def _resolve(self, request: CreateRequest) -> Profile | Refusal:
+        block = request.runner
+        name = str(block.extra.get("profile") or request.scale_set)
+        profile = self.config.profiles.get(name)
+        if profile is None:
+            return Refusal(RefusalKind.INVALID, self._unknown_profile(name), "profile")
+        too_big = self._larger_than_host(max(block.memory_bytes, profile.memory), profile.cpus)
+        if too_big:
+            return Refusal(RefusalKind.INVALID, too_big, "memory")
+        return profile
+
+    def _unknown_profile(self, name: str) -> str:
+        known = ", ".join(sorted(self.config.profiles))
+        return f"No profile named {name} in {self.config.file}; it has {known}"
+
+    def _larger_than_host(self, memory: int, cpus: float) -> str:
+        limit = self.limits.memory_max
+        if limit is not None:
+            limit -= self.limits.mirror
+        if self.host_memory is not None:
+            limit = self.host_memory if limit is None else min(limit, self.host_memory)
+        if limit is not None and memory > limit:
+            return (
+                f"The runner needs {format_bytes(memory)}, more than this host can ever give "
+                f"it ({format_bytes(limit)})"
+            )
+        if self.slice_cpus and cpus > self.slice_cpus:
+            return f"The runner needs {cpus:g} CPUs; this host has {self.slice_cpus:g}"
+        return ""
+
+    async def _refresh_predictor(self, now: float) -> None:
+        if self.predictor.due(now):
+            since = now - self.config.host.history_window
+            rows = await self.history.run(self.history.finished_since, since)
+            self.predictor.load(rows, now)
+
+    def _note_wait(self, scale_set: str, now: float, kind: str) -> None:
+        waiting = self.waiting.get(scale_set)
+        if waiting is None or now - waiting.last > self.config.host.cpu_wait_forget:
+            self.waiting[scale_set] = Waiting(now, now, kind)
+        else:
+            waiting.tick(now, kind)
+
+    def _end_wait(self, scale_set: str, now: float) -> Waiting | None:
+        waiting = self.waiting.pop(scale_set, None)
+        if waiting is None or now - waiting.last > self.config.host.cpu_wait_forget:
+            return None
+        waiting.tick(now, waiting.kind)
+        return waiting
+
+    async def finish(self, state: RunnerState, result: str, now: float) -> None:
+        """Record how the runner's job ended, and teach the predictor."""
+        state.state = MachineState.STOPPED
+        elapsed = max(1e-9, now - state.created_at)
+        avg_cpu = state.cpu_seconds / elapsed if state.cpu_seconds else None
+        end = JobEnd(
+            result=result,
+            peak_memory=state.peak,
+            avg_cpu=avg_cpu,
+            met_cap=state.met_cap,
+            killed_for_memory=state.killed_for_memory,
+            sock_throttled=state.sock_throttled,
+            finished_at=now,
+        )
+        await self.history.run(self.history.finish, state.row, end)
+        key = state.key()
+        if key is not None:
+            self.predictor.add(
+                key,
+                Run(
+                    now,
+                    result,
+                    state.peak,
+                    state.profile.memory,
+                    avg_cpu,
+                    state.met_cap,
+                    state.killed_for_memory,
+                    state.reserved,
+                ),
+            )
+        log.info("runner.finished", runner=state.name, result=result, peak=state.peak)

@@ -1,0 +1,144 @@
+"""``runnerd serve -c`` as a real process; Rungar's client creates through its socket and
+``runnerctl`` reads status (over the local API), a job's record (the history) and doctor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from runnerd import ctl
+
+from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
+from rungar.model.runner_block import RunnerBlock
+from rungar.rpc.client import GrpcProvider
+
+SLEEP = "import time\ntime.sleep(60)\n"
+
+
+def write_config(tmp_path: Path) -> Path:
+    path = tmp_path / "runnerd.toml"
+    path.write_text(
+        f"""
+[host]
+slice = "rdcli{uuid.uuid4().hex[:8]}.slice"
+memory_max = "1G"
+cpus = 2
+state_dir = "{tmp_path / "state"}"
+
+[profiles.node]
+command = [{json.dumps(sys.executable)}, "-c", {json.dumps(SLEEP)}]
+cpus = 1
+memory = "256M"
+slots = 2
+"""
+    )
+    return path
+
+
+def runnerctl(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runnerd.ctl", "-c", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "runnerd.cli", "serve", "-c", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    socket = tmp_path / "state" / "provider.sock"
+    try:
+        for _ in range(200):
+            if socket.exists() and (tmp_path / "state" / "runnerd.sock").exists():
+                break
+            await asyncio.sleep(0.05)
+        client = GrpcProvider("host-a", f"unix://{socket}", timeout=10)
+        request = CreateRequest(
+            "r1",
+            "q1",
+            "node",
+            {"rungar.sh/managed": "true"},
+            RunnerBlock(vcpus=1, memory_bytes=256 * 1024**2),
+            "jit-secret",
+            (JobHint("octo/app", "ci", "build"),),
+        )
+        assert isinstance(await client.create(request), Created)
+        await client.update_runner("r1", JobHint("octo/app", "ci", "build", "4242"))
+        assert isinstance(
+            await client.create(CreateRequest("r2", "q2", "node", {}, RunnerBlock(), "j")), Created
+        )
+        full = await client.create(CreateRequest("r3", "q3", "node", {}, RunnerBlock(), "j"))
+        assert isinstance(full, Refusal) and full.resource == "slots"
+        await client.close()
+
+        status = await asyncio.to_thread(runnerctl, config, "status")
+        assert status.returncode == 0, status.stderr
+        assert status.stdout.splitlines()[0] == "budget: 512M of 1G reserved (caps), 512M free"
+        assert status.stdout.splitlines()[1].startswith("host: ")
+        assert "octo/app ci/build" in status.stdout
+
+        job = await asyncio.to_thread(runnerctl, config, "job", "4242")
+        assert job.returncode == 0, job.stderr
+        assert (
+            "admitted by caps: reserved 256M, its profile's memory; 1G of the budget was free"
+            in job.stdout
+        )
+
+        doctor = await asyncio.to_thread(runnerctl, config, "doctor")
+        assert "ok: MemoryMax 1G" in doctor.stdout
+        assert "process runtime" in doctor.stdout
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            _, err = daemon.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            _, err = daemon.communicate()
+    assert "jit-secret" not in err
+    assert daemon.returncode in (0, -signal.SIGTERM), err
+
+
+def test_a_job_record_reads_as_sentences() -> None:
+    row = {
+        "id": 7, "job_id": "4242", "repository": "octo/app", "workflow": "ci", "job_name": "build",
+        "runner": "r1", "profile": "node", "result": "success", "peak_memory": 1024**3,
+        "cap_memory": 7 * 1024**3, "avg_cpu": 0.8, "met_cap": 0, "killed_for_memory": 0,
+        "sock_throttled": 2, "policy": "measured", "reserved_memory": 1280 * 1024**2,
+        "basis": "the p95 peak of its job's last 10 runs + the margin", "budget_free": 10 * 1024**3,
+        "slot_wait": 65.0, "host_wait": 0.0, "cpu_wait": 0.0,
+    }  # fmt: skip
+    assert ctl.job_sentence(row).splitlines() == [
+        "job 4242: octo/app ci/build, runner r1 in profile node: success",
+        "peak 1G of its 7G cap, average CPU 0.80; its sockets were throttled 2 times",
+        "admitted by measured peaks: reserved 1.25G, the p95 peak of its job's last 10 runs + the "
+        "margin; 10G of the budget was free",
+        "waited 1m for a slot, 0s for the host, 0s for CPU",
+    ]
+
+
+def test_check_config_refuses_a_budget_memory_max_cannot_hold(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    config.write_text(config.read_text().replace("slots = 2", "slots = 8"))
+    result = subprocess.run(
+        [sys.executable, "-m", "runnerd.cli", "check-config", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ},
+    )
+    assert result.returncode == 2
+    assert f"{config}:2:1: profiles: slots × memory (node 8 × 256M) take 2G" in result.stderr

@@ -1,0 +1,171 @@
+"""Real workloads under the process runtime: refused FULL for memory, admitted once one ends.
+
+The runners are real ``python -c`` processes. Where the machine has a writable memory cgroup
+(MACHINE-NOTES: cgroup v1 here) they run under a real cap and the kernel kills one past it;
+elsewhere runnerd samples /proc and kills it itself. Either way the history says it met its cap.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from runnerd.config import parse_config
+from runnerd.daemon import Daemon, open_daemon
+
+from rungar.clock import SystemClock
+from rungar.model.machine import Created, CreateRequest, JobHint, MachineState, Refusal, RefusalKind
+from rungar.model.runner_block import RunnerBlock
+
+# Holds 40M, then waits for its release file; exits 0. Never sees the JIT config on stdout.
+HOLD = (
+    "import os, sys, time\n"
+    "block = bytearray(40 * 1024 * 1024)\n"
+    "assert os.environ['RUNGAR_JITCONFIG'] == os.environ['ACTIONS_RUNNER_INPUT_JITCONFIG']\n"
+    "release = os.environ['RELEASE_DIR'] + '/' + os.environ['RUNGAR_RUNNER_NAME']\n"
+    "while not os.path.exists(release):\n"
+    "    time.sleep(0.02)\n"
+)
+# Grows past any cap of a few hundred MiB, then idles so /proc sampling can see it.
+GREEDY = "import time\nblocks = [bytearray(32 * 1024 * 1024) for _ in range(12)]\ntime.sleep(30)\n"
+
+
+def config_text(state_dir: Path, release: Path) -> str:
+    slice_name = f"rdtest{uuid.uuid4().hex[:8]}.slice"
+    return f"""
+[host]
+slice = "{slice_name}"
+memory_max = "700M"
+admission = "measured"
+runtime = "process"
+state_dir = "{state_dir}"
+cpus = 2
+
+[profiles.work]
+command = [{json.dumps(sys.executable)}, "-c", {json.dumps(HOLD)}]
+cpus = 1
+memory = "300M"
+slots = 5
+env = {{ RELEASE_DIR = "{release}" }}
+
+[profiles.greedy]
+command = [{json.dumps(sys.executable)}, "-c", {json.dumps(GREEDY)}]
+cpus = 1
+memory = "128M"
+slots = 1
+"""
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[tuple[Daemon, Path]]:
+    release = tmp_path / "release"
+    release.mkdir()
+    text = config_text(tmp_path / "state", release)
+    config = parse_config(text)
+    d = await open_daemon(config, SystemClock(), config_text=text)
+    yield d, release
+    for name in list(d.provider.runners):
+        (release / name).touch()
+        await d.provider.delete(name)
+    await d.close()  # stops the runners and removes the slice cgroup it made
+
+
+def request(name: str, profile: str = "work") -> CreateRequest:
+    return CreateRequest(
+        runner_name=name,
+        request_id=f"req-{name}",
+        scale_set="work",
+        labels={"rungar.sh/managed": "true", "rungar.sh/runner": name},
+        runner=RunnerBlock(extra={"profile": profile}),
+        jit_config="secret-jit-config",
+        job_hints=(JobHint("octo/app", "ci", "build", "42"),),
+    )
+
+
+async def wait_until_stopped(d: Daemon, name: str) -> None:
+    for _ in range(300):
+        await d.sampler.tick()
+        if d.provider.runners[name].state is MachineState.STOPPED:
+            return
+        await SystemClock().sleep(0.05)
+    raise AssertionError(f"{name} never stopped")
+
+
+async def wait_for_peak(d: Daemon, name: str, least: int) -> None:
+    for _ in range(300):
+        await d.sampler.tick()
+        if d.provider.runners[name].peak >= least:
+            return
+        await SystemClock().sleep(0.05)
+    raise AssertionError(f"{name} never held {least} bytes")
+
+
+async def test_runnerd_refuses_full_for_memory_then_admits_once_a_runner_finishes(
+    daemon: tuple[Daemon, Path],
+) -> None:
+    d, release = daemon
+    provider = d.provider
+    first = await provider.create(request("r1"))
+    second = await provider.create(request("r2"))
+    assert isinstance(first, Created) and isinstance(second, Created)
+    await wait_for_peak(d, "r2", 40 * 1024**2)
+    refused = await provider.create(request("r3"))
+    assert isinstance(refused, Refusal)
+    assert (refused.kind, refused.resource) == (RefusalKind.FULL, "memory")
+    assert refused.message == (
+        "The slice is short of memory: needs 300M; 100M of its 700M MemoryMax is free"
+    )
+    # A repeat of an admitted create returns the same runner.
+    again = await provider.create(request("r1"))
+    assert isinstance(again, Created) and again.machine.name == "r1"
+
+    await wait_for_peak(d, "r1", 40 * 1024**2)
+    (release / "r1").touch()
+    await wait_until_stopped(d, "r1")
+    admitted = await provider.create(request("r3"))
+    assert isinstance(admitted, Created)
+    row = d.history.job("1")
+    assert row is not None and row["result"] == "success" and row["runner"] == "r1"
+    assert row["peak_memory"] >= 40 * 1024**2  # its 40M block, sampled while it ran
+    assert "secret-jit-config" not in Path(d.config.host.history_path()).read_bytes().decode(
+        "latin-1"
+    )
+
+
+async def test_a_runner_over_its_memory_cap_is_killed_and_recorded_as_having_met_it(
+    daemon: tuple[Daemon, Path],
+) -> None:
+    d, _ = daemon
+    created = await d.provider.create(request("hog", profile="greedy"))
+    assert isinstance(created, Created)
+    await wait_until_stopped(d, "hog")
+    row = d.history.job("1")
+    assert row is not None
+    assert (row["result"], row["met_cap"]) == ("failure", 1)
+
+
+async def test_without_a_memory_cgroup_runnerd_kills_a_runner_over_its_cap_itself(
+    tmp_path: Path,
+) -> None:
+    from runnerd.runtime.process import ProcessRuntime
+
+    text = config_text(tmp_path / "state", tmp_path)
+    config = parse_config(text)
+    runtime = ProcessRuntime(config.host.slice, config.host.state_dir, use_cgroups=False)
+    assert runtime.mode == "proc"
+    d = await open_daemon(config, SystemClock(), runtime=runtime, config_text=text)
+    try:
+        created = await d.provider.create(request("hog", profile="greedy"))
+        assert isinstance(created, Created)
+        await wait_until_stopped(d, "hog")
+        row = d.history.job("1")
+        assert row is not None
+        assert (row["result"], row["met_cap"]) == ("failure", 1)
+        assert row["peak_memory"] > 128 * 1024**2
+    finally:
+        await d.provider.delete("hog")
+        await d.close()

@@ -1,0 +1,115 @@
+"""runnerd.toml parsing and the seed's config check."""
+
+from __future__ import annotations
+
+import pytest
+from runnerd.admission.model import Policy
+from runnerd.config import GiB, RuntimeKind, check_budget, parse_config
+
+from rungar.errors import ConfigError
+
+EXAMPLE = """\
+[host]
+slice = "runnerd.slice"
+admission = "measured"
+cpu_overcommit = 1.0
+runtime = "process"
+sample_interval = "1s"
+
+[sizing]
+margin = 15
+min_jobs = 10
+
+[profiles.node]
+command = ["rungar", "fake-runner"]
+cpus = 8
+memory = "7G"   # still each container's hard limit
+slots = 8       # how many run at once; 8 × 7G may exceed MemoryMax
+min_memory = "2G"
+max_slots = 12
+
+[profiles.jvm]
+image = "ghcr.io/ayagmar/runnerd-runner:node-0.0.20"
+cpus = 8
+memory = "14G"
+slots = 2
+"""
+
+
+def test_the_seeds_example_parses_with_the_seeds_defaults() -> None:
+    config = parse_config(EXAMPLE)
+    assert config.host.admission is Policy.MEASURED
+    assert config.host.runtime is RuntimeKind.PROCESS
+    assert config.host.sample_interval == 1.0
+    assert config.host.holders_interval == 30.0
+    assert config.host.cpu_starvation == 120.0
+    assert config.sizing.margin.percent == 15
+    assert config.sizing.min_jobs == 10
+    node = config.profiles["node"]
+    assert (node.memory, node.slots, node.min_memory, node.max_slots) == (7 * GiB, 8, 2 * GiB, 12)
+    assert node.command == ("rungar", "fake-runner")
+
+
+def test_an_absolute_margin_is_a_size() -> None:
+    config = parse_config(EXAMPLE.replace("margin = 15", 'margin = "512M"'))
+    assert config.sizing.margin.absolute == 512 * 1024**2
+
+
+def test_problems_name_the_file_line_and_key_all_at_once() -> None:
+    bad = EXAMPLE.replace('admission = "measured"', 'admission = "peaks"').replace(
+        'memory = "14G"', 'memory = "lots"'
+    )
+    with pytest.raises(ConfigError) as e:
+        parse_config(bad, "/etc/runnerd.toml")
+    assert e.value.problems[0].startswith("/etc/runnerd.toml:3:1: host.admission: ")
+    assert "use caps or measured" in e.value.problems[0]
+    assert e.value.problems[1].startswith(
+        "/etc/runnerd.toml:23:1: profiles.jvm.memory: 'lots' is not a size"
+    )
+
+
+def test_a_profile_needs_cpus_memory_and_slots() -> None:
+    with pytest.raises(ConfigError, match=r"profiles\.x\.slots: is required"):
+        parse_config('[profiles.x]\ncpus = 1\nmemory = "1G"\n')
+
+
+def test_under_caps_slots_times_memory_with_the_mirror_must_fit_memory_max() -> None:
+    text = EXAMPLE.replace('admission = "measured"', 'admission = "caps"')
+    config = parse_config(text, "runnerd.toml")
+    with pytest.raises(ConfigError) as e:
+        check_budget(config, 33 * GiB, 8.0, text)
+    assert e.value.problems == [
+        "runnerd.toml:3:1: profiles: slots × memory (node 8 × 7G, jvm 2 × 14G) take 84G, more than "
+        'the slice\'s MemoryMax of 33G; lower slots or memory, or set admission = "measured"'
+    ]
+    check_budget(config, 84 * GiB, 8.0, text)
+
+
+def test_under_measured_one_runner_of_each_profile_with_the_mirror_must_fit() -> None:
+    config = parse_config(EXAMPLE.replace("[host]", '[host]\nmirror_memory = "1G"'))
+    check_budget(config, 15 * GiB, 8.0)
+    with pytest.raises(
+        ConfigError, match=r"profiles\.jvm\.memory: one runner of 14G with the 1G mirror"
+    ):
+        check_budget(config, 14 * GiB, 8.0)
+
+
+def test_measured_admission_needs_a_memory_max() -> None:
+    with pytest.raises(ConfigError, match=r"needs a MemoryMax on runnerd\.slice"):
+        check_budget(parse_config(EXAMPLE), None, 8.0)
+
+
+def test_cpu_overcommit_is_refused_when_the_slices_cpus_cannot_be_read() -> None:
+    with pytest.raises(ConfigError, match=r"host\.cpu_overcommit: needs the slice's CPUs"):
+        check_budget(parse_config(EXAMPLE), 33 * GiB, None)
+
+
+def test_the_example_config_parses() -> None:
+    from pathlib import Path
+
+    from runnerd.config import load_config
+
+    example = Path(__file__).resolve().parents[2] / "config" / "runnerd.example.toml"
+    config = load_config(example)
+    assert config.profiles["node"].command == ("rungar", "fake-runner")
+    check_budget(config, 33 * GiB, 8.0, example.read_text())

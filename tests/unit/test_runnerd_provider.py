@@ -1,0 +1,248 @@
+"""RunnerdProvider on a fake runtime and a fake clock: profiles, refusals, jobs, waits, history."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from runnerd.admission.model import SUCCESS, HostReading, Run, SliceReading
+from runnerd.config import parse_config
+from runnerd.history import History, JobEnd, JobKey, JobStart
+from runnerd.provider import RunnerdProvider
+from runnerd.runtime.base import Adopted, RunnerSpec, SliceUsage, Usage
+from runnerd.sampler import Sampler
+
+from rungar.model.machine import Created, CreateRequest, JobHint, MachineState, Refusal, RefusalKind
+from rungar.model.runner_block import RunnerBlock
+from rungar.testing.clock import FakeClock
+
+G = 1024**3
+
+
+class FakeRuntime:
+    kind = "fake"
+
+    def __init__(self) -> None:
+        self.started: dict[str, RunnerSpec] = {}
+        self.usage: dict[str, Usage] = {}
+        self.stopped: list[str] = []
+
+    async def start(self, spec: RunnerSpec) -> str:
+        self.started[spec.name] = spec
+        self.usage[spec.name] = Usage(memory=0, held=0, cpu_seconds=0.0)
+        return spec.name
+
+    async def sample(self, handle: str) -> Usage | None:
+        return self.usage.get(handle)
+
+    async def stop(self, handle: str) -> None:
+        self.stopped.append(handle)
+        self.usage.pop(handle, None)
+
+    async def slice_usage(self) -> SliceUsage | None:
+        total = sum(u.memory for u in self.usage.values())
+        return SliceUsage(total, total)
+
+    async def adopt(self) -> list[Adopted]:
+        return []
+
+    def describe(self) -> str:
+        return "fake runtime"
+
+
+CONFIG = """
+[host]
+memory_max = "33G"
+admission = "measured"
+cpu_overcommit = 1.0
+cpus = 32
+
+[sizing]
+margin = "1G"
+min_jobs = 10
+
+[profiles.node]
+command = ["true"]
+cpus = 8
+memory = "7G"
+slots = 8
+
+[profiles.jvm]
+command = ["true"]
+cpus = 8
+memory = "14G"
+slots = 2
+"""
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[tuple[RunnerdProvider, FakeRuntime, FakeClock]]:
+    clock = FakeClock()
+    runtime = FakeRuntime()
+    history = History(tmp_path / "history.db")
+    config = parse_config(CONFIG.replace("[host]", f'[host]\nstate_dir = "{tmp_path}"'))
+    provider = RunnerdProvider(config, runtime, history, clock, 33 * G, 32.0, host_memory=64 * G)
+    now = clock.now()
+    provider.readings.slice = SliceReading(now, 0)
+    provider.readings.host = HostReading(now, 64 * G, 60 * G, 0.0, 0)
+    yield provider, runtime, clock
+    history.close()
+
+
+def request(
+    name: str, scale_set: str = "node", hints: tuple[JobHint, ...] = (), **block: object
+) -> CreateRequest:
+    return CreateRequest(
+        runner_name=name,
+        request_id=f"q-{name}",
+        scale_set=scale_set,
+        labels={"rungar.sh/managed": "true", "rungar.sh/runner": name},
+        runner=RunnerBlock.from_mapping(block),
+        jit_config="jit-secret",
+        job_hints=hints,
+    )
+
+
+def seed_history(history: History, now: float, key: JobKey, peaks_g: list[float]) -> None:
+    rows = []
+    for i, peak in enumerate(peaks_g):
+        start = JobStart(
+            "old",
+            "node",
+            key.profile,
+            7 * G,
+            8.0,
+            "caps",
+            7 * G,
+            8.0,
+            "",
+            None,
+            None,
+            now - 3600 - i,
+        )
+        end = JobEnd(SUCCESS, int(peak * G), 0.5, False, False, None, now - 3000 - i)
+        rows.append((start, key, end))
+    history.insert_finished(rows)
+
+
+async def test_a_create_names_its_profile_or_uses_the_one_named_after_its_scale_set(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, _ = setup
+    assert isinstance(await provider.create(request("a", scale_set="x", profile="jvm")), Created)
+    assert isinstance(await provider.create(request("b", vcpus=8, memory="7G")), Created)
+    assert runtime.started["a"].memory == 14 * G and runtime.started["b"].profile == "node"
+    env = runtime.started["a"].env
+    assert env["ACTIONS_RUNNER_INPUT_JITCONFIG"] == env["RUNGAR_JITCONFIG"] == "jit-secret"
+
+
+async def test_an_unknown_profile_or_a_runner_larger_than_the_host_is_invalid(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, _, _ = setup
+    unknown = await provider.create(request("a", scale_set="gpu"))
+    assert isinstance(unknown, Refusal) and unknown.kind is RefusalKind.INVALID
+    assert unknown.message == "No profile named gpu in runnerd.toml; it has jvm, node"
+    huge = await provider.create(request("b", memory="40G"))
+    assert isinstance(huge, Refusal) and huge.kind is RefusalKind.INVALID
+    assert await provider.validate_runner({"profile": "gpu"}) == [unknown.message]
+    assert await provider.validate_runner({"profile": "node", "memory": "8G"}) == []
+
+
+async def test_a_create_is_idempotent_by_name_and_request_id(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, _ = setup
+    first = await provider.create(request("a"))
+    again = await provider.create(request("a"))
+    assert isinstance(first, Created) and isinstance(again, Created)
+    assert first.machine == again.machine and len(runtime.started) == 1
+    other = CreateRequest("a", "another", "node", {}, RunnerBlock(), "jit")
+    refused = await provider.create(other)
+    assert isinstance(refused, Refusal) and refused.kind is RefusalKind.FAILED
+
+
+async def test_a_runner_before_its_job_is_known_reserves_its_queued_jobs_largest_then_its_jobs(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, _, clock = setup
+    light = JobKey("node", "octo/app", "ci", "lint")
+    heavy = JobKey("node", "octo/app", "ci", "e2e")
+    seed_history(provider.history, clock.now(), light, [1.0] * 20)
+    seed_history(provider.history, clock.now(), heavy, [5.0] * 20)
+    hints = (JobHint("octo/app", "ci", "lint"), JobHint("octo/app", "ci", "e2e"))
+    assert isinstance(await provider.create(request("a", hints=hints)), Created)
+    state = provider.runners["a"]
+    assert state.reserved == 6 * G
+    assert state.basis.startswith("the largest prediction of its scale set's 2 queued jobs")
+    await provider.update_runner("a", JobHint("octo/app", "ci", "lint", "777"))
+    assert state.reserved == 2 * G
+    row = provider.history.job("777")
+    assert row is not None and row["reserved_memory"] == 2 * G and row["job_name"] == "lint"
+
+
+async def test_a_refusal_is_full_with_its_resource_and_the_wait_is_recorded_by_kind(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    for name in ("a", "b"):
+        assert isinstance(await provider.create(request(name, scale_set="jvm")), Created)
+    clock.set(clock.now() + 1)
+    refused = await provider.create(request("c", scale_set="jvm"))
+    assert isinstance(refused, Refusal)
+    assert (refused.kind, refused.resource) == (RefusalKind.FULL, "slots")
+    assert refused.message == "All 2 slots of profile jvm are busy"
+    # One finishes; the next ask 30 s later is admitted and its record keeps the slot wait.
+    runtime.usage["a"] = Usage(memory=3 * G, held=3 * G, cpu_seconds=30.0, exited=True, exit_code=0)
+    clock.set(clock.now() + 30)
+    await Sampler(provider, clock).tick()
+    provider.readings.slice = SliceReading(clock.now(), 0)  # the fake host, not this machine's
+    provider.readings.host = HostReading(clock.now(), 64 * G, 60 * G, 0.0, 0)
+    assert provider.runners["a"].state is MachineState.STOPPED
+    assert isinstance(await provider.create(request("c", scale_set="jvm")), Created)
+    row = provider.history.job("3")
+    assert row is not None and row["runner"] == "c" and row["slot_wait"] == 30.0
+
+
+async def test_a_finished_job_teaches_the_predictor_at_once(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    key = JobKey("node", "octo/app", "ci", "build")
+    await provider.create(request("a"))
+    await provider.update_runner("a", JobHint("octo/app", "ci", "build", "1"))
+    runtime.usage["a"] = Usage(memory=int(1.5 * G), held=0, cpu_seconds=60.0)
+    sampler = Sampler(provider, clock)
+    await sampler.tick()
+    clock.set(clock.now() + 60)
+    runtime.usage["a"] = Usage(memory=G, held=0, cpu_seconds=120.0, exited=True, exit_code=0)
+    await sampler.tick()
+    runs = provider.predictor.runs(key, clock.now())
+    assert list(runs) == [
+        Run(
+            clock.now(),
+            SUCCESS,
+            int(1.5 * G),
+            7 * G,
+            2.0,
+            False,
+            False,
+            provider.runners["a"].reserved,
+        )
+    ]
+    row = provider.history.job("1")
+    assert row is not None and (row["peak_memory"], row["avg_cpu"]) == (int(1.5 * G), 2.0)
+
+
+async def test_delete_stops_the_runner_and_records_a_running_job_as_cancelled(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, _ = setup
+    await provider.create(request("a"))
+    await provider.delete("a")
+    await provider.delete("never-existed")
+    assert runtime.stopped == ["a"]
+    assert await provider.list({}) == []
+    row = provider.history.job("1")
+    assert row is not None and row["result"] == "cancelled"
