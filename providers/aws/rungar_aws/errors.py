@@ -1,0 +1,102 @@
+"""How an EC2 refusal is read: RunInstances error codes to attempt outcomes (pure).
+
+EC2 refuses synchronously with ``ClientError`` whose ``Error.Code`` is the cause
+(docs/reference/clouds.md §1.2, rungar-go §1.6):
+
+=========== ======================================================================
+STOCK       the AZ or subnet is out of the type or of addresses: try on (FULL)
+QUOTA       an account limit: skip the type in every other subnet (FULL)
+UNOFFERED   ``Unsupported``: this subnet's AZ does not offer it; INVALID if none does
+INVALID     never creatable: a bad AMI, type, parameter (INVALID, stop)
+DENIED      permission or account state refused (INVALID, stop)
+REFUSED     anything else, throttling included (FAILED, stop)
+UNCERTAIN   5xx or no answer: the instance may exist; resend with the same ClientToken
+=========== ======================================================================
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Outcome(StrEnum):
+    STOCK = "stock"
+    QUOTA = "quota"
+    UNOFFERED = "unoffered"
+    INVALID = "invalid"
+    DENIED = "denied"
+    REFUSED = "refused"
+    UNCERTAIN = "uncertain"
+
+
+NO_ANSWER = "NoAnswer"  # the code used when no answer came back (connection, timeout)
+
+STOCK_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InsufficientHostCapacity",
+        "InsufficientReservedInstanceCapacity",
+        "InsufficientCapacity",
+        "InsufficientAddressCapacity",
+        "InsufficientVolumeCapacity",
+        "InsufficientFreeAddressesInSubnet",
+        "SpotMaxPriceTooLow",
+        "UnfulfillableCapacity",
+        "ReservationCapacityExceeded",
+    }
+)
+QUOTA_CODES = frozenset(
+    {
+        "InstanceLimitExceeded",
+        "VcpuLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+        "MaxFleetCountExceeded",
+    }
+)
+INVALID_CODES = frozenset(
+    {
+        "MissingParameter",
+        "UnknownParameter",
+        "IdempotentParameterMismatch",
+        "NoCredentialsError",
+        "PartialCredentialsError",
+    }
+)
+DENIED_CODES = frozenset(
+    {"UnauthorizedOperation", "AuthFailure", "Blocked", "OptInRequired", "SignatureDoesNotMatch"}
+)
+# Throttling launched nothing; Go Rungar counts it as "other" (rungar-go §1.6), whatever status.
+THROTTLING_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
+UNCERTAIN_CODES = frozenset(
+    {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", NO_ANSWER}
+)
+# What the FULL refusal names as the resource that ran out.
+_RESOURCES = {
+    "InsufficientFreeAddressesInSubnet": "subnet addresses",
+    "SpotMaxPriceTooLow": "spot price",
+    **{code: "quota" for code in QUOTA_CODES},
+}
+
+
+def classify(code: str, status: int | None) -> Outcome:
+    """The outcome of one failed RunInstances, from its code first and its status last."""
+    if code in STOCK_CODES:
+        return Outcome.STOCK
+    if code in QUOTA_CODES:
+        return Outcome.QUOTA
+    if code == "Unsupported":
+        return Outcome.UNOFFERED
+    if code in INVALID_CODES or code.startswith("Invalid"):
+        return Outcome.INVALID
+    if code in DENIED_CODES:
+        return Outcome.DENIED
+    if code in THROTTLING_CODES:
+        return Outcome.REFUSED
+    if code in UNCERTAIN_CODES or (status is not None and status >= 500):
+        return Outcome.UNCERTAIN
+    return Outcome.REFUSED
+
+
+def resource_of(code: str) -> str:
+    """The resource a FULL refusal names for ``code``."""
+    return _RESOURCES.get(code, "zone stock")

@@ -1,0 +1,108 @@
+"""Where to try a runner's machine, and what to answer when no attempt worked (pure).
+
+rungar-go §1.6 and §4 example 4: zones rotate per scale set; in each zone every machine type
+of the list is tried before the next zone; a zone that does not offer a type is skipped (that
+knowledge is cached for an hour); a type out of quota is not tried in other zones. Only when
+every attempt found the cloud full is the answer FULL; a refusal no zone would answer
+differently (bad image, permission, rate limit, an uncertain insert) stops the search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rungar.model.machine import Refusal, RefusalKind
+from rungar_gcp.errors import Outcome
+
+OFFER_TTL = 3600.0
+UNCERTAIN_RETRIES = 3  # an uncertain insert is sent again up to this many times, same id
+STOPS_SEARCH = frozenset({Outcome.INVALID, Outcome.DENIED, Outcome.REFUSED, Outcome.UNCERTAIN})
+FULL_OUTCOMES = frozenset({Outcome.STOCK, Outcome.QUOTA})
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    zone: str
+    machine_type: str  # "" = the instance template's own type
+
+    def __str__(self) -> str:
+        return f"{self.zone}/{self.machine_type or 'template'}"
+
+
+@dataclass(frozen=True, slots=True)
+class Tried:
+    attempt: Attempt
+    outcome: Outcome
+    detail: str
+
+
+def rotated(zones: Sequence[str], start: int) -> tuple[str, ...]:
+    """The zones beginning at ``start`` (modulo their number), in their written order."""
+    if not zones:
+        return ()
+    k = start % len(zones)
+    return tuple(zones[k:]) + tuple(zones[:k])
+
+
+def plan(zones: Sequence[str], machine_types: Sequence[str]) -> list[Attempt]:
+    """Every (zone, type) in order: all types in a zone before the next zone."""
+    types = list(machine_types) or [""]
+    return [Attempt(z, t) for z in zones for t in types]
+
+
+@dataclass(slots=True)
+class OfferCache:
+    """Whether a zone offers a machine type, remembered for ``ttl`` seconds."""
+
+    ttl: float = OFFER_TTL
+    _known: dict[tuple[str, str], tuple[bool, float]] = field(default_factory=dict)
+
+    def get(self, zone: str, machine_type: str, now: float) -> bool | None:
+        hit = self._known.get((zone, machine_type))
+        if hit is None or now - hit[1] >= self.ttl:
+            return None
+        return hit[0]
+
+    def put(self, zone: str, machine_type: str, offered: bool, now: float) -> None:
+        self._known[(zone, machine_type)] = (offered, now)
+
+
+def _details(tried: Sequence[Tried]) -> str:
+    return "; ".join(f"{t.attempt}: {t.detail}" for t in tried)
+
+
+def settle(tried: Sequence[Tried], unoffered: Sequence[Attempt], region: str) -> Refusal:
+    """The refusal for a search that created nothing."""
+    if not tried:
+        types = sorted({a.machine_type for a in unoffered if a.machine_type})
+        return Refusal(
+            RefusalKind.INVALID,
+            f"no zone of {region} offers machine type {' or '.join(types) or '(none)'}",
+            "machine type",
+        )
+    last = tried[-1]
+    if last.outcome is Outcome.INVALID:
+        return Refusal(RefusalKind.INVALID, f"{last.attempt}: {last.detail}", "runner")
+    if last.outcome is Outcome.DENIED:
+        return Refusal(RefusalKind.INVALID, f"{last.attempt}: {last.detail}", "permission")
+    if last.outcome is Outcome.REFUSED:
+        return Refusal(RefusalKind.FAILED, f"{last.attempt}: {last.detail}", "api")
+    if last.outcome is Outcome.UNCERTAIN:
+        return Refusal(
+            RefusalKind.FAILED,
+            f"{last.attempt}: no certain answer after {UNCERTAIN_RETRIES + 1} tries and no "
+            f"machine found: {last.detail}",
+            "api",
+        )
+    outcomes = {t.outcome for t in tried}
+    if outcomes <= FULL_OUTCOMES:
+        resource = (
+            "quota"
+            if outcomes == {Outcome.QUOTA}
+            else "zone stock"
+            if outcomes == {Outcome.STOCK}
+            else "zone stock and quota"
+        )
+        return Refusal(RefusalKind.FULL, f"every zone is full: {_details(tried)}", resource)
+    return Refusal(RefusalKind.FAILED, f"no zone created the machine: {_details(tried)}", "zone")

@@ -1,0 +1,236 @@
+"""The gcp provider's settings and runner block, parsed and checked offline (rungar-go §2.1).
+
+Provider keys: ``project`` (required), ``zones`` (at least one, all in one region),
+``installation`` (required: the only machines this provider lists or deletes carry it),
+``network``, ``subnetwork``, ``external_ip`` (true), ``service_account``, ``scopes``,
+``credentials_file`` (unset = application default credentials), ``timeout`` (30s),
+``endpoint`` (an API endpoint other than compute.googleapis.com, e.g. the local fake) and
+``anonymous`` (no credentials; only for a local fake).
+
+Runner keys: ``machine_type`` (a string or a list, tried in each zone before the next zone),
+``image`` (required unless ``instance_template``), ``disk_size`` (50GiB, whole GiB, at least
+10GiB), ``disk_type``, ``instance_template``, ``spot``, ``network_tags``, ``labels``,
+``metadata``, ``startup_script``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rungar.model.runner_block import RunnerBlock
+from rungar.model.units import parse_bytes, parse_duration
+from rungar_gcp.labels import (
+    JIT_METADATA_KEY,
+    LABELS_METADATA_KEY,
+    NAME_METADATA_KEY,
+    REQUEST_METADATA_KEY,
+    encode_key,
+    encode_value,
+)
+
+GIB = 1024**3
+DEFAULT_DISK = 50 * GIB
+MIN_DISK = 10 * GIB
+DEFAULT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+DISK_TYPES = ("pd-balanced", "pd-ssd", "pd-standard", "hyperdisk-balanced")
+RESERVED_METADATA = (
+    LABELS_METADATA_KEY,
+    JIT_METADATA_KEY,
+    REQUEST_METADATA_KEY,
+    NAME_METADATA_KEY,
+)
+SETTINGS_KEYS = frozenset(
+    {
+        "name",
+        "project",
+        "zones",
+        "installation",
+        "network",
+        "subnetwork",
+        "external_ip",
+        "service_account",
+        "scopes",
+        "credentials_file",
+        "timeout",
+        "endpoint",
+        "anonymous",
+    }
+)
+RUNNER_KEYS = frozenset(
+    {
+        "machine_type",
+        "disk_size",
+        "disk_type",
+        "instance_template",
+        "spot",
+        "network_tags",
+        "labels",
+        "metadata",
+        "startup_script",
+    }
+)
+
+
+def region_of(zone: str) -> str:
+    """``us-central1-a`` → ``us-central1``."""
+    return zone.rsplit("-", 1)[0]
+
+
+def _string_list(value: Any, key: str, problems: list[str]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list | tuple) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    problems.append(f"{key}: must be a string or a list of strings")
+    return ()
+
+
+@dataclass(frozen=True, slots=True)
+class GcpSettings:
+    project: str
+    zones: tuple[str, ...]
+    installation: str
+    name: str = "gcp"
+    network: str = ""
+    subnetwork: str = ""
+    external_ip: bool = True
+    service_account: str = ""
+    scopes: tuple[str, ...] = DEFAULT_SCOPES
+    credentials_file: str = ""
+    timeout: float = 30.0
+    endpoint: str = ""
+    anonymous: bool = False
+
+    @property
+    def region(self) -> str:
+        return region_of(self.zones[0])
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> GcpSettings:
+        """Settings from a mapping; raises ``ValueError`` listing every problem."""
+        problems = [f"{k}: unknown key" for k in sorted(set(raw) - SETTINGS_KEYS)]
+        for key in ("project", "installation"):
+            if not isinstance(raw.get(key), str) or not raw.get(key):
+                problems.append(f"{key}: required")
+        zones = _string_list(raw.get("zones"), "zones", problems)
+        if not zones:
+            problems.append("zones: at least one zone is required")
+        elif len({region_of(z) for z in zones}) > 1:
+            problems.append(f"zones: {', '.join(zones)} are not all in one region")
+        scopes = _string_list(raw.get("scopes"), "scopes", problems) or DEFAULT_SCOPES
+        timeout = 30.0
+        try:
+            timeout = parse_duration(raw.get("timeout", "30s"))
+        except ValueError as e:
+            problems.append(f"timeout: {e}")
+        for key in ("external_ip", "anonymous"):
+            if key in raw and not isinstance(raw[key], bool):
+                problems.append(f"{key}: must be true or false")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return cls(
+            project=str(raw["project"]),
+            zones=zones,
+            installation=str(raw["installation"]),
+            name=str(raw.get("name", "gcp")),
+            network=str(raw.get("network", "")),
+            subnetwork=str(raw.get("subnetwork", "")),
+            external_ip=bool(raw.get("external_ip", True)),
+            service_account=str(raw.get("service_account", "")),
+            scopes=scopes,
+            credentials_file=str(raw.get("credentials_file", "")),
+            timeout=timeout,
+            endpoint=str(raw.get("endpoint", "")),
+            anonymous=bool(raw.get("anonymous", False)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GcpRunner:
+    """A runner block as the gcp provider reads it."""
+
+    machine_types: tuple[str, ...]
+    image: str = ""
+    disk_gib: int = DEFAULT_DISK // GIB
+    disk_type: str = "pd-balanced"
+    instance_template: str = ""
+    spot: bool = False
+    network_tags: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    startup_script: str = ""
+
+    @classmethod
+    def parse(cls, block: RunnerBlock) -> tuple[GcpRunner | None, list[str]]:
+        """The runner, or ``None`` and every problem found."""
+        extra = block.extra
+        problems = [f"runner.{k}: unknown key" for k in sorted(set(extra) - RUNNER_KEYS)]
+        types = _string_list(extra.get("machine_type"), "runner.machine_type", problems)
+        template = extra.get("instance_template") or ""
+        if not isinstance(template, str):
+            problems.append("runner.instance_template: must be a string")
+            template = ""
+        if not types and not template:
+            problems.append("runner.machine_type: required unless instance_template is set")
+        if not block.image and not template:
+            problems.append("runner.image: required unless instance_template is set")
+        disk = block.disk_bytes
+        if "disk_size" in extra:
+            try:
+                disk = parse_bytes(extra["disk_size"])
+            except ValueError as e:
+                problems.append(f"runner.disk_size: {e}")
+        disk = disk or DEFAULT_DISK
+        if disk % GIB:
+            problems.append("runner.disk_size: must be a whole number of GiB")
+        elif disk < MIN_DISK:
+            problems.append("runner.disk_size: must be at least 10GiB")
+        disk_type = extra.get("disk_type", "pd-balanced")
+        if disk_type not in DISK_TYPES:
+            problems.append(f"runner.disk_type: must be one of {', '.join(DISK_TYPES)}")
+        spot = extra.get("spot", False)
+        if not isinstance(spot, bool):
+            problems.append("runner.spot: must be true or false")
+        tags = _string_list(extra.get("network_tags"), "runner.network_tags", problems)
+        labels = _string_map(extra.get("labels"), "runner.labels", problems)
+        for k, v in labels.items():
+            if encode_key(k) != k or encode_value(v) != v:
+                problems.append(f"runner.labels.{k}: not a valid GCP label ([a-z0-9_-], ≤63)")
+        metadata = _string_map(extra.get("metadata"), "runner.metadata", problems)
+        for k in metadata:
+            if k in RESERVED_METADATA or k == "startup-script":
+                problems.append(f"runner.metadata.{k}: set by Rungar, cannot be given")
+        script = extra.get("startup_script") or ""
+        if not isinstance(script, str):
+            problems.append("runner.startup_script: must be a string")
+            script = ""
+        if problems:
+            return None, problems
+        runner = cls(
+            machine_types=types,
+            image=block.image,
+            disk_gib=disk // GIB,
+            disk_type=str(disk_type),
+            instance_template=template,
+            spot=bool(spot),
+            network_tags=tags,
+            labels=labels,
+            metadata=metadata,
+            startup_script=script,
+        )
+        return runner, []
+
+
+def _string_map(value: Any, key: str, problems: list[str]) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        problems.append(f"{key}: must map strings to strings")
+        return {}
+    return dict(value)

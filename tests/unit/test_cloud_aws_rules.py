@@ -1,0 +1,266 @@
+"""Every EC2 code of the reference tables lands in its outcome; launch parameters (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from rungar_aws.errors import NO_ANSWER, Outcome, classify, resource_of
+from rungar_aws.launch import (
+    Attempt,
+    Tried,
+    client_token,
+    launch_template,
+    plan,
+    run_params,
+    settle,
+    tag_filters,
+    user_data,
+)
+from rungar_aws.settings import AwsRunner, AwsSettings
+
+from rungar.model.machine import CreateRequest, RefusalKind
+from rungar.model.runner_block import RunnerBlock
+
+CASES = [
+    ("InsufficientInstanceCapacity", 500, Outcome.STOCK),
+    ("InsufficientHostCapacity", 500, Outcome.STOCK),
+    ("InsufficientReservedInstanceCapacity", 500, Outcome.STOCK),
+    ("InsufficientCapacity", 500, Outcome.STOCK),
+    ("InsufficientAddressCapacity", 500, Outcome.STOCK),
+    ("InsufficientVolumeCapacity", 500, Outcome.STOCK),
+    ("InsufficientFreeAddressesInSubnet", 400, Outcome.STOCK),
+    ("SpotMaxPriceTooLow", 400, Outcome.STOCK),
+    ("UnfulfillableCapacity", 400, Outcome.STOCK),
+    ("ReservationCapacityExceeded", 400, Outcome.STOCK),
+    ("InstanceLimitExceeded", 400, Outcome.QUOTA),
+    ("VcpuLimitExceeded", 400, Outcome.QUOTA),
+    ("MaxSpotInstanceCountExceeded", 400, Outcome.QUOTA),
+    ("MaxFleetCountExceeded", 400, Outcome.QUOTA),
+    ("Unsupported", 400, Outcome.UNOFFERED),
+    ("InvalidParameterValue", 400, Outcome.INVALID),
+    ("InvalidParameterCombination", 400, Outcome.INVALID),
+    ("InvalidAMIID.NotFound", 400, Outcome.INVALID),
+    ("InvalidAMIID.Malformed", 400, Outcome.INVALID),
+    ("InvalidSubnetID.NotFound", 400, Outcome.INVALID),
+    ("InvalidGroup.NotFound", 400, Outcome.INVALID),
+    ("InvalidKeyPair.NotFound", 400, Outcome.INVALID),
+    ("InvalidUserData.Malformed", 400, Outcome.INVALID),
+    ("InvalidInstanceType.NotFound", 400, Outcome.INVALID),
+    ("MissingParameter", 400, Outcome.INVALID),
+    ("UnknownParameter", 400, Outcome.INVALID),
+    ("IdempotentParameterMismatch", 400, Outcome.INVALID),
+    ("NoCredentialsError", None, Outcome.INVALID),
+    ("UnauthorizedOperation", 403, Outcome.DENIED),
+    ("AuthFailure", 401, Outcome.DENIED),
+    ("Blocked", 400, Outcome.DENIED),
+    ("OptInRequired", 400, Outcome.DENIED),
+    ("PendingVerification", 400, Outcome.REFUSED),
+    ("RequestLimitExceeded", 503, Outcome.REFUSED),
+    ("InternalError", 500, Outcome.UNCERTAIN),
+    ("InternalFailure", 500, Outcome.UNCERTAIN),
+    ("ServiceUnavailable", 503, Outcome.UNCERTAIN),
+    ("Unavailable", 503, Outcome.UNCERTAIN),
+    (NO_ANSWER, None, Outcome.UNCERTAIN),
+    ("SomethingNew", 502, Outcome.UNCERTAIN),
+    ("SomethingNew", 400, Outcome.REFUSED),
+]
+
+
+@pytest.mark.parametrize(("code", "status", "expected"), CASES)
+def test_each_reference_code_is_classified(
+    code: str, status: int | None, expected: Outcome
+) -> None:
+    assert classify(code, status) is expected
+
+
+def test_throttling_is_not_uncertain_although_it_may_come_as_a_5xx() -> None:
+    # RequestLimitExceeded means nothing was launched; resending would only add load.
+    assert classify("RequestLimitExceeded", 503) is Outcome.REFUSED
+
+
+@pytest.mark.parametrize(
+    ("code", "resource"),
+    [
+        ("InsufficientInstanceCapacity", "zone stock"),
+        ("VcpuLimitExceeded", "quota"),
+        ("MaxSpotInstanceCountExceeded", "quota"),
+        ("InsufficientFreeAddressesInSubnet", "subnet addresses"),
+    ],
+)
+def test_full_refusals_name_the_resource(code: str, resource: str) -> None:
+    assert resource_of(code) == resource
+
+
+def _tried(*items: tuple[Outcome, str]) -> list[Tried]:
+    return [
+        Tried(Attempt(f"subnet-{i}", "m7i.large"), o, c, c, resource_of(c))
+        for i, (o, c) in enumerate(items)
+    ]
+
+
+def test_only_unsupported_everywhere_is_invalid() -> None:
+    refusal = settle(_tried((Outcome.UNOFFERED, "Unsupported")), "eu-west-1")
+    assert refusal.kind is RefusalKind.INVALID
+    assert "no subnet of eu-west-1 offers instance type m7i.large" in refusal.message
+
+
+def test_full_subnets_and_quota_settle_as_full_naming_both() -> None:
+    refusal = settle(
+        _tried(
+            (Outcome.STOCK, "InsufficientInstanceCapacity"),
+            (Outcome.UNOFFERED, "Unsupported"),
+            (Outcome.QUOTA, "VcpuLimitExceeded"),
+        ),
+        "eu-west-1",
+    )
+    assert (refusal.kind, refusal.resource) == (RefusalKind.FULL, "quota and zone stock")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "kind"),
+    [
+        (Outcome.INVALID, RefusalKind.INVALID),
+        (Outcome.DENIED, RefusalKind.INVALID),
+        (Outcome.REFUSED, RefusalKind.FAILED),
+        (Outcome.UNCERTAIN, RefusalKind.FAILED),
+    ],
+)
+def test_a_stopping_outcome_decides_the_kind(outcome: Outcome, kind: RefusalKind) -> None:
+    tried = _tried((Outcome.STOCK, "InsufficientInstanceCapacity"), (outcome, "X"))
+    assert settle(tried, "eu-west-1").kind is kind
+
+
+def test_subnets_in_order_with_every_type_in_each() -> None:
+    assert plan(["s1", "s2"], ["a", "b"]) == [
+        Attempt("s1", "a"),
+        Attempt("s1", "b"),
+        Attempt("s2", "a"),
+        Attempt("s2", "b"),
+    ]
+
+
+def test_the_jit_config_is_exported_right_after_the_shebang() -> None:
+    text = user_data("#!/bin/bash\necho hi\n", "abc'def")
+    assert text.splitlines()[:3] == [
+        "#!/bin/bash",
+        "export ACTIONS_RUNNER_INPUT_JITCONFIG='abc'\"'\"'def'",
+        "echo hi",
+    ]
+    assert user_data("", "x").startswith("#!/bin/sh\nexport ACTIONS_RUNNER_INPUT_JITCONFIG=x\n")
+
+
+def test_launch_templates_by_id_or_name_with_optional_version() -> None:
+    assert launch_template("lt-0abc:3") == {"LaunchTemplateId": "lt-0abc", "Version": "3"}
+    assert launch_template("ci") == {"LaunchTemplateName": "ci", "Version": "$Default"}
+
+
+def _request(name: str = "r-1", request_id: str = "req-1") -> CreateRequest:
+    return CreateRequest(
+        runner_name=name,
+        request_id=request_id,
+        scale_set="s",
+        labels={"rungar.sh/managed": "true"},
+        runner=RunnerBlock(),
+        jit_config="JIT",
+    )
+
+
+def test_client_tokens_are_stable_per_attempt_and_short_enough() -> None:
+    a = Attempt("subnet-1", "m7i.large")
+    token = client_token(_request(), a)
+    assert token == client_token(_request(), a) and len(token) <= 64
+    assert token != client_token(_request(request_id="req-2"), a)
+    assert token != client_token(_request(), Attempt("subnet-2", "m7i.large"))
+
+
+def test_run_parameters_carry_tags_spot_disk_and_network() -> None:
+    settings = AwsSettings.parse(
+        {
+            "region": "eu-west-1",
+            "subnets": ["subnet-1"],
+            "installation": "gh-1",
+            "security_groups": ["sg-1"],
+            "public_ip": False,
+            "instance_profile": "runner",
+        }
+    )
+    runner, problems = AwsRunner.parse(
+        RunnerBlock.from_mapping(
+            {
+                "instance_type": "m7i.large",
+                "image": "ami-1",
+                "spot": True,
+                "disk_size": "40GiB",
+                "disk_iops": 4000,
+                "tags": {"team": "ci"},
+            }
+        )
+    )
+    assert runner is not None, problems
+    p = run_params(
+        settings,
+        runner,
+        _request(),
+        {"rungar.sh/managed": "true"},
+        Attempt("subnet-1", "m7i.large"),
+        "/dev/xvda",
+    )
+    tags = {t["Key"]: t["Value"] for t in p["TagSpecifications"][0]["Tags"]}
+    assert tags == {"Name": "r-1", "rungar.sh/managed": "true", "team": "ci"}
+    assert p["InstanceMarketOptions"]["MarketType"] == "spot"
+    assert p["BlockDeviceMappings"][0]["Ebs"]["VolumeSize"] == 40
+    assert p["BlockDeviceMappings"][0]["Ebs"]["Iops"] == 4000
+    assert p["NetworkInterfaces"][0] == {
+        "DeviceIndex": 0,
+        "SubnetId": "subnet-1",
+        "AssociatePublicIpAddress": False,
+        "Groups": ["sg-1"],
+    }
+    assert p["IamInstanceProfile"] == {"Name": "runner"}
+    assert p["InstanceType"] == "m7i.large" and p["MinCount"] == p["MaxCount"] == 1
+
+
+def test_list_filters_are_tag_filters_on_live_instances() -> None:
+    filters = tag_filters({"rungar.sh/installation": "gh-1"}, "r-1")
+    assert filters[0] == {"Name": "tag:rungar.sh/installation", "Values": ["gh-1"]}
+    assert filters[1] == {"Name": "tag:Name", "Values": ["r-1"]}
+    assert "terminated" not in filters[2]["Values"]
+
+
+@pytest.mark.parametrize(
+    ("block", "problem"),
+    [
+        ({}, "runner.instance_type: required unless launch_template is set"),
+        ({"instance_type": "t3.micro"}, "runner.image: required unless launch_template is set"),
+        (
+            {"instance_type": "t3.micro", "image": "a", "tags": {"Name": "x"}},
+            "runner.tags.Name: set by Rungar or AWS, cannot be given",
+        ),
+        (
+            {"instance_type": "t3.micro", "image": "a", "user_data": "echo"},
+            "runner.user_data: must be a script starting with #!",
+        ),
+        (
+            {"instance_type": "t3.micro", "image": "a", "disk_type": "io2"},
+            "runner.disk_type: must be gp3 or gp2",
+        ),
+        (
+            {"instance_type": "t3.micro", "image": "a", "disk_iops": 90000},
+            "runner.disk_iops: must be 3000–80000 and at most 500 per GiB",
+        ),
+    ],
+)
+def test_runner_blocks_are_checked_offline(block: dict[str, object], problem: str) -> None:
+    _, problems = AwsRunner.parse(RunnerBlock.from_mapping(block))
+    assert problem in problems
+
+
+def test_settings_report_every_problem() -> None:
+    with pytest.raises(ValueError) as err:
+        AwsSettings.parse({"subnets": [], "zzz": 1})
+    for part in (
+        "zzz: unknown key",
+        "region: required",
+        "installation: required",
+        "subnets: at least one subnet is required",
+    ):
+        assert part in str(err.value)
