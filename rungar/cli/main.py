@@ -18,6 +18,14 @@ from rungar import __version__
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("rungar.cli.validate", "check a scale_sets.yaml without contacting anything"),
     "demo": ("rungar.cli.demo", "run the embedded default on loopback and show what happens"),
+    "serve": ("rungar.cli.serve", "run the daemon until SIGTERM; runners are left in place"),
+    "status": ("rungar.cli.status", "show the daemon, its scale sets, providers, skips and runners"),
+    "apply": ("rungar.cli.apply", "check a scale_sets.yaml and apply it to the running daemon"),
+    "events": ("rungar.cli.events", "show the daemon's events; -f follows new ones"),
+    "scale-sets": ("rungar.cli.scale_sets", "list, inspect, pause, resume or remove scale sets"),
+    "providers": ("rungar.cli.providers", "list, inspect, disable, enable or drain providers"),
+    "runners": ("rungar.cli.runners", "list or remove runners"),
+    "reconcile": ("rungar.cli.reconcile", "run a reconcile pass now"),
 }
 
 

@@ -166,7 +166,9 @@ class Daemon:
         )
         from rungar.rpc.admin_server import serve_admin
 
-        admin = await serve_admin(control, settings.socket, mode=settings.socket_mode)
+        admin = await serve_admin(
+            control, settings.socket, mode=settings.socket_mode, clock=self.clock
+        )
         if settings.metrics.listen:
             metrics.serve(settings.metrics.listen)
         await runloop.start()

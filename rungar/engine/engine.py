@@ -98,6 +98,7 @@ class Engine:
         self.sets: dict[str, ScaleSetState] = {s.name: ScaleSetState(s) for s in config.scale_sets}
         self.orphans_seen: dict[str, float] = {}
         self.draining_providers: set[str] = set()
+        self.list_errors: dict[str, str] = {}  # why a provider is unreachable
         self.github_url = ""
         self._create_slots = asyncio.Semaphore(max_parallel_creates)
         self._tasks: set[asyncio.Task[object]] = set()

@@ -16,6 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from rungar.clock import Clock
+from rungar.errors import RungarError
+
+
+class FollowerBehind(RungarError):
+    """A follower let too many events pile up; it must ask again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +52,8 @@ class EventLog:
         self.max_count = max_count
         self.max_age = max_age
         self._recent: deque[Event] = deque(maxlen=max_count)
-        self._followers: set[asyncio.Queue[Event]] = set()
+        self._followers: set[asyncio.Queue[Event | None]] = set()
+        self.follow_buffer = 1000
         self._written = 0
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,8 +89,9 @@ class EventLog:
             if self._written % 500 == 0:
                 self.compact()
         for queue in list(self._followers):
-            if queue.full():
-                self._followers.discard(queue)  # a slow follower is cut off
+            if queue.qsize() >= self.follow_buffer:
+                self._followers.discard(queue)  # a slow follower is cut off, and told so
+                queue.put_nowait(None)
             else:
                 queue.put_nowait(event)
         return event
@@ -118,10 +125,13 @@ class EventLog:
         return found[-limit:] if limit else found
 
     async def follow(self) -> AsyncIterator[Event]:
-        queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=1000)
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._followers.add(queue)
         try:
             while True:
-                yield await queue.get()
+                event = await queue.get()
+                if event is None:
+                    raise FollowerBehind("the event follower fell behind and was cut off")
+                yield event
         finally:
             self._followers.discard(queue)

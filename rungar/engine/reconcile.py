@@ -47,6 +47,7 @@ async def list_providers(engine: Engine) -> dict[str, list[Machine] | None]:
             machines = await asyncio.wait_for(engine.providers[name].list(selector), timeout)
         except (ProviderError, TimeoutError) as e:
             engine.metrics.provider_calls.labels(name, "list", "error").inc()
+            engine.list_errors[name] = str(e) or type(e).__name__
             if engine.fleet.set_reachable(name, False):
                 log.warning(
                     "provider is unreachable; nothing is placed on it until it lists again",

@@ -23,11 +23,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rungar import __version__
+from rungar.config.model import ScaleSetConfig
 from rungar.model.runner import GitHubState, RunnerState
+from rungar.model.runner_block import RunnerBlock
 from rungar.model.units import format_duration
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
+
+
+def runner_summary(config: ScaleSetConfig) -> str:
+    """What its runners are, per provider block: ``2 vCPU, 4G; e2-custom-4-8192``."""
+    seen: list[str] = []
+    for entry in config.providers:
+        try:
+            text = RunnerBlock.from_mapping(entry.runner).describe()
+        except ValueError:
+            text = ""
+        if text and text not in seen:
+            seen.append(text)
+    return "; ".join(seen)
 
 
 def skip_sentence(
@@ -111,6 +126,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "paused": state.paused,
                 "assigned": state.assigned,
                 "labels": list(ss.labels) or [name],
+                "runner": runner_summary(ss),
             }
         )
     providers = []
@@ -126,6 +142,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "leaving": fleet.leaving_on(name),
                 "weight": provider_config.weight,
                 "reachable": fleet.is_reachable(name),
+                "error": "" if fleet.is_reachable(name) else engine.list_errors.get(name, ""),
                 "disabled": fleet.is_disabled(name),
                 "draining": name in engine.draining_providers,
                 "runtime_change": fleet.disabled_at_runtime(name) is not None,

@@ -1,0 +1,187 @@
+"""``rungar status [--json]``: the daemon, its scale sets, providers, skips and runners.
+
+The layout is rungar-go §2.2's ("rungar status layout"): a header block, then "Scale sets (N)"
+with a note line under the table for each scale set that is not plainly listening, "Providers
+(N)" followed by one line per unreachable provider and one per skip (the document's own
+"sentence"), "Runners (N)", and a closing count against what the scale sets allow.
+
+It reports what Rungar counts and the skips and holds it applies, never a provider's spare
+capacity: the words a person would read as such are not in it, and a test checks that.
+Exits 0 whatever it reports, and 1 only when the daemon cannot be asked (issue 4 item 7).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from rungar.cli.render import (
+    RUNNER_HEADERS,
+    count_of_max,
+    format_age,
+    format_time,
+    plural,
+    print_json,
+    runner_count,
+    runner_rows,
+    table,
+)
+from rungar.cli.socket import EXIT_OK, add_socket_argument, ask
+
+if TYPE_CHECKING:
+    from rungar.rpc.admin_client import AdminClient
+
+SCALE_SET_HEADERS = (
+    "SCALE SET",
+    "STATUS",
+    "PROVIDERS",
+    "LABELS",
+    "RUNNER",
+    "RUNNERS",
+    "DESIRED",
+    "MIN",
+    "MAX",
+    "PRIORITY",
+)
+PROVIDER_HEADERS = ("PROVIDER", "TYPE", "STATUS", "RUNNERS")
+# The note for a status the daemon gave no sentence for (rungar-go §2.2 "status words").
+DEFAULT_NOTES = {
+    "WAITING": "another message session holds the scale set; standing by until it ends",
+    "UNREACHABLE": "GitHub does not answer; trying again for the message session",
+    "STARTING": "being looked up on GitHub, and its runners adopted",
+}
+
+
+def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help_text, description=help_text
+    )
+    parser.add_argument("--json", action="store_true", help="print the status document as JSON")
+    add_socket_argument(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    async def work(client: AdminClient) -> int:
+        document = await client.status()
+        if args.json:
+            print_json(document)
+        else:
+            print(render_status(document), end="")
+        return EXIT_OK
+
+    return ask(args, work)
+
+
+def github_kind(url: str) -> str:
+    """What a GitHub URL names: an organisation, a repository or an enterprise."""
+    parts = [p for p in urlparse(url).path.split("/") if p]
+    if len(parts) == 2 and parts[0] == "enterprises":
+        return "enterprise"
+    if len(parts) == 2:
+        return "repository"
+    return "organisation" if len(parts) == 1 else ""
+
+
+def header_lines(daemon: dict[str, Any]) -> list[str]:
+    fields: list[tuple[str, str]] = []
+    github = str(daemon.get("github") or "")
+    if github:
+        kind = github_kind(github)
+        fields.append(("GitHub", f"{github} ({kind})" if kind else github))
+    if daemon.get("credentials"):
+        fields.append(("Credentials", str(daemon["credentials"])))
+    if daemon.get("installation"):
+        fields.append(("Installation", str(daemon["installation"])))
+    started, now = daemon.get("started_at"), daemon.get("now")
+    if started:
+        running = f"since {format_time(started)}"
+        if now:
+            running += f" ({format_age(now - started)})"
+        fields.append(("Running", running))
+    if daemon.get("config_path"):
+        fields.append(("Configuration", str(daemon["config_path"])))
+    lines = [f"Rungar v{daemon.get('version', '?')}", ""]
+    lines += [f"  {(label + ':').ljust(15)}{value}" for label, value in fields]
+    if daemon.get("github_error"):
+        lines.append(f"  {'':15}{daemon['github_error']}")
+    return lines
+
+
+def scale_set_note(scale_set: dict[str, Any]) -> str:
+    """The note under the table, or "" when the scale set is plainly listening."""
+    note = str(scale_set.get("note") or "")
+    status = str(scale_set.get("status", ""))
+    if status == "LISTENING" and not note:
+        return ""
+    return note or DEFAULT_NOTES.get(status, status.lower())
+
+
+def scale_set_lines(scale_sets: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for s in scale_sets:
+        providers = ",".join(s.get("providers", []))
+        if s.get("placement"):
+            providers += f" ({s['placement']})"
+        rows.append(
+            [
+                s["name"],
+                s["status"],
+                providers,
+                ",".join(s.get("labels", [])),
+                s.get("runner"),
+                runner_count(
+                    s["runners"], s.get("busy", 0), s.get("idle", 0), s.get("starting", 0)
+                ),
+                s.get("desired"),
+                s.get("min"),
+                s.get("max"),
+                s.get("priority"),
+            ]
+        )
+    lines = [f"Scale sets ({len(scale_sets)})"]
+    if rows:
+        lines += table(SCALE_SET_HEADERS, rows)
+    for s in scale_sets:
+        note = scale_set_note(s)
+        if note:
+            lines.append(f"  {s['name']}: {note}")
+    return lines
+
+
+def provider_lines(providers: list[dict[str, Any]], skips: list[dict[str, Any]]) -> list[str]:
+    rows = [
+        [p["name"], p.get("type"), p["status"], count_of_max(p["runners"], p.get("max_runners"))]
+        for p in providers
+    ]
+    lines = [f"Providers ({len(providers)})"]
+    if rows:
+        lines += table(PROVIDER_HEADERS, rows)
+    for p in providers:
+        if p.get("reachable") is False:
+            why = p.get("error") or p.get("unreachable_reason")
+            lines.append(f"  {p['name']} cannot be reached" + (f": {why}" if why else ""))
+    lines += [f"  {skip['sentence']}" for skip in skips]
+    return lines
+
+
+def runner_lines(runners: list[dict[str, Any]]) -> list[str]:
+    lines = [f"Runners ({len(runners)})"]
+    if runners:
+        lines += table(RUNNER_HEADERS, runner_rows(runners))
+    return lines
+
+
+def render_status(document: dict[str, Any]) -> str:
+    scale_sets = document.get("scale_sets", [])
+    runners = document.get("runners", [])
+    allowed = sum(int(s.get("max") or 0) for s in scale_sets)
+    sections = [
+        header_lines(document.get("daemon", {})),
+        scale_set_lines(scale_sets),
+        provider_lines(document.get("providers", []), document.get("skips", [])),
+        runner_lines(runners),
+        [f"{plural(len(runners), 'runner')}; the scale sets allow {allowed} between them."],
+    ]
+    return "\n\n".join("\n".join(section) for section in sections) + "\n"

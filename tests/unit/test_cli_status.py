@@ -1,0 +1,331 @@
+"""``rungar status`` rendered from fixture status documents (rungar-go §2.2 "status layout").
+
+Every status word and sentence the daemon can report is in the fixture; the rendering must
+keep the layout to the character and never claim to know a provider's spare room.
+"""
+
+# ruff: noqa: E501  # the expected report is kept verbatim, and its table rows are wide
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rungar.cli.status import github_kind, render_status
+from rungar.engine.status import skip_sentence
+
+NOW = 1_790_589_600.0  # 2026-09-28 10:00:00 UTC
+
+
+def scale_set(name: str, status: str, note: str = "", **kw: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": name,
+        "status": status,
+        "note": note,
+        "runners": 0,
+        "busy": 0,
+        "idle": 0,
+        "starting": 0,
+        "desired": 0,
+        "min": 0,
+        "max": 4,
+        "priority": 0,
+        "placement": "spread",
+        "providers": ["compute1"],
+        "paused": status == "PAUSED",
+        "assigned": 0,
+        "labels": [name],
+    }
+    entry.update(kw)
+    return entry
+
+
+def provider(name: str, status: str, runners: int = 0, **kw: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "name": name,
+        "type": "runnerd",
+        "status": status,
+        "runners": runners,
+        "max_runners": None,
+        "leaving": 0,
+        "weight": 1.0,
+        "reachable": True,
+        "disabled": False,
+        "draining": False,
+        "runtime_change": False,
+        "hold": None,
+    }
+    entry.update(kw)
+    return entry
+
+
+def skip(
+    scale_set: str, provider: str, full: bool, refusals: int, left: float, error: str = ""
+) -> dict[str, Any]:
+    return {
+        "scale_set": scale_set,
+        "provider": provider,
+        "full": full,
+        "refusals": refusals,
+        "left": left,
+        "error": error,
+        "resource": "memory" if full else "",
+        "sentence": skip_sentence(scale_set, provider, full, refusals, left, error),
+    }
+
+
+DOCUMENT: dict[str, Any] = {
+    "daemon": {
+        "version": "0.3.0",
+        "installation": "gh-0123456789ab",
+        "started_at": NOW - 3 * 3600,
+        "now": NOW,
+        "config_path": "/etc/rungar/scale_sets.yaml",
+        "github": "https://github.com/my-org",
+    },
+    "scale_sets": [
+        scale_set(
+            "rungar-c4-m8",
+            "LISTENING",
+            runners=18,
+            busy=17,
+            starting=1,
+            desired=18,
+            max=24,
+            placement="pack",
+            providers=["compute1", "compute2", "aws"],
+        ),
+        scale_set(
+            "rungar-small",
+            "HOLDING BACK",
+            'holding back from compute2 for scale set "rungar-big", which is waiting for room '
+            "and takes priority",
+        ),
+        scale_set("rungar-big", "WAITING", priority=10, max=2),
+        scale_set(
+            "rungar-paused",
+            "PAUSED",
+            "taking no jobs, which wait on GitHub; 0 runners left; until resumed or the daemon "
+            "restarts",
+        ),
+        scale_set("rungar-gh", "UNREACHABLE", "GitHub does not answer"),
+        scale_set("rungar-new", "STARTING", "being looked up on GitHub, and its runners adopted"),
+    ],
+    "providers": [
+        provider("compute1", "OK", 8),
+        provider("aws", "OK enabled until the daemon restarts", 8, type="aws", max_runners=12),
+        provider(
+            "compute2",
+            "HELD for rungar-big (priority 10), 25s left",
+            2,
+            hold={"holder": "rungar-big", "priority": 10, "left": 25.0},
+        ),
+        provider("compute3", "UNREACHABLE", reachable=False),
+        provider("compute4", "DISABLED until the daemon restarts", disabled=True),
+        provider(
+            "compute5",
+            "DRAINING 2 runners left until the daemon restarts",
+            2,
+            draining=True,
+            disabled=True,
+        ),
+    ],
+    "skips": [
+        skip("rungar-c4-m8", "compute1", True, 1, 47.0),
+        skip("rungar-big", "compute3", False, 2, 30.0, "connection reset"),
+    ],
+    "runners": [
+        {
+            "name": "rungar-c4-m8-0a1b2c3d",
+            "scale_set": "rungar-c4-m8",
+            "provider": "compute1",
+            "state": "Busy",
+            "machine": "Running",
+            "github": "Busy",
+            "age": 300.0,
+            "job": "octo/app: build",
+        },
+        {
+            "name": "rungar-c4-m8-4e5f6a7b",
+            "scale_set": "rungar-c4-m8",
+            "provider": "aws",
+            "state": "Starting",
+            "machine": "Starting",
+            "github": "Not registered",
+            "age": 45.4,
+            "job": "",
+        },
+    ],
+}
+
+EXPECTED = """\
+Rungar v0.3.0
+
+  GitHub:        https://github.com/my-org (organisation)
+  Installation:  gh-0123456789ab
+  Running:       since 2026-09-28 07:00:00 (3h)
+  Configuration: /etc/rungar/scale_sets.yaml
+
+Scale sets (6)
+  SCALE SET      STATUS        PROVIDERS                     LABELS         RUNNER  RUNNERS                   DESIRED  MIN  MAX  PRIORITY
+  rungar-c4-m8   LISTENING     compute1,compute2,aws (pack)  rungar-c4-m8   -       18 (17 busy, 1 starting)  18       0    24   0
+  rungar-small   HOLDING BACK  compute1 (spread)             rungar-small   -       0                         0        0    4    0
+  rungar-big     WAITING       compute1 (spread)             rungar-big     -       0                         0        0    2    10
+  rungar-paused  PAUSED        compute1 (spread)             rungar-paused  -       0                         0        0    4    0
+  rungar-gh      UNREACHABLE   compute1 (spread)             rungar-gh      -       0                         0        0    4    0
+  rungar-new     STARTING      compute1 (spread)             rungar-new     -       0                         0        0    4    0
+  rungar-small: holding back from compute2 for scale set "rungar-big", which is waiting for room and takes priority
+  rungar-big: another message session holds the scale set; standing by until it ends
+  rungar-paused: taking no jobs, which wait on GitHub; 0 runners left; until resumed or the daemon restarts
+  rungar-gh: GitHub does not answer
+  rungar-new: being looked up on GitHub, and its runners adopted
+
+Providers (6)
+  PROVIDER  TYPE     STATUS                                             RUNNERS
+  compute1  runnerd  OK                                                 8
+  aws       aws      OK enabled until the daemon restarts               8/12
+  compute2  runnerd  HELD for rungar-big (priority 10), 25s left        2
+  compute3  runnerd  UNREACHABLE                                        0
+  compute4  runnerd  DISABLED until the daemon restarts                 0
+  compute5  runnerd  DRAINING 2 runners left until the daemon restarts  2
+  compute3 cannot be reached
+  rungar-c4-m8 found compute1 full; tries it again in 47s
+  rungar-big found compute3 failing (2 in a row); tries it again in 30s: connection reset
+
+Runners (2)
+  RUNNER                 SCALE SET     PROVIDER  STATE     MACHINE   GITHUB          AGE  JOB
+  rungar-c4-m8-0a1b2c3d  rungar-c4-m8  compute1  Busy      Running   Busy            5m   octo/app: build
+  rungar-c4-m8-4e5f6a7b  rungar-c4-m8  aws       Starting  Starting  Not registered  45s  -
+
+2 runners; the scale sets allow 42 between them.
+"""
+FORBIDDEN = ("AVAILABLE", "SPARE", "ROOM", "Room for", "room for", "largest size")
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_the_layout_matches_the_reference_to_the_character() -> None:
+    assert render_status(DOCUMENT) == EXPECTED
+
+
+def test_the_report_never_claims_to_know_spare_room() -> None:
+    text = render_status(DOCUMENT)
+    for word in FORBIDDEN:
+        assert word not in text, word
+
+
+def test_the_output_is_plain_text() -> None:
+    assert "\x1b" not in render_status(DOCUMENT)
+
+
+@pytest.mark.parametrize(
+    ("name", "status"),
+    [
+        ("rungar-c4-m8", "LISTENING"),
+        ("rungar-small", "HOLDING BACK"),
+        ("rungar-big", "WAITING"),
+        ("rungar-paused", "PAUSED"),
+        ("rungar-gh", "UNREACHABLE"),
+        ("rungar-new", "STARTING"),
+    ],
+)
+def test_each_scale_set_status_word_is_in_its_row(name: str, status: str) -> None:
+    lines = render_status(DOCUMENT).splitlines()
+    row = next(line for line in lines if line.startswith(f"  {name} "))
+    assert f" {status} " in row
+
+
+def test_a_note_line_follows_for_each_scale_set_not_plainly_listening() -> None:
+    lines = render_status(DOCUMENT).splitlines()
+    notes = [x for x in lines if x.startswith("  rungar-") and " " not in x.split(":")[0].strip()]
+    assert [n.split(":")[0].strip() for n in notes] == [
+        "rungar-small",
+        "rungar-big",
+        "rungar-paused",
+        "rungar-gh",
+        "rungar-new",
+    ]
+
+
+def test_a_listening_scale_set_with_a_note_shows_it() -> None:
+    document = copy.deepcopy(DOCUMENT)
+    note = "resumed until the daemon restarts; the configuration has it paused"
+    document["scale_sets"][0]["note"] = note
+    assert f"  rungar-c4-m8: {note}" in render_status(document).splitlines()
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "OK",
+        "OK enabled until the daemon restarts",
+        "HELD for rungar-big (priority 10), 25s left",
+        "UNREACHABLE",
+        "DISABLED until the daemon restarts",
+        "DRAINING 2 runners left until the daemon restarts",
+    ],
+)
+def test_each_provider_status_is_shown_as_the_daemon_words_it(status: str) -> None:
+    lines = render_status(DOCUMENT).splitlines()
+    assert any(f"  {status}  " in line or line.endswith(status) for line in lines)
+
+
+def test_runners_show_as_count_of_max_only_when_a_max_is_set() -> None:
+    lines = render_status(DOCUMENT).splitlines()
+    assert next(x for x in lines if x.startswith("  aws ")).endswith(" 8/12")
+    assert next(x for x in lines if x.startswith("  compute1 ")).endswith(" 8")
+
+
+def test_each_skip_is_one_line_in_the_daemons_sentence() -> None:
+    lines = render_status(DOCUMENT).splitlines()
+    assert "  rungar-c4-m8 found compute1 full; tries it again in 47s" in lines
+    assert (
+        "  rungar-big found compute3 failing (2 in a row); tries it again in 30s: "
+        "connection reset" in lines
+    )
+
+
+def test_an_unreachable_provider_says_why_when_the_daemon_knows() -> None:
+    document = copy.deepcopy(DOCUMENT)
+    document["providers"][3]["error"] = "connection refused"
+    assert "  compute3 cannot be reached: connection refused" in render_status(document)
+
+
+def test_one_runner_is_counted_in_the_singular() -> None:
+    document = copy.deepcopy(DOCUMENT)
+    document["runners"] = document["runners"][:1]
+    document["scale_sets"] = [document["scale_sets"][2]]
+    last = render_status(document).splitlines()[-1]
+    assert last == "1 runner; the scale sets allow 2 between them."
+
+
+def test_an_empty_daemon_renders_every_section() -> None:
+    document = {"daemon": {"version": "0.3.0"}, "scale_sets": [], "providers": [], "runners": []}
+    assert render_status(document) == (
+        "Rungar v0.3.0\n\n\nScale sets (0)\n\nProviders (0)\n\nRunners (0)\n\n"
+        "0 runners; the scale sets allow 0 between them.\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("https://github.com/my-org", "organisation"),
+        ("https://github.com/my-org/app", "repository"),
+        ("https://github.com/enterprises/acme", "enterprise"),
+        ("https://ghe.example.com/my-org/", "organisation"),
+    ],
+)
+def test_the_github_line_names_what_the_url_is(url: str, kind: str) -> None:
+    assert github_kind(url) == kind
