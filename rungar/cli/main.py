@@ -19,7 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("rungar.cli.validate", "check a scale_sets.yaml without contacting anything"),
     "demo": ("rungar.cli.demo", "run the embedded default on loopback and show what happens"),
     "serve": ("rungar.cli.serve", "run the daemon until SIGTERM; runners are left in place"),
-    "status": ("rungar.cli.status", "show the daemon, its scale sets, providers, skips and runners"),
+    "status": ("rungar.cli.status", "show the daemon, scale sets, providers, skips and runners"),
     "apply": ("rungar.cli.apply", "check a scale_sets.yaml and apply it to the running daemon"),
     "events": ("rungar.cli.events", "show the daemon's events; -f follows new ones"),
     "scale-sets": ("rungar.cli.scale_sets", "list, inspect, pause, resume or remove scale sets"),
