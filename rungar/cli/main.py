@@ -26,6 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "providers": ("rungar.cli.providers", "list, inspect, disable, enable or drain providers"),
     "runners": ("rungar.cli.runners", "list or remove runners"),
     "reconcile": ("rungar.cli.reconcile", "run a reconcile pass now"),
+    "github-emulator": ("rungar.cli.github_emulator", "serve a loopback GitHub for tests"),
+    "fake-runner": ("rungar.cli.fake_runner", "act as a runner for the GitHub emulator"),
 }
 
 

@@ -32,8 +32,8 @@ class Timing:
     provider_timeout: float = 10.0  # every provider call but create
     start_timeout: float = 300.0  # default for scale sets that set none
     never_connected_grace: float = 0.0  # 0 = the scale set's start_timeout
-    disconnected_grace: float = 120.0
-    stuck_after: float = 0.0  # 0 = the scale set's start_timeout × 2
+    disconnected_grace: float = 0.0  # offline this long: disconnected; 0 = start_timeout
+    stuck_after: float = 0.0  # busy and offline this long: stuck; 0 = start_timeout
     session_retry_first: float = 10.0
     session_retry_max: float = 60.0
 

@@ -45,15 +45,15 @@ class Removal:
     replacement: bool = False
 
 
-def _young(runner: RunnerView, config: ScaleSetConfig, now: float) -> bool:
-    return runner.state is RunnerState.STARTING and now - runner.created_at <= config.start_timeout
+def _young(runner: RunnerView, grace: float, now: float) -> bool:
+    return runner.state is RunnerState.STARTING and now - runner.created_at <= grace
 
 
-def _offline_too_long(runner: RunnerView, config: ScaleSetConfig, now: float) -> bool:
+def _offline_too_long(runner: RunnerView, grace: float, now: float) -> bool:
     return (
         runner.github is GitHubState.OFFLINE
         and runner.offline_since is not None
-        and now - runner.offline_since > config.start_timeout
+        and now - runner.offline_since > grace
     )
 
 
@@ -67,23 +67,32 @@ def _expired(runner: RunnerView, config: ScaleSetConfig, now: float, *, busy: bo
 
 
 def decide_one(
-    runner: RunnerView, config: ScaleSetConfig, current_revision: str, now: float
+    runner: RunnerView,
+    config: ScaleSetConfig,
+    current_revision: str,
+    now: float,
+    timing: Timing | None = None,
 ) -> Removal | None:
+    timing = timing or Timing()
+    never_connected = timing.never_connected_grace or config.start_timeout
+    disconnected = timing.disconnected_grace or config.start_timeout
+    stuck = timing.stuck_after or config.start_timeout
     if runner.state in (RunnerState.CREATING, RunnerState.LEAVING):
         return None
     if runner.busy:
         if _expired(runner, config, now, busy=True):
             return Removal(runner.name, RemovalReason.EXPIRED, forced=True)
-        if runner.connected and _offline_too_long(runner, config, now):
+        if runner.connected and _offline_too_long(runner, stuck, now):
             return Removal(runner.name, RemovalReason.STUCK, forced=True)
         return None
-    if runner.github is GitHubState.NOT_REGISTERED and not _young(runner, config, now):
+    young = _young(runner, never_connected, now)
+    if runner.github is GitHubState.NOT_REGISTERED and not young:
         return Removal(runner.name, RemovalReason.UNREGISTERED)
     if not runner.connected and runner.state is RunnerState.STARTING:
-        if not _young(runner, config, now):
+        if not young:
             return Removal(runner.name, RemovalReason.NEVER_CONNECTED)
         return None
-    if _offline_too_long(runner, config, now):
+    if _offline_too_long(runner, disconnected, now):
         return Removal(runner.name, RemovalReason.DISCONNECTED)
     if current_revision and runner.revision and runner.revision != current_revision:
         return Removal(runner.name, RemovalReason.OUTDATED, replacement=True)
@@ -103,7 +112,7 @@ def decide_removal(
     removals: list[Removal] = []
     replaced = False
     for runner in sorted(runners, key=lambda r: (r.created_at, r.name)):
-        removal = decide_one(runner, config, current_revision.get(runner.provider, ""), now)
+        removal = decide_one(runner, config, current_revision.get(runner.provider, ""), now, timing)
         if removal is None:
             continue
         if removal.replacement:

@@ -141,3 +141,15 @@ def test_outdated_runners_are_replaced_one_at_a_time() -> None:
         RemovalReason.OUTDATED,
         RemovalReason.UNREGISTERED,
     ]
+
+
+def test_the_graces_are_configurable_and_default_to_start_timeout() -> None:
+    from rungar.config.model import Timing
+
+    offline = replace(IDLE, github=GitHubState.OFFLINE, offline_since=NOW - 100)
+    assert decide_one(offline, CONFIG, "r1", NOW) is None
+    removal = decide_one(offline, CONFIG, "r1", NOW, Timing(disconnected_grace=60))
+    assert removal is not None and removal.reason is RemovalReason.DISCONNECTED
+    starting = replace(IDLE, state=RunnerState.STARTING, connected=False, created_at=NOW - 100)
+    removal = decide_one(starting, CONFIG, "r1", NOW, Timing(never_connected_grace=60))
+    assert removal is not None and removal.reason is RemovalReason.NEVER_CONNECTED

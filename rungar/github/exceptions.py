@@ -1,0 +1,38 @@
+"""The GitHub answers that callers act on, as :class:`rungar.errors.GitHubError` subclasses.
+
+The Actions service names its failures with a .NET exception type in ``typeName``; clients match
+by substring (protocol spec §1.6, §3.10). Each class below is one such answer that changes what
+the caller does next; everything else stays a plain :class:`GitHubError` with its status.
+"""
+
+from __future__ import annotations
+
+from rungar.errors import GitHubError
+
+
+class SessionConflict(GitHubError):
+    """409 on session create: another live session holds the scale set (ARC #3209): stand by."""
+
+
+class SessionGone(GitHubError):
+    """The message session was evicted or expired server-side (scaleset #123): open a new one."""
+
+
+class ScaleSetGone(GitHubError):
+    """``RunnerScaleSetNotFoundException``: the scale set was deleted on GitHub (ARC #3935)."""
+
+
+class MessageQueueTokenExpired(GitHubError):
+    """401 from the message queue or acquire: refresh the session and retry once."""
+
+
+class RunnerExists(GitHubError):
+    """409 ``AgentExistsException`` on generate-jitconfig: the runner name is taken."""
+
+
+class RunnerBusy(GitHubError):
+    """400 ``JobStillRunningException`` on remove: the runner has a job; try later."""
+
+
+class RateLimited(GitHubError):
+    """GitHub's rate limit would not let the call through within the wait we allow."""

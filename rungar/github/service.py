@@ -1,0 +1,208 @@
+"""``ScaleSetGitHub``: the real :class:`~rungar.github.interface.GitHub`, over the protocol.
+
+It wires the pieces together (target URL, credentials, the admin chain, one counted transport,
+a listener per scale set) and adds the JIT-name recovery of ARC (§4.5): when generate-jitconfig
+says the name is taken, a registration of the same scale set left by a crash is removed and the
+call retried; a name owned by another scale set is an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import uuid
+from collections.abc import AsyncIterator
+
+import httpx
+import structlog
+
+from rungar.clock import Clock
+from rungar.config.model import ScaleSetConfig
+from rungar.errors import GitHubError
+from rungar.github.auth import AdminChain, Auth, token_source
+from rungar.github.client import ScaleSetClient
+from rungar.github.exceptions import RunnerBusy, RunnerExists
+from rungar.github.interface import (
+    CursorStore,
+    InMemoryCursorStore,
+    ListenerEvent,
+    RemoveOutcome,
+    RunnerStatus,
+)
+from rungar.github.listener import Listener
+from rungar.github.ratelimit import RequestCounter
+from rungar.github.scale_set import ensure_scale_set
+from rungar.github.transport import Transport
+from rungar.github.urls import parse_config_url
+from rungar.github.wire import RunnerReference
+
+log = structlog.get_logger("rungar.github")
+
+
+def http_client(timeout: float = 30.0) -> httpx.AsyncClient:
+    """An HTTP client with Nagle off: httpx writes a POST's headers and body separately, and
+    with Nagle and delayed ACKs each such call would stall ~40 ms."""
+    nodelay = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    transport = httpx.AsyncHTTPTransport(socket_options=[nodelay])
+    return httpx.AsyncClient(timeout=timeout, transport=transport)
+
+
+def owner_name() -> str:
+    """The session owner: the host name, or a UUID when there is none (as ARC does)."""
+    try:
+        return socket.gethostname() or str(uuid.uuid4())
+    except OSError:
+        return str(uuid.uuid4())
+
+
+def _status(runner: RunnerReference) -> RunnerStatus:
+    return RunnerStatus(runner.name, runner.id, runner.online, runner.busy, runner.scale_set_id)
+
+
+class ScaleSetGitHub:
+    def __init__(
+        self,
+        url: str,
+        auth: Auth,
+        clock: Clock,
+        *,
+        cursors: CursorStore | None = None,
+        counter: RequestCounter | None = None,
+        http: httpx.AsyncClient | None = None,
+        session_retry_first: float = 10.0,
+        session_retry_max: float = 60.0,
+        long_poll_timeout: float = 70.0,
+    ) -> None:
+        self.target = parse_config_url(url)
+        self._clock = clock
+        self._http = http or http_client()
+        self._owns_http = http is None
+        self.counter = counter or RequestCounter()
+        transport = Transport(self._http, clock, self.counter)
+        tokens = token_source(auth, self.target, transport, clock)
+        admin = AdminChain(self.target, tokens, transport, clock)
+        self.client = ScaleSetClient(
+            self.target, tokens, transport, admin, long_poll_timeout=long_poll_timeout
+        )
+        self._cursors = cursors or InMemoryCursorStore()
+        self._session_retry = (session_retry_first, session_retry_max)
+        self._ids: dict[str, int] = {}
+        self.listeners: dict[str, Listener] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    async def aclose(self) -> None:
+        """Stop every listener (deleting its session, §4.6) before the HTTP client closes."""
+        for listener in self.listeners.values():
+            listener.stop()
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def ensure_scale_set(self, config: ScaleSetConfig) -> int:
+        scale_set = await ensure_scale_set(self.client, config)
+        previous = self._ids.get(config.name)
+        if previous is not None and previous != scale_set.id:
+            log.warning(
+                "github.scale_set_recreated",
+                scale_set=config.name,
+                old_id=previous,
+                new_id=scale_set.id,
+            )
+        self._ids[config.name] = scale_set.id
+        return scale_set.id
+
+    async def generate_jit_config(self, scale_set_id: int, runner_name: str) -> tuple[int, str]:
+        try:
+            jit = await self.client.generate_jit_config(scale_set_id, runner_name)
+        except RunnerExists:
+            existing = await self.client.get_runner_by_name(runner_name)
+            if existing is not None:
+                if existing.scale_set_id not in (0, scale_set_id):
+                    raise GitHubError(
+                        f"runner name {runner_name!r} belongs to scale set {existing.scale_set_id}",
+                        409,
+                    ) from None
+                # A registration left by a crash between generate and record: replace it.
+                await self.client.remove_runner(existing.id)
+                log.info(
+                    "github.stale_registration_removed", runner=runner_name, runner_id=existing.id
+                )
+            jit = await self.client.generate_jit_config(scale_set_id, runner_name)
+        return jit.runner.id, jit.encoded
+
+    async def remove_runner(self, runner_id: int) -> RemoveOutcome:
+        try:
+            await self.client.remove_runner(runner_id)
+        except RunnerBusy:
+            return RemoveOutcome.BUSY
+        return RemoveOutcome.REMOVED
+
+    async def get_runner_by_name(self, name: str) -> RunnerStatus | None:
+        runner = await self.client.get_runner_by_name(name)
+        return _status(runner) if runner is not None else None
+
+    async def list_runners(self, scale_set_id: int) -> list[RunnerStatus]:
+        return [
+            _status(r) for r in await self.client.list_runners() if r.scale_set_id == scale_set_id
+        ]
+
+    def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
+        listener = self.listeners.get(scale_set)
+        if listener is not None:
+            listener.set_max_capacity(max_capacity)
+
+    def listener_for(self, config: ScaleSetConfig, queue: asyncio.Queue[ListenerEvent]) -> Listener:
+        async def ensure() -> int:
+            return await self.ensure_scale_set(config)
+
+        return Listener(
+            self.client,
+            config,
+            ensure,
+            self._cursors,
+            self._clock,
+            on_demand=queue.put,
+            on_job=queue.put,
+            owner_name=owner_name(),
+            conflict_retry_first=self._session_retry[0],
+            conflict_retry_max=self._session_retry[1],
+        )
+
+    async def listen(self, config: ScaleSetConfig) -> AsyncIterator[ListenerEvent]:
+        """Runs one listener for ``config`` while the caller iterates; closing stops it."""
+        if config.name in self.listeners:
+            raise GitHubError(
+                f"scale set {config.name!r} already has a listener (two would fight, §6)"
+            )
+        queue: asyncio.Queue[ListenerEvent] = asyncio.Queue()
+        listener = self.listener_for(config, queue)
+        self.listeners[config.name] = listener
+        task = asyncio.create_task(listener.run(), name=f"listener:{config.name}")
+        self._tasks[config.name] = task
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    yield getter.result()
+                    continue
+                getter.cancel()
+                task.result()  # the listener only ends by stop(); surface why it ended
+                return
+        finally:
+            listener.stop()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            self.listeners.pop(config.name, None)
+            self._tasks.pop(config.name, None)

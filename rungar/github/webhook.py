@@ -1,0 +1,177 @@
+"""The ``workflow_job`` webhook receiver (protocol spec §5; ARCHITECTURE §6 "Webhook").
+
+Webhooks are a hint that wakes scale sets early; the listener's statistics stay the truth. So the
+receiver is strict and cheap: it refuses to start without a secret; refuses a body over the
+limit (413) before reading it all; checks ``X-Hub-Signature-256`` (``sha256=`` + lower-case hex
+HMAC of the exact bytes) in constant time *before* parsing anything; drops a repeated
+``X-GitHub-Delivery`` (GitHub reuses it on redelivery, and replays carry no timestamp); answers
+2xx at once; and for a ``queued`` job wakes every scale set whose labels contain all the job's
+labels (``self-hosted`` ignored, case-insensitive). ``waiting``, ``in_progress`` and ``completed``
+never provision (runs-on #539, ARC #2118).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+
+import structlog
+from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from rungar.errors import ConfigError
+
+log = structlog.get_logger("rungar.github")
+
+MAX_BODY_BYTES = 1024 * 1024  # workflow_job payloads are a few KiB; GitHub's own cap is 25 MB
+SEEN_DELIVERIES = 10_000
+PREFIX = "sha256="
+
+Wake = Callable[[Sequence[str], "WorkflowJob"], None]
+
+
+class WorkflowJobBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    id: int
+    labels: list[str] = []
+    name: str = ""
+    run_id: int = 0
+    runner_name: str | None = None
+
+
+class Repository(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    full_name: str = ""
+
+
+class WorkflowJob(BaseModel):
+    """The part of a ``workflow_job`` delivery Rungar reads; untrusted input, so pydantic."""
+
+    model_config = ConfigDict(extra="ignore")
+    action: str
+    workflow_job: WorkflowJobBody
+    repository: Repository = Repository()
+
+
+def signature_ok(secret: bytes, body: bytes, header: str | None) -> bool:
+    """Constant-time check of ``X-Hub-Signature-256``; SHA-1 and other prefixes are refused."""
+    if not header or not header.startswith(PREFIX):
+        return False
+    expected = PREFIX + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), header.encode("utf-8", "replace"))
+
+
+def matching_scale_sets(
+    job_labels: Sequence[str], scale_sets: Mapping[str, Sequence[str]]
+) -> list[str]:
+    """Scale sets whose labels include every job label but ``self-hosted`` (case-insensitive)."""
+    wanted = {x.lower() for x in job_labels if x.lower() != "self-hosted"}
+    return [
+        name
+        for name, labels in scale_sets.items()
+        if wanted <= ({x.lower() for x in labels} | {name.lower()})
+    ]
+
+
+class WebhookReceiver:
+    def __init__(
+        self,
+        secret: str,
+        scale_sets: Mapping[str, Sequence[str]],
+        wake: Wake,
+        *,
+        max_body: int = MAX_BODY_BYTES,
+    ) -> None:
+        if not secret:
+            raise ConfigError(
+                ["webhook: a secret is required; refusing to accept unsigned deliveries"]
+            )
+        self._secret = secret.encode()
+        self.scale_sets = dict(scale_sets)
+        self._wake = wake
+        self._max_body = max_body
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self.counts: dict[str, int] = {}
+
+    def _count(self, outcome: str) -> None:
+        self.counts[outcome] = self.counts.get(outcome, 0) + 1
+
+    async def _read(self, request: Request) -> bytes | None:
+        """The body, or None when it is over the limit (read no further than the limit)."""
+        declared = request.headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self._max_body):
+            return None
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self._max_body:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _duplicate(self, delivery: str) -> bool:
+        if not delivery:
+            return False
+        if delivery in self._seen:
+            return True
+        self._seen[delivery] = None
+        while len(self._seen) > SEEN_DELIVERIES:
+            self._seen.popitem(last=False)
+        return False
+
+    async def handle(self, request: Request) -> Response:
+        try:
+            body = await self._read(request)
+        except ClientDisconnect:
+            return Response(status_code=400)
+        if body is None:
+            self._count("too_large")
+            return JSONResponse({"error": "payload too large"}, status_code=413)
+        if not signature_ok(self._secret, body, request.headers.get("x-hub-signature-256")):
+            self._count("bad_signature")
+            return JSONResponse({"error": "signature missing or wrong"}, status_code=401)
+        if self._duplicate(request.headers.get("x-github-delivery", "")):
+            self._count("duplicate")
+            return JSONResponse({"status": "duplicate delivery ignored"}, status_code=200)
+        event = request.headers.get("x-github-event", "")
+        if event == "ping":
+            self._count("ping")
+            return JSONResponse({"status": "pong"}, status_code=200)
+        if event != "workflow_job":
+            self._count("ignored")
+            return JSONResponse({"status": "event ignored"}, status_code=202)
+        try:
+            job = WorkflowJob.model_validate(json.loads(body))
+        except (ValueError, ValidationError):
+            self._count("malformed")
+            return JSONResponse({"error": "not a workflow_job payload"}, status_code=400)
+        self._count("accepted")
+        if job.action == "queued":
+            targets = matching_scale_sets(job.workflow_job.labels, self.scale_sets)
+            if targets:
+                try:
+                    self._wake(targets, job)
+                except Exception as e:  # the sender must get its 2xx whatever the engine does
+                    log.error("webhook.wake_failed", error=str(e))
+            log.info("webhook.job_queued", job_id=job.workflow_job.id, scale_sets=targets)
+        return JSONResponse({"status": "accepted"}, status_code=202)
+
+    def app(self, path: str = "/webhook") -> Starlette:
+        return Starlette(routes=[Route(path, self.handle, methods=["POST"])])
+
+
+def create_webhook_app(
+    secret: str,
+    scale_sets: Mapping[str, Sequence[str]],
+    wake: Wake,
+    *,
+    max_body: int = MAX_BODY_BYTES,
+    path: str = "/webhook",
+) -> Starlette:
+    return WebhookReceiver(secret, scale_sets, wake, max_body=max_body).app(path)

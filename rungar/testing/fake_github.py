@@ -1,0 +1,156 @@
+"""``FakeGitHub``: an in-memory :class:`rungar.github.interface.GitHub` for the daemon's unit tests.
+
+No HTTP, no clock: a test drives it. ``queue_demand``/``queue_job_event`` feed a scale set's
+listener stream; ``start_runner``/``finish_runner`` play GitHub's side of a runner's life.
+Every call is recorded in ``calls`` so tests can assert on what the engine asked for, and
+``fail_next`` makes the next call of a method raise, to exercise the engine's error paths.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from rungar.config.model import ScaleSetConfig
+from rungar.errors import GitHubError
+from rungar.github.interface import (
+    Demand,
+    JobEvent,
+    JobEventKind,
+    ListenerEvent,
+    RemoveOutcome,
+    RunnerStatus,
+)
+from rungar.model.machine import JobHint
+
+
+@dataclass(slots=True)
+class FakeRunner:
+    id: int
+    name: str
+    scale_set_id: int
+    jit_config: str = field(repr=False)
+    online: bool = False
+    busy: bool = False
+
+
+class FakeGitHub:
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self.scale_sets: dict[str, int] = {}
+        self.labels: dict[str, tuple[str, ...]] = {}
+        self.runners: dict[int, FakeRunner] = {}
+        self.capacity: dict[str, int] = {}
+        self.calls: list[tuple[str, object]] = []
+        self._queues: dict[str, asyncio.Queue[ListenerEvent]] = {}
+        self._failures: dict[str, list[Exception]] = {}
+
+    # ---- test controls ---------------------------------------------------------------------
+
+    def fail_next(self, method: str, error: Exception | None = None) -> None:
+        self._failures.setdefault(method, []).append(error or GitHubError(f"{method} failed", 500))
+
+    def _maybe_fail(self, method: str, arg: object) -> None:
+        self.calls.append((method, arg))
+        pending = self._failures.get(method)
+        if pending:
+            raise pending.pop(0)
+
+    def queue(self, scale_set: str) -> asyncio.Queue[ListenerEvent]:
+        return self._queues.setdefault(scale_set, asyncio.Queue())
+
+    def queue_demand(self, scale_set: str, assigned: int, running: int = 0) -> Demand:
+        demand = Demand(scale_set, self.scale_sets.get(scale_set, 0), assigned, running)
+        self.queue(scale_set).put_nowait(demand)
+        return demand
+
+    def queue_job_event(
+        self,
+        scale_set: str,
+        kind: JobEventKind,
+        job_id: str,
+        runner_name: str = "",
+        result: str = "",
+    ) -> JobEvent:
+        runner_id = next((r.id for r in self.runners.values() if r.name == runner_name), 0)
+        event = JobEvent(
+            kind=kind,
+            scale_set=scale_set,
+            job_id=job_id,
+            hint=JobHint(repository="octo-org/app", workflow="ci.yml", job="build", job_id=job_id),
+            runner_name=runner_name,
+            runner_id=runner_id,
+            result=result.lower(),
+        )
+        self.queue(scale_set).put_nowait(event)
+        return event
+
+    def start_runner(self, name: str, *, busy: bool = True) -> None:
+        runner = self._by_name(name)
+        runner.online, runner.busy = True, busy
+
+    def finish_runner(self, name: str) -> None:
+        """The runner's job ended: an ephemeral runner's registration disappears."""
+        runner = self._by_name(name)
+        del self.runners[runner.id]
+
+    def _by_name(self, name: str) -> FakeRunner:
+        for runner in self.runners.values():
+            if runner.name == name:
+                return runner
+        raise KeyError(name)
+
+    # ---- the GitHub protocol ---------------------------------------------------------------
+
+    async def ensure_scale_set(self, config: ScaleSetConfig) -> int:
+        self._maybe_fail("ensure_scale_set", config.name)
+        if config.name not in self.scale_sets:
+            self.scale_sets[config.name] = next(self._ids)
+        self.labels[config.name] = (config.name, *config.labels)
+        return self.scale_sets[config.name]
+
+    async def generate_jit_config(self, scale_set_id: int, runner_name: str) -> tuple[int, str]:
+        self._maybe_fail("generate_jit_config", runner_name)
+        if scale_set_id not in self.scale_sets.values():
+            raise GitHubError(f"scale set {scale_set_id} is gone", 404)
+        for runner in list(self.runners.values()):
+            if runner.name == runner_name:  # ARC's recovery: the stale registration is replaced
+                del self.runners[runner.id]
+        runner_id = next(self._ids)
+        jit = f"fake-jit-{runner_id}"
+        self.runners[runner_id] = FakeRunner(runner_id, runner_name, scale_set_id, jit)
+        return runner_id, jit
+
+    async def remove_runner(self, runner_id: int) -> RemoveOutcome:
+        self._maybe_fail("remove_runner", runner_id)
+        runner = self.runners.get(runner_id)
+        if runner is not None and runner.busy:
+            return RemoveOutcome.BUSY
+        self.runners.pop(runner_id, None)
+        return RemoveOutcome.REMOVED
+
+    async def get_runner_by_name(self, name: str) -> RunnerStatus | None:
+        self._maybe_fail("get_runner_by_name", name)
+        for r in self.runners.values():
+            if r.name == name:
+                return RunnerStatus(r.name, r.id, r.online, r.busy, r.scale_set_id)
+        return None
+
+    async def list_runners(self, scale_set_id: int) -> list[RunnerStatus]:
+        self._maybe_fail("list_runners", scale_set_id)
+        return [
+            RunnerStatus(r.name, r.id, r.online, r.busy, r.scale_set_id)
+            for r in self.runners.values()
+            if r.scale_set_id == scale_set_id
+        ]
+
+    async def listen(self, config: ScaleSetConfig) -> AsyncIterator[ListenerEvent]:
+        self.capacity[config.name] = 0 if config.paused else config.max_runners
+        queue = self.queue(config.name)
+        while True:
+            yield await queue.get()
+
+    def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
+        self.capacity[scale_set] = max_capacity

@@ -1,0 +1,183 @@
+"""The emulator's test-only control API under ``/_fake/`` (protocol spec §7.4).
+
+Queue jobs with their workload, approve, cancel or complete them, drive runners, inject faults,
+advance the clock, evict sessions, delete scale sets, redeliver webhooks, and read the request
+log and a state summary. In-process tests may call :class:`EmulatorState` directly instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from rungar.testing.github_emulator.clock import EmulatorClock
+from rungar.testing.github_emulator.faults import Fault
+from rungar.testing.github_emulator.http import body_json, error, json_response
+from rungar.testing.github_emulator.model import JobSpec
+from rungar.testing.github_emulator.state import EmulatorState
+from rungar.testing.github_emulator.webhooks import WebhookSender
+
+
+def job_spec(d: dict[str, Any]) -> JobSpec:
+    labels = d.get("labels") or ["self-hosted"]
+    return JobSpec(
+        labels=tuple(str(x) for x in labels),
+        repository=str(d.get("repository", "octo-org/app")),
+        workflow=str(d.get("workflow", "ci.yml")),
+        name=str(d.get("name", d.get("job", "build"))),
+        duration=float(d.get("duration", 1.0)),
+        memory_bytes=int(d.get("memory_bytes", d.get("memoryBytes", 0))),
+        cpu=float(d.get("cpu", 0.0)),
+        result=str(d.get("result", "succeeded")),
+        gated=bool(d.get("gated", False)),
+        event_name=str(d.get("event_name", "push")),
+    )
+
+
+class ControlRoutes:
+    def __init__(
+        self, state: EmulatorState, clock: EmulatorClock, webhooks: WebhookSender | None
+    ) -> None:
+        self.state = state
+        self.clock = clock
+        self.webhooks = webhooks
+
+    async def create_job(self, request: Request) -> Response:
+        body = await body_json(request)
+        job = self.state.queue_job(job_spec(body if isinstance(body, dict) else {}))
+        return json_response(
+            {
+                "jobId": job.job_id,
+                "runnerRequestId": job.request_id,
+                "workflowJobId": job.workflow_job_id,
+            },
+            201,
+        )
+
+    async def list_jobs(self, request: Request) -> Response:
+        jobs = [
+            {
+                "jobId": j.job_id,
+                "state": j.state.value,
+                "scaleSetId": j.scale_set_id,
+                "runnerName": j.runner_name,
+                "result": j.result,
+                "reassignments": j.reassignments,
+                "labels": list(j.spec.labels),
+            }
+            for j in self.state.jobs.values()
+        ]
+        return json_response({"count": len(jobs), "value": jobs})
+
+    async def job_action(self, request: Request) -> Response:
+        job = self.state.jobs.get(request.path_params["job_id"])
+        if job is None:
+            return error(404, "JobNotFoundException", "no such job")
+        action = request.path_params["action"]
+        if action == "approve":
+            self.state.approve(job)
+        elif action == "cancel":
+            self.state.cancel(job)
+        elif action == "complete":
+            self.state.complete(job, request.query_params.get("result", "succeeded"))
+        else:
+            return error(404, "NotFound", f"unknown action {action}")
+        return Response(status_code=204)
+
+    async def runner_action(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        runner = next((r for r in self.state.runners.values() if r.name == name), None)
+        if runner is None:
+            return error(404, "AgentNotFoundException", f"no runner {name}")
+        action = request.path_params["action"]
+        if action == "online":
+            self.state.connect(runner)
+        elif action == "offline":
+            runner.online = False
+        elif action == "start-job":
+            job = self.state.take_job(runner)
+            return json_response({"jobId": job.job_id if job else None})
+        elif action == "crash":
+            self.state.crash_runner(runner)
+        else:
+            return error(404, "NotFound", f"unknown action {action}")
+        return Response(status_code=204)
+
+    async def add_fault(self, request: Request) -> Response:
+        body = await body_json(request)
+        if not isinstance(body, dict):
+            return error(400, "ArgumentException", "a JSON object is required")
+        self.state.faults.add(Fault.from_json(body))
+        return Response(status_code=204)
+
+    async def advance(self, request: Request) -> Response:
+        self.clock.advance(float(request.query_params.get("seconds", "0")))
+        self.state.tick()
+        return json_response({"now": self.clock.now()})
+
+    async def scale_set_action(self, request: Request) -> Response:
+        scale_set_id = int(request.path_params["id"])
+        if scale_set_id not in self.state.scale_sets:
+            return error(404, "RunnerScaleSetNotFoundException", "no such scale set")
+        if request.path_params["action"] == "delete":
+            self.state.delete_scale_set(scale_set_id)
+        else:
+            self.state.evict_session(scale_set_id)
+        return Response(status_code=204)
+
+    async def rate_limit(self, request: Request) -> Response:
+        body = await body_json(request)
+        d = body if isinstance(body, dict) else {}
+        self.state.rate_remaining = int(d.get("remaining", 0))
+        self.state.rate_reset = self.clock.now() + float(d.get("reset_in", 60))
+        return Response(status_code=204)
+
+    async def redeliver(self, request: Request) -> Response:
+        if self.webhooks is None or not self.webhooks.redeliver(request.path_params["delivery_id"]):
+            return error(404, "NotFound", "no such delivery")
+        return Response(status_code=204)
+
+    async def requests(self, request: Request) -> Response:
+        return json_response({"count": len(self.state.requests), "value": self.state.requests})
+
+    async def summary(self, request: Request) -> Response:
+        s = self.state
+        return json_response(
+            {
+                "now": self.clock.now(),
+                "clockFactor": self.clock.factor,
+                "scaleSets": [s.scale_set_json(r) for r in s.scale_sets.values()],
+                "runners": [r.to_json() for r in s.runners.values()],
+                "runnersCreated": s.runners_created,
+                "jobs": {
+                    state: sum(1 for j in s.jobs.values() if j.state.value == state)
+                    for state in (
+                        "queued",
+                        "waiting",
+                        "available",
+                        "assigned",
+                        "running",
+                        "completed",
+                    )
+                },
+                "faultsFired": len(s.faults.fired),
+            }
+        )
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/_fake/jobs", self.create_job, methods=["POST"]),
+            Route("/_fake/jobs", self.list_jobs, methods=["GET"]),
+            Route("/_fake/jobs/{job_id}/{action}", self.job_action, methods=["POST"]),
+            Route("/_fake/runners/{name}/{action}", self.runner_action, methods=["POST"]),
+            Route("/_fake/faults", self.add_fault, methods=["POST"]),
+            Route("/_fake/clock/advance", self.advance, methods=["POST"]),
+            Route("/_fake/scalesets/{id:int}/{action}", self.scale_set_action, methods=["POST"]),
+            Route("/_fake/ratelimit", self.rate_limit, methods=["POST"]),
+            Route("/_fake/webhooks/redeliver/{delivery_id}", self.redeliver, methods=["POST"]),
+            Route("/_fake/requests", self.requests, methods=["GET"]),
+            Route("/_fake/state", self.summary, methods=["GET"]),
+        ]

@@ -1,0 +1,86 @@
+"""The emulator's fault plan (protocol spec §7.5): what to break, where, and how many times.
+
+Routes are named as in the spec's catalogue (``R1``–``R5``, ``A1``–``A17``, ``MQ_GET``,
+``MQ_DELETE``) plus ``RUNNER`` for the fake runner's calls and ``*`` for any route. A fault
+answers a status with an optional .NET ``typeName`` body and headers (``Retry-After``, rate-limit
+headers), or changes the answer's shape: an empty 200, a BOM before the JSON, a delay, or a
+hung request that outlasts the client's timeout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class FaultKind(StrEnum):
+    STATUS = "status"  # answer ``status`` with the exception body
+    EMPTY = "empty"  # 200 with an empty body (ARC #4285)
+    BOM = "bom"  # the real answer, prefixed with EF BB BF
+    DELAY = "delay"  # the real answer after ``delay`` real seconds
+    HANG = "hang"  # no answer for ``delay`` real seconds (default: an hour), then a 504
+
+
+@dataclass(slots=True)
+class Fault:
+    route: str
+    kind: FaultKind = FaultKind.STATUS
+    status: int = 500
+    count: int = 1
+    type_name: str = ""
+    message: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    method: str = ""  # empty: any method
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Fault:
+        return cls(
+            route=str(d.get("route", "*")),
+            kind=FaultKind(str(d.get("kind", "status"))),
+            status=int(d.get("status", 500)),
+            count=int(d.get("count", 1)),
+            type_name=str(d.get("typeName", d.get("type_name", ""))),
+            message=str(d.get("message", "")),
+            headers={str(k): str(v) for k, v in dict(d.get("headers", {})).items()},
+            delay=float(d.get("delay", 0.0)),
+            method=str(d.get("method", "")).upper(),
+        )
+
+
+def exception_body(type_name: str, message: str) -> dict[str, str]:
+    """The Actions service's error shape (§3.10)."""
+    full = (
+        type_name
+        if "," in type_name or not type_name
+        else (f"GitHub.Actions.Runtime.WebApi.{type_name}, GitHub.Actions.Runtime.WebApi")
+    )
+    return {"typeName": full, "message": message or type_name}
+
+
+class FaultPlan:
+    def __init__(self) -> None:
+        self.faults: list[Fault] = []
+        self.fired: list[tuple[str, str]] = []  # (route, kind) of every fault that fired
+
+    def add(self, fault: Fault) -> None:
+        self.faults.append(fault)
+
+    def take(self, route: str, method: str) -> Fault | None:
+        """The first fault matching this call, consumed once."""
+        for fault in self.faults:
+            if fault.route not in (route, "*"):
+                continue
+            if fault.method and fault.method != method:
+                continue
+            fault.count -= 1
+            if fault.count <= 0:
+                self.faults.remove(fault)
+            self.fired.append((route, fault.kind.value))
+            return fault
+        return None
+
+    def clear(self) -> None:
+        self.faults.clear()

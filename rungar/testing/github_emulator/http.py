@@ -1,0 +1,87 @@
+"""Shared plumbing of the emulator's routes: the request log, faults, auth headers, answers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from rungar.testing.github_emulator.faults import FaultKind, exception_body
+from rungar.testing.github_emulator.state import EmulatorState
+
+BOM = b"\xef\xbb\xbf"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse(data, status_code=status, headers=headers)
+
+
+def error(status: int, type_name: str, message: str = "") -> Response:
+    return json_response(exception_body(type_name, message), status)
+
+
+def bearer(request: Request, scheme: str = "Bearer") -> str:
+    value = request.headers.get("authorization", "")
+    prefix = scheme + " "
+    return value[len(prefix) :].strip() if value.startswith(prefix) else ""
+
+
+async def body_json(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def route(state: EmulatorState, names: str | dict[str, str], handler: Handler) -> Handler:
+    """Log the request, apply a matching fault, then run ``handler``.
+
+    ``names`` is the spec's route name, or one per method where a path serves several (A3/A6/A7).
+    """
+
+    async def wrapped(request: Request) -> Response:
+        name = names if isinstance(names, str) else names[request.method]
+        body = await request.body()
+        state.requests.append(
+            {
+                "route": name,
+                "method": request.method,
+                "path": request.url.path,
+                "query": dict(request.query_params),
+                "headers": dict(request.headers),
+                "body": body.decode("utf-8", "replace"),
+                "at": state.clock.now(),
+            }
+        )
+        fault = state.faults.take(name, request.method)
+        if fault is None:
+            return await handler(request)
+        if fault.kind is FaultKind.STATUS:
+            content = (
+                exception_body(fault.type_name, fault.message)
+                if fault.type_name or fault.message
+                else {}
+            )
+            return json_response(content, fault.status, fault.headers or None)
+        if fault.kind is FaultKind.EMPTY:
+            return Response(b"", 200, media_type="application/json")
+        if fault.kind is FaultKind.HANG:
+            await asyncio.sleep(fault.delay or 3600.0)
+            return Response(b"", 504)
+        if fault.kind is FaultKind.DELAY:
+            await asyncio.sleep(fault.delay)
+        answer = await handler(request)
+        if fault.kind is FaultKind.BOM:
+            headers = {k: v for k, v in answer.headers.items() if k.lower() != "content-length"}
+            return Response(BOM + bytes(answer.body), answer.status_code, headers=headers)
+        return answer
+
+    return wrapped

@@ -1,0 +1,163 @@
+"""The emulator's records (protocol spec §7.1).
+
+These are mutable on purpose: they are the emulated service's own state, changed in place by one
+event loop, never shared with Rungar's code. Rungar's values stay frozen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    WAITING = "waiting"  # held by an environment gate
+    AVAILABLE = "available"  # offered to a scale set (legacy acquire flow)
+    ASSIGNED = "assigned"
+    RUNNING = "running"
+    COMPLETED = "completed"
+
+
+@dataclass(slots=True)
+class JobSpec:
+    """What a test asks for; ``duration``, ``memory_bytes`` and ``cpu`` are the workload."""
+
+    labels: tuple[str, ...] = ("self-hosted",)
+    repository: str = "octo-org/app"
+    workflow: str = "ci.yml"
+    name: str = "build"
+    duration: float = 1.0  # emulated seconds
+    memory_bytes: int = 0
+    cpu: float = 0.0  # cores to keep busy
+    result: str = "succeeded"  # what the runner will report
+    gated: bool = False
+    event_name: str = "push"
+
+
+@dataclass(slots=True)
+class Job:
+    job_id: str
+    request_id: int
+    workflow_job_id: int
+    run_id: int
+    spec: JobSpec
+    created_at: float
+    state: JobState = JobState.QUEUED
+    scale_set_id: int = 0
+    runner_id: int = 0
+    runner_name: str = ""
+    result: str = ""
+    assigned_at: float = 0.0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    reassignments: int = 0
+
+    @property
+    def owner(self) -> str:
+        return self.spec.repository.split("/", 1)[0]
+
+    @property
+    def repo_name(self) -> str:
+        return self.spec.repository.split("/", 1)[-1]
+
+    def event(self, kind: str, **extra: Any) -> dict[str, Any]:
+        """One element of a message body (§3.6)."""
+        return {
+            "messageType": kind,
+            "runnerRequestId": self.request_id,
+            "repositoryName": self.repo_name,
+            "ownerName": self.owner,
+            "jobId": self.job_id,
+            "jobWorkflowRef": (
+                f"{self.spec.repository}/.github/workflows/{self.spec.workflow}@refs/heads/main"
+            ),
+            "jobDisplayName": self.spec.name,
+            "workflowRunId": self.run_id,
+            "eventName": self.spec.event_name,
+            "requestLabels": list(self.spec.labels),
+            "queueTime": "2026-01-01T00:00:00Z",
+            "scaleSetAssignTime": "0001-01-01T00:00:00Z",
+            "runnerAssignTime": "0001-01-01T00:00:00Z",
+            "finishTime": "0001-01-01T00:00:00Z",
+            **extra,
+        }
+
+
+@dataclass(slots=True)
+class ScaleSetRecord:
+    id: int
+    name: str
+    runner_group_id: int
+    labels: list[str]
+    created_at: float
+    max_capacity: int | None = None  # last X-ScaleSetMaxCapacity; None = unlimited
+    polled: bool = False  # the current session has polled: its capacity is known
+    pending: list[dict[str, Any]] = field(default_factory=list)  # events not yet in a message
+    unacked: list[Message] = field(default_factory=list)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def wake(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    def to_json(self, statistics: dict[str, int] | None, group_name: str) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "runnerGroupId": self.runner_group_id,
+            "runnerGroupName": group_name,
+            "labels": [{"type": "System", "name": label} for label in self.labels],
+            "RunnerSetting": {"ephemeral": True, "isElastic": False, "disableUpdate": True},
+            "createdOn": "2026-01-01T00:00:00Z",
+            "statistics": statistics,
+            "status": None,
+            "enabled": True,
+        }
+
+
+@dataclass(slots=True)
+class Message:
+    message_id: int
+    events: list[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    session_id: str
+    scale_set_id: int
+    owner: str
+    last_poll: float
+    alive: bool = True
+
+
+@dataclass(slots=True)
+class Runner:
+    id: int
+    name: str
+    scale_set_id: int
+    credential: str  # what the JIT config lets the runner authenticate with
+    created_at: float
+    online: bool = False
+    jit_used: bool = False
+    job_id: str = ""
+    labels: tuple[str, ...] = ()
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.job_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "runnerScaleSetId": self.scale_set_id,
+            "os": "linux",
+            "status": "online" if self.online else "offline",
+            "busy": self.busy,
+            "ephemeral": True,
+            "disableUpdate": True,
+            "labels": [{"name": label, "type": "System"} for label in self.labels],
+        }

@@ -1,0 +1,259 @@
+"""The emulator's REST routes under ``/api/v3`` (protocol spec §2.1, §7.2 "REST").
+
+R1 checks the App JWT; R2 and R4/R5 take a PAT or an installation token of the scope's owner;
+R3 takes ``RemoteAuth <registration token>`` for the same scope and returns the admin URL and JWT.
+Every answer carries ``x-ratelimit-*`` headers; a spent budget answers 403 until the reset.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from rungar.testing.github_emulator.http import bearer, body_json, json_response, route
+from rungar.testing.github_emulator.state import EmulatorState
+
+
+def iso(ts: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def scope_of_url(url: str) -> str:
+    """The REST scope a config URL designates (``orgs/o``, ``repos/o/r``, ``enterprises/e``)."""
+    segments = [s for s in urlsplit(url.strip().strip("/")).path.split("/") if s]
+    if len(segments) == 2 and segments[0] == "enterprises":
+        return f"enterprises/{segments[1]}"
+    if len(segments) == 2:
+        return f"repos/{segments[0]}/{segments[1]}"
+    return f"orgs/{segments[0]}" if segments else ""
+
+
+def scope_owner(scope: str) -> str:
+    return scope.split("/")[1] if "/" in scope else ""
+
+
+def encode_jit(base: str, runner_id: int, name: str, credential: str, work_folder: str) -> str:
+    """A JIT config shaped like GitHub's: base64 JSON of base64 runner files (§3.9)."""
+
+    def b64(obj: object) -> str:
+        return base64.b64encode(json.dumps(obj).encode()).decode()
+
+    files = {
+        ".runner": b64(
+            {
+                "AgentId": runner_id,
+                "AgentName": name,
+                "PoolId": 0,
+                "ServerUrl": f"{base}/tenant/1/",
+                "ServerUrlV2": f"{base}/_runner/",
+                "WorkFolder": work_folder or "_work",
+                "Ephemeral": True,
+                "DisableUpdate": True,
+                "UseV2Flow": True,
+            }
+        ),
+        ".credentials": b64({"scheme": "OAuth", "data": {"token": credential, "serverUrl": base}}),
+        ".credentials_rsaparams": b64({}),
+    }
+    return base64.b64encode(json.dumps(files).encode()).decode()
+
+
+class RestRoutes:
+    def __init__(self, state: EmulatorState) -> None:
+        self.state = state
+
+    def _limit_headers(self) -> dict[str, str]:
+        s = self.state
+        return {
+            "x-ratelimit-limit": str(s.options.rate_limit),
+            "x-ratelimit-remaining": str(max(0, s.rate_remaining)),
+            "x-ratelimit-used": str(s.options.rate_limit - max(0, s.rate_remaining)),
+            "x-ratelimit-reset": str(int(s.rate_reset)),
+            "x-ratelimit-resource": "core",
+        }
+
+    def _spend(self) -> Response | None:
+        """Count a REST call against the budget; a 403 when it is spent."""
+        s = self.state
+        now = s.clock.now()
+        if now >= s.rate_reset:
+            s.rate_remaining, s.rate_reset = s.options.rate_limit, now + 3600
+        if s.rate_remaining <= 0:
+            return json_response(
+                {
+                    "message": "API rate limit exceeded",
+                    "documentation_url": "https://docs.github.com",
+                },
+                403,
+                self._limit_headers(),
+            )
+        s.rate_remaining -= 1
+        return None
+
+    def _answer(self, data: object, status: int) -> Response:
+        return json_response(data, status, self._limit_headers())
+
+    def _owner(self, request: Request, scope: str) -> Response | str:
+        token = bearer(request)
+        owner = self.state.tokens.rest_owner(token) if token else None
+        if owner is None:
+            return self._answer({"message": "Bad credentials"}, 401)
+        if owner != scope_owner(scope):
+            return self._answer({"message": "Resource not accessible by integration"}, 403)
+        return owner
+
+    async def access_token(self, request: Request) -> Response:  # R1
+        if (spent := self._spend()) is not None:
+            return spent
+        installation_id = int(request.path_params["iid"])
+        if self.state.tokens.check_app_jwt(bearer(request)) is None:
+            return self._answer({"message": "A JSON web token could not be decoded"}, 401)
+        if installation_id not in self.state.tokens.installations:
+            return self._answer({"message": "Not Found"}, 404)
+        token, expires = self.state.tokens.issue_installation_token(
+            installation_id, self.state.options.token_ttl
+        )
+        body = {
+            "token": token,
+            "expires_at": iso(expires),
+            "permissions": {},
+            "repository_selection": "all",
+        }
+        return self._answer(body, 201)
+
+    async def registration_token(self, request: Request) -> Response:  # R2
+        if (spent := self._spend()) is not None:
+            return spent
+        scope = request.url.path.removeprefix("/api/v3/").removesuffix(
+            "/actions/runners/registration-token"
+        )
+        owner = self._owner(request, scope)
+        if isinstance(owner, Response):
+            return owner
+        token, expires = self.state.tokens.issue_registration_token(
+            owner, scope, self.state.options.token_ttl
+        )
+        return self._answer({"token": token, "expires_at": iso(expires)}, 201)
+
+    async def runner_registration(self, request: Request) -> Response:  # R3
+        if (spent := self._spend()) is not None:
+            return spent
+        issued = self.state.tokens.check_registration_token(bearer(request, "RemoteAuth"))
+        if issued is None:
+            return self._answer({"message": "Bad registration token"}, 401)
+        body = await body_json(request)
+        url = body.get("url", "") if isinstance(body, dict) else ""
+        if scope_of_url(url) != issued.scope_url:
+            return self._answer({"message": "url does not match the token's scope"}, 403)
+        admin = self.state.tokens.issue_jwt(
+            {"kind": "admin", "owner": issued.owner}, self.state.options.admin_token_ttl
+        )
+        base = str(request.base_url).rstrip("/")
+        answer = {
+            "url": f"{base}/tenant/1/",
+            "token": admin,
+            "token_schema": "OAuthAccessToken",
+            "use_v2_flow": True,
+        }
+        return self._answer(answer, self.state.options.registration_status)
+
+    async def rest_jit(self, request: Request) -> Response:  # R4
+        if (spent := self._spend()) is not None:
+            return spent
+        scope = request.url.path.removeprefix("/api/v3/").removesuffix(
+            "/actions/runners/generate-jitconfig"
+        )
+        owner = self._owner(request, scope)
+        if isinstance(owner, Response):
+            return owner
+        body = await body_json(request)
+        if not isinstance(body, dict) or not body.get("labels") or "runner_group_id" not in body:
+            return self._answer(
+                {"message": "Invalid request: runner_group_id and labels are required"}, 422
+            )
+        name = str(body.get("name", ""))
+        s = self.state
+        if any(r.name == name for r in s.runners.values()):
+            return self._answer(
+                {"message": "Already exists - A runner with the same name already exists"}, 409
+            )
+        # A REST runner belongs to no scale set: it takes jobs by labels, which the dispatcher
+        # does not route; it exists so webhook-driven pools can be exercised end to end.
+        from rungar.testing.github_emulator.model import Runner
+
+        runner = Runner(
+            s.next_id(),
+            name,
+            0,
+            "rc_rest_" + str(s.next_id()),
+            s.clock.now(),
+            labels=tuple(body["labels"]),
+        )
+        s.runners[runner.id] = runner
+        s.runners_created += 1
+        jit = encode_jit(
+            str(request.base_url).rstrip("/"), runner.id, name, runner.credential, "_work"
+        )
+        return self._answer({"runner": runner.to_json(), "encoded_jit_config": jit}, 201)
+
+    async def list_runners(self, request: Request) -> Response:  # R5
+        if (spent := self._spend()) is not None:
+            return spent
+        scope = request.url.path.removeprefix("/api/v3/").removesuffix("/actions/runners")
+        owner = self._owner(request, scope)
+        if isinstance(owner, Response):
+            return owner
+        runners = [r.to_json() for r in self.state.runners.values()]
+        return self._answer({"total_count": len(runners), "runners": runners}, 200)
+
+    async def rate_limit(self, request: Request) -> Response:
+        s = self.state
+        core = {
+            "limit": s.options.rate_limit,
+            "remaining": s.rate_remaining,
+            "reset": int(s.rate_reset),
+        }
+        return self._answer({"resources": {"core": core}, "rate": core}, 200)
+
+    def routes(self) -> list[Route]:
+        s = self.state
+        scopes = ["orgs/{o}", "repos/{o}/{r}", "enterprises/{e}"]
+        out = [
+            Route(
+                "/api/v3/app/installations/{iid:int}/access_tokens",
+                route(s, "R1", self.access_token),
+                methods=["POST"],
+            ),
+            Route(
+                "/api/v3/actions/runner-registration",
+                route(s, "R3", self.runner_registration),
+                methods=["POST"],
+            ),
+            Route("/api/v3/rate_limit", route(s, "R5", self.rate_limit), methods=["GET"]),
+        ]
+        for scope in scopes:
+            out += [
+                Route(
+                    f"/api/v3/{scope}/actions/runners/registration-token",
+                    route(s, "R2", self.registration_token),
+                    methods=["POST"],
+                ),
+                Route(
+                    f"/api/v3/{scope}/actions/runners/generate-jitconfig",
+                    route(s, "R4", self.rest_jit),
+                    methods=["POST"],
+                ),
+                Route(
+                    f"/api/v3/{scope}/actions/runners",
+                    route(s, "R5", self.list_runners),
+                    methods=["GET"],
+                ),
+            ]
+        return out

@@ -1,0 +1,74 @@
+"""``rungar github-emulator`` as a process: a client and ``rungar fake-runner`` work against it over
+HTTP, driven through the control API as the demo does."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+import httpx
+
+from rungar.github.auth import PatAuth
+from rungar.github.service import ScaleSetGitHub
+from rungar.testing.github_emulator import InstantClock
+from rungar.testing.github_emulator.harness import scale_set
+
+
+async def test_the_emulator_process_serves_a_client_and_a_fake_runner_end_to_end() -> None:
+    emulator = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rungar.cli.github_emulator", "--port", "0", "--long-poll", "0.3",
+        "--clock-factor", "20",
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert emulator.stdout is not None
+        line = (await asyncio.wait_for(emulator.stdout.readline(), timeout=20)).decode()
+        org_url = line.split()[2]
+        base = org_url.rsplit("/", 1)[0]
+        gh = ScaleSetGitHub(org_url, PatAuth("emulator-pat"), InstantClock())
+        async with httpx.AsyncClient(base_url=base) as control:
+            scale_set_id = await gh.ensure_scale_set(scale_set())
+            session = await gh.client.create_session(scale_set_id, "host")
+            await gh.client.get_message(session, 0, 3)
+            job = await control.post(
+                "/_fake/jobs", json={"labels": ["self-hosted", "rungar"], "duration": 2, "cpu": 0.2}
+            )
+            assert job.status_code == 201
+            message = await gh.client.get_message(session, 0, 3)
+            assert message is not None and [j.kind for j in message.jobs] == ["JobAssigned"]
+            await gh.client.delete_message(session, message.message_id)
+            _, jit = await gh.generate_jit_config(scale_set_id, "linux-1")
+            argv = ["-m", "rungar.cli.fake_runner", "--jitconfig", jit, "--max-wait", "20"]
+            runner = await asyncio.create_subprocess_exec(
+                sys.executable, *argv, stdout=asyncio.subprocess.PIPE
+            )
+            out, _ = await asyncio.wait_for(runner.communicate(), timeout=60)
+            assert runner.returncode == 0, out.decode()
+            started = await gh.client.get_message(session, message.message_id, 3)
+            assert started is not None
+            kinds = [j.kind for j in started.jobs]
+            assert kinds in (["JobStarted", "JobCompleted"], ["JobStarted"])
+            state = (await control.get("/_fake/state")).json()
+            assert state["jobs"]["completed"] == 1 and state["runners"] == []
+            await gh.client.delete_session(scale_set_id, session.session_id)
+        await gh.aclose()
+    finally:
+        if emulator.returncode is None:
+            os.kill(emulator.pid, signal.SIGINT)
+            await asyncio.wait_for(emulator.wait(), timeout=10)
+
+
+def test_the_emulator_also_runs_in_a_thread_for_sync_callers() -> None:
+    from rungar.testing.github_emulator import GitHubEmulator
+
+    emu = GitHubEmulator()
+    base = emu.start_in_thread()
+    try:
+        state = httpx.get(f"{base}/_fake/state", timeout=5).json()
+        assert state["jobs"]["queued"] == 0
+        created = httpx.post(f"{base}/_fake/jobs", json={"labels": ["x"]}, timeout=5)
+        assert created.status_code == 201
+    finally:
+        emu.stop_thread()

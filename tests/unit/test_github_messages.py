@@ -1,0 +1,88 @@
+"""Message parsing (§3.4, §3.6) and the job tracker that keeps duplicates out (§4.3)."""
+
+from __future__ import annotations
+
+import json
+
+from rungar.github.interface import JobEventKind
+from rungar.github.jobs import JobTracker
+from rungar.github.wire import BOM, JobMessage, Message, decode_json, scale_set_labels
+
+A, S, C = JobEventKind.ASSIGNED, JobEventKind.STARTED, JobEventKind.COMPLETED
+
+
+def _job(kind: str, job_id: str = "j1", request_id: int = 0) -> JobMessage:
+    return JobMessage(kind=kind, job_id=job_id, runner_request_id=request_id)
+
+
+def test_the_body_is_a_string_holding_a_json_array() -> None:
+    raw = {
+        "messageId": 100000171,
+        "messageType": "RunnerScaleSetJobMessages",
+        "statistics": {"totalAssignedJobs": 2, "totalRunningJobs": 1},
+        "body": json.dumps(
+            [{"messageType": "JobStarted", "jobId": "x", "runnerId": 4, "runnerName": "r"}]
+        ),
+    }
+    message = Message.from_json(raw)
+    assert message.statistics.assigned == 2 and message.statistics.running == 1
+    assert message.jobs[0].runner_name == "r" and message.jobs[0].runner_id == 4
+
+
+def test_an_empty_or_garbled_body_carries_statistics_only() -> None:
+    for body in ("", "not json", "{}", None):
+        assert Message.from_json({"messageId": 1, "body": body}).jobs == ()
+
+
+def test_a_bom_and_an_empty_body_are_tolerated() -> None:
+    assert decode_json(BOM + b'{"a": 1}') == {"a": 1}
+    assert decode_json(b"  ") is None
+
+
+def test_jobs_are_keyed_by_job_id_falling_back_to_the_request_id() -> None:
+    assert _job("JobAssigned", "abc", 7).key == "abc"
+    assert _job("JobAssigned", "", 7).key == "request:7"
+
+
+def test_scale_set_labels_put_the_name_first_and_drop_duplicates() -> None:
+    assert [x["name"] for x in scale_set_labels("linux", ["gpu", "LINUX", "gpu"])] == [
+        "linux",
+        "gpu",
+    ]
+
+
+def test_the_tracker_passes_each_transition_once() -> None:
+    tracker = JobTracker()
+    seen = [
+        tracker.accept(_job(k))
+        for k in (
+            "JobAssigned",
+            "JobAssigned",
+            "JobStarted",
+            "jobstarted",
+            "JobCompleted",
+            "JobCompleted",
+        )
+    ]
+    assert seen == [A, None, S, None, C, None]
+
+
+def test_a_reassignment_after_a_cancel_is_news_but_a_late_start_is_not() -> None:
+    tracker = JobTracker()
+    assert tracker.accept(_job("JobAssigned")) is A
+    assert tracker.accept(_job("JobCompleted")) is C
+    assert tracker.accept(_job("JobStarted")) is None
+    assert tracker.accept(_job("JobAssigned")) is A
+
+
+def test_available_and_unknown_kinds_are_not_job_events() -> None:
+    tracker = JobTracker()
+    assert tracker.accept(_job("JobAvailable")) is None
+    assert tracker.accept(_job("SomethingNew")) is None
+
+
+def test_the_tracker_forgets_the_oldest_jobs_beyond_its_capacity() -> None:
+    tracker = JobTracker(capacity=2)
+    for job_id in ("a", "b", "c"):
+        tracker.accept(_job("JobAssigned", job_id))
+    assert tracker.phase("a") is None and tracker.phase("c") is A
