@@ -16,7 +16,7 @@ import structlog
 
 from rungar.clock import Clock, SystemClock
 from rungar.config.loader import load_scale_sets
-from rungar.config.model import ProviderConfig
+from rungar.config.model import ProviderConfig, Timing
 from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
@@ -96,6 +96,7 @@ class Daemon:
         self.settings = settings
         self.clock = clock or SystemClock()
         self.warnings: list[str] = []
+        self.timing = Timing()
 
     def _github(self, store: SqliteStore, metrics: Metrics) -> Any:
         from rungar.github.auth import AppAuth, PatAuth
@@ -124,6 +125,8 @@ class Daemon:
             self.clock,
             cursors=StoreCursors(store),
             long_poll_timeout=gh.long_poll_timeout,
+            session_retry_first=self.timing.session_retry_first,
+            session_retry_max=self.timing.session_retry_max,
         )
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
@@ -140,6 +143,7 @@ class Daemon:
         )
         metrics = Metrics()
         metrics.start_time.set(self.clock.now())
+        self.timing = config.timing
         github = self._github(store, metrics)
         for warning in self.warnings:
             log.warning(warning)

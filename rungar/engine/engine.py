@@ -99,6 +99,7 @@ class Engine:
         self.orphans_seen: dict[str, float] = {}
         self.draining_providers: set[str] = set()
         self.list_errors: dict[str, str] = {}  # why a provider is unreachable
+        self.github_calls_exported: dict[str, int] = {}
         self.github_url = ""
         self._create_slots = asyncio.Semaphore(max_parallel_creates)
         self._tasks: set[asyncio.Task[object]] = set()
@@ -183,6 +184,7 @@ class Engine:
         config = state.config
         now = self.clock.now()
         found = self.fleet.can_place(config.name, now)
+        self.report_new_holds()
         if not found.any:
             self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
             log.info("runner.cannot_scale_up", scale_set=config.name, reason=found.why_none())
@@ -203,6 +205,7 @@ class Engine:
             intent = replace(intent, runner_id=runner_id)
             self.store.write_intent(intent)
             result = await self._place(state, name, intent, jit_config)
+            self.report_new_holds()
             if isinstance(result, Placed):
                 record = RunnerRecord(
                     name=name,
@@ -327,6 +330,29 @@ class Engine:
             self.metrics.provider_calls.labels(provider, call, result).inc()
             self.metrics.provider_call_duration.labels(provider, call).observe(
                 time.monotonic() - started
+            )
+
+    def report_new_holds(self) -> None:
+        """Record an event for each hold placement asked for since the last report."""
+        holds, self.fleet.new_holds = self.fleet.new_holds, []
+        for hold in holds:
+            self.events.record(
+                "provider",
+                hold.provider,
+                "held",
+                scale_set=hold.holder,
+                provider=hold.provider,
+                message=(
+                    f"held for {hold.holder} (priority {hold.priority}): lower priorities keep "
+                    "off it until it places its runner"
+                ),
+                priority=hold.priority,
+            )
+            log.info(
+                "provider.held",
+                provider=hold.provider,
+                scale_set=hold.holder,
+                priority=hold.priority,
             )
 
     def _observe(self, scale_set: str, attempt: Try) -> None:

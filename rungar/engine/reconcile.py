@@ -237,10 +237,34 @@ async def reconcile(engine: Engine) -> None:
     for name in list(engine.sets):
         engine.metrics.last_reconcile.labels(name).set(now)
         await engine.scale(name)
+    export_gauges(engine)
     engine.metrics.reconcile_duration.observe(time.monotonic() - started)
     log.info(
         "reconcile.pass", runners=len(engine.runners), duration=round(time.monotonic() - started, 3)
     )
+
+
+def export_gauges(engine: Engine) -> None:
+    """Runner gauges by state, pause flags, runners per provider, GitHub calls by code."""
+    metrics = engine.metrics
+    for name, state in engine.sets.items():
+        live = engine.runners.live(name)
+        for runner_state in ("starting", "idle", "busy"):
+            count = sum(1 for r in live if r.state.value == runner_state)
+            if runner_state == "starting":
+                count += state.creating
+            metrics.runners_current.labels(name, runner_state).set(count)
+        metrics.paused.labels(name).set(1 if state.paused else 0)
+        metrics.runners_min.labels(name).set(state.config.min_runners)
+    for scale_set, provider, count in engine.runners.counts():
+        metrics.provider_runners.labels(scale_set, provider).set(count)
+    counter = getattr(engine.github, "counter", None)
+    if counter is not None:
+        for code, total in counter.snapshot().items():
+            seen = engine.github_calls_exported.get(code, 0)
+            if total > seen:
+                metrics.github_requests.labels(code).inc(total - seen)
+                engine.github_calls_exported[code] = total
 
 
 def _write_off(engine: Engine, record: RunnerRecord) -> None:

@@ -121,6 +121,7 @@ class Fleet:
         self._runtime_disabled: set[str] = set()
         self._runtime_enabled: set[str] = set()
         self._ids = itertools.count(1)
+        self.new_holds: list[Hold] = []  # holds placed (not renewals), for the caller to report
         self.configure(providers, scale_sets, self.timing)
 
     # ----------------------------------------------------------------- configuration
@@ -354,8 +355,9 @@ class Fleet:
                 continue
             if not self._anyone_below(config.priority, entry.name):
                 continue  # a hold that keeps no one off would only clutter status
+            current = self._holds.get(entry.name)
             hold = place_hold(
-                self._holds.get(entry.name),
+                current,
                 provider=entry.name,
                 holder=scale_set,
                 priority=config.priority,
@@ -364,6 +366,14 @@ class Fleet:
             )
             self._holds[entry.name] = hold
             placed.append(hold)
+            duration = self.timing.hold_duration
+            renewal = (
+                current is not None
+                and current.active(now, duration)
+                and current.holder == scale_set
+            )
+            if hold.holder == scale_set and not renewal:
+                self.new_holds.append(hold)
         return placed
 
     def _anyone_below(self, priority: int, provider: str) -> bool:

@@ -100,3 +100,12 @@ def test_holds_and_backoffs_survive_an_export_and_restore() -> None:
     g.restore_state(backoffs, holds)
     assert g.skip_reason("small", "a", T0 + 30) == "held for scale set big"
     assert g.skip_reason("big", "a", T0 + 5) == "full"
+
+
+async def test_a_new_hold_is_reported_once_and_its_renewals_are_not() -> None:
+    f = priority_fleet()
+    await try_place(f, "big", Script(answers={"a": FULL}), T0)
+    assert [(h.provider, h.holder) for h in f.new_holds] == [("a", "big")]
+    f.new_holds.clear()
+    f.can_place("big", T0 + 5)
+    assert f.new_holds == [], "a renewal is not a new hold"
