@@ -1,27 +1,59 @@
-"""``rungar demo``: replays the Placement seed's two examples on a virtual clock.
+"""``rungar demo`` (= ``make demo``): the embedded default, on loopback, with no account.
 
-What it shows: providers tried in order, FULL refusals and the skip backoff they start, a
-priority hold keeping smaller runners off the hosts until the large runner has its room.
+It starts a GitHub emulator, three runnerd hosts with different memory budgets, AWS on moto's
+server for overflow, and the rungar daemon; queues a burst of jobs whose runners really
+allocate memory; shows ``rungar status`` live; and ends with a summary. ``--keep`` leaves it
+running for ``rungar status`` in another shell. ``--placement-only`` replays the Placement
+seed's two examples through the placement engine on a virtual clock instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import sys
 from typing import Any
-
-from rungar.demo.placement_story import timelines
 
 
 def add_parser(subparsers: Any, name: str, help_text: str) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(name, help=help_text)
+    parser.add_argument("--keep", action="store_true", help="leave it running after the summary")
     parser.add_argument(
         "--placement-only",
         action="store_true",
         help="only replay the seed's placement examples on a virtual clock",
     )
+    parser.add_argument("--small", type=int, default=28, help="small jobs in the burst")
+    parser.add_argument("--large", type=int, default=4, help="large jobs in the burst")
+    parser.add_argument("--no-live", action="store_true", help="no live view, only the summary")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.placement_only:
+        return _placement_timelines()
+    from rich.console import Console
+
+    from rungar import logs
+    from rungar.demo.scenario import Burst, run_demo
+
+    logs.configure("error")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    console = Console(width=None if sys.stdout.isatty() else 132)
+    burst = Burst(small=args.small, large=args.large)
+    try:
+        summary = asyncio.run(run_demo(console, keep=args.keep, burst=burst, live=not args.no_live))
+    except KeyboardInterrupt:
+        return 130
+    if not summary.ok:
+        console.print(f"[red]only {summary.completed} of {summary.jobs} jobs finished[/]")
+        return 1
+    return 0
+
+
+def _placement_timelines() -> int:
+    from rungar.demo.placement_story import timelines
+
     for story in timelines():
         print(story.title)
         for line in story.lines:

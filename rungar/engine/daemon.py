@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import signal
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 
@@ -92,6 +92,10 @@ class _LazyPlugin:
 
 
 class Daemon:
+    # The control surface of each daemon running in this process, by admin socket: the demo
+    # shows its live view from it without going through the socket.
+    running: ClassVar[dict[str, Control]] = {}
+
     def __init__(self, settings: DaemonSettings, clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
@@ -170,6 +174,7 @@ class Daemon:
         )
         from rungar.rpc.admin_server import serve_admin
 
+        Daemon.running[settings.socket] = control
         admin = await serve_admin(
             control, settings.socket, mode=settings.socket_mode, clock=self.clock
         )
@@ -191,6 +196,7 @@ class Daemon:
             await stop.wait()
         finally:
             log.info("daemon.stopping", note="every runner is left in place")
+            Daemon.running.pop(settings.socket, None)
             await runloop.stop()
             await admin.stop()
             with contextlib.suppress(Exception):

@@ -64,6 +64,9 @@ class RunnerBlock:
             parts.append(format_bytes(self.memory_bytes))
         if not parts:
             for key in ("profile", "machine_type", "instance_type"):
-                if key in self.extra:
-                    parts.append(str(self.extra[key]))
+                value = self.extra.get(key)
+                if isinstance(value, list | tuple):
+                    parts.append(" or ".join(str(v) for v in value))
+                elif value is not None:
+                    parts.append(str(value))
         return ", ".join(parts)

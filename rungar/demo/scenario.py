@@ -1,0 +1,190 @@
+"""The demo's story: a realistic burst of jobs through the whole system, watched live.
+
+Small jobs arrive in a wave and fill the three hosts one after another (pack); when every host
+refuses one as full for memory, AWS takes the overflow up to its own limit. Large jobs
+(priority 10) arrive into the full fleet: a host refusing one holds the small runners off it
+until the large runner has its room. Every job's runner is a real process that allocates the
+memory the job asks for. At the end a summary says what happened, from the daemon's own events
+and GitHub's (the emulator's) record of every job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from rungar.cli.status import render_status
+from rungar.demo.stack import Stack
+from rungar.engine.events import Event
+from rungar.testing.github_emulator.model import JobSpec, JobState
+
+MIB = 1024 * 1024
+
+
+@dataclass
+class Burst:
+    small: int = 28
+    large: int = 4
+    seed: int = 7
+    large_after: float = 4.0  # real seconds after the small wave
+    deadline: float = 110.0  # real seconds for every job to finish
+
+    def small_jobs(self, rng: random.Random) -> list[JobSpec]:
+        repos = ["octo-org/web", "octo-org/api", "octo-org/docs"]
+        return [
+            JobSpec(
+                labels=("demo-small",),
+                repository=rng.choice(repos),
+                workflow="ci.yml",
+                name=rng.choice(["lint", "unit", "build", "typecheck"]),
+                duration=rng.uniform(60, 200),
+                memory_bytes=rng.randint(40, 130) * MIB,
+                cpu=0.05,
+            )
+            for _ in range(self.small)
+        ]
+
+    def large_jobs(self, rng: random.Random) -> list[JobSpec]:
+        return [
+            JobSpec(
+                labels=("demo-large",),
+                repository="octo-org/monolith",
+                workflow="build.yml",
+                name="integration",
+                duration=rng.uniform(80, 160),
+                memory_bytes=rng.randint(220, 380) * MIB,
+                cpu=0.1,
+            )
+            for _ in range(self.large)
+        ]
+
+
+@dataclass
+class Summary:
+    jobs: int = 0
+    completed: int = 0
+    waits: list[float] = field(default_factory=list)  # emulated seconds, queued → started
+    runners_by_provider: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[tuple[str, str]] = field(default_factory=Counter)
+    holds: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.jobs > 0 and self.completed == self.jobs
+
+    def table(self) -> Table:
+        table = Table(title="rungar demo: what happened", show_header=False, title_justify="left")
+        table.add_column("what", style="bold")
+        table.add_column("value")
+        table.add_row("jobs run", f"{self.completed} of {self.jobs} in {self.seconds:.0f}s")
+        if self.waits:
+            p50 = statistics.median(self.waits)
+            p95 = sorted(self.waits)[max(0, round(0.95 * len(self.waits)) - 1)]
+            table.add_row("wait for a runner", f"p50 {p50:.0f}s, p95 {p95:.0f}s (GitHub's clock)")
+        table.add_row(
+            "runners per provider",
+            ", ".join(f"{p} {n}" for p, n in sorted(self.runners_by_provider.items())) or "none",
+        )
+        table.add_row(
+            "refusals",
+            ", ".join(
+                f"{kind} {resource or '-'}: {n}"
+                for (kind, resource), n in sorted(self.refusals.items())
+            )
+            or "none",
+        )
+        table.add_row("priority holds", "; ".join(self.holds) or "none")
+        return table
+
+
+def collect(stack: Stack, events: list[Event], started: float) -> Summary:
+    assert stack.emulator is not None
+    summary = Summary(seconds=time.monotonic() - started)
+    jobs = list(stack.emulator.state.jobs.values())
+    summary.jobs = len(jobs)
+    summary.completed = sum(1 for j in jobs if j.state is JobState.COMPLETED)
+    summary.waits = [j.started_at - j.created_at for j in jobs if j.started_at]
+    for event in events:
+        if event.kind == "runner" and event.action == "created":
+            summary.runners_by_provider[event.provider] += 1
+        elif event.kind == "provider" and event.action in ("full", "failing"):
+            kind = str(event.attributes.get("refusal", event.action))
+            summary.refusals[(kind.upper(), str(event.attributes.get("resource", "")))] += 1
+        elif event.kind == "provider" and event.action == "held":
+            summary.holds.append(f"{event.provider} for {event.scale_set}")
+    return summary
+
+
+async def run_demo(
+    console: Console, *, keep: bool = False, burst: Burst | None = None, live: bool = True
+) -> Summary:
+    burst = burst or Burst()
+    rng = random.Random(burst.seed)
+    async with Stack(keep_dir=keep) as stack:
+        assert stack.emulator is not None
+        control_engine = _engine_of(stack)
+        console.print(f"[bold]rungar demo[/] on loopback, files in {stack.dir}")
+        console.print(
+            "GitHub emulator, 3 runnerd hosts (1000M, 800M, 600M), AWS on moto for overflow; "
+            f"a clock {stack.clock_factor:g}x faster than real time\n"
+        )
+        started = time.monotonic()
+        for spec in burst.small_jobs(rng):
+            stack.emulator.state.queue_job(spec)
+        large = burst.large_jobs(rng)
+        progress = Progress(
+            TextColumn("jobs"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        task = progress.add_task("jobs", total=len(large) + burst.small)
+        queued_large = False
+        with Live(console=console, refresh_per_second=4, transient=True, auto_refresh=live) as view:
+            while time.monotonic() - started < burst.deadline:
+                if not queued_large and time.monotonic() - started > burst.large_after:
+                    for spec in large:
+                        stack.emulator.state.queue_job(spec)
+                    queued_large = True
+                jobs = list(stack.emulator.state.jobs.values())
+                done = sum(1 for j in jobs if j.state is JobState.COMPLETED)
+                progress.update(task, completed=done)
+                status = render_status(control_engine.status()) if control_engine else ""
+                if live:
+                    view.update(Group(Text(status), progress))
+                if queued_large and done == len(jobs):
+                    break
+                await asyncio.sleep(0.5)
+        events = control_engine.engine.events.recent() if control_engine else []
+        summary = collect(stack, events, started)
+        console.print(Text(render_status(control_engine.status())) if control_engine else "")
+        console.print(summary.table())
+        if keep:
+            console.print(
+                f"\nStill running. In another shell: rungar status --socket {stack.socket}\n"
+                "Press Ctrl-C to stop."
+            )
+            with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
+                await asyncio.Event().wait()
+    return summary
+
+
+def _engine_of(stack: Stack) -> Any:
+    """The running daemon's Control, found through the admin socket's server object."""
+    from rungar.engine.daemon import Daemon
+
+    return Daemon.running.get(stack.socket)

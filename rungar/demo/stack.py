@@ -1,0 +1,229 @@
+"""The demo's loopback world: a GitHub emulator, runnerd hosts, AWS on moto, and the daemon.
+
+Everything listens on 127.0.0.1 or a unix socket in a private temporary folder; nothing needs an
+account or a cloud. The hosts are real ``runnerd serve`` processes with the process runtime, so
+the runners they admit are real ``rungar fake-runner`` processes that allocate the memory their
+jobs ask for. Machines that AWS (moto) "launches" are booted by :mod:`rungar.demo.cloudboot`,
+which runs each one's user data the way a cloud image would: a fake runner with its JIT config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import yaml
+
+from rungar.engine.daemon import Daemon
+from rungar.engine.settings import DaemonSettings, load_settings
+from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
+
+HERE = Path(__file__).resolve().parents[2] / "examples" / "demo"
+INSTALLATION = "rungar-demo"
+PAT = "emulator-pat"
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    name: str
+    memory_max: str
+
+
+DEFAULT_HOSTS = (Host("host1", "1000M"), Host("host2", "800M"), Host("host3", "600M"))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Stack:
+    """A running demo world; ``async with Stack(...) as stack`` brings it up and down."""
+
+    example: Path = HERE
+    hosts: tuple[Host, ...] = DEFAULT_HOSTS
+    clock_factor: float = 20.0
+    with_aws: bool = True
+    keep_dir: bool = False
+    dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rungar-demo-")))
+    emulator: GitHubEmulator | None = None
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    daemon_task: asyncio.Task[None] | None = None
+    stop_event: asyncio.Event = field(default_factory=asyncio.Event)
+    settings: DaemonSettings | None = None
+    moto: Any = None
+    booter: Any = None
+    ami: str = ""
+
+    @property
+    def socket(self) -> str:
+        return str(self.dir / "rungar.sock")
+
+    async def __aenter__(self) -> Stack:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        bin_dir = Path(sys.executable).parent
+        self.emulator = GitHubEmulator(
+            EmulatorOptions(
+                long_poll_seconds=1.0,
+                session_idle_ttl=600.0,
+                assignment_timeout=600.0,
+                clock_factor=self.clock_factor,
+            )
+        )
+        self.emulator.start_in_thread()
+        for host in self.hosts:
+            self._start_host(host)
+        if self.with_aws:
+            self._start_moto()
+        values = {"DIR": str(self.dir), "BIN": str(bin_dir), "AMI": self.ami or "ami-unused"}
+        scale_sets = Template((self.example / "scale_sets.yaml").read_text()).substitute(values)
+        if not self.with_aws:
+            scale_sets = _without_aws(scale_sets)
+        (self.dir / "scale_sets.yaml").write_text(scale_sets)
+        (self.dir / "token").write_text(PAT)
+        (self.dir / "token").chmod(0o600)
+        settings = {
+            "github": {
+                "url": self.emulator.org_url,
+                "token_path": str(self.dir / "token"),
+                "long_poll_timeout": 5,
+            },
+            "scale_sets": str(self.dir / "scale_sets.yaml"),
+            "installation": INSTALLATION,
+            "state_dir": str(self.dir / "rungar"),
+            "socket": self.socket,
+            "log_level": "warning",
+        }
+        (self.dir / "rungar.yaml").write_text(yaml.safe_dump(settings))
+        await self._wait_for_hosts()
+        self.settings = load_settings(str(self.dir / "rungar.yaml"))
+        self.daemon_task = asyncio.create_task(Daemon(self.settings).run(self.stop_event))
+        await self._wait_for(lambda: Path(self.socket).exists(), "the rungar daemon", 30)
+
+    def _start_host(self, host: Host) -> None:
+        host_dir = self.dir / host.name
+        host_dir.mkdir(parents=True)
+        values = {
+            "NAME": host.name,
+            "MEMORY_MAX": host.memory_max,
+            "DIR": str(self.dir),
+            "PYTHON": sys.executable,
+        }
+        toml = Template((self.example / "runnerd.toml").read_text()).substitute(values)
+        (host_dir / "runnerd.toml").write_text(toml)
+        log = (host_dir / "runnerd.log").open("wb")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.processes.append(
+            subprocess.Popen(  # noqa: S603 - our own interpreter and arguments
+                [
+                    sys.executable,
+                    "-m",
+                    "runnerd.cli",
+                    "serve",
+                    "-c",
+                    str(host_dir / "runnerd.toml"),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+        )
+
+    async def _wait_for_hosts(self) -> None:
+        for host in self.hosts:
+            sock = self.dir / host.name / "provider.sock"
+            await self._wait_for(sock.exists, f"runnerd on {host.name}", 30)
+
+    async def _wait_for(self, ready: Any, what: str, seconds: float) -> None:
+        for _ in range(int(seconds * 10)):
+            if ready():
+                return
+            for process in self.processes:
+                if process.poll() is not None:
+                    raise RuntimeError(f"a demo process exited early while waiting for {what}")
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"{what} did not start within {seconds:.0f}s (logs in {self.dir})")
+
+    def _start_moto(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        from rungar.demo.cloudboot import CloudBooter, prepare_region
+
+        port = free_port()
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        self.moto.start()
+        endpoint = f"http://127.0.0.1:{port}"
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "demo",
+            "AWS_SECRET_ACCESS_KEY": "demo",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            os.environ.setdefault(key, value)
+        subnets, self.ami = prepare_region(endpoint)
+        aws = {
+            "region": "us-east-1",
+            "subnets": subnets,
+            "installation": INSTALLATION,
+            "endpoint_url": endpoint,
+        }
+        (self.dir / "aws.yaml").write_text(yaml.safe_dump(aws))
+        self.booter = CloudBooter(endpoint, self.dir / "aws-machines")
+        self.booter.start()
+
+    async def stop(self) -> None:
+        self.stop_event.set()
+        if self.daemon_task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self.daemon_task, 20)
+        if self.booter is not None:
+            self.booter.stop()
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if self.moto is not None:
+            with contextlib.suppress(Exception):
+                self.moto.stop()
+        if self.emulator is not None:
+            self.emulator.stop_thread()
+        if not self.keep_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _without_aws(text: str) -> str:
+    """The example without its AWS provider (for runs that skip moto)."""
+    data = yaml.safe_load(text)
+    data["providers"] = [p for p in data["providers"] if p.get("type") != "aws"]
+    for scale_set in data["scale_sets"]:
+        scale_set["providers"] = [
+            p for p in scale_set["providers"] if (p if isinstance(p, str) else p["name"]) != "aws"
+        ]
+    data.pop("x-host", None)
+    return yaml.safe_dump(data, sort_keys=False)
