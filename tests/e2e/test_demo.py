@@ -1,0 +1,37 @@
+"""`make demo` as a newcomer sees it: every provider used, FULL for memory, a priority hold.
+
+The whole loopback world runs: the GitHub emulator, three `runnerd serve` processes whose
+runners are real `rungar fake-runner` processes, AWS on moto's server, and the daemon.
+"""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from rungar.demo.placement_story import timelines
+from rungar.demo.scenario import Burst, run_demo
+
+
+async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hold() -> None:
+    console = Console(file=io.StringIO(), width=132)
+    summary = await run_demo(console, burst=Burst(), live=False)
+    assert summary.ok, f"{summary.completed} of {summary.jobs} jobs finished"
+    assert set(summary.runners_by_provider) == {"host1", "host2", "host3", "aws"}
+    assert summary.refusals[("FULL", "memory")] > 0
+    assert summary.holds, "the large scale set held a full host"
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "rungar demo: what happened" in out
+
+
+def test_the_placement_timelines_tell_the_seeds_two_examples() -> None:
+    pack, priority = timelines()
+    pack_text = "\n".join(pack.lines)
+    assert "compute1 refuses rungar-c4-m8's runner: FULL" in pack_text
+    assert "compute2 creates" in pack_text and "gcp creates" in pack_text
+    assert "rungar-c4-m8 skips compute1: full" in pack_text
+    priority_text = "\n".join(priority.lines)
+    assert "compute1 is HELD for rungar-c8-m16 (priority 10)" in priority_text
+    assert "held for scale set rungar-c8-m16" in priority_text
+    assert "compute1 creates rungar-c8-m16-" in priority_text
