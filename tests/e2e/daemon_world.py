@@ -1,0 +1,169 @@
+"""A loopback world for driving ``rungar serve`` as a user would: a real daemon process, the
+GitHub emulator, and fake providers served over gRPC whose machines really run fake runners.
+
+The providers live in the test process, so they outlive a daemon killed with ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
+from rungar.rpc.server import ProviderServer, serve
+from rungar.testing.fake_provider import FakeProvider
+from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
+
+
+class RunningProvider:
+    """A FakeProvider whose machines boot: each created machine runs ``rungar fake-runner``."""
+
+    def __init__(self, fake: FakeProvider, log_dir: Path) -> None:
+        self.fake = fake
+        self.log_dir = log_dir
+        self.runners: dict[str, subprocess.Popen[bytes]] = {}
+
+    async def info(self) -> ProviderInfo:
+        return await self.fake.info()
+
+    async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
+        return await self.fake.validate_runner(runner)
+
+    async def create(self, request: CreateRequest) -> Created | Refusal:
+        result = await self.fake.create(request)
+        if isinstance(result, Created) and request.runner_name not in self.runners:
+            log = (self.log_dir / f"{request.runner_name}.log").open("wb")
+            self.runners[request.runner_name] = subprocess.Popen(
+                [sys.executable, "-m", "rungar.cli.fake_runner", "--jitconfig", request.jit_config],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return result
+
+    async def delete(self, name: str) -> None:
+        await self.fake.delete(name)
+        process = self.runners.pop(name, None)
+        if process is not None and process.poll() is None:
+            process.terminate()
+
+    async def list(self, selector: Mapping[str, str]) -> list[Machine]:
+        return await self.fake.list(selector)
+
+    async def update_runner(self, name: str, job: JobHint) -> None:
+        await self.fake.update_runner(name, job)
+
+    def stop_all(self) -> None:
+        for process in self.runners.values():
+            if process.poll() is None:
+                process.kill()
+
+
+class DaemonWorld:
+    def __init__(self, root: Path, providers: dict[str, FakeProvider], clock_factor: float = 10):
+        self.root = root
+        self.providers = {n: RunningProvider(p, root) for n, p in providers.items()}
+        self.servers: list[ProviderServer] = []
+        self.emulator = GitHubEmulator(
+            EmulatorOptions(
+                long_poll_seconds=1.0,
+                session_idle_ttl=600.0,
+                assignment_timeout=600.0,
+                clock_factor=clock_factor,
+            )
+        )
+        self.daemon: subprocess.Popen[bytes] | None = None
+        self.socket = str(root / "rungar.sock")
+
+    async def start(self, scale_sets: dict[str, Any]) -> None:
+        self.emulator.start_in_thread()
+        for name, provider in self.providers.items():
+            self.servers.append(await serve(provider, f"unix://{self.root}/{name}.sock"))
+        for entry in scale_sets["providers"]:
+            entry.setdefault("address", f"unix://{self.root}/{entry['name']}.sock")
+        (self.root / "scale_sets.yaml").write_text(yaml.safe_dump(scale_sets, sort_keys=False))
+        (self.root / "token").write_text("emulator-pat")
+        (self.root / "token").chmod(0o600)
+        settings = {
+            "github": {
+                "url": self.emulator.org_url,
+                "token_path": str(self.root / "token"),
+                "long_poll_timeout": 3,
+            },
+            "scale_sets": str(self.root / "scale_sets.yaml"),
+            "installation": "gh-e2e",
+            "state_dir": str(self.root / "state"),
+            "socket": self.socket,
+            "log_format": "json",
+        }
+        (self.root / "rungar.yaml").write_text(yaml.safe_dump(settings))
+        await self.start_daemon()
+
+    async def start_daemon(self) -> None:
+        log = (self.root / "daemon.log").open("ab")
+        self.daemon = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rungar.cli.main",
+                "serve",
+                "-c",
+                str(self.root / "rungar.yaml"),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        await self.wait_for(lambda s: s is not None, "the daemon to answer", 30)
+
+    def kill_daemon(self) -> None:
+        assert self.daemon is not None
+        os.kill(self.daemon.pid, signal.SIGKILL)
+        self.daemon.wait()
+
+    async def stop(self) -> None:
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.terminate()
+            await asyncio.to_thread(self.daemon.wait, 30)
+        for server in self.servers:
+            await server.stop()
+        for provider in self.providers.values():
+            provider.stop_all()
+        self.emulator.stop_thread()
+
+    async def rungar(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "rungar.cli.main", *args, "--socket", self.socket]
+        return await asyncio.to_thread(
+            subprocess.run, command, capture_output=True, text=True, timeout=60
+        )
+
+    async def status(self) -> dict[str, Any] | None:
+        done = await self.rungar("status", "--json")
+        if done.returncode != 0:
+            return None
+        document: dict[str, Any] = json.loads(done.stdout)
+        return document
+
+    async def wait_for(self, check: Any, what: str, seconds: float) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        last: dict[str, Any] | None = None
+        while loop.time() < end:
+            last = await self.status()
+            if check(last):
+                assert last is not None
+                return last
+            await asyncio.sleep(0.3)
+        raise AssertionError(f"timed out waiting for {what}; last status: {last}")
+
+    def machines(self) -> list[str]:
+        return sorted(m.name for p in self.providers.values() for m in p.fake.machines)
