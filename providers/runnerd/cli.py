@@ -14,6 +14,7 @@ import sys
 import structlog
 
 from rungar.errors import ConfigError, RungarError
+from runnerd.cli_sizing import add_runnerd_commands
 
 DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "/etc/runnerd/runnerd.toml")
 
@@ -43,11 +44,15 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("-c", "--config", default=DEFAULT_CONFIG)
     check = sub.add_parser("check-config", help="check runnerd.toml against the slice")
     check.add_argument("-c", "--config", default=DEFAULT_CONFIG)
+    add_runnerd_commands(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if hasattr(args, "func"):  # simulate, history generate
+        result: int = args.func(args)
+        return result
     _configure_logs()
     if args.command == "check-config":
         from runnerd.daemon import check_config

@@ -22,6 +22,7 @@ from rungar.model.units import format_bytes, format_duration
 from runnerd import readers
 from runnerd.admission import AdmissionRecord, HostReading, Limits, Policy
 from runnerd.admission import host as hostguard
+from runnerd.cli_sizing import add_runnerctl_commands
 from runnerd.config import RunnerdConfig, RuntimeKind, load_config
 
 DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "/etc/runnerd/runnerd.toml")
@@ -197,7 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     job.add_argument("ident", help="GitHub job id or history row id")
     job.add_argument("--json", action="store_true")
     sub.add_parser("doctor", help="check cgroup v2, the slice, the runtime and host memory")
+    add_runnerctl_commands(sub)
     args = p.parse_args(argv)
+    if hasattr(args, "func"):  # sizing [apply|undo]
+        code: int = args.func(args)
+        return code
     try:
         config = load_config(args.config)
     except ConfigError as e:

@@ -1,0 +1,93 @@
+"""Benchmark: ``runnerd simulate`` over a generated 30-day history, and sizing advice.
+
+Prints JSON lines only: the seconds to replay the history through every policy (caps, the
+candidate slots under caps, measured, cpu ×1 and cpu ×1.5), per policy, and the seconds to
+compute advice for 50 profiles. ``--quick`` replays 10,000 jobs instead of 100,000.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
+
+from runnerd.config import parse_config  # noqa: E402
+from runnerd.history import JobKey  # noqa: E402
+from runnerd.history_generate import example_config, generate, write_history  # noqa: E402
+from runnerd.simulate.command import limits_of, rules_of  # noqa: E402
+from runnerd.simulate.replay import ProfileShape, replay, replayable  # noqa: E402
+from runnerd.simulate.table import candidate_slots, scenarios  # noqa: E402
+from runnerd.sizing.advise import advise  # noqa: E402
+from runnerd.sizing.runs import SizingRun, open_read_only, read_runs  # noqa: E402
+
+G = 1024**3
+DAY = 86400.0
+
+
+def emit(metric: str, value: float, unit: str, **params: object) -> None:
+    line = {"bench": "simulate", "metric": metric, "value": round(value, 4), "unit": unit}
+    print(json.dumps({**line, "params": params}), flush=True)
+
+
+def bench_replay(jobs: int, until: float) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "history.db"
+        write_history(db, generate(jobs, 30, 1, until))
+        config = parse_config(example_config(str(db), jobs, 30))
+        memory_max = config.host.memory_max or 0
+        started = time.perf_counter()
+        with open_read_only(db) as conn:
+            runs = read_runs(conn, until - 60 * DAY, until)
+        emit("read_history_s", time.perf_counter() - started, "s", jobs=jobs)
+    shapes = {n: ProfileShape(p.memory, p.cpus) for n, p in config.profiles.items()}
+    replayed = replayable(runs, shapes)
+    configured = {n: p.slots for n, p in config.profiles.items()}
+    mirror = config.host.mirror_memory
+    candidate = candidate_slots(shapes, configured, memory_max, mirror, {})
+    total = 0.0
+    for scenario in scenarios(shapes, configured, candidate, memory_max, mirror, (1.0, 1.5)):
+        started = time.perf_counter()
+        replay(scenario, shapes, replayed, limits_of(config, memory_max), rules_of(config), 32.0)
+        took = time.perf_counter() - started
+        total += took
+        emit("replay_s", took, "s", jobs=len(replayed), policy=scenario.name)
+    emit("replay_all_policies_s", total, "s", jobs=len(replayed), days=30)
+
+
+def bench_advice(profiles: int, until: float) -> None:
+    rng = random.Random(3)
+    lines = ["[host]", 'memory_max = "512G"']
+    runs = []
+    for p in range(profiles):
+        lines += [f"[profiles.p{p}]", "cpus = 4", 'memory = "8G"', "slots = 2"]
+        for j in range(5):
+            key = JobKey(f"p{p}", f"acme/r{p}", "ci", f"job{j}")
+            for i in range(80):
+                at = until - 29 * DAY + i * 30000 + j
+                peak = int(rng.uniform(1, 6) * G)
+                runs.append(SizingRun(key, "success", peak, 8 * G, 4.0, at - 600, at, at - 660))
+    runs.sort(key=lambda r: r.finished_at)
+    config = parse_config("\n".join(lines))
+    started = time.perf_counter()
+    advise(config, runs, 512 * G, until)
+    emit("advice_s", time.perf_counter() - started, "s", profiles=profiles, runs=len(runs))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    until = 1_800_000_000.0
+    bench_replay(10_000 if args.quick else 100_000, until)
+    bench_advice(50, until)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""``runnerd simulate``: read the config and the history read-only, replay, print the table.
+
+Seed 000, "Try it first": it changes nothing and works without the daemon. Without
+``--memory-max`` the slice's is read (the config's ``memory_max``, else the slice's cgroup);
+without ``--cpus``, the slice's CPUs; ``--since 7d`` (or 12h, 2w) sets the window, 30 days by
+default. Predictions may read the 30 days before the window, as the daemon's would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from runnerd.admission import Limits, PredictionRules
+from runnerd.config import RunnerdConfig
+from runnerd.simulate.replay import ProfileShape, ReplayResult, replay, replayable
+from runnerd.simulate.table import candidate_slots, render, scenarios
+from runnerd.sizing.runs import DAY, open_read_only, read_runs
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateRequest:
+    memory_max: int
+    slice_cpus: float | None
+    since: float = 30 * DAY
+    slots: Mapping[str, int] | None = None
+    cpu_factors: Sequence[float] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SimulateReport:
+    jobs: int
+    results: tuple[ReplayResult, ...]
+    text: str
+
+
+def limits_of(config: RunnerdConfig, memory_max: int) -> Limits:
+    host = config.host
+    return Limits(
+        policy=host.admission,
+        memory_max=memory_max,
+        mirror=host.mirror_memory,
+        high_water=host.high_water,
+        fresh_for=host.fresh_for,
+        cpu_starvation=host.cpu_starvation,
+    )
+
+
+def rules_of(config: RunnerdConfig) -> PredictionRules:
+    return PredictionRules(config.sizing.margin, config.sizing.min_jobs, config.host.hold_for)
+
+
+def simulate(
+    config: RunnerdConfig, history_path: str, request: SimulateRequest, now: float
+) -> SimulateReport:
+    profiles = {n: ProfileShape(p.memory, p.cpus) for n, p in config.profiles.items()}
+    unknown = set(request.slots or {}) - set(profiles)
+    if unknown:
+        raise ValueError(f"--slots names no profile of the config: {', '.join(sorted(unknown))}")
+    start = now - request.since
+    with open_read_only(history_path) as db:
+        runs = read_runs(db, start - config.host.history_window, now)
+    warm = [r for r in runs if r.finished_at < start]
+    jobs = replayable([r for r in runs if r.arrived_at >= start], profiles)
+    configured = {n: p.slots for n, p in config.profiles.items()}
+    mirror = config.host.mirror_memory
+    candidate = candidate_slots(
+        profiles, configured, request.memory_max, mirror, request.slots or {}
+    )
+    limits = limits_of(config, request.memory_max)
+    rules = rules_of(config)
+    results = tuple(
+        replay(scenario, profiles, jobs, limits, rules, request.slice_cpus, warm)
+        for scenario in scenarios(
+            profiles, configured, candidate, request.memory_max, mirror, request.cpu_factors
+        )
+    )
+    text = render(results, len(jobs), request.memory_max, request.slice_cpus)
+    return SimulateReport(len(jobs), results, text)
+
+
+def with_cpus(config: RunnerdConfig, cpus: float | None) -> RunnerdConfig:
+    if cpus is None:
+        return config
+    return replace(config, host=replace(config.host, cpus=cpus))
