@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -133,6 +134,40 @@ class Daemon:
             session_retry_max=self.timing.session_retry_max,
         )
 
+    async def _serve_webhook(self, engine: Engine, runloop: RunLoop) -> Any:
+        """The optional ``workflow_job`` receiver: a delivery wakes the scale sets it matches,
+        which then try again at once instead of at the next message or reconcile pass."""
+        hook = self.settings.webhook
+        if not hook.listen:
+            return None
+        import uvicorn
+
+        from rungar.github.webhook import WebhookReceiver
+
+        if not hook.secret_path:
+            raise ConfigError(["webhook.secret_path: a secret is required to receive webhooks"])
+        secret = read_secret(hook.secret_path, self.warnings)
+        labels = {name: list(s.config.labels) or [name] for name, s in engine.sets.items()}
+
+        def wake(names: Sequence[str], job: object) -> None:
+            for name in names:
+                engine.spawn(engine.scale(name))
+            runloop.wake()
+
+        receiver = WebhookReceiver(secret, labels, wake, max_body=hook.max_body_bytes)
+        host, _, port = hook.listen.rpartition(":")
+        server = uvicorn.Server(
+            uvicorn.Config(
+                receiver.app(),
+                host=host or "127.0.0.1",
+                port=int(port),
+                log_level="warning",
+                lifespan="off",
+            )
+        )
+        asyncio.get_running_loop().create_task(server.serve())
+        return server
+
     async def run(self, stop: asyncio.Event | None = None) -> None:
         settings = self.settings
         config = load_scale_sets(settings.scale_sets)
@@ -180,6 +215,7 @@ class Daemon:
         )
         if settings.metrics.listen:
             metrics.serve(settings.metrics.listen)
+        webhook = await self._serve_webhook(engine, runloop)
         await runloop.start()
         log.info(
             "daemon.started",
@@ -199,6 +235,8 @@ class Daemon:
             Daemon.running.pop(settings.socket, None)
             await runloop.stop()
             await admin.stop()
+            if webhook is not None:
+                webhook.should_exit = True
             with contextlib.suppress(Exception):
                 await github.aclose()
             for plugin in plugins:
