@@ -5,6 +5,14 @@ account or a cloud. The hosts are real ``runnerd serve`` processes with the proc
 the runners they admit are real ``rungar fake-runner`` processes that allocate the memory their
 jobs ask for. Machines that AWS (moto) "launches" are booted by :mod:`rungar.demo.cloudboot`,
 which runs each one's user data the way a cloud image would: a fake runner with its JIT config.
+
+The same world runs the numbered ``examples/``: an example names its hosts, and its
+scale_sets.yaml decides which clouds start. Every provider of type ``aws`` gets a settings file
+``${DIR}/<name>.yaml`` on one moto server; every provider of type ``gcp`` gets one pointing at
+a local GCE fake (:mod:`rungar.testing.gce_fake`) with its ``project`` and ``zones``, where
+the zones in ``gcp_out_of_stock`` answer every insert with ``ZONE_RESOURCE_POOL_EXHAUSTED``.
+With ``aws_spot_capacity`` set, the AWS providers launch through
+:class:`rungar.demo.spotmarket.SpotMarket`, which refuses Spot launches past that many.
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ class Stack:
     hosts: tuple[Host, ...] = DEFAULT_HOSTS
     clock_factor: float = 20.0
     with_aws: bool = True
+    gcp_out_of_stock: tuple[str, ...] = ()  # zones of the GCE fake that refuse every insert
+    aws_spot_capacity: int | None = None  # Spot instances moto's market holds; None = no limit
     keep_dir: bool = False
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rungar-demo-")))
     emulator: GitHubEmulator | None = None
@@ -66,6 +76,9 @@ class Stack:
     moto: Any = None
     booter: Any = None
     ami: str = ""
+    gce: Any = None  # the GCE fake, when a provider is of type gcp
+    gce_booter: Any = None
+    spot_market: Any = None
 
     @property
     def socket(self) -> str:
@@ -95,10 +108,17 @@ class Stack:
         self.emulator.start_in_thread()
         for host in self.hosts:
             self._start_host(host)
-        if self.with_aws:
-            self._start_moto()
-        values = {"DIR": str(self.dir), "BIN": str(bin_dir), "AMI": self.ami or "ami-unused"}
-        scale_sets = Template((self.example / "scale_sets.yaml").read_text()).substitute(values)
+        template = Template((self.example / "scale_sets.yaml").read_text())
+        values = {"DIR": str(self.dir), "BIN": str(bin_dir), "AMI": "ami-unused"}
+        clouds = _cloud_providers(template.substitute(values))
+        aws = [p for p in clouds if p["type"] == "aws"]
+        if aws and self.with_aws:
+            self._start_moto(aws)
+        gcp = [p for p in clouds if p["type"] == "gcp"]
+        if gcp:
+            self._start_gce(gcp)
+        values["AMI"] = self.ami or "ami-unused"
+        scale_sets = template.substitute(values)
         if not self.with_aws:
             scale_sets = _without_aws(scale_sets)
         (self.dir / "scale_sets.yaml").write_text(scale_sets)
@@ -167,7 +187,7 @@ class Stack:
             await asyncio.sleep(0.1)
         raise RuntimeError(f"{what} did not start within {seconds:.0f}s (logs in {self.dir})")
 
-    def _start_moto(self) -> None:
+    def _start_moto(self, providers: list[dict[str, Any]]) -> None:
         from moto.server import ThreadedMotoServer
 
         from rungar.demo.cloudboot import CloudBooter, prepare_region
@@ -183,23 +203,63 @@ class Stack:
         }.items():
             os.environ.setdefault(key, value)
         subnets, self.ami = prepare_region(endpoint)
-        aws = {
-            "region": "us-east-1",
-            "subnets": subnets,
-            "installation": INSTALLATION,
-            "endpoint_url": endpoint,
-        }
-        (self.dir / "aws.yaml").write_text(yaml.safe_dump(aws))
         self.booter = CloudBooter(endpoint, self.dir / "aws-machines")
         self.booter.start()
+        if self.aws_spot_capacity is not None:
+            from rungar.demo.spotmarket import SpotMarket
+
+            self.spot_market = SpotMarket(endpoint, self.aws_spot_capacity).start()
+            endpoint = self.spot_market.endpoint  # the providers launch through the market
+        for provider in providers:
+            aws = {
+                "name": provider["name"],
+                "region": "us-east-1",
+                "subnets": subnets,
+                "installation": INSTALLATION,
+                "endpoint_url": endpoint,
+            }
+            (self.dir / f"{provider['name']}.yaml").write_text(yaml.safe_dump(aws))
+
+    def _start_gce(self, providers: list[dict[str, Any]]) -> None:
+        from rungar.demo.cloudboot import GceBooter
+        from rungar.testing.gce_fake import GceFake, GceFault
+
+        projects = {str(p["project"]) for p in providers}
+        if len(projects) != 1:
+            raise RuntimeError(f"the demo's GCE fake holds one project, not {sorted(projects)}")
+        self.gce = GceFake(project=projects.pop()).start()
+        for zone in self.gcp_out_of_stock:
+            self.gce.inject(
+                GceFault(
+                    "ZONE_RESOURCE_POOL_EXHAUSTED",
+                    503,
+                    message=f"The zone '{zone}' does not have enough resources available to "
+                    "fulfill the request. Try a different zone, or try again later.",
+                    zone=zone,
+                    times=1_000_000,  # out of stock for as long as the example runs
+                )
+            )
+        for provider in providers:
+            gcp = {
+                "name": provider["name"],
+                "project": self.gce.project,
+                "zones": list(provider["zones"]),
+                "installation": INSTALLATION,
+                "endpoint": self.gce.endpoint,
+                "anonymous": True,
+            }
+            (self.dir / f"{provider['name']}.yaml").write_text(yaml.safe_dump(gcp))
+        self.gce_booter = GceBooter(self.gce.endpoint, self.gce.project, self.dir / "gcp-machines")
+        self.gce_booter.start()
 
     async def stop(self) -> None:
         self.stop_event.set()
         if self.daemon_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self.daemon_task, 20)
-        if self.booter is not None:
-            self.booter.stop()
+        for booter in (self.booter, self.gce_booter):
+            if booter is not None:
+                booter.stop()
         for process in self.processes:
             if process.poll() is None:
                 process.terminate()
@@ -208,22 +268,34 @@ class Stack:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
+        if self.spot_market is not None:
+            self.spot_market.stop()
         if self.moto is not None:
             with contextlib.suppress(Exception):
                 self.moto.stop()
+        if self.gce is not None:
+            self.gce.stop()
         if self.emulator is not None:
             self.emulator.stop_thread()
         if not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _without_aws(text: str) -> str:
-    """The example without its AWS provider (for runs that skip moto)."""
+def _cloud_providers(text: str) -> list[dict[str, Any]]:
+    """The providers of type aws or gcp in a rendered scale_sets.yaml."""
     data = yaml.safe_load(text)
-    data["providers"] = [p for p in data["providers"] if p.get("type") != "aws"]
+    return [p for p in data.get("providers", []) if p.get("type") in ("aws", "gcp")]
+
+
+def _without_aws(text: str) -> str:
+    """The example without its AWS providers (for runs that skip moto)."""
+    data = yaml.safe_load(text)
+    aws = {p["name"] for p in data["providers"] if p.get("type") == "aws"}
+    data["providers"] = [p for p in data["providers"] if p["name"] not in aws]
     for scale_set in data["scale_sets"]:
         scale_set["providers"] = [
-            p for p in scale_set["providers"] if (p if isinstance(p, str) else p["name"]) != "aws"
+            p for p in scale_set["providers"] if (p if isinstance(p, str) else p["name"]) not in aws
         ]
-    data.pop("x-host", None)
+    for key in [k for k in data if k.startswith("x-")]:
+        data.pop(key)
     return yaml.safe_dump(data, sort_keys=False)
