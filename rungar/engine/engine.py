@@ -267,7 +267,9 @@ class Engine:
                 runner_name=name,
                 request_id=intent.request_id,
                 scale_set=config.name,
-                labels=machine_labels(self.installation, config.name, name, revision(block)),
+                labels=machine_labels(
+                    self.installation, config.name, name, revision(block), provider
+                ),
                 runner=RunnerBlock.from_mapping(block),
                 jit_config=jit_config,
                 job_hints=hints,

@@ -152,7 +152,11 @@ async def reconcile(engine: Engine) -> None:
     machines: dict[str, tuple[str, Machine]] = {}
     for provider, found in listings.items():
         for machine in found or []:
-            machines[machine.name] = (provider, machine)
+            # Two providers on one backend (one AWS region, say) list each other's machines:
+            # a machine belongs to the provider that made it.
+            owner = machine.labels.get(L.PROVIDER, provider)
+            if owner == provider:
+                machines[machine.name] = (provider, machine)
     now = engine.clock.now()
 
     # 2. intents left by a crash (never those of creates in flight now)

@@ -5,6 +5,7 @@ Driven step by step (demand, drain the creates, reconcile) so every assertion is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from rungar.config.model import (
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.reconcile import reconcile
-from rungar.model.machine import JobHint, MachineState, RefusalKind
+from rungar.model.machine import JobHint, Machine, MachineState, RefusalKind
 from rungar.model.runner import RunnerState
 from rungar.store.sqlite import CreateIntent, SqliteStore
 from rungar.testing.clock import FakeClock
@@ -216,3 +217,24 @@ async def test_backoffs_and_holds_survive_a_restart(world: World) -> None:
     world.engine.save_placement()
     world.engine = world.new_engine()
     assert world.engine.fleet.skip_reason("linux", "compute1", world.clock.now()) == "full"
+
+
+async def test_a_machine_listed_by_two_providers_belongs_to_the_one_that_made_it(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    machine = world.providers["compute1"].machines[0]
+    assert machine.labels["rungar.sh/provider"] == "compute1"
+    shared = world.providers["compute2"]
+    original = shared.list
+
+    async def sees_both(selector: Mapping[str, str]) -> list[Machine]:
+        return [*await original(selector), machine]
+
+    shared.list = sees_both  # type: ignore[method-assign]  # a backend shared with compute1
+    world.engine = world.new_engine()
+    await world.start()
+    await reconcile(world.engine)
+    record = world.engine.runners.get(name)
+    assert record is not None and record.provider == "compute1"
