@@ -27,11 +27,20 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> None:
     parser.add_argument("--small", type=int, default=28, help="small jobs in the burst")
     parser.add_argument("--large", type=int, default=4, help="large jobs in the burst")
     parser.add_argument("--no-live", action="store_true", help="no live view, only the summary")
+    parser.add_argument(
+        "--example",
+        metavar="NAME",
+        help="run one of examples/ instead (01-single-host, 02-sizes-with-priority, …)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.placement_only:
         return _placement_timelines()
+    if args.example:
+        from rungar.demo.examples import main as run_example
+
+        return run_example([args.example])
     from rich.console import Console
 
     from rungar import logs
