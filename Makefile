@@ -35,7 +35,8 @@ unit: $(STAMP)
 test: lint types proto-check unit
 
 test-long: $(STAMP)
-	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 $(BIN)/pytest -q
+	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 \
+	RUNGAR_KILL_TRIALS=12 $(BIN)/pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

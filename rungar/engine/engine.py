@@ -489,6 +489,23 @@ class Engine:
             state.queued[job_id] = hint
             state.assigned_at.setdefault(job_id, self.clock.now())
 
+    def mark_connected(self, record: RunnerRecord) -> None:
+        """The runner was seen on GitHub for the first time: its boot is over."""
+        if record.connected:
+            return
+        record.connected = True
+        if record.created_at and not record.adopted:
+            boot = max(0.0, self.clock.now() - record.created_at)
+            self.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)
+            self.events.record(
+                "runner",
+                record.name,
+                "connected",
+                scale_set=record.scale_set,
+                provider=record.provider,
+                boot_duration=round(boot, 1),
+            )
+
     def on_job_started(self, name: str, job_id: str, runner: str, hint: JobHint) -> None:
         state = self.sets.get(name)
         record = self.runners.get(runner)
@@ -500,9 +517,9 @@ class Engine:
                 self.metrics.job_runner_wait.labels(name).observe(wait)
             self.metrics.jobs_started.labels(name).inc()
         if record is not None and record.state is not RunnerState.LEAVING:
+            self.mark_connected(record)
             record.state = RunnerState.BUSY
             record.github = GitHubState.BUSY
-            record.connected = True
             record.job = f"{hint.repository}: {hint.job}" if hint.repository else hint.job
             record.job_id = job_id
             self.events.record(

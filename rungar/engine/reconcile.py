@@ -120,11 +120,15 @@ def _start_timeout(engine: Engine, scale_set: str) -> float:
     return state.config.start_timeout if state else engine.config.timing.start_timeout
 
 
-def _sync_github(record: RunnerRecord, status: RunnerStatus | None, now: float) -> None:
+def _sync_github(
+    engine: Engine, record: RunnerRecord, status: RunnerStatus | None, now: float
+) -> None:
     if status is None:
         record.github = GitHubState.NOT_REGISTERED
         return
     record.runner_id = record.runner_id or status.id
+    if status.busy or status.online:
+        engine.mark_connected(record)
     if status.busy:
         record.github = GitHubState.BUSY
         record.connected = True
@@ -209,7 +213,7 @@ async def reconcile(engine: Engine) -> None:
             engine.let_go(record, "ended")
             continue
         if registrations is not None and record.scale_set in registrations:
-            _sync_github(record, registrations[record.scale_set].get(record.name), now)
+            _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
     removals = []
     for name, state in engine.sets.items():
         views = [r.view() for r in engine.runners.of(name)]
