@@ -13,11 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rungar.config.model import Placement, ProviderConfig, ScaleSetConfig, ScaleSetProvider, Timing
-from rungar.model.machine import Created, Refusal
 from rungar.model.units import format_duration
 from rungar.placement import Fleet
-from rungar.placement.attempt import Outcome, Placed, Try, place
-from rungar.testing.simulation import SimProvider
+from rungar.placement.attempt import Outcome, Placed, Try
+from rungar.testing.simulation import SimProvider, place_on_backends
 
 GIB = 1
 
@@ -61,24 +60,13 @@ class Story:
             self.say(f"{scale_set} skips {skip.provider}: {skip.reason}")
         self.serial += 1
         runner = f"{scale_set}-{self.serial:08x}"
-        vcpus, memory = self.sizes[scale_set]
-
-        async def create(provider: str) -> Created | Refusal:
-            return self.backends[provider].create(runner, vcpus, memory)
-
-        async def delete(provider: str) -> None:
-            self.backends[provider].delete(runner)
-
-        async def settle(provider: str) -> Created | None:
-            return None
-
-        result = await place(
+        result = await place_on_backends(
             self.fleet,
+            self.backends,
             scale_set,
-            now=lambda: self.now,
-            create=create,
-            delete=delete,
-            settle=settle,
+            runner,
+            self.sizes[scale_set],
+            self.now,
             observe=self.observe,
         )
         if isinstance(result, Placed):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from rungar.config.model import (
@@ -33,7 +34,7 @@ from rungar.config.model import (
 from rungar.errors import ProviderError, ProviderUnavailable
 from rungar.model.machine import Created, Machine, MachineState, Refusal, RefusalKind
 from rungar.placement import Fleet
-from rungar.placement.attempt import NotPlaced, Outcome, Placed, place
+from rungar.placement.attempt import NotPlaced, Observer, Outcome, Placed, place
 from rungar.placement.backoff import backoff_wait
 
 
@@ -81,6 +82,41 @@ class SimProvider:
         if self.silent or self.failing_deletes:
             raise ProviderError(f"{self.name} failed to delete {runner}")
         self.machines.pop(runner, None)
+
+
+async def place_on_backends(
+    fleet: Fleet,
+    backends: dict[str, SimProvider],
+    scale_set: str,
+    runner: str,
+    size: tuple[int, int],
+    now: float,
+    *,
+    before_create: Callable[[str], Awaitable[None]] | None = None,
+    observe: Observer | None = None,
+) -> Placed | NotPlaced:
+    """Run the real try-in-order loop against simulated backends (no settling: they answer)."""
+
+    async def create(provider: str) -> Created | Refusal:
+        if before_create is not None:
+            await before_create(provider)
+        return backends[provider].create(runner, *size)
+
+    async def delete(provider: str) -> None:
+        backends[provider].delete(runner)
+
+    async def settle(provider: str) -> Created | None:
+        return None
+
+    return await place(
+        fleet,
+        scale_set,
+        now=lambda: now,
+        create=create,
+        delete=delete,
+        settle=settle,
+        observe=observe,
+    )
 
 
 @dataclass
@@ -187,26 +223,20 @@ class Simulation:
         }
         tryable_before = set(self.fleet.candidates(scale_set, self.now).order)
 
-        async def create(provider: str) -> Created | Refusal:
+        async def before_create(provider: str) -> None:
             self.check_create_allowed(scale_set, provider)
             tried.append(provider)
             for _ in range(self.rng.randint(0, 3)):
                 await asyncio.sleep(0)  # interleave with other placements
-            return self.backends[provider].create(runner, vcpus, memory)
 
-        async def delete(provider: str) -> None:
-            self.backends[provider].delete(runner)
-
-        async def settle(provider: str) -> Created | None:
-            return None
-
-        result = await place(
+        result = await place_on_backends(
             self.fleet,
+            self.backends,
             scale_set,
-            now=lambda: self.now,
-            create=create,
-            delete=delete,
-            settle=settle,
+            runner,
+            (vcpus, memory),
+            self.now,
+            before_create=before_create,
         )
         if isinstance(result, Placed):
             self.runners[runner] = (scale_set, result.provider)
