@@ -24,10 +24,10 @@ from rungar.rpc.client import GrpcProvider
 from rungar.rpc.server import ProviderServer, serve
 from rungar.testing.conformance import CHECKS, Run, check_every_refusal_has_a_human_message
 from rungar.testing.gce_fake import GceFake
+from tests.cloud_helpers import InstantClock
 from tests.integration.test_aws_provider import (  # the moto fixtures and EC2 hooks
     REGION,
     Ec2Faults,
-    InstantClock,
     aws_env,
     image,
     moto_endpoint,

@@ -25,25 +25,11 @@ from rungar_aws.provider import AwsProvider, open_aws_provider
 from rungar_aws.settings import AwsSettings
 
 from rungar.errors import ProviderUnavailable
-from rungar.model.labels import installation_selector, machine_labels
+from rungar.model.labels import installation_selector
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
-from rungar.model.runner_block import RunnerBlock
+from tests.cloud_helpers import INSTALL, InstantClock, closed_port, runner_request
 
-INSTALL = "gh-0123456789ab"
 REGION = "eu-west-1"
-
-
-class InstantClock:
-    def __init__(self) -> None:
-        self.t = 1_800_000_000.0
-        self.slept: list[float] = []
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.t += seconds
 
 
 class _Raw:
@@ -224,14 +210,7 @@ def world(aws_env: str, image: str) -> Iterator[World]:
 
 def request(w: World, name: str = "rungar-c4-1", **runner: Any) -> CreateRequest:
     block = {"instance_type": ["m7i.large", "m6i.large"], "image": w.image, **runner}
-    return CreateRequest(
-        runner_name=name,
-        request_id=f"req-{name}",
-        scale_set="rungar-c4",
-        labels=machine_labels(INSTALL, "rungar-c4", name, "rev1"),
-        runner=RunnerBlock.from_mapping(block),
-        jit_config="SECRET-JIT",
-    )
+    return runner_request(name, block)
 
 
 def live(w: World) -> list[dict[str, Any]]:
@@ -239,6 +218,19 @@ def live(w: World) -> list[dict[str, Any]]:
         Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
     )
     return [i for r in pages["Reservations"] for i in r["Instances"]]
+
+
+def launch_foreign(w: World, tags: dict[str, str]) -> None:
+    """An instance Rungar did not launch, straight through moto."""
+    w.client.run_instances(
+        ImageId=w.image,
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="t3.micro",
+        TagSpecifications=[
+            {"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+        ],
+    )
 
 
 async def test_a_runner_is_launched_with_tags_and_the_jit_config_in_user_data(w: World) -> None:
@@ -370,21 +362,8 @@ async def test_a_retried_create_never_launches_a_second_instance(w: World) -> No
 async def test_list_by_tags_returns_only_this_installation(w: World) -> None:
     await w.provider.create(request(w, "r-1"))
     await w.provider.create(request(w, "r-2"))
-    w.client.run_instances(
-        ImageId=w.image,
-        MinCount=1,
-        MaxCount=1,
-        InstanceType="t3.micro",
-        TagSpecifications=[
-            {
-                "ResourceType": "instance",
-                "Tags": [
-                    {"Key": "Name", "Value": "r-1"},
-                    {"Key": "rungar.sh/installation", "Value": "gh-x"},
-                    {"Key": "rungar.sh/managed", "Value": "true"},
-                ],
-            }
-        ],
+    launch_foreign(
+        w, {"Name": "r-1", "rungar.sh/installation": "gh-x", "rungar.sh/managed": "true"}
     )
     listed = await w.provider.list(installation_selector(INSTALL))
     assert sorted(m.name for m in listed) == ["r-1", "r-2"]
@@ -395,13 +374,7 @@ async def test_list_by_tags_returns_only_this_installation(w: World) -> None:
 
 async def test_delete_terminates_only_this_installations_instance(w: World) -> None:
     await w.provider.create(request(w, "r-1"))
-    w.client.run_instances(
-        ImageId=w.image,
-        MinCount=1,
-        MaxCount=1,
-        InstanceType="t3.micro",
-        TagSpecifications=[{"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": "r-1"}]}],
-    )
+    launch_foreign(w, {"Name": "r-1"})
     await w.provider.delete("r-1")
     remaining = live(w)
     assert len(remaining) == 1 and "Tags" in remaining[0]
@@ -411,17 +384,12 @@ async def test_delete_terminates_only_this_installations_instance(w: World) -> N
 
 
 async def test_no_answer_from_ec2_is_provider_unavailable(aws_env: str) -> None:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     settings = AwsSettings.parse(
         {
             "region": REGION,
             "subnets": ["subnet-1"],
             "installation": INSTALL,
-            "endpoint_url": f"http://127.0.0.1:{port}",
+            "endpoint_url": f"http://127.0.0.1:{closed_port()}",
             "timeout": "2s",
         }
     )

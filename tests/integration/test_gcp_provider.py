@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,27 +15,11 @@ from rungar_gcp.settings import GcpSettings
 from rungar.errors import ProviderUnavailable
 from rungar.model.labels import installation_selector, machine_labels
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
-from rungar.model.runner_block import RunnerBlock
 from rungar.testing.gce_fake import GceFake, GceFault
+from tests.cloud_helpers import INSTALL, InstantClock, closed_port, runner_request
 
 ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
-INSTALL = "gh-0123456789ab"
 IMAGE = "projects/debian-cloud/global/images/family/debian-12"
-
-
-class InstantClock:
-    """Time that jumps forward on every sleep, so retry delays cost nothing."""
-
-    def __init__(self) -> None:
-        self.t = 1_800_000_000.0
-        self.slept: list[float] = []
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.t += seconds
 
 
 @pytest.fixture
@@ -72,15 +55,7 @@ def provider(fake: GceFake, clock: InstantClock) -> Iterator[GcpProvider]:
 
 def request(name: str = "rungar-c4-1", **runner: Any) -> CreateRequest:
     block = {"machine_type": ["e2-standard-4", "n2-standard-4"], "image": IMAGE, **runner}
-    return CreateRequest(
-        runner_name=name,
-        request_id=f"req-{name}",
-        scale_set="rungar-c4",
-        labels=machine_labels(INSTALL, "rungar-c4", name, "rev1"),
-        runner=RunnerBlock.from_mapping(block),
-        jit_config="SECRET-JIT",
-        deadline=1_800_003_600.0,
-    )
+    return runner_request(name, block, deadline=1_800_003_600.0)
 
 
 def metadata(fake: GceFake, zone: str, name: str) -> dict[str, str]:
@@ -323,12 +298,6 @@ async def test_a_runner_of_another_installation_is_refused(provider: GcpProvider
     )
     result = await provider.create(other)
     assert isinstance(result, Refusal) and result.kind is RefusalKind.INVALID
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def test_no_answer_from_the_api_is_provider_unavailable(clock: InstantClock) -> None:

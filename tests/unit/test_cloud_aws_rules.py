@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from rungar_aws.errors import NO_ANSWER, Outcome, classify, resource_of
+from rungar_aws.errors import NO_ANSWER, classify, resource_of
 from rungar_aws.launch import (
     Attempt,
     Tried,
@@ -17,6 +17,7 @@ from rungar_aws.launch import (
 )
 from rungar_aws.settings import AwsRunner, AwsSettings
 
+from rungar.cloudkit.search import Outcome
 from rungar.model.machine import CreateRequest, RefusalKind
 from rungar.model.runner_block import RunnerBlock
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from rungar_gcp.errors import Outcome, Plane, classify, error_codes, is_already_exists
+from rungar_gcp.errors import Plane, classify, error_codes, is_already_exists
 from rungar_gcp.search import Attempt, Tried, settle
 
+from rungar.cloudkit.search import Outcome
 from rungar.model.machine import RefusalKind
 
 OP = Plane.OPERATION

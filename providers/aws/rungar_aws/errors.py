@@ -12,22 +12,13 @@ DENIED      permission or account state refused (INVALID, stop)
 REFUSED     anything else, throttling included (FAILED, stop)
 UNCERTAIN   5xx or no answer: the instance may exist; resend with the same ClientToken
 =========== ======================================================================
+
+The outcomes are :class:`rungar.cloudkit.search.Outcome`, shared with the gcp provider.
 """
 
 from __future__ import annotations
 
-from enum import StrEnum
-
-
-class Outcome(StrEnum):
-    STOCK = "stock"
-    QUOTA = "quota"
-    UNOFFERED = "unoffered"
-    INVALID = "invalid"
-    DENIED = "denied"
-    REFUSED = "refused"
-    UNCERTAIN = "uncertain"
-
+from rungar.cloudkit.search import Outcome
 
 NO_ANSWER = "NoAnswer"  # the code used when no answer came back (connection, timeout)
 

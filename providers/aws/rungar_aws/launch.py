@@ -16,13 +16,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rungar.cloudkit.search import Outcome, details, stop_refusal, unoffered_refusal
 from rungar.model.machine import CreateRequest, Refusal, RefusalKind
-from rungar_aws.errors import Outcome
 from rungar_aws.settings import AwsRunner, AwsSettings
 
 TOKEN_NAMESPACE = uuid.UUID("0f6d2b1e-8c4a-4f7e-9b3d-2a5c7e1f9d40")
-UNCERTAIN_RETRIES = 3
-STOPS_SEARCH = frozenset({Outcome.INVALID, Outcome.DENIED, Outcome.REFUSED, Outcome.UNCERTAIN})
 DEFAULT_USER_DATA = "#!/bin/sh\nexport RUNNER_ALLOW_RUNASROOT=1\nexec /home/runner/run.sh\n"
 JIT_VARIABLE = "ACTIONS_RUNNER_INPUT_JITCONFIG"
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
@@ -148,35 +146,16 @@ def tag_filters(selector: Mapping[str, str], name: str = "") -> list[dict[str, A
     return filters
 
 
-def _details(tried: Sequence[Tried]) -> str:
-    return "; ".join(f"{t.attempt}: {t.detail}" for t in tried)
-
-
 def settle(tried: Sequence[Tried], region: str) -> Refusal:
     """The refusal for a search that launched nothing."""
     made = [t for t in tried if t.outcome is not Outcome.UNOFFERED]
     if not made:
-        types = sorted({t.attempt.instance_type for t in tried if t.attempt.instance_type})
-        return Refusal(
-            RefusalKind.INVALID,
-            f"no subnet of {region} offers instance type {' or '.join(types) or '(none)'}",
-            "instance type",
-        )
-    last = made[-1]
-    if last.outcome is Outcome.INVALID:
-        return Refusal(RefusalKind.INVALID, f"{last.attempt}: {last.detail}", "runner")
-    if last.outcome is Outcome.DENIED:
-        return Refusal(RefusalKind.INVALID, f"{last.attempt}: {last.detail}", "permission")
-    if last.outcome is Outcome.REFUSED:
-        return Refusal(RefusalKind.FAILED, f"{last.attempt}: {last.detail}", "api")
-    if last.outcome is Outcome.UNCERTAIN:
-        return Refusal(
-            RefusalKind.FAILED,
-            f"{last.attempt}: no certain answer after {UNCERTAIN_RETRIES + 1} tries and no "
-            f"instance found: {last.detail}",
-            "api",
-        )
+        types = (t.attempt.instance_type for t in tried)
+        return unoffered_refusal("subnet", region, "instance type", types)
+    stopped = stop_refusal(made, "instance")
+    if stopped is not None:
+        return stopped
     resources = sorted({t.resource for t in made})
     return Refusal(
-        RefusalKind.FULL, f"every subnet is full: {_details(made)}", " and ".join(resources)
+        RefusalKind.FULL, f"every subnet is full: {details(made)}", " and ".join(resources)
     )

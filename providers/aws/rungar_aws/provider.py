@@ -1,23 +1,31 @@
 """The aws provider: create or refuse on EC2 (issue 8; rungar-go §1.5, §1.6, §2.1).
 
-``create`` first looks for the runner's instance by its ``Name`` and installation tags (a
-retried create must never launch a second machine, even when the first landed in a later
-subnet), then walks subnets × instance types (:mod:`rungar_aws.launch`). Each RunInstances
-carries a ``ClientToken`` derived from the runner, and tags arrive with the launch. An
-uncertain launch (5xx, no answer) is sent again up to three times with the same token, then
-settled by listing before anything is reported. Only instances carrying this installation's
-tags are listed or terminated.
+``create`` follows :mod:`rungar.cloudkit.search`: it first looks for the runner's instance by
+its ``Name`` and installation tags (a retried create must never launch a second machine, even
+when the first landed in a later subnet), then walks subnets × instance types
+(:mod:`rungar_aws.launch`). Each RunInstances carries a ``ClientToken`` derived from the
+runner, and tags arrive with the launch. An uncertain launch (5xx, no answer) is sent again up
+to three times with the same token, then settled by listing before anything is reported. Only
+instances carrying this installation's tags are listed or terminated.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import structlog
 
 from rungar.clock import Clock, SystemClock
-from rungar.model.labels import INSTALLATION, MANAGED, installation_selector
+from rungar.cloudkit.search import (
+    capabilities,
+    own_labels,
+    runner_problems,
+    search,
+    send_until_certain,
+)
+from rungar.model.labels import installation_selector
 from rungar.model.machine import (
     Created,
     CreateRequest,
@@ -28,26 +36,15 @@ from rungar.model.machine import (
     Refusal,
     RefusalKind,
 )
-from rungar.model.runner_block import RunnerBlock
 from rungar_aws.api import Ec2, Ec2Instance
-from rungar_aws.errors import Outcome, classify, resource_of
-from rungar_aws.launch import (
-    STOPS_SEARCH,
-    UNCERTAIN_RETRIES,
-    Attempt,
-    Tried,
-    plan,
-    run_params,
-    settle,
-    tag_filters,
-)
+from rungar_aws.errors import classify, resource_of
+from rungar_aws.launch import Attempt, Tried, plan, run_params, settle, tag_filters
 from rungar_aws.settings import RUNNER_KEYS, AwsRunner, AwsSettings
 
 log = structlog.get_logger(__name__)
 
 KIND = "aws"
 VERSION = "0.1.0"
-RETRY_DELAYS = (1.0, 2.0, 4.0)
 MAX_TAGS = 50
 
 
@@ -73,35 +70,25 @@ class AwsProvider:
         return self._s
 
     async def info(self) -> ProviderInfo:
-        keys = tuple(sorted(RUNNER_KEYS | {"image", "disk"}))
+        keys = capabilities(RUNNER_KEYS)
         return ProviderInfo(name=self._s.name, kind=KIND, version=VERSION, capabilities=keys)
 
     async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
-        try:
-            block = RunnerBlock.from_mapping(runner)
-        except ValueError as e:
-            return [f"runner.{e}"]
-        return AwsRunner.parse(block)[1]
+        return runner_problems(runner, AwsRunner.parse)
 
     async def create(self, request: CreateRequest) -> Created | Refusal:
         runner, problems = AwsRunner.parse(request.runner)
         if runner is None:
             return Refusal(RefusalKind.INVALID, "; ".join(problems), "runner")
-        labels = dict(request.labels)
-        if labels.setdefault(INSTALLATION, self._s.installation) != self._s.installation:
-            return Refusal(
-                RefusalKind.INVALID,
-                f"the runner belongs to installation {labels[INSTALLATION]!r}; this provider "
-                f"serves {self._s.installation!r}",
-                "installation",
-            )
-        labels.setdefault(MANAGED, "true")
+        labels = own_labels(request.labels, self._s.installation)
+        if isinstance(labels, Refusal):
+            return labels
         if len(labels) + len(runner.tags) + 1 > MAX_TAGS:
             return Refusal(RefusalKind.INVALID, f"more than EC2's {MAX_TAGS} tags", "labels")
-        existing = await self._ours({}, request.runner_name)
-        if existing:
+        existing = await self._find_ours(request.runner_name)
+        if existing is not None:
             log.info("aws.create.adopted", runner=request.runner_name)
-            return Created(self._machine(existing[0]))
+            return existing
         root_device = ""
         if runner.image:
             found = await self._root_device(runner.image)
@@ -112,27 +99,14 @@ class AwsProvider:
                     "image",
                 )
             root_device = found
-        tried: list[Tried] = []
-        out_of_quota: set[str] = set()
-        for attempt in plan(self._s.subnets, runner.instance_types):
-            if attempt.instance_type in out_of_quota:
-                continue
-            params = run_params(self._s, runner, request, labels, attempt, root_device)
-            result = await self._attempt(request, params, attempt)
-            if isinstance(result, Created):
-                return result
-            log.info(
-                "aws.create.refused",
-                runner=request.runner_name,
-                attempt=str(attempt),
-                code=result.code,
-            )
-            tried.append(result)
-            if result.outcome is Outcome.QUOTA:
-                out_of_quota.add(attempt.instance_type)
-            if result.outcome in STOPS_SEARCH:
-                break
-        return settle(tried, self._s.region)
+
+        async def attempt(where: Attempt) -> Created | Tried:
+            params = run_params(self._s, runner, request, labels, where, root_device)
+            return await self._attempt(request, params, where)
+
+        attempts = plan(self._s.subnets, runner.instance_types)
+        result = await search(attempts, lambda a: a.instance_type, attempt)
+        return result if isinstance(result, Created) else settle(result, self._s.region)
 
     async def _root_device(self, image: str) -> str | None:
         if image not in self._root_devices:
@@ -142,29 +116,39 @@ class AwsProvider:
     async def _attempt(
         self, request: CreateRequest, params: Mapping[str, Any], attempt: Attempt
     ) -> Created | Tried:
-        detail, code = "", ""
-        for sent in range(UNCERTAIN_RETRIES + 1):
-            result = await self._api.run(params)  # the same ClientToken every time
+        """One subnet and type: RunInstances, resent with the same ClientToken while uncertain."""
+
+        async def send() -> Created | Tried:
+            result = await self._api.run(params)
             if isinstance(result, Ec2Instance):
                 return Created(self._machine(result))
             outcome = classify(result.code, result.status)
-            detail, code = result.describe(), result.code
-            if outcome is not Outcome.UNCERTAIN:
-                return Tried(attempt, outcome, code, detail, resource_of(code))
+            return Tried(attempt, outcome, result.code, result.describe(), resource_of(result.code))
+
+        def uncertain(sent: int, tried: Tried) -> None:
             log.warning(
                 "aws.create.uncertain",
                 runner=request.runner_name,
                 attempt=str(attempt),
-                sent=sent + 1,
-                code=code,
+                sent=sent,
+                code=tried.code,
             )
-            if sent < UNCERTAIN_RETRIES:
-                await self._clock.sleep(RETRY_DELAYS[sent])
-        # Settle before reporting: the instance may exist although no answer said so.
-        found = await self._ours({}, request.runner_name)
-        if found:
-            return Created(self._machine(found[0]))
-        return Tried(attempt, Outcome.UNCERTAIN, code, detail)
+
+        find = partial(self._find_ours, request.runner_name)
+        result = await send_until_certain(send, find, self._clock, uncertain)
+        if not isinstance(result, Created):
+            log.info(
+                "aws.create.refused",
+                runner=request.runner_name,
+                attempt=str(attempt),
+                code=result.code,
+            )
+        return result
+
+    async def _find_ours(self, name: str) -> Created | None:
+        """The runner's live instance, adopted as created; ``None`` when there is none."""
+        found = await self._ours({}, name)
+        return Created(self._machine(found[0])) if found else None
 
     async def _ours(self, selector: Mapping[str, str], name: str = "") -> list[Ec2Instance]:
         """This installation's live instances carrying ``selector`` (and ``name``)."""

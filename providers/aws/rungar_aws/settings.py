@@ -19,11 +19,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rungar.cloudkit.settings import (
+    DEFAULT_DISK,
+    GIB,
+    disk_bytes,
+    flag,
+    require_strings,
+    string_list,
+    string_map,
+    timeout,
+    types_and_template,
+    unknown_keys,
+)
 from rungar.model.runner_block import RunnerBlock
-from rungar.model.units import parse_bytes, parse_duration
 
-GIB = 1024**3
-DEFAULT_DISK = 50 * GIB
 MAX_USER_DATA = 10 * 1024
 SETTINGS_KEYS = frozenset(
     {
@@ -55,17 +64,6 @@ RUNNER_KEYS = frozenset(
 )
 
 
-def _strings(value: Any, key: str, problems: list[str]) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) and value:
-        return (value,)
-    if isinstance(value, list | tuple) and all(isinstance(v, str) and v for v in value):
-        return tuple(value)
-    problems.append(f"{key}: must be a string or a list of strings")
-    return ()
-
-
 @dataclass(frozen=True, slots=True)
 class AwsSettings:
     region: str
@@ -83,22 +81,16 @@ class AwsSettings:
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> AwsSettings:
         """Settings from a mapping; raises ``ValueError`` listing every problem."""
-        problems = [f"{k}: unknown key" for k in sorted(set(raw) - SETTINGS_KEYS)]
-        for key in ("region", "installation"):
-            if not isinstance(raw.get(key), str) or not raw.get(key):
-                problems.append(f"{key}: required")
-        subnets = _strings(raw.get("subnets"), "subnets", problems)
+        problems = unknown_keys(raw, SETTINGS_KEYS)
+        require_strings(raw, ("region", "installation"), problems)
+        subnets = string_list(raw.get("subnets"), "subnets", problems)
         if not subnets:
             problems.append("subnets: at least one subnet is required")
-        groups = _strings(raw.get("security_groups"), "security_groups", problems)
-        public_ip = raw.get("public_ip")
+        groups = string_list(raw.get("security_groups"), "security_groups", problems)
+        public_ip = raw.get("public_ip")  # unset keeps the subnet's default
         if public_ip is not None and not isinstance(public_ip, bool):
             problems.append("public_ip: must be true or false")
-        timeout = 30.0
-        try:
-            timeout = parse_duration(raw.get("timeout", "30s"))
-        except ValueError as e:
-            problems.append(f"timeout: {e}")
+        seconds = timeout(raw, problems)
         if problems:
             raise ValueError("; ".join(problems))
         return cls(
@@ -111,7 +103,7 @@ class AwsSettings:
             instance_profile=str(raw.get("instance_profile", "")),
             profile=str(raw.get("profile", "")),
             credentials_file=str(raw.get("credentials_file", "")),
-            timeout=timeout,
+            timeout=seconds,
             endpoint_url=str(raw.get("endpoint_url", "")),
         )
 
@@ -135,23 +127,11 @@ class AwsRunner:
     def parse(cls, block: RunnerBlock) -> tuple[AwsRunner | None, list[str]]:
         """The runner, or ``None`` and every problem found."""
         extra = block.extra
-        problems = [f"runner.{k}: unknown key" for k in sorted(set(extra) - RUNNER_KEYS)]
-        types = _strings(extra.get("instance_type"), "runner.instance_type", problems)
-        template = extra.get("launch_template") or ""
-        if not isinstance(template, str):
-            problems.append("runner.launch_template: must be id|name[:version]")
-            template = ""
-        if not types and not template:
-            problems.append("runner.instance_type: required unless launch_template is set")
-        if not block.image and not template:
-            problems.append("runner.image: required unless launch_template is set")
-        disk = block.disk_bytes
-        if "disk_size" in extra:
-            try:
-                disk = parse_bytes(extra["disk_size"])
-            except ValueError as e:
-                problems.append(f"runner.disk_size: {e}")
-        disk_gib = max(1, -(-(disk or DEFAULT_DISK) // GIB))
+        problems = unknown_keys(extra, RUNNER_KEYS, "runner.")
+        types, template = types_and_template(
+            block, "instance_type", "launch_template", "id|name[:version]", problems
+        )
+        disk_gib = max(1, -(-disk_bytes(block, problems) // GIB))  # EBS sizes are whole GiB, up
         disk_type = extra.get("disk_type", "gp3")
         if disk_type not in ("gp3", "gp2"):
             problems.append("runner.disk_type: must be gp3 or gp2")
@@ -163,15 +143,8 @@ class AwsRunner:
             problems.append("runner.disk_throughput: must be 125–2000 and at most 0.25 per IOPS")
         if (iops or throughput) and disk_type != "gp3":
             problems.append("runner.disk_iops, disk_throughput: only for gp3")
-        spot = extra.get("spot", False)
-        if not isinstance(spot, bool):
-            problems.append("runner.spot: must be true or false")
-        tags = extra.get("tags") or {}
-        if not isinstance(tags, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in tags.items()
-        ):
-            problems.append("runner.tags: must map strings to strings")
-            tags = {}
+        spot = flag(extra, "spot", False, problems, "runner.")
+        tags = string_map(extra.get("tags") or None, "runner.tags", problems)
         for key in tags:
             if key == "Name" or key.startswith(("rungar.sh/", "aws:")):
                 problems.append(f"runner.tags.{key}: set by Rungar or AWS, cannot be given")
@@ -192,8 +165,8 @@ class AwsRunner:
                 disk_iops=iops,
                 disk_throughput=throughput,
                 launch_template=template,
-                spot=bool(spot),
-                tags=dict(tags),
+                spot=spot,
+                tags=tags,
                 user_data=user_data,
             ),
             [],

@@ -16,6 +16,8 @@ REFUSED     a refusal every zone shares: rate limits, unknown 4xx (FAILED, stop)
 FAILED      the operation failed for another reason: try on, FAILED if nothing works
 UNCERTAIN   5xx or no answer to an insert: the machine may exist; retry the same id
 =========== =====================================================================
+
+The outcomes are :class:`rungar.cloudkit.search.Outcome`, shared with the aws provider.
 """
 
 from __future__ import annotations
@@ -24,15 +26,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
-
-class Outcome(StrEnum):
-    STOCK = "stock"
-    QUOTA = "quota"
-    INVALID = "invalid"
-    DENIED = "denied"
-    REFUSED = "refused"
-    FAILED = "failed"
-    UNCERTAIN = "uncertain"
+from rungar.cloudkit.search import Outcome
 
 
 class Plane(StrEnum):

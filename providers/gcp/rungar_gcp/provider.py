@@ -1,13 +1,14 @@
 """The gcp provider: create or refuse on Compute Engine (issue 8; rungar-go §1.5, §1.6, §2.1).
 
-``create`` first looks for the runner's instance in every zone (a retried create must never
-make a second machine, even when the first landed in another zone of the rotation), then walks
-the zones × machine types of :mod:`rungar_gcp.search`. Each insert carries a request id
-derived from the runner's ``request_id`` and the instance name is the runner's name, so a
-repeated insert is deduplicated by GCE or answered 409, which is adopted when the instance
-carries this runner's labels. An uncertain insert (5xx, no answer) is sent again up to three
-times with the same id and then settled by looking the instance up before anything is
-reported. Machines are listed and deleted only when they carry this installation's labels.
+``create`` follows :mod:`rungar.cloudkit.search`: it first looks for the runner's instance in
+every zone (a retried create must never make a second machine, even when the first landed in
+another zone of the rotation), then walks the zones × machine types of
+:mod:`rungar_gcp.search`. Each insert carries a request id derived from the runner's
+``request_id`` and the instance name is the runner's name, so a repeated insert is
+deduplicated by GCE or answered 409, which is adopted when the instance carries this runner's
+labels. An uncertain insert (5xx, no answer) is sent again up to three times with the same id
+and then settled by looking the instance up before anything is reported. Machines are listed
+and deleted only when they carry this installation's labels.
 """
 
 from __future__ import annotations
@@ -15,13 +16,22 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import structlog
 
 from rungar.clock import Clock, SystemClock
+from rungar.cloudkit.search import (
+    Outcome,
+    capabilities,
+    own_labels,
+    runner_problems,
+    search,
+    send_until_certain,
+)
 from rungar.errors import ProviderError
-from rungar.model.labels import INSTALLATION, MANAGED, installation_selector
+from rungar.model.labels import installation_selector
 from rungar.model.machine import (
     Created,
     CreateRequest,
@@ -32,9 +42,8 @@ from rungar.model.machine import (
     Refusal,
     RefusalKind,
 )
-from rungar.model.runner_block import RunnerBlock
 from rungar_gcp.api import GceApi, Instance, InstanceSpec
-from rungar_gcp.errors import Outcome, classify, is_already_exists
+from rungar_gcp.errors import classify, is_already_exists
 from rungar_gcp.labels import (
     JIT_METADATA_KEY,
     LABELS_METADATA_KEY,
@@ -46,16 +55,7 @@ from rungar_gcp.labels import (
     labels_metadata,
     selector_matches,
 )
-from rungar_gcp.search import (
-    STOPS_SEARCH,
-    UNCERTAIN_RETRIES,
-    Attempt,
-    OfferCache,
-    Tried,
-    plan,
-    rotated,
-    settle,
-)
+from rungar_gcp.search import Attempt, OfferCache, Tried, plan, rotated, settle
 from rungar_gcp.settings import RUNNER_KEYS, GcpRunner, GcpSettings
 
 log = structlog.get_logger(__name__)
@@ -63,7 +63,6 @@ log = structlog.get_logger(__name__)
 KIND = "gcp"
 VERSION = "0.1.0"
 REQUEST_NAMESPACE = uuid.UUID("5d0b8f5e-4a53-4a51-9f0c-6b9a3f1c2e77")
-RETRY_DELAYS = (1.0, 2.0, 4.0)  # between uncertain inserts; the cloud is given time to settle
 MIN_DEADLINE_AHEAD = 300.0  # GCE refuses a termination time in the past
 _STARTING = frozenset({"PROVISIONING", "STAGING", "REPAIRING"})
 
@@ -106,15 +105,11 @@ class GcpProvider:
         return self._s
 
     async def info(self) -> ProviderInfo:
-        keys = tuple(sorted(RUNNER_KEYS | {"image", "disk"}))
+        keys = capabilities(RUNNER_KEYS)
         return ProviderInfo(name=self._s.name, kind=KIND, version=VERSION, capabilities=keys)
 
     async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
-        try:
-            block = RunnerBlock.from_mapping(runner)
-        except ValueError as e:
-            return [f"runner.{e}"]
-        return GcpRunner.parse(block)[1]
+        return runner_problems(runner, GcpRunner.parse)
 
     async def create(self, request: CreateRequest) -> Created | Refusal:
         name = instance_name(request.runner_name)
@@ -128,15 +123,9 @@ class GcpProvider:
         runner, problems = GcpRunner.parse(request.runner)
         if runner is None:
             return Refusal(RefusalKind.INVALID, "; ".join(problems), "runner")
-        labels = dict(request.labels)
-        if labels.setdefault(INSTALLATION, self._s.installation) != self._s.installation:
-            return Refusal(
-                RefusalKind.INVALID,
-                f"the runner belongs to installation {labels[INSTALLATION]!r}; this provider "
-                f"serves {self._s.installation!r}",
-                "installation",
-            )
-        labels.setdefault(MANAGED, "true")
+        labels = own_labels(request.labels, self._s.installation)
+        if isinstance(labels, Refusal):
+            return labels
         existing = await self._find_ours(name)
         if existing is not None:
             log.info("gcp.create.adopted", runner=request.runner_name, zone=existing.zone)
@@ -147,31 +136,20 @@ class GcpProvider:
             return Refusal(RefusalKind.INVALID, str(e), "labels")
         start = self._rotation.get(request.scale_set, 0)
         self._rotation[request.scale_set] = start + 1
-        tried: list[Tried] = []
         unoffered: list[Attempt] = []
-        out_of_quota: set[str] = set()
-        for attempt in plan(rotated(self._s.zones, start), runner.machine_types):
-            if attempt.machine_type in out_of_quota:
-                continue
-            if attempt.machine_type and await self._offered(attempt) is False:
-                unoffered.append(attempt)
-                continue
-            spec = self._spec(request, runner, name, attempt, labels, gcp_labels)
-            result = await self._attempt(request, spec, attempt, runner.spot)
-            if isinstance(result, Created):
-                return result
-            log.info(
-                "gcp.create.refused",
-                runner=request.runner_name,
-                attempt=str(attempt),
-                outcome=str(result.outcome),
-            )
-            tried.append(result)
-            if result.outcome is Outcome.QUOTA:
-                out_of_quota.add(attempt.machine_type)
-            if result.outcome in STOPS_SEARCH:
-                break
-        return settle(tried, unoffered, self._s.region)
+
+        async def attempt(where: Attempt) -> Created | Tried | None:
+            if where.machine_type and await self._offered(where) is False:
+                unoffered.append(where)  # skipped without an insert
+                return None
+            spec = self._spec(request, runner, name, where, labels, gcp_labels)
+            return await self._attempt(request, spec, where, runner.spot)
+
+        attempts = plan(rotated(self._s.zones, start), runner.machine_types)
+        result = await search(attempts, lambda a: a.machine_type, attempt)
+        if isinstance(result, Created):
+            return result
+        return settle(result, unoffered, self._s.region)
 
     async def _offered(self, attempt: Attempt) -> bool | None:
         now = self._clock.now()
@@ -222,9 +200,10 @@ class GcpProvider:
     async def _attempt(
         self, request: CreateRequest, spec: InstanceSpec, attempt: Attempt, spot: bool
     ) -> Created | Tried:
+        """One zone and type: an insert, resent with the same request id while uncertain."""
         request_id = request_uuid(request, attempt)
-        detail = ""
-        for sent in range(UNCERTAIN_RETRIES + 1):
+
+        async def send() -> Created | Tried:
             failure = await self._api.insert(spec, request_id)
             if failure is None:
                 try:
@@ -235,34 +214,42 @@ class GcpProvider:
                     return Created(self._asked_for(request, spec))
                 return Created(self._machine(found))
             if is_already_exists(failure.codes, failure.status):
-                found = await self._find_ours(spec.name)
-                if found is not None:
-                    return Created(self._machine(found))
+                adopted = await self._adopt(spec.name)
+                if adopted is not None:
+                    return adopted
                 taken = f"an instance named {spec.name} exists and is not this runner's"
                 return Tried(attempt, Outcome.REFUSED, taken)
             outcome = classify(failure.codes, failure.status, failure.plane, spot=spot)
-            detail = failure.describe()
-            if outcome is not Outcome.UNCERTAIN:
-                return Tried(attempt, outcome, detail)
+            return Tried(attempt, outcome, failure.describe())
+
+        def uncertain(sent: int, tried: Tried) -> None:
             log.warning(
                 "gcp.create.uncertain",
                 runner=request.runner_name,
                 attempt=str(attempt),
-                sent=sent + 1,
-                detail=failure.describe(),
+                sent=sent,
+                detail=tried.detail,
             )
-            if sent < UNCERTAIN_RETRIES:
-                await self._clock.sleep(RETRY_DELAYS[sent])
-        # Settle before reporting: the machine may exist although no answer said so.
-        found = await self._find_ours(spec.name)
-        if found is not None:
-            return Created(self._machine(found))
-        return Tried(attempt, Outcome.UNCERTAIN, detail)
+
+        find = partial(self._adopt, spec.name)
+        result = await send_until_certain(send, find, self._clock, uncertain)
+        if not isinstance(result, Created):
+            log.info(
+                "gcp.create.refused",
+                runner=request.runner_name,
+                attempt=str(attempt),
+                outcome=str(result.outcome),
+            )
+        return result
 
     async def _find_ours(self, name: str) -> Instance | None:
         """This installation's instance called ``name`` in any zone of the provider."""
         found = await self._ours(installation_selector(self._s.installation), name)
         return found[0] if found else None
+
+    async def _adopt(self, name: str) -> Created | None:
+        found = await self._find_ours(name)
+        return Created(self._machine(found)) if found is not None else None
 
     async def _ours(self, selector: Mapping[str, str], name: str = "") -> list[Instance]:
         own = installation_selector(self._s.installation)

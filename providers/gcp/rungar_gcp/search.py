@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rungar.cloudkit.search import Outcome, details, stop_refusal, unoffered_refusal
 from rungar.model.machine import Refusal, RefusalKind
-from rungar_gcp.errors import Outcome
 
 OFFER_TTL = 3600.0
-UNCERTAIN_RETRIES = 3  # an uncertain insert is sent again up to this many times, same id
-STOPS_SEARCH = frozenset({Outcome.INVALID, Outcome.DENIED, Outcome.REFUSED, Outcome.UNCERTAIN})
 FULL_OUTCOMES = frozenset({Outcome.STOCK, Outcome.QUOTA})
 
 
@@ -68,33 +66,14 @@ class OfferCache:
         self._known[(zone, machine_type)] = (offered, now)
 
 
-def _details(tried: Sequence[Tried]) -> str:
-    return "; ".join(f"{t.attempt}: {t.detail}" for t in tried)
-
-
 def settle(tried: Sequence[Tried], unoffered: Sequence[Attempt], region: str) -> Refusal:
     """The refusal for a search that created nothing."""
     if not tried:
-        types = sorted({a.machine_type for a in unoffered if a.machine_type})
-        return Refusal(
-            RefusalKind.INVALID,
-            f"no zone of {region} offers machine type {' or '.join(types) or '(none)'}",
-            "machine type",
-        )
-    last = tried[-1]
-    if last.outcome is Outcome.INVALID:
-        return Refusal(RefusalKind.INVALID, f"{last.attempt}: {last.detail}", "runner")
-    if last.outcome is Outcome.DENIED:
-        return Refusal(RefusalKind.INVALID, f"{last.attempt}: {last.detail}", "permission")
-    if last.outcome is Outcome.REFUSED:
-        return Refusal(RefusalKind.FAILED, f"{last.attempt}: {last.detail}", "api")
-    if last.outcome is Outcome.UNCERTAIN:
-        return Refusal(
-            RefusalKind.FAILED,
-            f"{last.attempt}: no certain answer after {UNCERTAIN_RETRIES + 1} tries and no "
-            f"machine found: {last.detail}",
-            "api",
-        )
+        types = (a.machine_type for a in unoffered)
+        return unoffered_refusal("zone", region, "machine type", types)
+    stopped = stop_refusal(tried, "machine")
+    if stopped is not None:
+        return stopped
     outcomes = {t.outcome for t in tried}
     if outcomes <= FULL_OUTCOMES:
         resource = (
@@ -104,5 +83,5 @@ def settle(tried: Sequence[Tried], unoffered: Sequence[Attempt], region: str) ->
             if outcomes == {Outcome.STOCK}
             else "zone stock and quota"
         )
-        return Refusal(RefusalKind.FULL, f"every zone is full: {_details(tried)}", resource)
-    return Refusal(RefusalKind.FAILED, f"no zone created the machine: {_details(tried)}", "zone")
+        return Refusal(RefusalKind.FULL, f"every zone is full: {details(tried)}", resource)
+    return Refusal(RefusalKind.FAILED, f"no zone created the machine: {details(tried)}", "zone")

@@ -1,104 +1,30 @@
 """``rungar-provider-gcp``: the gcp provider served over the provider protocol (ARCHITECTURE §1).
 
-Settings come from a YAML or TOML file (the keys of :mod:`rungar_gcp.settings`). Started by
-Rungar as a plugin (``RUNGAR_PLUGIN_SOCKET`` set) it serves on that socket; otherwise
-``--listen`` names a ``unix:///path`` or, with TLS, a ``host:port``. Exit codes: 0 stopped,
-2 configuration or usage error.
+The settings file holds the keys of :mod:`rungar_gcp.settings`; options, serving and exit
+codes are :mod:`rungar.cloudkit.serve`'s. google-cloud-compute is imported only once the
+settings are read and the provider is opened.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import contextlib
-import os
-import signal
 import sys
-import tomllib
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
-import yaml
-
-from rungar.errors import ConfigError
-
-
-def read_settings_file(path: str) -> Mapping[str, Any]:
-    """A mapping from a ``.toml`` file or a YAML one; raises ``ConfigError``."""
-    try:
-        text = Path(path).read_text()
-        raw = tomllib.loads(text) if path.endswith(".toml") else yaml.safe_load(text)
-    except (OSError, ValueError, yaml.YAMLError) as e:
-        raise ConfigError([f"{path}: {e}"]) from e
-    if not isinstance(raw, dict):
-        raise ConfigError([f"{path}: must be a mapping of settings"])
-    return raw
-
-
-def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True, help="settings file (.yaml or .toml)")
-    parser.add_argument("--listen", default="", help="unix:///path or host:port (needs --tls-*)")
-    parser.add_argument("--tls-cert", default="", help="server certificate (PEM)")
-    parser.add_argument("--tls-key", default="", help="server key (PEM)")
-    parser.add_argument("--tls-client-ca", default="", help="CA of client certificates (mTLS)")
-    parser.add_argument("--token-file", default="", help="file holding a bearer token")
-    return parser
-
-
-async def serve_until_stopped(provider: Any, args: argparse.Namespace) -> None:
-    """Serve ``provider`` as a plugin or at ``--listen`` until SIGTERM or SIGINT."""
-    from rungar.rpc.plugin import SOCKET_ENV, serve_plugin
-    from rungar.rpc.server import serve
-    from rungar.rpc.tls import ServerTls
-
-    if not args.listen:
-        if not os.environ.get(SOCKET_ENV):
-            raise ConfigError([f"--listen is required unless started by rungar ({SOCKET_ENV})"])
-        await serve_plugin(provider)
-        return
-    tls = ServerTls(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
-    token = Path(args.token_file).read_text().strip() if args.token_file else ""
-    server = await serve(provider, args.listen, tls, token)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        await server.stop(5.0)
+from rungar.cloudkit.serve import run_provider_server
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from rungar_gcp.provider import open_gcp_provider  # google-cloud-compute only when opened
     from rungar_gcp.settings import GcpSettings
 
-    args = build_parser("rungar-provider-gcp").parse_args(argv)
-    try:
-        settings = GcpSettings.parse(read_settings_file(args.config))
-    except ConfigError as e:
-        print(f"rungar-provider-gcp: {e}", file=sys.stderr)
-        return 2
-    except ValueError as e:
-        print(f"rungar-provider-gcp: {args.config}: {e}", file=sys.stderr)
-        return 2
-
-    async def run() -> None:
-        from rungar_gcp.provider import open_gcp_provider
-
-        provider = open_gcp_provider(settings)
-        try:
-            await serve_until_stopped(provider, args)
-        finally:
-            provider.close()
-
-    try:
-        asyncio.run(run())
-    except ConfigError as e:
-        print(f"rungar-provider-gcp: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_provider_server(
+        "rungar-provider-gcp",
+        __doc__.splitlines()[0],
+        GcpSettings.parse,
+        open_gcp_provider,
+        argv,
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rungar.cloudkit.settings import (
+    DEFAULT_DISK,
+    GIB,
+    disk_bytes,
+    flag,
+    require_strings,
+    string_list,
+    string_map,
+    timeout,
+    types_and_template,
+    unknown_keys,
+)
 from rungar.model.runner_block import RunnerBlock
-from rungar.model.units import parse_bytes, parse_duration
 from rungar_gcp.labels import (
     JIT_METADATA_KEY,
     LABELS_METADATA_KEY,
@@ -30,8 +41,6 @@ from rungar_gcp.labels import (
     encode_value,
 )
 
-GIB = 1024**3
-DEFAULT_DISK = 50 * GIB
 MIN_DISK = 10 * GIB
 DEFAULT_SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
 DISK_TYPES = ("pd-balanced", "pd-ssd", "pd-standard", "hyperdisk-balanced")
@@ -78,17 +87,6 @@ def region_of(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
 
 
-def _string_list(value: Any, key: str, problems: list[str]) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list | tuple) and all(isinstance(v, str) and v for v in value):
-        return tuple(value)
-    problems.append(f"{key}: must be a string or a list of strings")
-    return ()
-
-
 @dataclass(frozen=True, slots=True)
 class GcpSettings:
     project: str
@@ -112,24 +110,19 @@ class GcpSettings:
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> GcpSettings:
         """Settings from a mapping; raises ``ValueError`` listing every problem."""
-        problems = [f"{k}: unknown key" for k in sorted(set(raw) - SETTINGS_KEYS)]
-        for key in ("project", "installation"):
-            if not isinstance(raw.get(key), str) or not raw.get(key):
-                problems.append(f"{key}: required")
-        zones = _string_list(raw.get("zones"), "zones", problems)
+        problems = unknown_keys(raw, SETTINGS_KEYS)
+        require_strings(raw, ("project", "installation"), problems)
+        zones = string_list(raw.get("zones"), "zones", problems, allow_empty=True)
         if not zones:
             problems.append("zones: at least one zone is required")
         elif len({region_of(z) for z in zones}) > 1:
             problems.append(f"zones: {', '.join(zones)} are not all in one region")
-        scopes = _string_list(raw.get("scopes"), "scopes", problems) or DEFAULT_SCOPES
-        timeout = 30.0
-        try:
-            timeout = parse_duration(raw.get("timeout", "30s"))
-        except ValueError as e:
-            problems.append(f"timeout: {e}")
-        for key in ("external_ip", "anonymous"):
-            if key in raw and not isinstance(raw[key], bool):
-                problems.append(f"{key}: must be true or false")
+        scopes = (
+            string_list(raw.get("scopes"), "scopes", problems, allow_empty=True) or DEFAULT_SCOPES
+        )
+        seconds = timeout(raw, problems)
+        external_ip = flag(raw, "external_ip", True, problems)
+        anonymous = flag(raw, "anonymous", False, problems)
         if problems:
             raise ValueError("; ".join(problems))
         return cls(
@@ -139,13 +132,13 @@ class GcpSettings:
             name=str(raw.get("name", "gcp")),
             network=str(raw.get("network", "")),
             subnetwork=str(raw.get("subnetwork", "")),
-            external_ip=bool(raw.get("external_ip", True)),
+            external_ip=external_ip,
             service_account=str(raw.get("service_account", "")),
             scopes=scopes,
             credentials_file=str(raw.get("credentials_file", "")),
-            timeout=timeout,
+            timeout=seconds,
             endpoint=str(raw.get("endpoint", "")),
-            anonymous=bool(raw.get("anonymous", False)),
+            anonymous=anonymous,
         )
 
 
@@ -168,23 +161,11 @@ class GcpRunner:
     def parse(cls, block: RunnerBlock) -> tuple[GcpRunner | None, list[str]]:
         """The runner, or ``None`` and every problem found."""
         extra = block.extra
-        problems = [f"runner.{k}: unknown key" for k in sorted(set(extra) - RUNNER_KEYS)]
-        types = _string_list(extra.get("machine_type"), "runner.machine_type", problems)
-        template = extra.get("instance_template") or ""
-        if not isinstance(template, str):
-            problems.append("runner.instance_template: must be a string")
-            template = ""
-        if not types and not template:
-            problems.append("runner.machine_type: required unless instance_template is set")
-        if not block.image and not template:
-            problems.append("runner.image: required unless instance_template is set")
-        disk = block.disk_bytes
-        if "disk_size" in extra:
-            try:
-                disk = parse_bytes(extra["disk_size"])
-            except ValueError as e:
-                problems.append(f"runner.disk_size: {e}")
-        disk = disk or DEFAULT_DISK
+        problems = unknown_keys(extra, RUNNER_KEYS, "runner.")
+        types, template = types_and_template(
+            block, "machine_type", "instance_template", "a string", problems, allow_empty=True
+        )
+        disk = disk_bytes(block, problems)
         if disk % GIB:
             problems.append("runner.disk_size: must be a whole number of GiB")
         elif disk < MIN_DISK:
@@ -192,15 +173,15 @@ class GcpRunner:
         disk_type = extra.get("disk_type", "pd-balanced")
         if disk_type not in DISK_TYPES:
             problems.append(f"runner.disk_type: must be one of {', '.join(DISK_TYPES)}")
-        spot = extra.get("spot", False)
-        if not isinstance(spot, bool):
-            problems.append("runner.spot: must be true or false")
-        tags = _string_list(extra.get("network_tags"), "runner.network_tags", problems)
-        labels = _string_map(extra.get("labels"), "runner.labels", problems)
+        spot = flag(extra, "spot", False, problems, "runner.")
+        tags = string_list(
+            extra.get("network_tags"), "runner.network_tags", problems, allow_empty=True
+        )
+        labels = string_map(extra.get("labels"), "runner.labels", problems)
         for k, v in labels.items():
             if encode_key(k) != k or encode_value(v) != v:
                 problems.append(f"runner.labels.{k}: not a valid GCP label ([a-z0-9_-], ≤63)")
-        metadata = _string_map(extra.get("metadata"), "runner.metadata", problems)
+        metadata = string_map(extra.get("metadata"), "runner.metadata", problems)
         for k in metadata:
             if k in RESERVED_METADATA or k == "startup-script":
                 problems.append(f"runner.metadata.{k}: set by Rungar, cannot be given")
@@ -216,21 +197,10 @@ class GcpRunner:
             disk_gib=disk // GIB,
             disk_type=str(disk_type),
             instance_template=template,
-            spot=bool(spot),
+            spot=spot,
             network_tags=tags,
             labels=labels,
             metadata=metadata,
             startup_script=script,
         )
         return runner, []
-
-
-def _string_map(value: Any, key: str, problems: list[str]) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        problems.append(f"{key}: must map strings to strings")
-        return {}
-    return dict(value)

@@ -1,0 +1,116 @@
+"""Reading a cloud provider's settings and runner block: the checks both clouds make (pure).
+
+rungar-go §2.1: a provider's settings and each runner block are checked offline and every
+problem is reported at once, so each helper appends to a ``problems`` list and answers a usable
+value instead of raising. The cloud-specific rules (regions, disks, tags) stay in each
+provider's ``settings`` module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from rungar.model.runner_block import RunnerBlock
+from rungar.model.units import parse_bytes, parse_duration
+
+GIB = 1024**3
+DEFAULT_DISK = 50 * GIB
+DEFAULT_TIMEOUT = 30.0
+
+
+def unknown_keys(raw: Mapping[str, Any], known: Collection[str], prefix: str = "") -> list[str]:
+    """A problem for every key not in ``known``, sorted, as the first problems found."""
+    return [f"{prefix}{k}: unknown key" for k in sorted(set(raw) - set(known))]
+
+
+def require_strings(raw: Mapping[str, Any], keys: Collection[str], problems: list[str]) -> None:
+    for key in keys:
+        if not isinstance(raw.get(key), str) or not raw.get(key):
+            problems.append(f"{key}: required")
+
+
+def string_list(
+    value: Any, key: str, problems: list[str], *, allow_empty: bool = False
+) -> tuple[str, ...]:
+    """A string or a list of non-empty strings as a tuple; ``None`` is the empty tuple.
+
+    ``allow_empty`` keeps the gcp provider's reading of a lone ``""`` as one empty item.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str) and (value or allow_empty):
+        return (value,)
+    if isinstance(value, list | tuple) and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    problems.append(f"{key}: must be a string or a list of strings")
+    return ()
+
+
+def string_map(value: Any, key: str, problems: list[str]) -> dict[str, str]:
+    """A mapping of strings to strings; ``None`` is the empty mapping."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        problems.append(f"{key}: must map strings to strings")
+        return {}
+    return dict(value)
+
+
+def flag(
+    raw: Mapping[str, Any], key: str, default: bool, problems: list[str], prefix: str = ""
+) -> bool:
+    """A true/false key; any other value given (``null`` too) is a problem."""
+    value = raw.get(key, default)
+    if not isinstance(value, bool):
+        problems.append(f"{prefix}{key}: must be true or false")
+        return default
+    return value
+
+
+def timeout(raw: Mapping[str, Any], problems: list[str]) -> float:
+    """``timeout`` as seconds (``30s`` when unset)."""
+    try:
+        return parse_duration(raw.get("timeout", "30s"))
+    except ValueError as e:
+        problems.append(f"timeout: {e}")
+        return DEFAULT_TIMEOUT
+
+
+def types_and_template(
+    block: RunnerBlock,
+    type_key: str,
+    template_key: str,
+    template_form: str,
+    problems: list[str],
+    *,
+    allow_empty: bool = False,
+) -> tuple[tuple[str, ...], str]:
+    """The runner's machine types and template: one of them is needed, and an image unless
+    the template brings its own."""
+    extra = block.extra
+    types = string_list(
+        extra.get(type_key), f"runner.{type_key}", problems, allow_empty=allow_empty
+    )
+    template = extra.get(template_key) or ""
+    if not isinstance(template, str):
+        problems.append(f"runner.{template_key}: must be {template_form}")
+        template = ""
+    if not types and not template:
+        problems.append(f"runner.{type_key}: required unless {template_key} is set")
+    if not block.image and not template:
+        problems.append(f"runner.image: required unless {template_key} is set")
+    return types, template
+
+
+def disk_bytes(block: RunnerBlock, problems: list[str]) -> int:
+    """The boot disk: ``disk_size`` when given, else the block's ``disk``, else 50GiB."""
+    disk = block.disk_bytes
+    if "disk_size" in block.extra:
+        try:
+            disk = parse_bytes(block.extra["disk_size"])
+        except ValueError as e:
+            problems.append(f"runner.disk_size: {e}")
+    return disk or DEFAULT_DISK
