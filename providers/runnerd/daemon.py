@@ -2,7 +2,8 @@
 
 Issue 6, "runnerd serve": the provider protocol on a unix socket (plaintext there only) and,
 with ``listen``, over TCP with TLS (mutual when ``tls_ca`` is set) or a bearer token over TLS;
-runnerctl's HTTP/JSON API on ``api_socket``; the sampler every ``sample_interval``.
+runnerctl's HTTP/JSON API on ``api_socket``; the sampler every ``sample_interval``; auto sizing
+(issue 7) every 5 minutes, each change it writes taken up live by :meth:`Daemon.reconfigure`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from runnerd.history import History, JobEnd
 from runnerd.provider import RunnerdProvider, RunnerState
 from runnerd.runtime.base import NAME_LABEL, PROFILE_LABEL, SCALE_SET_LABEL, Runtime
 from runnerd.sampler import Sampler
+from runnerd.sizing.autorun import AutoSizer
+from runnerd.sizing.changes import Change
 
 log = structlog.get_logger("runnerd.daemon")
 
@@ -47,6 +50,38 @@ class Daemon:
         if closing is not None:
             await closing()
         self.history.close()
+
+    def reconfigure(self, config: RunnerdConfig) -> None:
+        """Run with ``config`` from now on: new admissions use its profiles."""
+        self.config = config
+        self.provider.reconfigure(config)
+
+
+def start_auto_sizing(
+    daemon: Daemon, config_path: str, config_text: str
+) -> asyncio.Task[None] | None:
+    """Settle what a crash left of auto sizing (always), then look every 5 minutes while
+    ``[sizing] auto = true`` (seed 000, "Auto sizing"). Each change written is run with at once."""
+    provider = daemon.provider
+    clock = provider.clock
+
+    def written(config: RunnerdConfig, change: Change) -> None:
+        daemon.reconfigure(config)
+
+    sizer = AutoSizer(
+        Path(config_path),
+        Path(daemon.config.host.history_path()),
+        clock,
+        running_text=config_text,
+        limits=lambda: slice_limits(daemon.config),
+        running=provider.running_per_profile,
+        on_written=written,
+        started_at=clock.now(),
+    )
+    sizer.start()
+    if not daemon.config.sizing.auto:
+        return None
+    return asyncio.create_task(sizer.run_forever())
 
 
 def slice_limits(config: RunnerdConfig) -> tuple[int | None, float | None]:
@@ -154,15 +189,18 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         servers.append(await serve(daemon.provider, host.listen, tls=tls, token=token))
     api = await serve_api(daemon.provider, host.api_socket_path())
     sampling = asyncio.create_task(daemon.sampler.run())
+    sizing = start_auto_sizing(daemon, config_path, text)
     log.info("runnerd.serving", socket=host.socket_path(), listen=host.listen or None)
     stop_wait = asyncio.ensure_future(stopping.wait())
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(s.wait()) for s in servers]
     try:
         await asyncio.wait([*waits, stop_wait, api.task], return_when=asyncio.FIRST_COMPLETED)
     finally:
-        sampling.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await sampling
+        for task in (sampling, sizing):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         for server in servers:  # before their waiters are touched: grpc shares the future
             await server.stop()
         stop_wait.cancel()

@@ -3,7 +3,8 @@
 Seed 000, "Measured admission"; reference runnerd.md §3.1 (``Predictor`` re-reads the history
 at most once a minute over 30 days). Runs are grouped by job key and by profile when loaded;
 a finished job is added as it finishes, so a re-read only catches what another writer added.
-The rules themselves are the pure functions of :mod:`runnerd.admission.predict`.
+The rules themselves are the pure functions of :mod:`runnerd.admission.predict`; each job's runs
+are a :class:`runnerd.admission.job_runs.JobRuns`, whose facts cost bisections, not a scan.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 
 from rungar.model.machine import JobHint
+from runnerd.admission.job_runs import JobRuns
 from runnerd.admission.model import Prediction, Run
 from runnerd.admission.predict import (
     RECENT_RUNS,
@@ -19,6 +21,7 @@ from runnerd.admission.predict import (
     ProfileStats,
     largest,
     predict,
+    predict_from_facts,
     profile_stats,
 )
 from runnerd.history import JobKey
@@ -34,7 +37,7 @@ class Predictor:
         self.window = window
         self.reread = reread
         self.loaded_at = float("-inf")
-        self._jobs: dict[JobKey, list[Run]] = {}
+        self._jobs: dict[JobKey, JobRuns] = {}
         self._profiles: dict[str, list[Run]] = {}
         self._stats: dict[str, tuple[float, ProfileStats]] = {}
         self._keep = KEEP_FACTOR * max(RECENT_RUNS, rules.min_jobs)
@@ -54,16 +57,19 @@ class Predictor:
         self._stats.pop(key.profile, None)
 
     def _append(self, key: JobKey, run: Run) -> None:
-        runs = self._jobs.setdefault(key, [])
+        runs = self._jobs.get(key)
+        if runs is None:
+            runs = self._jobs[key] = JobRuns()
         runs.append(run)
         if len(runs) > 2 * self._keep:
-            del runs[: len(runs) - self._keep]
+            runs.keep_last(self._keep)
         self._profiles.setdefault(key.profile, []).append(run)
 
     def runs(self, key: JobKey, now: float) -> Sequence[Run]:
-        runs = self._jobs.get(key, [])
-        start = bisect.bisect_left(runs, now - self.window, key=lambda r: r.finished_at)
-        return runs[start:]
+        runs = self._jobs.get(key)
+        if runs is None:
+            return []
+        return runs.runs[runs.window_start(now - self.window) :]
 
     def profile(self, name: str, now: float) -> ProfileStats:
         cached = self._stats.get(name)
@@ -80,9 +86,12 @@ class Predictor:
     def predict_job(
         self, key: JobKey, cap: int, cpus: float, now: float, beside: bool = False
     ) -> Prediction:
-        return predict(
-            self.runs(key, now), self.profile(key.profile, now), cap, cpus, self.rules, now, beside
-        )
+        profile = self.profile(key.profile, now)
+        runs = self._jobs.get(key)
+        if runs is None:
+            return predict([], profile, cap, cpus, self.rules, now, beside)
+        facts = runs.facts(runs.window_start(now - self.window), self.rules, now)
+        return predict_from_facts(facts, profile, cap, cpus, self.rules, beside)
 
     def predict_runner(
         self,

@@ -178,6 +178,24 @@ class RunnerdProvider:
         self.waiting: dict[str, Waiting] = {}
         self._lock = asyncio.Lock()
 
+    def reconfigure(self, config: RunnerdConfig) -> None:
+        """Admit new runners by ``config``'s profiles (auto sizing wrote new values). A running
+        runner keeps the profile it was admitted with: its container's limits do not move."""
+        changed = sorted(
+            name
+            for name, profile in config.profiles.items()
+            if self.config.profiles.get(name) != profile
+        )
+        self.config = config
+        log.info("runnerd.reconfigured", profiles=changed)
+
+    def running_per_profile(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for state in self.runners.values():
+            if state.state is not MachineState.STOPPED:
+                counts[state.profile.name] = counts.get(state.profile.name, 0) + 1
+        return counts
+
     # ---- the protocol ------------------------------------------------------------------
 
     async def info(self) -> ProviderInfo:

@@ -84,8 +84,15 @@ def decide(
     state: GuardState,
     now: float,
 ) -> Outcome:
-    waiting = tuple(w for w in state.cpu_waiting if now - w.last_asked <= limits.cpu_wait_forget)
-    state = replace(state, cpu_waiting=waiting, widened=state.widened and bool(running))
+    # The state is replaced only where it changes: the replay of ``runnerd simulate`` makes
+    # hundreds of thousands of decisions and most change nothing.
+    forget = limits.cpu_wait_forget
+    waiting = state.cpu_waiting
+    if not all(now - w.last_asked <= forget for w in waiting):
+        waiting = tuple(w for w in waiting if now - w.last_asked <= forget)
+    widened = state.widened and bool(running)
+    if waiting is not state.cpu_waiting or widened != state.widened:
+        state = replace(state, cpu_waiting=waiting, widened=widened)
 
     def refuse(resource: str, message: str, wait: str, new: GuardState = state) -> Outcome:
         return Outcome(Refuse(resource, message, wait), _asked(new, candidate.scale_set, now))
@@ -132,7 +139,8 @@ def decide(
     )
     if host is not None:
         now_stalled = hostguard.stalled(host, limits, state.stalled)
-        state = replace(state, stalled=now_stalled)
+        if now_stalled != state.stalled:
+            state = replace(state, stalled=now_stalled)
         if hostguard.blocks(host, limits, now_stalled):
             return refuse(
                 "memory",
@@ -161,7 +169,8 @@ def decide(
                 "host",
                 replace(state, widened=bool(running)),
             )
-        state = replace(state, widened=False)  # the host has room again
+        if state.widened:
+            state = replace(state, widened=False)  # the host has room again
         free = spare if free is None else min(free, spare)
 
     cpu = 0.0
@@ -196,7 +205,9 @@ def decide(
                 "reserved",
             )
     cpu_wait = now - mine.since if mine else 0.0
-    left = tuple(w for w in state.cpu_waiting if w.scale_set != candidate.scale_set)
+    if mine is not None:
+        left = tuple(w for w in state.cpu_waiting if w.scale_set != candidate.scale_set)
+        state = replace(state, cpu_waiting=left)
     record = AdmissionRecord(
         policy=limits.policy,
         reserved=needs,
@@ -206,11 +217,13 @@ def decide(
         cpu=cpu if limits.cpu_budget is not None else None,
         cpu_wait=cpu_wait,
     )
-    return Outcome(Admit(needs, cpu, record), replace(state, cpu_waiting=left))
+    return Outcome(Admit(needs, cpu, record), state)
 
 
 def _asked(state: GuardState, scale_set: str, now: float) -> GuardState:
     """A scale set held for CPU keeps waiting through holds for memory or a slot."""
+    if not any(w.scale_set == scale_set for w in state.cpu_waiting):
+        return state
     waiting = tuple(
         replace(w, last_asked=now) if w.scale_set == scale_set else w for w in state.cpu_waiting
     )

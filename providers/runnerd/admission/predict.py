@@ -99,6 +99,62 @@ def on_cap_hold(runs: Sequence[Run], now: float, hold_for: float) -> bool:
     return True
 
 
+@dataclass(frozen=True, slots=True)
+class JobFacts:
+    """What the tiers read of a job's runs in the window. :func:`job_facts` scans the runs for
+    them; :class:`runnerd.admission.job_runs.JobRuns` keeps them up to date as runs are added,
+    so the daemon and ``runnerd simulate`` predict in microseconds from the same tiers."""
+
+    runs: int = 0
+    all_cancelled: bool = False
+    on_hold: bool = False
+    counted: int = 0  # runs not cancelled, or that met their cap
+    successes: int = 0
+    recent_p95: int = 0  # with max(20, min_jobs) successes: the p95 of the recent counted peaks
+    recent_runs: int = 0  # how many counted runs that p95 is over
+    own: int = 0  # the largest counted peak
+    over_peak: int | None = None  # the largest peak of a run past its reservation, recently
+    cpu_runs: int = 0  # successful runs with an average CPU
+    cpu_p95: float = 0.0  # their p95, with min_jobs of them
+    cpu_max: float = 0.0
+
+
+def needed_successes(rules: PredictionRules) -> int:
+    return max(RECENT_RUNS, rules.min_jobs)
+
+
+def job_facts(runs: Sequence[Run], rules: PredictionRules, now: float) -> JobFacts:
+    """The facts by a scan of ``runs`` (the job's runs in the window, oldest first)."""
+    counted = [r for r in runs if not r.cancelled or r.met_cap]
+    successes = [r for r in counted if r.succeeded]
+    needed = needed_successes(rules)
+    recent_p95 = recent_runs = 0
+    if len(successes) >= needed:
+        oldest = successes[-needed].finished_at
+        window = [r.counted_peak for r in counted if r.finished_at >= oldest]
+        recent_p95, recent_runs = int(p95(window)), len(window)
+    over = [
+        r.peak
+        for r in counted
+        if r.reserved is not None and r.peak > r.reserved and now - r.finished_at <= rules.hold_for
+    ]
+    averages = [r.avg_cpu for r in runs if r.succeeded and r.avg_cpu is not None]
+    return JobFacts(
+        runs=len(runs),
+        all_cancelled=bool(runs) and all(r.cancelled for r in runs),
+        on_hold=on_cap_hold(runs, now, rules.hold_for),
+        counted=len(counted),
+        successes=len(successes),
+        recent_p95=recent_p95,
+        recent_runs=recent_runs,
+        own=max((r.counted_peak for r in counted), default=0),
+        over_peak=max(over) if over else None,
+        cpu_runs=len(averages),
+        cpu_p95=p95(averages) if len(averages) >= rules.min_jobs and averages else 0.0,
+        cpu_max=max(averages, default=0.0),
+    )
+
+
 def predict_memory(
     runs: Sequence[Run],
     profile: ProfileStats,
@@ -108,38 +164,35 @@ def predict_memory(
     beside: bool = False,
 ) -> tuple[int, str]:
     """(bytes, basis) for one job; ``runs`` are its runs in the window, oldest first."""
+    return memory_from_facts(job_facts(runs, rules, now), profile, cap, rules, beside)
+
+
+def memory_from_facts(
+    job: JobFacts, profile: ProfileStats, cap: int, rules: PredictionRules, beside: bool = False
+) -> tuple[int, str]:
+    """The memory tiers, in the seed's order (see the module docstring)."""
     if profile.runs < rules.min_jobs:
         return cap, f"its cap, as its profile has fewer than {rules.min_jobs} runs"
-    if runs and all(r.cancelled for r in runs):
+    if job.all_cancelled:
         return cap, "its cap, as every run of its job was cancelled"
-    if on_cap_hold(runs, now, rules.hold_for):
+    if job.on_hold:
         return cap, "its cap, as a run of its job met its cap or was killed for memory"
-    counted = [r for r in runs if not r.cancelled or r.met_cap]
-    successes = [r for r in counted if r.succeeded]
-    needed = max(RECENT_RUNS, rules.min_jobs)
     margin = rules.margin
-    if len(successes) >= needed:
-        oldest = successes[-needed].finished_at
-        window = [r for r in counted if r.finished_at >= oldest]
-        peaks = [r.counted_peak for r in window]
-        memory = round_up(margin.add(int(p95(peaks))))
-        basis = f"the p95 peak of its job's last {len(window)} runs + the margin"
-    elif not counted:
+    if job.successes >= needed_successes(rules):
+        memory = round_up(margin.add(job.recent_p95))
+        basis = f"the p95 peak of its job's last {job.recent_runs} runs + the margin"
+    elif not job.counted:
         memory = round_up(margin.add(profile.max_peak))
         basis = "its profile's largest peak, as its job has no runs yet, + the margin"
+    elif job.successes >= OWN_RUNS and not beside:
+        memory = round_up(margin.add(job.own))
+        basis = f"the largest peak of its job's {job.counted} runs + the margin"
     else:
-        own = max(r.counted_peak for r in counted)
-        if len(successes) >= OWN_RUNS and not beside:
-            memory = round_up(margin.add(own))
-            basis = f"the largest peak of its job's {len(counted)} runs + the margin"
-        else:
-            memory = round_up(margin.add(max(own, profile.p95_peak)))
-            why = "as another copy runs beside it" if beside else f"of {len(counted)} runs"
-            basis = f"the larger of its profile's p95 and its job's largest peak {why} + the margin"
-    over = [r for r in counted if r.reserved is not None and r.peak > r.reserved]
-    over = [r for r in over if now - r.finished_at <= rules.hold_for]
-    if over:
-        largest = round_up(max(max(r.counted_peak for r in counted), max(r.peak for r in over)))
+        memory = round_up(margin.add(max(job.own, profile.p95_peak)))
+        why = "as another copy runs beside it" if beside else f"of {job.counted} runs"
+        basis = f"the larger of its profile's p95 and its job's largest peak {why} + the margin"
+    if job.over_peak is not None:
+        largest = round_up(max(job.own, job.over_peak))
         if largest > memory:
             memory = largest
             basis = "its job's largest recent peak, as a run went past what it reserved"
@@ -156,17 +209,28 @@ def predict_cpu(
     beside: bool = False,
 ) -> tuple[float, str]:
     """(CPUs, basis) from average CPU; there is no margin: the overcommit factor is the margin."""
+    averages = [r.avg_cpu for r in runs if r.succeeded and r.avg_cpu is not None]
+    facts = JobFacts(
+        cpu_runs=len(averages),
+        cpu_p95=p95(averages) if len(averages) >= rules.min_jobs and averages else 0.0,
+        cpu_max=max(averages, default=0.0),
+    )
+    return cpu_from_facts(facts, profile, cpus, rules, beside)
+
+
+def cpu_from_facts(
+    job: JobFacts, profile: ProfileStats, cpus: float, rules: PredictionRules, beside: bool = False
+) -> tuple[float, str]:
     if profile.cpu_runs < rules.min_jobs:
         return cpus, "its profile's cpus"
-    averages = [r.avg_cpu for r in runs if r.succeeded and r.avg_cpu is not None]
-    if len(averages) >= rules.min_jobs:
-        value, basis = p95(averages), f"the p95 average CPU of its job's {len(averages)} runs"
-    elif not averages:
+    if job.cpu_runs >= rules.min_jobs:
+        value, basis = job.cpu_p95, f"the p95 average CPU of its job's {job.cpu_runs} runs"
+    elif not job.cpu_runs:
         value, basis = profile.max_cpu, "its profile's largest average CPU"
-    elif len(averages) >= OWN_RUNS and not beside:
-        value, basis = max(averages), "its job's largest average CPU"
+    elif job.cpu_runs >= OWN_RUNS and not beside:
+        value, basis = job.cpu_max, "its job's largest average CPU"
     else:
-        value = max(max(averages), profile.p95_cpu)
+        value = max(job.cpu_max, profile.p95_cpu)
         basis = "the larger of its job's largest and its profile's p95 average CPU"
     return min(cpus, round_cpu(value)), basis
 
@@ -180,8 +244,19 @@ def predict(
     now: float,
     beside: bool = False,
 ) -> Prediction:
-    memory, basis = predict_memory(runs, profile, cap, rules, now, beside)
-    cpu, cpu_basis = predict_cpu(runs, profile, cpus, rules, beside)
+    return predict_from_facts(job_facts(runs, rules, now), profile, cap, cpus, rules, beside)
+
+
+def predict_from_facts(
+    job: JobFacts,
+    profile: ProfileStats,
+    cap: int,
+    cpus: float,
+    rules: PredictionRules,
+    beside: bool = False,
+) -> Prediction:
+    memory, basis = memory_from_facts(job, profile, cap, rules, beside)
+    cpu, cpu_basis = cpu_from_facts(job, profile, cpus, rules, beside)
     return Prediction(memory, cpu, basis, cpu_basis)
 
 

@@ -194,9 +194,11 @@ class _Replay:
         self.peak_sum -= job.peak
         self.cpu_sum -= job.avg_cpu or 0.0
         self.present[job.key] -= 1
-        run = replace(job.as_run(reserved=self.reserved_of.pop(i)), finished_at=now)
-        self.predictor.add(job.key, run)
-        self.finished[job.key] = self.finished.get(job.key, 0) + 1
+        reserved = self.reserved_of.pop(i)
+        if self.measured:  # under caps nothing reads a prediction
+            run = replace(job.as_run(reserved=reserved), finished_at=now)
+            self.predictor.add(job.key, run)
+            self.finished[job.key] = self.finished.get(job.key, 0) + 1
         self.last_finish = now
 
     def _counted(self, runner: Running, job: SizingRun) -> int:
@@ -220,8 +222,10 @@ class _Replay:
     def _try_starts(self, now: float, only: list[int] | None) -> None:
         budget = self.limits.memory_max
         free = None if budget is None else budget - self.limits.mirror - self.counted_sum
+        budget_cpu = self.limits.cpu_budget
         high_water_held = False
         closed: set[JobKey] = set()  # keys whose head found the slice short: so do the rest
+        predictions: dict[JobKey, Prediction] = {}
         lists = self._in_order(only)
         merged = lists[0] if len(lists) == 1 else heapq.merge(*lists)
         for i in merged:
@@ -233,7 +237,9 @@ class _Replay:
             if self.per_profile[profile] >= self.scenario.slots[profile] and self.shortcuts:
                 closed.add(key)
                 continue
-            prediction = self._prediction(job, now)
+            prediction = predictions.get(key)
+            if prediction is None:  # the same for every copy until a job finishes
+                prediction = predictions[key] = self._prediction(job, now)
             if self.shortcuts and free is not None and prediction.memory > free:
                 closed.add(key)  # its copies predict the same: decide() refuses them all
                 continue
@@ -246,7 +252,8 @@ class _Replay:
             outcome = self._decide(i, job, prediction, now)
             if outcome.state is not self.state:
                 self.state = outcome.state
-                self._cpu_index()
+                if budget_cpu is not None:  # what _cpu_refuses reads
+                    self._cpu_index()
             decision = outcome.decision
             if isinstance(decision, Admit):
                 self._start(i, job, decision, now)

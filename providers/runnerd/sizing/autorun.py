@@ -11,6 +11,7 @@ files, asks it, and writes what it says through :func:`runnerd.sizing.apply.writ
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,10 +137,10 @@ class AutoSizer:
         return LookResult(tuple(written), tuple(refused), decided.notes)
 
     async def run_forever(self) -> None:
-        self.start()
+        """A look every 5 minutes, the first 5 minutes in; :meth:`start` settles before."""
         while True:
+            await self.clock.sleep(LOOK_EVERY)
             try:
                 self.look()
-            except (OSError, ConfigError) as e:
+            except (OSError, ConfigError, sqlite3.Error) as e:
                 log.warning("sizing.look_failed", error=str(e))
-            await self.clock.sleep(LOOK_EVERY)

@@ -1,0 +1,132 @@
+"""Auto sizing inside the running daemon: a look 5 minutes in rewrites the TOML (comments kept)
+and the provider admits new runners with the new memory cap at once (seed 000, "Auto sizing")."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from runnerd.config import load_config
+from runnerd.daemon import open_daemon, start_auto_sizing
+from runnerd.history import JobEnd, JobKey, JobStart
+from runnerd.history_generate import GeneratedJob, write_history
+from runnerd.sizing.changes import DONE, PENDING, UNSURE, Change, ChangeLog, Values
+
+from rungar.model.machine import Created, CreateRequest
+from rungar.model.runner_block import RunnerBlock
+from rungar.testing.clock import FakeClock
+from tests.unit.test_runnerd_provider import FakeRuntime
+
+G = 1024**3
+NOW = 1_800_000_000.0
+
+TOML = """\
+# runnerd on the build host
+[host]
+memory_max = "33G"
+cpus = 8
+state_dir = "{state}"
+
+[sizing]
+auto = {auto}   # runnerd init turns it on
+
+[profiles.node]
+command = ["true"]
+cpus = 8
+memory = "7G"   # still each container's hard limit
+slots = 2
+"""
+
+
+def light_history(db: Path) -> None:
+    """30 runs of one job peaking at 2G under a 7G cap: auto sizing lowers it."""
+    rows = []
+    for i in range(30):
+        at = NOW - 86400 + i * 600
+        start = JobStart(
+            f"r{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300,
+            queued_at=at - 300,
+        )  # fmt: skip
+        end = JobEnd("success", 2 * G, None, False, False, 0, at)
+        rows.append(GeneratedJob(start, JobKey("node", "a/b", "ci", "t"), end, str(i)))
+    write_history(db, rows)
+
+
+def request(name: str) -> CreateRequest:
+    return CreateRequest(
+        runner_name=name,
+        request_id=f"req-{name}",
+        scale_set="node",
+        labels={},
+        runner=RunnerBlock(),
+        jit_config="secret",
+        job_hints=(),
+        deadline=NOW + 600,
+    )
+
+
+async def settle_until(condition: object, tries: int = 200) -> None:
+    for _ in range(tries):
+        if callable(condition) and condition():
+            return
+        await asyncio.sleep(0)
+
+
+async def test_a_look_five_minutes_in_rewrites_the_file_and_new_runners_get_the_new_cap(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runnerd.toml"
+    text = TOML.format(state=tmp_path / "state", auto="true")
+    path.write_text(text)
+    (tmp_path / "state").mkdir()
+    light_history(tmp_path / "state" / "history.db")
+    clock = FakeClock(NOW)
+    daemon = await open_daemon(load_config(str(path)), clock, FakeRuntime(), config_text=text)
+    task = start_auto_sizing(daemon, str(path), text)
+    assert task is not None
+    try:
+        before = await daemon.provider.create(request("before"))
+        assert isinstance(before, Created)
+        clock.advance(299)
+        await settle_until(lambda: False, 20)
+        assert path.read_text() == text  # nothing before the first look
+        clock.advance(1)
+        await settle_until(lambda: path.read_text() != text)
+        written = path.read_text()
+        assert 'memory = "5.25G"   # still each container\'s hard limit' in written
+        assert "# runnerd on the build host" in written and "auto = true   # runnerd" in written
+        assert daemon.config.profiles["node"].memory == int(5.25 * G)
+        after = await daemon.provider.create(request("after"))
+        assert isinstance(after, Created)
+        runners = daemon.provider.runners
+        assert runners["after"].profile.memory == int(5.25 * G)
+        assert runners["after"].reserved == int(5.25 * G)  # caps: a runner reserves its cap
+        assert runners["before"].profile.memory == 7 * G  # a running runner keeps its own
+        with ChangeLog(tmp_path / "state" / "history.db") as log:
+            assert [c.state for c in log.changes("node")] == [DONE]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await daemon.close()
+
+
+async def test_with_auto_off_a_change_a_crash_left_is_settled_and_nothing_looks(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runnerd.toml"
+    text = TOML.format(state=tmp_path / "state", auto="false")
+    path.write_text(text)
+    (tmp_path / "state").mkdir()
+    db = tmp_path / "state" / "history.db"
+    light_history(db)
+    with ChangeLog(db) as log:  # recorded, then killed before the write
+        log.record(Change("node", NOW - 60, "auto", "lower", "", Values(7 * G, 2, 8.0),
+                          Values(5 * G, 2, 8.0), state=PENDING))  # fmt: skip
+    daemon = await open_daemon(load_config(str(path)), FakeClock(NOW), FakeRuntime(), text)
+    try:
+        assert start_auto_sizing(daemon, str(path), text) is None
+        assert path.read_text() == text
+        with ChangeLog(db) as log:
+            assert [c.state for c in log.changes("node")] == [UNSURE]
+    finally:
+        await daemon.close()

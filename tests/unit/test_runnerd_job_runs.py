@@ -1,0 +1,72 @@
+"""The indexed job runs answer exactly what the scan of :func:`job_facts` answers."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from runnerd.admission.job_runs import JobRuns
+from runnerd.admission.model import CANCELLED, FAILURE, SUCCESS, Margin, Run
+from runnerd.admission.predict import PredictionRules, job_facts
+
+G = 1024**3
+DAY = 86400.0
+CAP = 8 * G
+RULES = PredictionRules(Margin(15.0), min_jobs=5, hold_for=2 * DAY)
+
+a_run = st.builds(
+    lambda gap, result, peak, cpu, hit, killed, reserved: (
+        gap,
+        Run(0.0, result, peak * G // 4, CAP, cpu, hit, killed, reserved and reserved * G // 4),
+    ),
+    st.sampled_from([0.0, 600.0, 3 * 3600.0, DAY]),  # ties included: the window test is >=
+    st.sampled_from([SUCCESS, SUCCESS, SUCCESS, FAILURE, CANCELLED]),
+    st.integers(1, 40),
+    st.one_of(st.none(), st.floats(0.1, 8.0)),
+    st.integers(0, 10).map(lambda v: v == 0),
+    st.integers(0, 30).map(lambda v: v == 0),
+    st.one_of(st.none(), st.integers(1, 40)),
+)
+
+
+def timed(pairs: list[tuple[float, Run]]) -> list[Run]:
+    at, out = 0.0, []
+    for gap, run in pairs:
+        at += gap
+        out.append(Run(at, run.result, run.peak, run.cap, run.avg_cpu, run.met_cap,
+                       run.killed_for_memory, run.reserved))  # fmt: skip
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(a_run, max_size=80), st.lists(st.floats(0.0, 1.0), min_size=1, max_size=6))
+def test_the_index_answers_the_scan_for_every_window_and_time(
+    pairs: list[tuple[float, Run]], shares: list[float]
+) -> None:
+    runs = timed(pairs)
+    index = JobRuns()
+    for n, run in enumerate(runs, 1):
+        index.append(run)
+        end = runs[-1].finished_at if runs else 0.0
+        for share in shares:  # windows and times moving both ways, as a clock may
+            now = share * (end + 3 * DAY)
+            start = index.window_start(now - 4 * DAY)
+            assert index.facts(start, RULES, now) == job_facts(runs[start:n], RULES, now)
+
+
+def test_the_index_answers_the_scan_after_a_trim() -> None:
+    runs = [Run(i * 600.0, SUCCESS if i % 4 else FAILURE, (i * 37 % 23) * G // 4, CAP,
+                (i % 7) / 2, i == 30, False, G if i % 5 == 0 else None)
+            for i in range(120)]  # fmt: skip
+    index = JobRuns(runs)
+    index.keep_last(50)
+    now = runs[-1].finished_at + 60
+    assert index.runs == runs[-50:]
+    assert index.facts(0, RULES, now) == job_facts(runs[-50:], RULES, now)
+    assert index.facts(10, RULES, now) == job_facts(runs[-40:], RULES, now)
+
+
+def test_runs_out_of_finish_order_fall_back_to_the_scan() -> None:
+    runs = [Run(t, SUCCESS, int(t) * G // 1000, CAP, 1.0) for t in (100.0, 300.0, 200.0)]
+    index = JobRuns(runs)
+    assert not index.ordered
+    assert index.facts(0, RULES, 400.0) == job_facts(runs, RULES, 400.0)
