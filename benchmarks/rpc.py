@@ -1,13 +1,17 @@
 """Benchmark: a provider's create-or-refuse round trip over mTLS on loopback (issue 3 §8).
 
 A server process serves a no-op provider (it answers Created and Refused in turn) through the
-server kit, logging every call as JSON to /dev/null as production would, and beside it a bare
-gRPC echo (a generic unary handler on raw bytes, no protobuf) with the same certificates. This
-process drives both through the same kind of mTLS channel: ``GrpcProvider.create`` for the
-provider, a raw unary call carrying the same bytes for the echo. It measures p50/p99 latency
-with one call in flight and calls per second with 16 in flight, and prints each figure and its
-ratio to the echo's as JSON lines (``*_ratio``: provider over echo for latency, echo over
-provider for throughput, so 1.0 means no overhead and larger means slower).
+server kit, logging every call as JSON to /dev/null with the production log configuration
+(``rungar.logs.configure``), and beside it a bare gRPC echo (a generic unary handler on raw
+bytes, no protobuf) with the same certificates. This process drives both through the same kind
+of mTLS channel: ``GrpcProvider.create`` for the provider, a raw unary call for the echo. The
+echo moves the same bytes as the provider exchange: it takes the serialized CreateRequest and
+answers with the serialized answers the provider gives (Created and Refused in turn), so both
+sides pay the same transport, TLS and framing costs and the ratio is the protocol's own
+overhead. It measures p50/p99 latency with one call in flight and calls per second with 16 in
+flight, and prints each figure and its ratio to the echo's as JSON lines (``*_ratio``: provider
+over echo for latency, echo over provider for throughput, so 1.0 means no overhead and larger
+means slower).
 
 Usage: ``python benchmarks/rpc.py [--quick]``.
 """
@@ -44,10 +48,7 @@ def emit(metric: str, value: float, unit: str, params: dict[str, Any]) -> None:
 
 
 async def run_server(cert_dir: Path) -> None:
-    import logging
-
-    import structlog
-
+    from rungar import logs
     from rungar.model.machine import (
         Created,
         CreateRequest,
@@ -58,24 +59,29 @@ async def run_server(cert_dir: Path) -> None:
         Refusal,
         RefusalKind,
     )
-    from rungar.rpc.server import serve
+    from rungar.rpc import convert
+    from rungar.rpc.server import SERVER_OPTIONS, serve
     from rungar.rpc.tls import ServerTls, server_credentials
 
+    # The production configuration (JSON, redaction, timestamps) writes to the stderr it finds
+    # when configured: give it /dev/null, and keep the real stderr for tracebacks.
     devnull = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.JSONRenderer(),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(file=devnull),
-    )
+    stderr, sys.stderr = sys.stderr, devnull
+    try:
+        logs.configure("info", "json")
+    finally:
+        sys.stderr = stderr
+
+    machine = Machine("bench-runner", MachineState.STARTING, {"k": "v"}, "2 vCPU")
+
+    def answer(n: int) -> Created | Refusal:
+        if n % 2:
+            return Created(machine)
+        return Refusal(RefusalKind.FULL, "needs 4G of memory, 1G free", "memory")
 
     class NoopProvider:
         def __init__(self) -> None:
             self.n = 0
-            self.machine = Machine("bench-runner", MachineState.STARTING, {"k": "v"}, "2 vCPU")
 
         async def info(self) -> ProviderInfo:
             return ProviderInfo("noop", "bench", "0")
@@ -85,9 +91,7 @@ async def run_server(cert_dir: Path) -> None:
 
         async def create(self, request: CreateRequest) -> Created | Refusal:
             self.n += 1
-            if self.n % 2:
-                return Created(self.machine)
-            return Refusal(RefusalKind.FULL, "needs 4G of memory, 1G free", "memory")
+            return answer(self.n)
 
         async def delete(self, name: str) -> None:
             return None
@@ -103,10 +107,18 @@ async def run_server(cert_dir: Path) -> None:
     )
     provider_server = await serve(NoopProvider(), "127.0.0.1:0", tls=tls)
 
-    async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
-        return request
+    # The echo answers with the provider's answers as bytes, so both move the same bytes.
+    echo_answers: tuple[bytes, ...] = tuple(
+        convert.create_response_to_pb(answer(n)).SerializeToString() for n in (0, 1)
+    )
+    echo_count = 0
 
-    echo_server = grpc.aio.server()
+    async def echo(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        nonlocal echo_count
+        echo_count += 1
+        return echo_answers[echo_count % 2]
+
+    echo_server = grpc.aio.server(options=list(SERVER_OPTIONS))  # the provider server's
     echo_server.add_generic_rpc_handlers(
         (
             grpc.method_handlers_generic_handler(
@@ -199,7 +211,7 @@ async def drive(cert_dir: Path, ports: tuple[str, str], quick: bool) -> None:
     echo_channel = grpc.aio.secure_channel(
         f"127.0.0.1:{ports[1]}", channel_credentials(tls), options=options
     )
-    echo_call = echo_channel.unary_unary("/bench.Echo/Echo", None, None)  # raw bytes
+    echo_call = echo_channel.unary_unary("/bench.Echo/Echo", None, None)  # raw bytes both ways
 
     async def create() -> object:
         return await provider.create(request)

@@ -144,7 +144,13 @@ class GrpcProvider:
             raise ProviderError(
                 f"provider {self.name}: no time left to create {request.runner_name}"
             )
-        answer = await self._call("Create", convert.create_request_to_pb(request), timeout)
+        # The hot call, so the stub is called here rather than through _call.
+        message = convert.create_request_to_pb(request)
+        stub = self._stub if self._stub is not None else self._connect()
+        try:
+            answer = await stub.Create(message, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise map_rpc_error(self.name, "Create", e) from e
         return convert.create_response_from_pb(answer, provider=self.name)
 
     async def delete(self, name: str) -> None:

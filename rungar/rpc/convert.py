@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
-from google.protobuf.json_format import MessageToDict
 
 from rungar.model.machine import (
     Created,
@@ -51,50 +50,110 @@ def timestamp_to_pb(seconds: float) -> Any:
     return timestamp_pb2.Timestamp(seconds=whole, nanos=round((seconds - whole) * 1e9) % 10**9)
 
 
+def _set_timestamp(target: Any, seconds: float) -> None:
+    """Fill a Timestamp field in place; 0 (the model's "unset") leaves it unset."""
+    if seconds <= 0 or not math.isfinite(seconds):
+        return
+    whole = math.floor(seconds)
+    target.seconds = whole
+    target.nanos = round((seconds - whole) * 1e9) % 10**9
+    target.SetInParent()  # present even when it rounds to the epoch itself (both fields 0)
+
+
 def timestamp_from_pb(message: Any, present: bool) -> float:
     if not present:
         return 0.0
     return float(message.seconds) + float(message.nanos) / 1e9
 
 
+# Every call carries these conversions both ways, so they are written for speed: messages are
+# filled in place (a sub-message passed to a constructor is copied), map fields are read key by
+# key (several times faster than dict() on upb maps), and Struct values are walked directly
+# rather than through json_format, which builds and then re-walks a JSON tree.
+
+
+def _labels(field: Any) -> dict[str, str]:
+    return {key: field[key] for key in field}
+
+
+def _fill_labels(target: Any, labels: Mapping[str, str]) -> None:
+    for key, value in labels.items():  # faster than update(), which upb does in Python
+        target[key] = value
+
+
 def _struct_to_dict(message: Any) -> dict[str, Any]:
-    # json_format gives plain Python values; Struct numbers are doubles, so whole numbers that
-    # were ints in the YAML come back as floats: restore them, a provider may compare to ints.
-    raw: dict[str, Any] = MessageToDict(message)
-    return {k: _whole_numbers_as_ints(v) for k, v in raw.items()}
+    fields = message.fields
+    return {key: _value_from_pb(fields[key]) for key in fields}
 
 
-def _whole_numbers_as_ints(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _whole_numbers_as_ints(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole_numbers_as_ints(v) for v in value]
-    return value
+def _value_from_pb(value: Any) -> Any:
+    """A Struct value as plain Python, as JSON would give it.
+
+    Struct numbers are doubles, so whole numbers that were ints in the YAML come back as
+    floats: they are restored to ints, as a provider may compare them to ints. Non-finite
+    numbers have no JSON form and are refused, as json_format refuses them.
+    """
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "number_value":
+        number: float = value.number_value
+        if not math.isfinite(number):
+            raise ValueError(f"a runner block number is not finite: {number}")
+        if number.is_integer() and abs(number) < 2**53:
+            return int(number)
+        return number
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        return _struct_to_dict(value.struct_value)
+    if kind == "list_value":
+        return [_value_from_pb(v) for v in value.list_value.values]
+    return None  # null_value, or no kind at all from a sloppy peer
+
+
+def _fill_struct(target: Any, mapping: Mapping[Any, Any]) -> None:
+    fields = target.fields
+    for key, value in mapping.items():
+        _set_value(fields[str(key)], value)
+
+
+def _set_value(target: Any, value: Any) -> None:
+    """Struct holds JSON values only: tuples become lists, other scalars their text."""
+    if value is None:
+        target.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(value, bool):
+        target.bool_value = value
+    elif isinstance(value, int | float):
+        target.number_value = value
+    elif isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, Mapping):
+        target.struct_value.SetInParent()  # an empty mapping is still a mapping
+        _fill_struct(target.struct_value, value)
+    elif isinstance(value, list | tuple):
+        target.list_value.SetInParent()
+        values = target.list_value.values
+        for item in value:
+            _set_value(values.add(), item)
+    else:
+        target.string_value = str(value)
+
+
+def _fill_runner(target: Any, runner: RunnerBlock) -> None:
+    target.vcpus = runner.vcpus
+    target.memory_bytes = runner.memory_bytes
+    target.disk_bytes = runner.disk_bytes
+    target.image = runner.image
+    target.extra.SetInParent()
+    if runner.extra:
+        _fill_struct(target.extra, runner.extra)
 
 
 def runner_to_pb(runner: RunnerBlock) -> Any:
-    extra = struct_pb2.Struct()
-    extra.update(_jsonable(dict(runner.extra)))
-    return pb.RunnerSpec(
-        vcpus=runner.vcpus,
-        memory_bytes=runner.memory_bytes,
-        disk_bytes=runner.disk_bytes,
-        image=runner.image,
-        extra=extra,
-    )
-
-
-def _jsonable(value: Any) -> Any:
-    """Struct holds JSON values only: tuples become lists, other scalars their text."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
+    message = pb.RunnerSpec()
+    _fill_runner(message, runner)
+    return message
 
 
 def runner_from_pb(message: Any) -> RunnerBlock:
@@ -127,62 +186,72 @@ def create_request_to_pb(request: CreateRequest) -> Any:
         runner_name=request.runner_name,
         request_id=request.request_id,
         scale_set=request.scale_set,
-        labels=dict(request.labels),
-        runner=runner_to_pb(request.runner),
         jit_config=request.jit_config,
-        hints=[hint_to_pb(h) for h in request.job_hints],
     )
-    deadline = timestamp_to_pb(request.deadline)
-    if deadline is not None:
-        message.deadline.CopyFrom(deadline)
+    _fill_labels(message.labels, request.labels)
+    _fill_runner(message.runner, request.runner)
+    if request.job_hints:
+        message.hints.extend([hint_to_pb(h) for h in request.job_hints])
+    if request.deadline > 0:  # reading message.deadline would build a wrapper for nothing
+        _set_timestamp(message.deadline, request.deadline)
     return message
 
 
 def create_request_from_pb(message: Any) -> CreateRequest:
     return CreateRequest(
-        runner_name=str(message.runner_name),
-        request_id=str(message.request_id),
-        scale_set=str(message.scale_set),
-        labels=dict(message.labels),
+        runner_name=message.runner_name,
+        request_id=message.request_id,
+        scale_set=message.scale_set,
+        labels=_labels(message.labels),
         runner=runner_from_pb(message.runner),
-        jit_config=str(message.jit_config),
-        job_hints=tuple(hint_from_pb(h) for h in message.hints),
-        deadline=timestamp_from_pb(message.deadline, message.HasField("deadline")),
+        jit_config=message.jit_config,
+        job_hints=tuple(map(hint_from_pb, message.hints)),
+        deadline=(
+            timestamp_from_pb(message.deadline, True) if message.HasField("deadline") else 0.0
+        ),
     )
+
+
+def _fill_machine(target: Any, machine: Machine) -> None:
+    target.name = machine.name
+    target.state = _STATE_TO_PB[machine.state]
+    _fill_labels(target.labels, machine.labels)
+    target.size = machine.size
+    if machine.created_at > 0:
+        _set_timestamp(target.created_at, machine.created_at)
 
 
 def machine_to_pb(machine: Machine) -> Any:
-    message = pb.Machine(
-        name=machine.name,
-        state=_STATE_TO_PB[machine.state],
-        labels=dict(machine.labels),
-        size=machine.size,
-    )
-    created_at = timestamp_to_pb(machine.created_at)
-    if created_at is not None:
-        message.created_at.CopyFrom(created_at)
+    message = pb.Machine()
+    _fill_machine(message, machine)
     return message
 
 
 def machine_from_pb(message: Any, provider: str = "") -> Machine:
+    created_at = message.created_at if message.HasField("created_at") else None
     return Machine(
-        name=str(message.name),
-        state=_STATE_FROM_PB.get(int(message.state), MachineState.STARTING),
-        labels=dict(message.labels),
-        size=str(message.size),
-        created_at=timestamp_from_pb(message.created_at, message.HasField("created_at")),
+        name=message.name,
+        state=_STATE_FROM_PB.get(message.state, MachineState.STARTING),
+        labels=_labels(message.labels),
+        size=message.size,
+        created_at=0.0 if created_at is None else timestamp_from_pb(created_at, True),
         provider=provider,
     )
 
 
 def create_response_to_pb(outcome: Created | Refusal) -> Any:
+    message = pb.CreateResponse()
     if isinstance(outcome, Created):
-        return pb.CreateResponse(created=pb.Created(machine=machine_to_pb(outcome.machine)))
-    return pb.CreateResponse(
-        refused=pb.Refused(
-            kind=_KIND_TO_PB[outcome.kind], resource=outcome.resource, message=outcome.message
-        )
-    )
+        machine = message.created.machine
+        machine.SetInParent()  # the oneof says "created" even for a machine of defaults
+        _fill_machine(machine, outcome.machine)
+        return message
+    refused = message.refused
+    refused.SetInParent()
+    refused.kind = _KIND_TO_PB[outcome.kind]
+    refused.resource = outcome.resource
+    refused.message = outcome.message
+    return message
 
 
 def create_response_from_pb(message: Any, provider: str = "") -> Created | Refusal:
@@ -192,9 +261,9 @@ def create_response_from_pb(message: Any, provider: str = "") -> Created | Refus
         return Created(machine_from_pb(message.created.machine, provider))
     if which == "refused":
         refused = message.refused
-        kind = _KIND_FROM_PB.get(int(refused.kind), RefusalKind.FAILED)
-        text = str(refused.message) or f"refused ({kind.value}) without a message"
-        return Refusal(kind=kind, message=text, resource=str(refused.resource))
+        kind = _KIND_FROM_PB.get(refused.kind, RefusalKind.FAILED)
+        text = refused.message or f"refused ({kind.value}) without a message"
+        return Refusal(kind=kind, message=text, resource=refused.resource)
     return Refusal(RefusalKind.FAILED, "the provider answered Create with neither outcome")
 
 
