@@ -86,7 +86,20 @@ class Predictor:
     def predict_job(
         self, key: JobKey, cap: int, cpus: float, now: float, beside: bool = False
     ) -> Prediction:
-        profile = self.profile(key.profile, now)
+        return self.predict_with(key, self.profile(key.profile, now), cap, cpus, now, beside)
+
+    def predict_with(
+        self,
+        key: JobKey,
+        profile: ProfileStats,
+        cap: int,
+        cpus: float,
+        now: float,
+        beside: bool = False,
+    ) -> Prediction:
+        """:meth:`predict_job` with its profile's figures given: what it answered at ``now``,
+        also later, while no run of the job was added (``runnerd simulate`` reads a prediction
+        after the instant it was due)."""
         runs = self._jobs.get(key)
         if runs is None:
             return predict([], profile, cap, cpus, self.rules, now, beside)

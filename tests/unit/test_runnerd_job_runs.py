@@ -70,3 +70,16 @@ def test_runs_out_of_finish_order_fall_back_to_the_scan() -> None:
     index = JobRuns(runs)
     assert not index.ordered
     assert index.facts(0, RULES, 400.0) == job_facts(runs, RULES, 400.0)
+
+
+def test_facts_asked_again_as_a_hold_and_an_overrun_age_answer_the_scan() -> None:
+    runs = [Run(i * 3600.0, SUCCESS, (3 + i % 4) * G, CAP, 1.0 + i % 3, i == 10, False,
+                G if i == 6 else None)
+            for i in range(12)]  # fmt: skip
+    index = JobRuns(runs)
+    answers = []
+    for now in (runs[-1].finished_at + 60, 10 * 3600.0 + RULES.hold_for + 1, 7 * DAY, 60.0):
+        answers.append(index.facts(0, RULES, now))  # the same runs and start each time
+        assert answers[-1] == job_facts(runs, RULES, now)
+    assert answers[0].on_hold and not answers[1].on_hold
+    assert answers[0].over_peak is not None and answers[2].over_peak is None

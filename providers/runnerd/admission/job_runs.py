@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 from runnerd.admission.model import Run
 from runnerd.admission.predict import (
@@ -75,6 +76,7 @@ class JobRuns:
         self._cpu_max = _MaxStack()
         self._sorted_cpus: list[float] = []  # self._cpus[_sorted_from:_sorted_to], sorted
         self._sorted_from = self._sorted_to = 0
+        self._memo: tuple[int, PredictionRules, JobFacts] | None = None  # start, rules, facts
         for run in runs:
             self.append(run)
 
@@ -82,6 +84,7 @@ class JobRuns:
         return len(self.runs)
 
     def append(self, run: Run) -> None:
+        self._memo = None
         i = len(self.runs)
         if self.ends and run.finished_at < self.ends[-1]:
             self.ordered = False
@@ -117,9 +120,29 @@ class JobRuns:
         return bisect.bisect_left(self.ends, since)
 
     def facts(self, start: int, rules: PredictionRules, now: float) -> JobFacts:
-        """:func:`job_facts` of ``self.runs[start:]``."""
+        """:func:`job_facts` of ``self.runs[start:]``.
+
+        Only the cap hold and the recent run past its reservation move with ``now`` alone; the
+        rest changes with the runs or the window's start, so it is kept until they move (a
+        replay asks about the same runs at each of thousands of instants)."""
         if not self.ordered:
             return job_facts(self.runs[start:], rules, now)
+        on_hold = self._on_hold(start, now, rules.hold_for)
+        over_peak = self._over_peak(start, now, rules.hold_for)
+        memo = self._memo
+        if memo is not None and memo[0] == start and memo[1] is rules:
+            facts = memo[2]
+            if facts.on_hold == on_hold and facts.over_peak == over_peak:
+                return facts
+            facts = replace(facts, on_hold=on_hold, over_peak=over_peak)
+        else:
+            facts = self._facts(start, rules, on_hold, over_peak)
+        self._memo = (start, rules, facts)
+        return facts
+
+    def _facts(
+        self, start: int, rules: PredictionRules, on_hold: bool, over_peak: int | None
+    ) -> JobFacts:
         n = len(self.runs)
         counted_from = bisect.bisect_left(self._counted_at, start)
         counted = len(self._counted_at) - counted_from
@@ -137,13 +160,13 @@ class JobRuns:
         return JobFacts(
             runs=n - start,
             all_cancelled=n > start and self._not_cancelled[n] == self._not_cancelled[start],
-            on_hold=self._on_hold(start, now, rules.hold_for),
+            on_hold=on_hold,
             counted=counted,
             successes=successes,
             recent_p95=recent_p95,
             recent_runs=recent_runs,
             own=int(own) if own is not None else 0,
-            over_peak=self._over_peak(start, now, rules.hold_for),
+            over_peak=over_peak,
             cpu_runs=cpu_runs,
             cpu_p95=cpu_p95,
             cpu_max=cpu_max,

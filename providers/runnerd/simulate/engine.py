@@ -1,0 +1,267 @@
+"""The replay's state and its steps: predictions, starts, finishes, and asking decide().
+
+Seed 000, "Try it first" and "CPU admission"; the loop and the table are in
+:mod:`runnerd.simulate.replay`, the walks over the waiting jobs in
+:mod:`runnerd.simulate.walks`. Every start is decided by :func:`runnerd.admission.decide`, the
+daemon's own function, with predictions from the daemon's predictor fed the replayed runs as
+they finish. Each job asks as a scale set of its own, so the oldest job held for CPU is known;
+decide() is handed the waiters it reads (:meth:`runnerd.simulate.waiting.CpuWaiters.view`), or,
+with ``shortcuts=False`` (the reference the tests compare against), all of them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from runnerd.admission import (
+    Admit,
+    Candidate,
+    GuardState,
+    Limits,
+    Policy,
+    Running,
+    SliceReading,
+    decide,
+)
+from runnerd.admission.model import Prediction, Run
+from runnerd.admission.predict import ProfileStats
+from runnerd.history import JobKey
+from runnerd.simulate.waiting import NEVER, CpuWaiters, KeyQueue
+from runnerd.simulate.window import WindowPredictor
+from runnerd.sizing.runs import SizingRun
+
+FINISH, WAKE = 0, 2  # finishes first at the same instant: they free room; arrivals are 1
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileShape:
+    """A profile as the replay needs it: each runner's cap and CPUs."""
+
+    memory: int
+    cpus: float
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """One row of the table: a policy and slots, with a CPU budget factor or none."""
+
+    name: str
+    policy: Policy
+    slots: Mapping[str, int]
+    cpu_factor: float | None = None
+
+
+class Replayer:
+    """One scenario's replay state, and the steps the loop and the walks are made of."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        profiles: Mapping[str, ProfileShape],
+        jobs: Sequence[SizingRun],
+        limits: Limits,
+        predictor: WindowPredictor,
+        shortcuts: bool = True,
+    ) -> None:
+        self.scenario = scenario
+        self.slots = scenario.slots
+        self.jobs = jobs
+        self.limits = limits
+        self.measured = limits.policy is Policy.MEASURED
+        self.predictor = predictor
+        self.shortcuts = shortcuts
+        keys: dict[JobKey, KeyQueue] = {}
+        self.queue_of: list[KeyQueue] = []
+        for job in jobs:
+            kq = keys.get(job.key)
+            if kq is None:
+                shape = profiles[job.key.profile]
+                kq = keys[job.key] = KeyQueue(job.key, shape.memory, shape.cpus)
+            self.queue_of.append(kq)
+        self.nonempty: dict[KeyQueue, None] = {}  # keys with waiting jobs
+        self.waiters = CpuWaiters()
+        self.cpu_taken = 0.0  # what running runners reserve of the CPU budget
+        self.state = GuardState()  # what decide() keeps; its CPU waiters also in ``waiters``
+        self.stats: dict[str, ProfileStats] = {}  # profile figures read at ``stats_at``
+        self.stats_at = NEVER
+        self.events = 0  # arrivals, finishes, starts and first holds for CPU so far
+        # What the last walk that asked nothing left: events, hour, profile figures, held jobs.
+        self.idle: tuple[int, int, dict[str, ProfileStats], int] | None = None
+        self.waiting = 0
+        self.running: dict[int, Running] = {}
+        self.running_list: tuple[Running, ...] = ()
+        self.per_profile: dict[str, int] = dict.fromkeys(profiles, 0)
+        self.counted_sum = 0  # what running runners count at against the budget
+        self.peak_sum = 0
+        self.cpu_sum = 0.0
+        self.waits: list[float] = []
+        self.at_once = 0
+        self.worst_peaks = 0
+        self.worst_cpu = 0.0
+        self.under = 0
+        self.held = 0
+        self.cpu_held = 0
+        self.last_finish = 0.0
+        self.heap: list[tuple[float, int, int]] = []
+        self.ticking = False
+
+    # ---- predictions ------------------------------------------------------------------
+
+    def _profile(self, name: str, now: float) -> ProfileStats:
+        if self.stats_at != now:
+            self.stats.clear()
+            self.stats_at = now
+        stats = self.stats.get(name)
+        if stats is None:
+            stats = self.stats[name] = self.predictor.profile(name, now)
+        return stats
+
+    def _reach(self, kq: KeyQueue, now: float, hour: int) -> None:
+        """A walk reached the key: where the daemon's cache of predictions would look. A
+        prediction changes only with its job's runs, its profile's figures, or time passing a
+        hold's or the window's edge: a new one is due when any of them moved (time by the
+        hour), and computed when read (:meth:`_predicted`)."""
+        if not self.measured:
+            return
+        beside = kq.present > 1
+        stats = self._profile(kq.profile, now)
+        due = kq.cached[beside]
+        if not due.holds(kq.finished, stats, hour):
+            due.renew(kq.finished, stats, hour, now)
+        kq.due = due
+
+    def _predicted(self, kq: KeyQueue, now: float) -> Prediction:
+        due = kq.due
+        if not self.measured:
+            return kq.cap_prediction
+        if due.prediction is None:
+            if due.at == now:
+                due.prediction = self.predictor.predict_job(
+                    kq.key, kq.memory, kq.cpus, now, due.beside
+                )
+            else:  # due at an earlier walk that did not need it: the answer of then
+                due.prediction = self.predictor.predict_with(
+                    kq.key, due.stats, kq.memory, kq.cpus, due.at, due.beside
+                )
+        return due.prediction
+
+    def _short(self, kq: KeyQueue, free: int | None, now: float) -> bool:
+        """The slice is short of the key's prediction: decide() refuses its jobs. A prediction
+        never exceeds the cap, so a cap that fits needs no prediction read."""
+        return free is not None and kq.memory > free and self._predicted(kq, now).memory > free
+
+    def _all(self) -> list[int]:
+        return sorted(i for kq in self.nonempty for i in kq.queue)
+
+    def _finish(self, i: int, now: float) -> None:
+        job = self.jobs[i]
+        kq = self.queue_of[i]
+        runner = self.running.pop(i)
+        self.running_list = tuple(self.running.values())
+        self.cpu_taken -= runner.reserved_cpu
+        self.per_profile[kq.profile] -= 1
+        self.counted_sum -= self._counted(runner, job)
+        self.peak_sum -= job.peak
+        self.cpu_sum -= job.avg_cpu or 0.0
+        kq.present -= 1
+        self.events += 1
+        if self.measured:  # under caps nothing reads a prediction
+            # job.as_run(reserved=...), finishing now: the run as the replay ran it
+            run = Run(now, job.result, job.peak, job.cap, job.avg_cpu, job.met_cap,
+                      job.killed_for_memory, runner.reserved)  # fmt: skip
+            self.predictor.add(kq.key, run)
+            self.stats.pop(kq.profile, None)
+            kq.finished += 1
+        self.last_finish = now
+
+    def _counted(self, runner: Running, job: SizingRun) -> int:
+        # The replay samples continuously, so a measured runner counts at max(reserved, peak).
+        return max(runner.reserved, job.peak) if self.measured else runner.cap
+
+    def _free(self) -> int | None:
+        budget = self.limits.memory_max
+        return None if budget is None else budget - self.limits.mirror - self.counted_sum
+
+    # ---- asking decide() ---------------------------------------------------------------
+
+    def _ask(self, i: int, kq: KeyQueue, prediction: Prediction, now: float) -> str:
+        """Ask decide() about job ``i`` and act on its answer: "start", or the resource that
+        held it back. ``cpu_taken`` is re-read whenever decide() changed its state."""
+        name = str(i)
+        whole = not self.shortcuts  # the reference hands decide() every waiter
+        asked = self.state if whole else self.waiters.view(i, self.state)
+        candidate = Candidate(
+            name=name,
+            profile=kq.profile,
+            scale_set=name,  # each job asks on its own, so the oldest starved one is known
+            cap=kq.memory,
+            cpus=kq.cpus,
+            disk=0,
+            slots=self.slots[kq.profile],
+            prediction=prediction,
+        )
+        reading = SliceReading(now, self.peak_sum + self.limits.mirror)
+        outcome = decide(candidate, self.running_list, reading, None, None, self.limits, asked, now)
+        if outcome.state is not asked:
+            new = outcome.state
+            self.state = new if whole else GuardState(new.stalled, new.widened)
+            if self.waiters.settle(i, name, new):
+                kq.held_for_cpu(i)
+                self.events += 1
+            if self.limits.cpu_budget is not None:
+                self.cpu_taken = sum(map(_RESERVED_CPU, self.running_list))
+        decision = outcome.decision
+        if isinstance(decision, Admit):
+            self._start(i, kq, decision, now)
+            return "start"
+        return decision.resource
+
+    def _start(self, i: int, kq: KeyQueue, admit: Admit, now: float) -> None:
+        job = self.jobs[i]
+        runner = Running(
+            name=str(i),
+            profile=kq.profile,
+            scale_set=str(i),
+            cap=kq.memory,
+            cpus=kq.cpus,
+            reserved=admit.memory,
+            reserved_cpu=admit.cpu,
+            used=job.peak,
+            used_at=math.inf,  # held at its peak, sampled continuously
+        )
+        kq.remove(i)
+        if not kq.queue:
+            del self.nonempty[kq]
+        self.waiting -= 1
+        self.events += 1
+        self.running[i] = runner
+        self.cpu_taken += admit.cpu
+        self.running_list = (*self.running_list, runner)
+        self.per_profile[kq.profile] += 1
+        self.counted_sum += self._counted(runner, job)
+        self.peak_sum += job.peak
+        self.cpu_sum += job.avg_cpu or 0.0
+        self.waits.append(now - job.arrived_at)
+        if job.peak > admit.memory:
+            self.under += 1
+        self.at_once = max(self.at_once, len(self.running))
+        self.worst_peaks = max(self.worst_peaks, self.peak_sum + self.limits.mirror)
+        self.worst_cpu = max(self.worst_cpu, self.cpu_sum)
+        duration = max(0.0, job.finished_at - job.started_at)
+        heapq.heappush(self.heap, (now + duration, FINISH, i))
+
+    def _count(self, answer: str, prediction: Prediction, free: int | None) -> bool:
+        """Count decide()'s answer; True when the high-water mark held the job back."""
+        if answer == "cpu":
+            self.cpu_held += 1
+        elif answer == "memory" and (free is None or prediction.memory <= free):
+            self.held += 1  # the predictions had room: the high-water mark held it
+            return True
+        return False
+
+
+_RESERVED_CPU = operator.attrgetter("reserved_cpu")

@@ -1,0 +1,208 @@
+"""The walks over the waiting jobs: who decide() is asked about, and who is held without asking.
+
+Seed 000, "CPU admission" (a job held 2 minutes for CPU holds back every younger one) and
+"Try it first" (HELD, CPU HELD); issue 7 (100,000 jobs through every policy in seconds). A walk
+tries the waiting jobs in queue order after a finish or a tick. :meth:`Walks._walk_each` visits
+them one at a time (the jobs that just arrived; every waiting job for the reference), and
+:meth:`Walks._walk` jumps from one job decide() must be asked about to the next, counting the
+held ones in between by bisection, as the one-at-a-time walk would count them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+from runnerd.admission.model import Prediction
+from runnerd.simulate.engine import Replayer
+from runnerd.simulate.waiting import NEVER, KeyQueue
+
+
+class Walks(Replayer):
+    """The two walks; :class:`runnerd.simulate.replay._Replay` picks one at each event."""
+
+    def _walk_each(self, now: float, order: Iterable[int]) -> None:
+        """Try ``order`` one job at a time: the jobs that just arrived, or with
+        ``shortcuts=False`` every waiting job, each asked of decide()."""
+        cut = self.shortcuts
+        free = self._free()
+        high_water_held = False
+        closed: set[KeyQueue] = set()  # keys whose head found the slice short: so do the rest
+        reached: set[KeyQueue] = set()
+        for i in order:
+            kq = self.queue_of[i]
+            if kq in closed:
+                continue
+            if cut and self.per_profile[kq.profile] >= self.slots[kq.profile]:
+                closed.add(kq)
+                continue
+            if kq not in reached:  # the same for every copy until a job finishes
+                self._reach(kq, now, int(now // 3600))
+                reached.add(kq)
+            prediction = self._predicted(kq, now)
+            if cut and free is not None and prediction.memory > free:
+                closed.add(kq)  # its copies predict the same: decide() refuses them all
+                continue
+            if cut and high_water_held:
+                self.held += 1  # the same slice reading holds every start back
+                continue
+            if cut and i in self.waiters and self._cpu_refuses(prediction, i, now):
+                self.cpu_held += 1  # a job already waiting for CPU that still does not fit
+                continue
+            high_water_held = self._count(self._ask(i, kq, prediction, now), prediction, free)
+            free = self._free()
+
+    def _cpu_refuses(self, prediction: Prediction, i: int, now: float) -> bool:
+        """What decide() answers for a job already held for CPU, without asking it again: the
+        starvation rule (an older job held 2 minutes or more), then the budget. Only for
+        waiters, whose state such a refusal leaves as it was."""
+        total = self.limits.cpu_budget
+        if total is None:
+            return False
+        oldest = self.waiters.oldest()  # the oldest waiter is the one that blocks younger ones
+        if oldest < self.waiters.entries[i].since and now - oldest >= self.limits.cpu_starvation:
+            return True
+        return min(prediction.cpu, total) > total - self.cpu_taken + 1e-9
+
+    def _walk(self, now: float) -> None:
+        """Every waiting job in queue order, as :meth:`_walk_each` would try them, without
+        visiting the ones decide() would only hold for CPU again.
+
+        Between two questions to decide() nothing changes, so a key's jobs up to the next one
+        it must be asked about are all held for CPU, as :meth:`_cpu_refuses` holds them: they
+        are counted by bisection when the key is next asked about, closed (all its slots busy,
+        or its prediction past the free memory) or at the end. Asked about are every job not
+        held for CPU yet, and a held one whose key's prediction fits the free CPUs, unless an
+        older job has been held 2 minutes, when only the oldest held are. A key is reached
+        (its prediction looked up) when the walk reaches its first job, where the
+        one-at-a-time walk looks it up.
+        """
+        slots, per_profile = self.slots, self.per_profile
+        hour = int(now // 3600)
+        if self._idle(now, hour):
+            return
+        self.idle = None
+        total = self.limits.cpu_budget
+        waiters = self.waiters
+        queue_of = self.queue_of
+        measured = self.measured
+        free = self._free()
+        pending = [kq for kq in self.nonempty if per_profile[kq.profile] < slots[kq.profile]]
+        pending.sort(key=_first_job, reverse=True)
+        active: list[KeyQueue] = []  # reached and not closed
+        start = 0  # every job before it has been walked past
+        moved = False  # a job started: keys may have closed
+        while True:
+            room = NEVER if total is None else total - self.cpu_taken + 1e-9
+            held_ahead = total is not None and bool(waiters)
+            starved = held_ahead and now - waiters.oldest() >= self.limits.cpu_starvation
+            group: dict[KeyQueue, int] = {}  # each key's first job among the oldest held
+            if starved:
+                oldest = waiters.oldest_group()
+                for k in range(bisect.bisect_left(oldest, start), len(oldest)):
+                    group.setdefault(queue_of[oldest[k]], oldest[k])
+            if moved:
+                active = [kq for kq in active if self._still_open(kq, start, free, now)]
+            best, chosen = NEVER, None
+            seen = 0
+            while True:
+                if seen < len(active):
+                    kq = active[seen]
+                elif pending and pending[-1].queue[0] < best:
+                    kq = pending.pop()  # reached before anything changes
+                    if per_profile[kq.profile] >= slots[kq.profile]:
+                        continue
+                    if measured:  # _reach, when the cached prediction still holds
+                        due = kq.cached[kq.present > 1]
+                        if (
+                            due.stats is self.stats.get(kq.profile)
+                            and due.finished == kq.finished
+                            and due.hour == hour
+                            and self.stats_at == now
+                        ):
+                            kq.due = due
+                        else:
+                            self._reach(kq, now, hour)
+                    if free is not None and kq.memory > free and self._short(kq, free, now):
+                        continue
+                    kq.done_to = 0
+                    active.append(kq)
+                else:
+                    break
+                seen += 1
+                # The first job of the key decide() must be asked about. One not held for
+                # CPU yet is asked when reached, so those of an open key are all ahead.
+                at = kq.fresh[0] if kq.fresh else NEVER
+                if held_ahead:
+                    held = group.get(kq, NEVER) if starved else kq.first(start)
+                    if held < at and not min(self._predicted(kq, now).cpu, total or 0.0) > room:
+                        at = held  # held for CPU, and now it fits
+                if at < best:
+                    best, chosen = at, kq
+            if chosen is None:
+                left = 0
+                for kq in active:
+                    size = len(kq.queue)
+                    left += size
+                    if kq.done_to:
+                        size -= bisect.bisect_left(kq.queue, kq.done_to)
+                    self.cpu_held += size
+                if total is not None and not start:  # asked nothing: see _idle
+                    self.idle = (self.events, hour, dict(self.stats), left)
+                return
+            i = int(best)
+            self.cpu_held += chosen.count(chosen.done_to, i)
+            chosen.done_to = i + 1
+            prediction = self._predicted(chosen, now)
+            answer = self._ask(i, chosen, prediction, now)
+            if self._count(answer, prediction, free):
+                self._held_from(i, now, hour, active, pending, free)
+                return
+            moved = answer == "start"
+            free = self._free()
+            start = i + 1
+
+    def _still_open(self, kq: KeyQueue, start: int, free: int | None, now: float) -> bool:
+        if self.per_profile[kq.profile] < self.slots[kq.profile] and not self._short(kq, free, now):
+            return True
+        self.cpu_held += kq.count(kq.done_to, start)  # closed: held until here
+        return False
+
+    def _held_from(
+        self,
+        i: int,
+        now: float,
+        hour: int,
+        active: list[KeyQueue],
+        pending: list[KeyQueue],
+        free: int | None,
+    ) -> None:
+        """The high-water mark held job ``i`` back: every later job of an open key is held."""
+        slots, per_profile = self.slots, self.per_profile
+        for kq in active:  # nothing changed since they were last found open
+            if kq.done_to < i:  # not the key of job i, counted already
+                self.cpu_held += kq.count(kq.done_to, i)
+            self.held += kq.count(i + 1, NEVER)
+        for kq in pending:
+            if per_profile[kq.profile] < slots[kq.profile]:
+                self._reach(kq, now, hour)
+                if not self._short(kq, free, now):
+                    self.held += len(kq.queue)
+
+    def _idle(self, now: float, hour: int) -> bool:
+        """A walk that asked decide() nothing left things as they are until a job arrives,
+        finishes or starts, or a profile's figures or the hour move: until then a walk asks
+        nothing and counts the same held jobs (a job held longer only holds back more). A walk
+        that started jobs leaves no such mark: the next walk looks again from the first job,
+        where the new oldest held may be."""
+        idle = self.idle
+        if idle is None or idle[0] != self.events or idle[1] != hour:
+            return False
+        if any(self._profile(name, now) != stats for name, stats in idle[2].items()):
+            return False
+        self.cpu_held += idle[3]
+        return True
+
+
+def _first_job(kq: KeyQueue) -> int:
+    return kq.queue[0]
