@@ -10,6 +10,7 @@ machine it booted ran (subnet and lifecycle on AWS, zone on GCP) so the examples
 
 from __future__ import annotations
 
+import abc
 import base64
 import re
 import subprocess
@@ -64,7 +65,7 @@ class Seen:
     spot: bool = False
 
 
-class _Booter:
+class _Booter(abc.ABC):
     """Polls a cloud in a thread; starts a fake runner per new live machine, stops it when gone."""
 
     name = "cloudboot"
@@ -88,11 +89,13 @@ class _Booter:
             if process.poll() is None:
                 process.terminate()
 
+    @abc.abstractmethod
     def _poll(self) -> Iterator[Seen]:
-        raise NotImplementedError
+        """The cloud's machines of ours, as they are now."""
 
+    @abc.abstractmethod
     def _jit_config(self, seen: Seen) -> str | None:
-        raise NotImplementedError
+        """The JIT config a machine was given at launch, if it has one."""
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
