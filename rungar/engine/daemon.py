@@ -247,4 +247,5 @@ class Daemon:
                 if close is not None:
                     with contextlib.suppress(Exception):
                         await close()
+            events.close()
             store.close()

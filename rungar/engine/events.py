@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rungar.clock import Clock
 from rungar.errors import RungarError
@@ -55,6 +55,7 @@ class EventLog:
         self._followers: set[asyncio.Queue[Event | None]] = set()
         self.follow_buffer = 1000
         self._written = 0
+        self._file: TextIO | None = None  # kept open: an event is on the create path
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._load()
@@ -83,8 +84,9 @@ class EventLog:
         )
         self._recent.append(event)
         if self.path is not None:
-            with self.path.open("a") as f:
-                f.write(event.to_json() + "\n")
+            if self._file is None:
+                self._file = self.path.open("a", buffering=1)  # line-buffered: whole lines
+            self._file.write(event.to_json() + "\n")
             self._written += 1
             if self._written % 500 == 0:
                 self.compact()
@@ -96,6 +98,11 @@ class EventLog:
                 queue.put_nowait(event)
         return event
 
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
     def compact(self) -> None:
         """Keep at most ``max_count`` events, none older than ``max_age``."""
         if self.max_age is not None:
@@ -106,6 +113,7 @@ class EventLog:
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text("".join(e.to_json() + "\n" for e in self._recent))
             tmp.replace(self.path)
+            self.close()  # the next event opens the compacted file
 
     def recent(
         self,
