@@ -72,6 +72,12 @@ class Replayer:
         self.jobs = jobs
         self.limits = limits
         self.measured = limits.policy is Policy.MEASURED
+        # decide()'s high-water mark, whole bytes as it computes it; the replay's slice reading
+        # is always fresh, so the mark applies whenever the policy is measured.
+        budget = limits.memory_max
+        self.mark = (
+            int(limits.high_water * budget) if self.measured and budget is not None else None
+        )
         self.predictor = predictor
         self.shortcuts = shortcuts
         keys: dict[JobKey, KeyQueue] = {}
@@ -181,6 +187,11 @@ class Replayer:
     def _counted(self, runner: Running, job: SizingRun) -> int:
         # The replay samples continuously, so a measured runner counts at max(reserved, peak).
         return max(runner.reserved, job.peak) if self.measured else runner.cap
+
+    def _at_high_water(self) -> bool:
+        """The slice reads at or over the high-water mark: decide() holds back every job that
+        has a slot, before it looks at CPU."""
+        return self.mark is not None and self.peak_sum + self.limits.mirror >= self.mark
 
     def _free(self) -> int | None:
         budget = self.limits.memory_max

@@ -46,7 +46,12 @@ class Walks(Replayer):
             if cut and high_water_held:
                 self.held += 1  # the same slice reading holds every start back
                 continue
-            if cut and i in self.waiters and self._cpu_refuses(prediction, i, now):
+            if (
+                cut
+                and i in self.waiters
+                and not self._at_high_water()  # decide() would hold it at the mark first
+                and self._cpu_refuses(prediction, i, now)
+            ):
                 self.cpu_held += 1  # a job already waiting for CPU that still does not fit
                 continue
             high_water_held = self._count(self._ask(i, kq, prediction, now), prediction, free)
@@ -95,6 +100,7 @@ class Walks(Replayer):
         while True:
             room = NEVER if total is None else total - self.cpu_taken + 1e-9
             held_ahead = total is not None and bool(waiters)
+            marked = self._at_high_water()  # decide() holds the next job with a slot at the mark
             starved = held_ahead and now - waiters.oldest() >= self.limits.cpu_starvation
             group: dict[KeyQueue, int] = {}  # each key's first job among the oldest held
             if starved:
@@ -133,7 +139,9 @@ class Walks(Replayer):
                 # The first job of the key decide() must be asked about. One not held for
                 # CPU yet is asked when reached, so those of an open key are all ahead.
                 at = kq.fresh[0] if kq.fresh else NEVER
-                if held_ahead:
+                if marked:
+                    at = kq.first(start)  # held for CPU or not: the mark holds it first
+                elif held_ahead:
                     held = group.get(kq, NEVER) if starved else kq.first(start)
                     if held < at and not min(self._predicted(kq, now).cpu, total or 0.0) > room:
                         at = held  # held for CPU, and now it fits
