@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 
 from runnerd.admission import Limits, PredictionRules
 from runnerd.config import RunnerdConfig
-from runnerd.simulate.replay import ProfileShape, ReplayResult, replay, replayable
+from runnerd.simulate.parallel import replay_all
+from runnerd.simulate.replay import ProfileShape, ReplayResult, replayable
 from runnerd.simulate.table import candidate_slots, render, scenarios
 from runnerd.sizing.runs import DAY, open_read_only, read_runs
 
@@ -25,6 +26,7 @@ class SimulateRequest:
     since: float = 30 * DAY
     slots: Mapping[str, int] | None = None
     cpu_factors: Sequence[float] = ()
+    workers: int | None = None  # processes replaying rows at once; None: the usable CPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,11 +71,11 @@ def simulate(
     )
     limits = limits_of(config, request.memory_max)
     rules = rules_of(config)
-    results = tuple(
-        replay(scenario, profiles, jobs, limits, rules, request.slice_cpus, warm)
-        for scenario in scenarios(
-            profiles, configured, candidate, request.memory_max, mirror, request.cpu_factors
-        )
+    rows = scenarios(
+        profiles, configured, candidate, request.memory_max, mirror, request.cpu_factors
+    )
+    results = replay_all(
+        rows, profiles, jobs, limits, rules, request.slice_cpus, warm, request.workers
     )
     text = render(results, len(jobs), request.memory_max, request.slice_cpus)
     return SimulateReport(len(jobs), results, text)

@@ -25,7 +25,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from runnerd.admission import Limits, PredictionRules
 from runnerd.simulate.engine import FINISH, WAKE, ProfileShape, Scenario
@@ -54,6 +54,7 @@ class ReplayResult:
     cpu: float  # the most the running jobs' average CPUs added up to at once
     cpu_held: int | None  # times the CPU budget held back a job memory and slots had room for
     makespan: float
+    seconds: float = field(default=0.0, compare=False)  # what the replay took, for benchmarks
 
 
 def _nearest_rank(ordered: Sequence[float], share: float) -> float:
