@@ -30,16 +30,11 @@ def require_strings(raw: Mapping[str, Any], keys: Collection[str], problems: lis
             problems.append(f"{key}: required")
 
 
-def string_list(
-    value: Any, key: str, problems: list[str], *, allow_empty: bool = False
-) -> tuple[str, ...]:
-    """A string or a list of non-empty strings as a tuple; ``None`` is the empty tuple.
-
-    ``allow_empty`` keeps the gcp provider's reading of a lone ``""`` as one empty item.
-    """
+def string_list(value: Any, key: str, problems: list[str]) -> tuple[str, ...]:
+    """A non-empty string or a list of them as a tuple; ``None`` is the empty tuple."""
     if value is None:
         return ()
-    if isinstance(value, str) and (value or allow_empty):
+    if isinstance(value, str) and value:
         return (value,)
     if isinstance(value, list | tuple) and all(isinstance(v, str) and v for v in value):
         return tuple(value)
@@ -85,15 +80,11 @@ def types_and_template(
     template_key: str,
     template_form: str,
     problems: list[str],
-    *,
-    allow_empty: bool = False,
 ) -> tuple[tuple[str, ...], str]:
     """The runner's machine types and template: one of them is needed, and an image unless
     the template brings its own."""
     extra = block.extra
-    types = string_list(
-        extra.get(type_key), f"runner.{type_key}", problems, allow_empty=allow_empty
-    )
+    types = string_list(extra.get(type_key), f"runner.{type_key}", problems)
     template = extra.get(template_key) or ""
     if not isinstance(template, str):
         problems.append(f"runner.{template_key}: must be {template_form}")

@@ -162,23 +162,32 @@ def test_runner_problems_prefix_a_block_that_does_not_parse() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "allow_empty", "expected", "problem"),
+    ("value", "expected", "problem"),
     [
-        (None, False, (), False),
-        ("a", False, ("a",), False),
-        (["a", "b"], False, ("a", "b"), False),
-        ("", False, (), True),
-        ("", True, ("",), False),
-        (["a", ""], True, (), True),
-        (3, False, (), True),
+        (None, (), False),
+        ("a", ("a",), False),
+        (["a", "b"], ("a", "b"), False),
+        ("", (), True),
+        (["a", ""], (), True),
+        (3, (), True),
     ],
 )
 def test_a_string_or_list_of_strings(
-    value: object, allow_empty: bool, expected: tuple[str, ...], problem: bool
+    value: object, expected: tuple[str, ...], problem: bool
 ) -> None:
     problems: list[str] = []
-    assert string_list(value, "k", problems, allow_empty=allow_empty) == expected
+    assert string_list(value, "k", problems) == expected
     assert problems == (["k: must be a string or a list of strings"] if problem else [])
+
+
+def test_gcp_and_aws_refuse_an_empty_zone_or_machine_type_alike() -> None:
+    from rungar_aws.settings import AwsSettings
+    from rungar_gcp.settings import GcpSettings
+
+    with pytest.raises(ValueError, match="zones: must be a string or a list of strings"):
+        GcpSettings.parse({"project": "p", "installation": "i", "zones": ""})
+    with pytest.raises(ValueError, match="subnets"):
+        AwsSettings.parse({"region": "eu-west-1", "installation": "i", "subnets": ""})
 
 
 def test_flags_timeouts_and_unknown_keys_are_reported_and_defaulted() -> None:

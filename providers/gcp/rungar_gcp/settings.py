@@ -112,14 +112,12 @@ class GcpSettings:
         """Settings from a mapping; raises ``ValueError`` listing every problem."""
         problems = unknown_keys(raw, SETTINGS_KEYS)
         require_strings(raw, ("project", "installation"), problems)
-        zones = string_list(raw.get("zones"), "zones", problems, allow_empty=True)
+        zones = string_list(raw.get("zones"), "zones", problems)
         if not zones:
             problems.append("zones: at least one zone is required")
         elif len({region_of(z) for z in zones}) > 1:
             problems.append(f"zones: {', '.join(zones)} are not all in one region")
-        scopes = (
-            string_list(raw.get("scopes"), "scopes", problems, allow_empty=True) or DEFAULT_SCOPES
-        )
+        scopes = string_list(raw.get("scopes"), "scopes", problems) or DEFAULT_SCOPES
         seconds = timeout(raw, problems)
         external_ip = flag(raw, "external_ip", True, problems)
         anonymous = flag(raw, "anonymous", False, problems)
@@ -163,7 +161,7 @@ class GcpRunner:
         extra = block.extra
         problems = unknown_keys(extra, RUNNER_KEYS, "runner.")
         types, template = types_and_template(
-            block, "machine_type", "instance_template", "a string", problems, allow_empty=True
+            block, "machine_type", "instance_template", "a string", problems
         )
         disk = disk_bytes(block, problems)
         if disk % GIB:
@@ -174,9 +172,7 @@ class GcpRunner:
         if disk_type not in DISK_TYPES:
             problems.append(f"runner.disk_type: must be one of {', '.join(DISK_TYPES)}")
         spot = flag(extra, "spot", False, problems, "runner.")
-        tags = string_list(
-            extra.get("network_tags"), "runner.network_tags", problems, allow_empty=True
-        )
+        tags = string_list(extra.get("network_tags"), "runner.network_tags", problems)
         labels = string_map(extra.get("labels"), "runner.labels", problems)
         for k, v in labels.items():
             if encode_key(k) != k or encode_value(v) != v:
