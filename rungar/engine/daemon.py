@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import structlog
 
@@ -26,9 +26,14 @@ from rungar.engine.naming import installation_id
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, read_secret
 from rungar.errors import ConfigError
+from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 from rungar.model.provider import Provider
 from rungar.model.units import parse_bytes
 from rungar.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from rungar.rpc.client import GrpcProvider
+    from rungar.rpc.plugin import PluginProcess
 
 log = structlog.get_logger("rungar.daemon")
 
@@ -67,29 +72,54 @@ def make_provider(config: ProviderConfig, clock: Clock, plugins: list[Any]) -> P
 
         plugin = PluginProcess(list(config.command), name=config.name, clock=clock)
         plugins.append(plugin)
-        return _LazyPlugin(config.name, plugin, timeout)
+        return PluginProvider(config.name, plugin, timeout)
     return GrpcProvider(config.name, config.address, tls=tls, token=token, timeout=timeout)
 
 
-class _LazyPlugin:
-    """A provider whose plugin process is started by the daemon before first use."""
+class PluginProvider:
+    """A provider served by a plugin process the daemon starts (``command:``): every call goes
+    to the plugin's gRPC client. The plugin keeps its address across restarts, so one client
+    lasts the daemon's life."""
 
-    def __init__(self, name: str, plugin: Any, timeout: float) -> None:
+    def __init__(self, name: str, plugin: PluginProcess, timeout: float) -> None:
         self.name = name
         self.plugin = plugin
         self.timeout = timeout
-        self.client: Any = None
+        self._client: GrpcProvider | None = None
 
     async def start(self) -> None:
         from rungar.rpc.client import GrpcProvider
 
         address = await self.plugin.start()
-        self.client = GrpcProvider(self.name, address, timeout=self.timeout)
+        self._client = GrpcProvider(self.name, address, timeout=self.timeout)
 
-    def __getattr__(self, item: str) -> Any:
-        if self.client is None:
-            raise AttributeError(item)
-        return getattr(self.client, item)
+    @property
+    def client(self) -> GrpcProvider:
+        if self._client is None:
+            raise RuntimeError(f"provider {self.name}: its plugin was not started")
+        return self._client
+
+    async def info(self) -> ProviderInfo:
+        return await self.client.info()
+
+    async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
+        return await self.client.validate_runner(runner)
+
+    async def create(self, request: CreateRequest) -> Created | Refusal:
+        return await self.client.create(request)
+
+    async def delete(self, name: str) -> None:
+        await self.client.delete(name)
+
+    async def list(self, selector: Mapping[str, str]) -> list[Machine]:
+        return await self.client.list(selector)
+
+    async def update_runner(self, name: str, job: JobHint) -> None:
+        await self.client.update_runner(name, job)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
 
 
 class Daemon:
@@ -189,7 +219,7 @@ class Daemon:
         plugins: list[Any] = []
         providers = {p.name: make_provider(p, self.clock, plugins) for p in config.providers}
         for provider in providers.values():
-            if isinstance(provider, _LazyPlugin):
+            if isinstance(provider, PluginProvider):
                 await provider.start()
         engine = Engine(
             config,
