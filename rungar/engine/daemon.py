@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -132,6 +133,7 @@ class Daemon:
         self.clock = clock or SystemClock()
         self.warnings: list[str] = []
         self.timing = Timing()
+        self._webhook_task: asyncio.Task[None] | None = None  # kept: the loop holds tasks weakly
 
     def _github(self, store: SqliteStore, metrics: Metrics) -> Any:
         from rungar.github.auth import AppAuth, PatAuth
@@ -164,19 +166,36 @@ class Daemon:
             session_retry_max=self.timing.session_retry_max,
         )
 
-    async def _serve_webhook(self, engine: Engine, runloop: RunLoop) -> Any:
-        """The optional ``workflow_job`` receiver: a delivery wakes the scale sets it matches,
-        which then try again at once instead of at the next message or reconcile pass."""
+    def _bind_webhook(self) -> tuple[socket.socket, str] | None:
+        """The optional ``workflow_job`` receiver's socket and secret, taken before anything
+        starts: a missing secret or a port in use stops the daemon with its reason."""
         hook = self.settings.webhook
         if not hook.listen:
             return None
+        if not hook.secret_path:
+            raise ConfigError(["webhook.secret_path: a secret is required to receive webhooks"])
+        try:
+            secret = read_secret(hook.secret_path, self.warnings)
+        except OSError as e:
+            raise ConfigError([f"webhook.secret_path: cannot read {hook.secret_path}: {e}"]) from e
+        host, _, port = hook.listen.rpartition(":")
+        host = host.strip("[]") or "127.0.0.1"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            return socket.create_server((host, int(port)), family=family), secret
+        except (OSError, ValueError) as e:
+            raise ConfigError([f"webhook.listen: cannot listen on {hook.listen}: {e}"]) from e
+
+    def _serve_webhook(
+        self, bound: tuple[socket.socket, str], engine: Engine, runloop: RunLoop
+    ) -> Any:
+        """A delivery wakes the scale sets it matches, which then try again at once instead of
+        at the next message or reconcile pass."""
         import uvicorn
 
         from rungar.github.webhook import WebhookReceiver
 
-        if not hook.secret_path:
-            raise ConfigError(["webhook.secret_path: a secret is required to receive webhooks"])
-        secret = read_secret(hook.secret_path, self.warnings)
+        sock, secret = bound
         labels = {name: list(s.config.labels) or [name] for name, s in engine.sets.items()}
 
         def wake(names: Sequence[str], job: object) -> None:
@@ -184,23 +203,20 @@ class Daemon:
                 engine.spawn(engine.scale(name))
             runloop.wake()
 
-        receiver = WebhookReceiver(secret, labels, wake, max_body=hook.max_body_bytes)
-        host, _, port = hook.listen.rpartition(":")
-        server = uvicorn.Server(
-            uvicorn.Config(
-                receiver.app(),
-                host=host or "127.0.0.1",
-                port=int(port),
-                log_level="warning",
-                lifespan="off",
-            )
+        def count(outcome: str) -> None:
+            engine.metrics.webhook_deliveries.labels(outcome).inc()
+
+        receiver = WebhookReceiver(
+            secret, labels, wake, max_body=self.settings.webhook.max_body_bytes, on_outcome=count
         )
-        asyncio.get_running_loop().create_task(server.serve())
+        server = uvicorn.Server(uvicorn.Config(receiver.app(), log_level="warning", lifespan="off"))
+        self._webhook_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
         return server
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         settings = self.settings
         config = load_scale_sets(settings.scale_sets)
+        webhook_socket = self._bind_webhook()
         state_dir = Path(settings.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         store = SqliteStore(state_dir / "state.db")
@@ -245,7 +261,7 @@ class Daemon:
         )
         if settings.metrics.listen:
             metrics.serve(settings.metrics.listen)
-        webhook = await self._serve_webhook(engine, runloop)
+        webhook = self._serve_webhook(webhook_socket, engine, runloop) if webhook_socket else None
         await runloop.start()
         log.info(
             "daemon.started",
@@ -265,8 +281,10 @@ class Daemon:
             Daemon.running.pop(settings.socket, None)
             await runloop.stop()
             await admin.stop()
-            if webhook is not None:
+            if webhook is not None and self._webhook_task is not None:
                 webhook.should_exit = True
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._webhook_task, 5.0)
             with contextlib.suppress(Exception):
                 await github.aclose()
             for plugin in plugins:

@@ -19,6 +19,13 @@ class Metrics:
         self.github_requests = Counter(
             "rungar_github_requests", "GitHub REST calls by status code", ["code"], registry=r
         )
+        # Counted, not logged: a flood of forged deliveries must not flood the log too.
+        self.webhook_deliveries = Counter(
+            "rungar_webhook_deliveries",
+            "workflow_job webhook deliveries by outcome (accepted, bad_signature, duplicate...)",
+            ["outcome"],
+            registry=r,
+        )
         self.runners_min = Gauge("rungar_runners_min", "min_runners", ["scale_set"], registry=r)
         self.runners_desired = Gauge(
             "rungar_runners_desired", "Desired runners", ["scale_set"], registry=r

@@ -95,13 +95,13 @@ class RunLoop:
     async def _reconcile_forever(self) -> None:
         engine = self.engine
         while True:
+            self._wake.clear()  # cleared before the pass: a wake during it runs another
             try:
                 await reconcile(engine)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("reconcile.failed")
-            self._wake.clear()
             sleeper = asyncio.ensure_future(
                 engine.clock.sleep(engine.config.timing.reconcile_interval)
             )

@@ -34,6 +34,7 @@ SEEN_DELIVERIES = 10_000
 PREFIX = "sha256="
 
 Wake = Callable[[Sequence[str], "WorkflowJob"], None]
+Outcome = Callable[[str], None]  # told each delivery's outcome: the daemon's metrics count them
 
 
 class WorkflowJobBody(BaseModel):
@@ -87,6 +88,7 @@ class WebhookReceiver:
         wake: Wake,
         *,
         max_body: int = MAX_BODY_BYTES,
+        on_outcome: Outcome | None = None,
     ) -> None:
         if not secret:
             raise ConfigError(
@@ -98,9 +100,12 @@ class WebhookReceiver:
         self._max_body = max_body
         self._seen: OrderedDict[str, None] = OrderedDict()
         self.counts: dict[str, int] = {}
+        self._on_outcome = on_outcome
 
     def _count(self, outcome: str) -> None:
         self.counts[outcome] = self.counts.get(outcome, 0) + 1
+        if self._on_outcome is not None:
+            self._on_outcome(outcome)
 
     async def _read(self, request: Request) -> bytes | None:
         """The body, or None when it is over the limit (read no further than the limit)."""

@@ -2,6 +2,8 @@
 GitHub emulator, and fake providers served over gRPC whose machines really run fake runners.
 
 The providers live in the test process, so they outlive a daemon killed with ``kill -9``.
+Optionally the daemon also serves Prometheus metrics and a webhook receiver that the emulator
+sends signed ``workflow_job`` deliveries to.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 from rungar.rpc.server import ProviderServer, serve
@@ -68,17 +73,48 @@ class RunningProvider:
                 process.kill()
 
 
+def free_port() -> int:
+    """A loopback port free now; the daemon binds it a moment later (a race too small to matter
+    here: losing it can fail a test, never pass one)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def sample_key(name: str, labels: Mapping[str, str]) -> str:
+    """A sample as the exposition format writes it: ``name{a="x",b="y"}``."""
+    if not labels:
+        return name
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
 class DaemonWorld:
-    def __init__(self, root: Path, providers: dict[str, FakeProvider], clock_factor: float = 10):
+    def __init__(
+        self,
+        root: Path,
+        providers: dict[str, FakeProvider],
+        clock_factor: float = 10,
+        *,
+        metrics: bool = False,
+        webhook_secret: str = "",
+    ):
         self.root = root
         self.providers = {n: RunningProvider(p, root) for n, p in providers.items()}
         self.servers: list[ProviderServer] = []
+        self.metrics_port = free_port() if metrics else 0
+        self.webhook_port = free_port() if webhook_secret else 0
+        self.webhook_secret = webhook_secret
         self.emulator = GitHubEmulator(
             EmulatorOptions(
                 long_poll_seconds=1.0,
                 session_idle_ttl=600.0,
                 assignment_timeout=600.0,
                 clock_factor=clock_factor,
+                webhook_url=(
+                    f"http://127.0.0.1:{self.webhook_port}/webhook" if webhook_secret else ""
+                ),
+                webhook_secret=webhook_secret,
             )
         )
         self.daemon: subprocess.Popen[bytes] | None = None
@@ -93,7 +129,7 @@ class DaemonWorld:
         (self.root / "scale_sets.yaml").write_text(yaml.safe_dump(scale_sets, sort_keys=False))
         (self.root / "token").write_text("emulator-pat")
         (self.root / "token").chmod(0o600)
-        settings = {
+        settings: dict[str, Any] = {
             "github": {
                 "url": self.emulator.org_url,
                 "token_path": str(self.root / "token"),
@@ -105,6 +141,16 @@ class DaemonWorld:
             "socket": self.socket,
             "log_format": "json",
         }
+        if self.metrics_port:
+            settings["metrics"] = {"listen": f"127.0.0.1:{self.metrics_port}"}
+        if self.webhook_secret:
+            secret = self.root / "webhook-secret"
+            secret.write_text(self.webhook_secret)
+            secret.chmod(0o600)
+            settings["webhook"] = {
+                "listen": f"127.0.0.1:{self.webhook_port}",
+                "secret_path": str(secret),
+            }
         (self.root / "rungar.yaml").write_text(yaml.safe_dump(settings))
         await self.start_daemon()
 
@@ -124,6 +170,25 @@ class DaemonWorld:
             start_new_session=True,
         )
         await self.wait_for(lambda s: s is not None, "the daemon to answer", 30)
+        # The admin socket answers first; the other servers start right after it.
+        for port in (self.metrics_port, self.webhook_port):
+            if port:
+                await self.wait_for_port(port, 30)
+
+    async def wait_for_port(self, port: int, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                if loop.time() > end:
+                    raise AssertionError(f"nothing listens on 127.0.0.1:{port}") from None
+                await asyncio.sleep(0.1)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            return
 
     def kill_daemon(self) -> None:
         assert self.daemon is not None
@@ -164,6 +229,53 @@ class DaemonWorld:
                 return last
             await asyncio.sleep(0.3)
         raise AssertionError(f"timed out waiting for {what}; last status: {last}")
+
+    async def queue_job(self, **spec: Any) -> dict[str, Any]:
+        """Queue a job through the emulator's control API (``/_fake/jobs``): unlike a call on
+        its state from this thread, it runs on the emulator's loop, which its webhook sender
+        must send from."""
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await client.post(f"{self.emulator.base_url}/_fake/jobs", json=spec)
+        answer.raise_for_status()
+        job: dict[str, Any] = answer.json()
+        return job
+
+    async def scrape(self) -> dict[str, float]:
+        """The daemon's metrics over HTTP, by sample (see :func:`sample_key`)."""
+        async with httpx.AsyncClient(timeout=10) as client:
+            answer = await client.get(f"http://127.0.0.1:{self.metrics_port}/metrics")
+        answer.raise_for_status()
+        return {
+            sample_key(s.name, s.labels): s.value
+            for family in text_string_to_metric_families(answer.text)
+            for s in family.samples
+        }
+
+    async def wait_for_metrics(
+        self, check: Callable[[dict[str, float]], bool], what: str, seconds: float
+    ) -> dict[str, float]:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + seconds
+        last: dict[str, float] = {}
+        while loop.time() < end:
+            last = await self.scrape()
+            if check(last):
+                return last
+            await asyncio.sleep(0.3)
+        shown = {
+            k: v for k, v in last.items() if not k.split("{")[0].endswith(("_bucket", "_created"))
+        }
+        raise AssertionError(f"timed out waiting for {what}; last metrics: {shown}")
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        """The daemon's JSON log lines (others, such as a traceback's, are skipped)."""
+        lines = []
+        for line in (self.root / "daemon.log").read_text().splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                continue
+        return lines
 
     def machines(self) -> list[str]:
         return sorted(m.name for p in self.providers.values() for m in p.fake.machines)
