@@ -3,5 +3,6 @@ outcomes and final refusals, the create flow that never makes a second machine, 
 parsing helpers and the provider process (rungar-go §1.5, §1.6, §2.1; ARCHITECTURE §1).
 
 Nothing here imports a cloud SDK or grpc: each provider imports its SDK lazily in one module
-of its own, and :mod:`rungar.cloudkit.serve` reaches ``rungar.rpc`` only when it serves.
+of its own, and :mod:`rungar.cloudkit.serve` reaches ``rungar.rpc``'s server (and grpc) only
+when it serves.
 """

@@ -1,30 +1,41 @@
-"""A cloud provider as a process: settings file, ``--listen`` or plugin socket, exit codes
+"""A cloud provider as a process: its settings, ``--listen`` or plugin socket, exit codes
 (ARCHITECTURE §1, §6).
 
 ``rungar-provider-gcp`` and ``rungar-provider-aws`` differ only in how they parse their
 settings and open their provider, so both are :func:`run_provider_server`. Started by Rungar
 as a plugin (``RUNGAR_PLUGIN_SOCKET`` set) a provider serves on that socket; otherwise
 ``--listen`` names a ``unix:///path`` or, with TLS, a ``host:port``. Exit codes: 0 stopped,
-2 configuration or usage error. ``rungar.rpc`` (and with it grpc) is imported only when the
-provider is served, and the cloud SDK only when ``open_provider`` runs.
+2 configuration or usage error. ``rungar.rpc``'s server (and with it grpc) is imported only
+when the provider is served, and the cloud SDK only when ``open_provider`` runs.
+
+Settings come from two places, so a user writes a key once: what Rungar hands over to a plugin
+it starts (the file named by ``RUNGAR_PLUGIN_SETTINGS``: the provider's keys from
+scale_sets.yaml, its name and the installation), with the ``--config`` file's keys laid over
+them. The file holds what scale_sets.yaml has no key for (an API endpoint of a local fake, a
+timeout) or overrides; standalone, it holds everything. Each problem names the place its key
+came from.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import yaml
 
+from rungar.cloudkit.settings import SettingsProblems
 from rungar.errors import ConfigError
 from rungar.model.provider import Provider
+from rungar.rpc.plugin import SETTINGS_ENV
 
 SettingsT = TypeVar("SettingsT")
 
@@ -45,9 +56,78 @@ def read_settings_file(path: str) -> Mapping[str, Any]:
     return raw
 
 
+@dataclass(frozen=True, slots=True)
+class SettingsSources:
+    """The settings Rungar handed over and the ``--config`` file's, each as given."""
+
+    handed: Mapping[str, Any] = field(default_factory=dict)
+    handed_from: str = ""  # how a problem names the handed-over settings; "" = none handed
+    file: Mapping[str, Any] = field(default_factory=dict)
+    file_path: str = ""  # "" = no --config
+
+    def merged(self) -> dict[str, Any]:
+        """The file's keys laid over the handed-over ones."""
+        return {**self.handed, **self.file}
+
+    def attribute(self, problems: Sequence[str]) -> list[str]:
+        """The problems grouped by the place their key came from, one line per place.
+
+        A problem starts with its key (``zones: …``). A key in the file is the file's (its
+        value won), one only handed over is Rungar's, and a key neither gave (``installation:
+        required``) belongs to every place there is.
+        """
+        places = [p for p in (self.handed_from, self.file_path) if p]
+        everywhere = " and ".join(places)
+        grouped: dict[str, list[str]] = {}
+        for problem in problems:
+            key = problem.split(":", 1)[0].strip()
+            if self.file_path and key in self.file:
+                place = self.file_path
+            elif self.handed_from and key in self.handed:
+                place = self.handed_from
+            else:
+                place = everywhere
+            grouped.setdefault(place, []).append(problem)
+        return [f"{place}: {'; '.join(found)}" for place, found in grouped.items()]
+
+
+def read_handed_settings(path: str) -> Mapping[str, Any]:
+    """The settings Rungar wrote for this plugin (JSON); raises ``ConfigError``."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError([f"settings from rungar ({SETTINGS_ENV}={path}): {e}"]) from e
+    if not isinstance(raw, dict):
+        raise ConfigError([f"settings from rungar ({SETTINGS_ENV}={path}): not a mapping"])
+    return raw
+
+
+def read_sources(config: str, environ: Mapping[str, str] | None = None) -> SettingsSources:
+    """What Rungar handed over (``$RUNGAR_PLUGIN_SETTINGS``) and the ``--config`` file, either
+    of them or both; raises ``ConfigError`` when neither is there or one cannot be read."""
+    handed_path = (os.environ if environ is None else environ).get(SETTINGS_ENV, "")
+    if not handed_path and not config:
+        raise ConfigError(
+            [
+                "no settings: give --config FILE, or let rungar start this provider from a "
+                f"scale_sets.yaml provider with command: (it hands the keys over in {SETTINGS_ENV})"
+            ]
+        )
+    handed: Mapping[str, Any] = read_handed_settings(handed_path) if handed_path else {}
+    handed_from = ""
+    if handed_path:
+        handed_from = f"settings from rungar (scale_sets.yaml provider {handed.get('name', '?')})"
+    file = read_settings_file(config) if config else {}
+    return SettingsSources(handed, handed_from, file, config)
+
+
 def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--config", required=True, help="settings file (.yaml or .toml)")
+    parser.add_argument(
+        "--config",
+        default="",
+        help=f"settings file (.yaml or .toml), laid over what rungar hands over in {SETTINGS_ENV}",
+    )
     parser.add_argument("--listen", default="", help="unix:///path or host:port (needs --tls-*)")
     parser.add_argument("--tls-cert", default="", help="server certificate (PEM)")
     parser.add_argument("--tls-key", default="", help="server key (PEM)")
@@ -87,18 +167,22 @@ def run_provider_server(
     open_provider: Callable[[SettingsT], ClosableProvider],
     argv: Sequence[str] | None = None,
 ) -> int:
-    """Parse the settings file, then serve the provider until stopped; the exit code.
+    """Read and parse the settings, then serve the provider until stopped; the exit code.
 
-    ``parse_settings`` raises ``ValueError`` listing every problem of the settings.
+    ``parse_settings`` raises ``ValueError`` listing every problem of the settings
+    (``SettingsProblems``, to name where each one came from).
     """
     args = build_parser(prog, description).parse_args(argv)
     try:
-        settings = parse_settings(read_settings_file(args.config))
+        sources = read_sources(args.config)
     except ConfigError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        _complain(prog, e.problems)
         return 2
+    try:
+        settings = parse_settings(sources.merged())
     except ValueError as e:
-        print(f"{prog}: {args.config}: {e}", file=sys.stderr)
+        problems = e.problems if isinstance(e, SettingsProblems) else [str(e)]
+        _complain(prog, sources.attribute(problems))
         return 2
 
     async def run() -> None:
@@ -111,6 +195,11 @@ def run_provider_server(
     try:
         asyncio.run(run())
     except ConfigError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
+        _complain(prog, e.problems)
         return 2
     return 0
+
+
+def _complain(prog: str, lines: Sequence[str]) -> None:
+    for line in lines:
+        print(f"{prog}: {line}", file=sys.stderr)

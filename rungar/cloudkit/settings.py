@@ -19,6 +19,15 @@ DEFAULT_DISK = 50 * GIB
 DEFAULT_TIMEOUT = 30.0
 
 
+class SettingsProblems(ValueError):
+    """Every problem of a provider's settings; ``str()`` joins them with ``"; "``. The process
+    that serves the provider says where each came from (:mod:`rungar.cloudkit.serve`)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
 def unknown_keys(raw: Mapping[str, Any], known: Collection[str], prefix: str = "") -> list[str]:
     """A problem for every key not in ``known``, sorted, as the first problems found."""
     return [f"{prefix}{k}: unknown key" for k in sorted(set(raw) - set(known))]

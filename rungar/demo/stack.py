@@ -7,9 +7,12 @@ jobs ask for. Machines that AWS (moto) "launches" are booted by :mod:`rungar.dem
 which runs each one's user data the way a cloud image would: a fake runner with its JIT config.
 
 The same world runs the numbered ``examples/``: an example names its hosts, and its
-scale_sets.yaml decides which clouds start. Every provider of type ``aws`` gets a settings file
-``${DIR}/<name>.yaml`` on one moto server; every provider of type ``gcp`` gets one pointing at
-a local GCE fake (:mod:`rungar.testing.gce_fake`) with its ``project`` and ``zones``, where
+scale_sets.yaml decides which clouds start. A cloud provider's keys (region, subnets, project,
+zones) are in scale_sets.yaml, which Rungar hands over to the plugin it starts; the plugin's own
+file ``${DIR}/<name>.yaml`` holds only what scale_sets.yaml has no key for, the loopback
+endpoint: moto's server for every provider of type ``aws`` (``${SUBNET_1}`` and
+``${SUBNET_2}`` are the subnets made there, as ``${AMI}`` is its image), and for every provider
+of type ``gcp`` a local GCE fake (:mod:`rungar.testing.gce_fake`) holding its ``project``, where
 the zones in ``gcp_out_of_stock`` answer every insert with ``ZONE_RESOURCE_POOL_EXHAUSTED``.
 With ``aws_spot_capacity`` set, the AWS providers launch through
 :class:`rungar.demo.spotmarket.SpotMarket`, which refuses Spot launches past that many.
@@ -39,6 +42,9 @@ from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
 HERE = Path(__file__).resolve().parents[2] / "examples" / "demo"
 INSTALLATION = "rungar-demo"
 PAT = "emulator-pat"
+MOTO_REGION = "us-east-1"
+# What an AWS account would already have: placeholders until moto's server has made them.
+CLOUD_PLACEHOLDERS = {"AMI": "ami-unused", "SUBNET_1": "subnet-unused", "SUBNET_2": "subnet-unused"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,15 +115,14 @@ class Stack:
         for host in self.hosts:
             self._start_host(host)
         template = Template((self.example / "scale_sets.yaml").read_text())
-        values = {"DIR": str(self.dir), "BIN": str(bin_dir), "AMI": "ami-unused"}
+        values = {"DIR": str(self.dir), "BIN": str(bin_dir), **CLOUD_PLACEHOLDERS}
         clouds = _cloud_providers(template.substitute(values))
         aws = [p for p in clouds if p["type"] == "aws"]
         if aws and self.with_aws:
-            self._start_moto(aws)
+            values.update(self._start_moto(aws))
         gcp = [p for p in clouds if p["type"] == "gcp"]
         if gcp:
             self._start_gce(gcp)
-        values["AMI"] = self.ami or "ami-unused"
         scale_sets = template.substitute(values)
         if not self.with_aws:
             scale_sets = _without_aws(scale_sets)
@@ -187,7 +192,8 @@ class Stack:
             await asyncio.sleep(0.1)
         raise RuntimeError(f"{what} did not start within {seconds:.0f}s (logs in {self.dir})")
 
-    def _start_moto(self, providers: list[dict[str, Any]]) -> None:
+    def _start_moto(self, providers: list[dict[str, Any]]) -> dict[str, str]:
+        """Start moto's server with a region ready to launch in; the placeholders it fills."""
         from moto.server import ThreadedMotoServer
 
         from rungar.demo.cloudboot import CloudBooter, prepare_region
@@ -199,7 +205,7 @@ class Stack:
         for key, value in {
             "AWS_ACCESS_KEY_ID": "demo",
             "AWS_SECRET_ACCESS_KEY": "demo",
-            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_DEFAULT_REGION": MOTO_REGION,
         }.items():
             os.environ.setdefault(key, value)
         subnets, self.ami = prepare_region(endpoint)
@@ -211,14 +217,14 @@ class Stack:
             self.spot_market = SpotMarket(endpoint, self.aws_spot_capacity).start()
             endpoint = self.spot_market.endpoint  # the providers launch through the market
         for provider in providers:
-            aws = {
-                "name": provider["name"],
-                "region": "us-east-1",
-                "subnets": subnets,
-                "installation": INSTALLATION,
-                "endpoint_url": endpoint,
-            }
-            (self.dir / f"{provider['name']}.yaml").write_text(yaml.safe_dump(aws))
+            if provider.get("region") != MOTO_REGION:  # where the subnets and booter are
+                raise RuntimeError(
+                    f"provider {provider['name']}: the demo's AWS is region {MOTO_REGION}, "
+                    f"not {provider.get('region')}"
+                )
+            own = {"endpoint_url": endpoint}  # the rest is handed over from scale_sets.yaml
+            (self.dir / f"{provider['name']}.yaml").write_text(yaml.safe_dump(own))
+        return {"AMI": self.ami, "SUBNET_1": subnets[0], "SUBNET_2": subnets[1]}
 
     def _start_gce(self, providers: list[dict[str, Any]]) -> None:
         from rungar.demo.cloudboot import GceBooter
@@ -240,15 +246,8 @@ class Stack:
                 )
             )
         for provider in providers:
-            gcp = {
-                "name": provider["name"],
-                "project": self.gce.project,
-                "zones": list(provider["zones"]),
-                "installation": INSTALLATION,
-                "endpoint": self.gce.endpoint,
-                "anonymous": True,
-            }
-            (self.dir / f"{provider['name']}.yaml").write_text(yaml.safe_dump(gcp))
+            own = {"endpoint": self.gce.endpoint, "anonymous": True}  # the rest is handed over
+            (self.dir / f"{provider['name']}.yaml").write_text(yaml.safe_dump(own))
         self.gce_booter = GceBooter(self.gce.endpoint, self.gce.project, self.dir / "gcp-machines")
         self.gce_booter.start()
 

@@ -8,9 +8,11 @@ sets start, removed ones drain, changed limits take effect at once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import structlog
 
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetsFile
@@ -24,7 +26,15 @@ from rungar.model.runner import RemovalReason, RunnerState
 if TYPE_CHECKING:
     from rungar.engine.runloop import RunLoop
 
-ProviderFactory = Callable[[ProviderConfig], Provider]
+log = structlog.get_logger("rungar.control")
+
+# A provider ready to call: a plugin's process started and answering.
+ProviderFactory = Callable[[ProviderConfig], Awaitable[Provider]]
+
+
+@runtime_checkable
+class _Closable(Protocol):
+    async def close(self) -> None: ...
 
 
 class NotFound(RungarError):
@@ -249,23 +259,49 @@ class Control:
     # ------------------------------------------------------------------ apply
 
     async def apply(self, text: str, filename: str, *, dry_run: bool) -> dict[str, Any]:
+        """Check ``text`` and, unless ``dry_run``, make it the configuration. A new provider is
+        connected (its plugin started) and its runner blocks checked before anything changes;
+        a dry run checks the runner blocks of the providers already connected."""
         try:
             new = parse_scale_sets(text, filename)
         except ConfigError as e:
             return {"applied": False, "problems": e.problems, "diff": []}
-        problems = await self._validate_runners(new)
+        problems = await self._validate_runners(new, self.engine.providers)
         diff = diff_configs(self.engine.config, new)
         if problems or dry_run:
             return {"applied": False, "problems": problems, "diff": diff}
+        added, problems = await self._connect_new(new)
+        if not problems:
+            problems = await self._validate_runners(new, added)
+        if problems:
+            await _close_all(added)
+            return {"applied": False, "problems": problems, "diff": diff}
+        self.engine.providers.update(added)
         self._apply(new)
         self._wake()
         return {"applied": True, "problems": [], "diff": diff}
 
-    async def _validate_runners(self, new: ScaleSetsFile) -> list[str]:
+    async def _connect_new(self, new: ScaleSetsFile) -> tuple[dict[str, Provider], list[str]]:
+        added: dict[str, Provider] = {}
+        problems: list[str] = []
+        if self.provider_factory is None:
+            return added, problems
+        for config in new.providers:
+            if config.name in self.engine.providers:
+                continue
+            try:
+                added[config.name] = await self.provider_factory(config)
+            except (RungarError, OSError) as e:
+                problems.append(f"provider {config.name}: cannot be connected: {e}")
+        return added, problems
+
+    async def _validate_runners(
+        self, new: ScaleSetsFile, providers: Mapping[str, Provider]
+    ) -> list[str]:
         problems = []
         for scale_set in new.scale_sets:
             for entry in scale_set.providers:
-                provider = self.engine.providers.get(entry.name)
+                provider = providers.get(entry.name)
                 if provider is None:
                     continue  # a new provider is checked once it is connected
                 try:
@@ -284,9 +320,6 @@ class Control:
     def _apply(self, new: ScaleSetsFile) -> None:
         engine = self.engine
         old_names = set(engine.sets)
-        for provider in new.providers:
-            if provider.name not in engine.providers and self.provider_factory is not None:
-                engine.providers[provider.name] = self.provider_factory(provider)
         engine.config = new
         engine.fleet.configure(new.providers, new.scale_sets, new.timing)
         for scale_set in new.scale_sets:
@@ -307,3 +340,13 @@ class Control:
         engine.resync_fleet_counts()
         for name in list(engine.sets):
             engine.spawn(engine.scale(name))
+
+
+async def _close_all(providers: Mapping[str, Provider]) -> None:
+    """Let go of providers connected for an apply that did not happen."""
+    for provider in providers.values():
+        if isinstance(provider, _Closable):
+            try:
+                await provider.close()
+            except (RungarError, OSError) as e:
+                log.warning("apply.provider_not_closed", error=str(e))

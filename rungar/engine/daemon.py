@@ -52,8 +52,23 @@ class StoreCursors:
         self.store.set_last_message_id(str(scale_set_id), message_id)
 
 
-def make_provider(config: ProviderConfig, clock: Clock, plugins: list[Any]) -> Provider:
-    """A provider of any type: in-process fake, gRPC address, or a local plugin to start."""
+def plugin_settings(config: ProviderConfig, installation: str) -> dict[str, Any]:
+    """What a plugin is handed: its type's keys as written in scale_sets.yaml, its name and the
+    installation (when known), so the user writes them once. A third-party type's own keys go
+    too: its plugin reads them the same way. Never logged (gcp's and aws's keys hold
+    credential file paths, not secrets, but another type's might)."""
+    handed = dict(config.options)
+    handed["name"] = config.name
+    if installation:
+        handed["installation"] = installation
+    return handed
+
+
+def make_provider(
+    config: ProviderConfig, clock: Clock, plugins: list[Any], installation: str = ""
+) -> Provider:
+    """A provider of any type: in-process fake, gRPC address, or a local plugin to start
+    (handed :func:`plugin_settings`)."""
     options = config.options
     if config.type == "fake" and not config.address and not config.command:
         from rungar.testing.fake_provider import FakeProvider
@@ -71,10 +86,25 @@ def make_provider(config: ProviderConfig, clock: Clock, plugins: list[Any]) -> P
     if config.command:
         from rungar.rpc.plugin import PluginProcess
 
-        plugin = PluginProcess(list(config.command), name=config.name, clock=clock)
+        plugin = PluginProcess(
+            list(config.command),
+            name=config.name,
+            clock=clock,
+            settings=plugin_settings(config, installation),
+        )
         plugins.append(plugin)
         return PluginProvider(config.name, plugin, timeout)
     return GrpcProvider(config.name, config.address, tls=tls, token=token, timeout=timeout)
+
+
+async def connect_provider(
+    config: ProviderConfig, clock: Clock, plugins: list[Any], installation: str = ""
+) -> Provider:
+    """:func:`make_provider`, its plugin started: for a provider added by ``rungar apply``."""
+    provider = make_provider(config, clock, plugins, installation)
+    if isinstance(provider, PluginProvider):
+        await provider.start()
+    return provider
 
 
 class PluginProvider:
@@ -119,8 +149,10 @@ class PluginProvider:
         await self.client.update_runner(name, job)
 
     async def close(self) -> None:
+        """Close the client and stop the plugin (the daemon stops it again at exit: harmless)."""
         if self._client is not None:
             await self._client.close()
+        await self.plugin.stop()
 
 
 class Daemon:
@@ -232,8 +264,11 @@ class Daemon:
         github = self._github(store, metrics)
         for warning in self.warnings:
             log.warning(warning)
+        installation = settings.installation or installation_id(settings.github.url)
         plugins: list[Any] = []
-        providers = {p.name: make_provider(p, self.clock, plugins) for p in config.providers}
+        providers = {
+            p.name: make_provider(p, self.clock, plugins, installation) for p in config.providers
+        }
         for provider in providers.values():
             if isinstance(provider, PluginProvider):
                 await provider.start()
@@ -245,13 +280,15 @@ class Daemon:
             store=store,
             events=events,
             metrics=metrics,
-            installation=settings.installation or installation_id(settings.github.url),
+            installation=installation,
             max_parallel_creates=settings.max_parallel_creates,
         )
         engine.github_url = settings.github.url
         runloop = RunLoop(engine)
         control = Control(
-            engine, runloop, provider_factory=lambda p: make_provider(p, self.clock, plugins)
+            engine,
+            runloop,
+            provider_factory=lambda p: connect_provider(p, self.clock, plugins, installation),
         )
         from rungar.rpc.admin_server import serve_admin
 

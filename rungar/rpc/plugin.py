@@ -12,6 +12,11 @@ SIGKILL after a grace period. A plugin that dies is restarted with doubling back
 it has run for a while); the socket path stays the same, so the ``GrpcProvider`` pointing at it
 simply reconnects.
 
+Given ``settings`` (the daemon hands over a provider's keys from scale_sets.yaml, its name and
+the installation), Rungar writes them once as JSON to ``<dir>/settings.json`` (mode 0600) and
+names that file in ``RUNGAR_PLUGIN_SETTINGS``: the user writes a provider's keys in one place,
+and restarts read the same file.
+
 The plugin side is :func:`serve_plugin`: ``asyncio.run(serve_plugin(MyProvider()))`` serves a
 Provider on the socket, prints the handshake, and stops cleanly on SIGTERM or SIGINT.
 """
@@ -20,12 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import structlog
 
@@ -34,6 +41,8 @@ from rungar.errors import ConfigError, ProviderError
 from rungar.model.provider import Provider
 
 SOCKET_ENV = "RUNGAR_PLUGIN_SOCKET"
+SETTINGS_ENV = "RUNGAR_PLUGIN_SETTINGS"
+SETTINGS_FILE = "settings.json"
 HANDSHAKE = "RUNGAR_PLUGIN"
 HANDSHAKE_VERSION = "1"
 
@@ -77,6 +86,7 @@ class PluginProcess:
         name: str = "plugin",
         clock: Clock | None = None,
         env: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
         ready_timeout: float = 30.0,
         stop_grace: float = 10.0,
         backoff_first: float = 1.0,
@@ -90,6 +100,8 @@ class PluginProcess:
         self.restarts = 0
         self._clock: Clock = clock or SystemClock()
         self._env = dict(env) if env is not None else None
+        # Handed to the plugin in a file, never logged: a provider's keys are its own business.
+        self.settings = dict(settings) if settings is not None else None
         self._ready_timeout = ready_timeout
         self._stop_grace = stop_grace
         self._backoff_first = backoff_first
@@ -108,6 +120,15 @@ class PluginProcess:
         return f"unix://{self._dir}/provider.sock"
 
     @property
+    def settings_path(self) -> str:
+        """The file the settings are handed over in; empty when there are none."""
+        if self.settings is None:
+            return ""
+        if not self._dir:
+            raise PluginError(f"plugin {self.name} is not started")
+        return os.path.join(self._dir, SETTINGS_FILE)
+
+    @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
@@ -116,6 +137,7 @@ class PluginProcess:
         self._dir = tempfile.mkdtemp(prefix=f"rungar-{self.name}-")  # mode 0700
         os.chmod(self._dir, 0o700)
         try:
+            self._write_settings()
             await self._launch()
         except BaseException:
             shutil.rmtree(self._dir, ignore_errors=True)
@@ -123,9 +145,25 @@ class PluginProcess:
         self._supervisor = asyncio.create_task(self._supervise(), name=f"plugin-{self.name}")
         return self.address
 
+    def _write_settings(self) -> None:
+        # Written once: every restart of the plugin reads the same file.
+        if self.settings is None:
+            return
+        try:
+            text = json.dumps(self.settings)
+        except (TypeError, ValueError) as e:
+            raise PluginError(f"plugin {self.name}: its settings are not JSON: {e}") from e
+        fd = os.open(self.settings_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), 0o600)  # whatever the umask
+            f.write(text)
+
     async def _launch(self) -> None:
         env = dict(os.environ if self._env is None else self._env)
         env[SOCKET_ENV] = self.address[len("unix://") :]
+        env.pop(SETTINGS_ENV, None)  # never a stale file named by Rungar's own environment
+        if self.settings is not None:
+            env[SETTINGS_ENV] = self.settings_path
         try:
             process = await asyncio.create_subprocess_exec(
                 *self.command,
@@ -218,7 +256,10 @@ class PluginProcess:
             await process.wait()
 
     async def stop(self) -> None:
-        """SIGTERM, then SIGKILL after ``stop_grace``; no restart after this."""
+        """SIGTERM, then SIGKILL after ``stop_grace``; no restart after this. Stopping a
+        stopped plugin does nothing."""
+        if self._stopping:
+            return
         self._stopping = True
         if self._supervisor is not None:
             self._supervisor.cancel()

@@ -33,7 +33,13 @@ def test_every_numbered_folder_is_an_example_with_a_readme() -> None:
 
 @pytest.mark.parametrize("name", NUMBERED)
 def test_the_example_validates(name: str, tmp_path: Path) -> None:
-    values = {"DIR": str(tmp_path), "BIN": str(BIN), "AMI": "ami-0123456789abcdef0"}
+    values = {
+        "DIR": str(tmp_path),
+        "BIN": str(BIN),
+        "AMI": "ami-0123456789abcdef0",
+        "SUBNET_1": "subnet-0123456789abcdef0",
+        "SUBNET_2": "subnet-0fedcba9876543210",
+    }
     text = Template((EXAMPLES_DIR / name / "scale_sets.yaml").read_text()).substitute(values)
     path = tmp_path / "scale_sets.yaml"
     path.write_text(text)

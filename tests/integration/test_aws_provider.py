@@ -9,10 +9,12 @@ launch the instance and then raises botocore's ``ReadTimeoutError`` to the calle
 
 from __future__ import annotations
 
+import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -24,6 +26,9 @@ from moto.server import ThreadedMotoServer
 from rungar_aws.provider import AwsProvider, open_aws_provider
 from rungar_aws.settings import AwsSettings
 
+from rungar.clock import SystemClock
+from rungar.config.loader import parse_scale_sets
+from rungar.engine.daemon import PluginProvider, make_provider
 from rungar.errors import ProviderUnavailable
 from rungar.model.labels import installation_selector
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
@@ -396,3 +401,52 @@ async def test_no_answer_from_ec2_is_provider_unavailable(aws_env: str) -> None:
     provider = open_aws_provider(settings, InstantClock())
     with pytest.raises(ProviderUnavailable):
         await provider.list(installation_selector(INSTALL))
+
+
+async def test_a_plugin_started_without_a_settings_file_takes_its_keys_from_scale_sets_yaml(
+    aws_env: str, image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rungar starts ``rungar-provider-aws`` with no ``--config``: region, subnets, name and
+    installation reach it only from scale_sets.yaml and the daemon. Only the endpoint comes from
+    elsewhere, botocore's own variable for it, since a real region needs none."""
+    import boto3
+
+    ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=aws_env)
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    subnets = [
+        ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.1.{i}.0/24")["Subnet"]["SubnetId"]
+        for i in (1, 2)
+    ]
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", aws_env)  # the plugin inherits the environment
+    scale_sets = f"""
+version: 1
+providers:
+  - name: aws-eu
+    type: aws
+    command: ["{Path(sys.executable).parent / "rungar-provider-aws"}"]
+    region: {REGION}
+    subnets: [{subnets[1]}, {subnets[0]}]
+scale_sets:
+  - {{ name: rungar-c4, max_runners: 2, providers: [aws-eu] }}
+"""
+    [config] = parse_scale_sets(scale_sets, "scale_sets.yaml").providers
+    plugins: list[Any] = []
+    provider = make_provider(config, SystemClock(), plugins, installation=INSTALL)
+    assert isinstance(provider, PluginProvider)
+    await provider.start()
+    try:
+        assert (await provider.info()).name == "aws-eu"
+        block = {"instance_type": "t3.small", "image": image}
+        result = await provider.create(runner_request("rungar-c4-1", block))
+        assert isinstance(result, Created), result  # of another installation it is refused
+        (inst,) = [i for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+        assert inst["SubnetId"] == subnets[1], "the first subnet scale_sets.yaml lists"
+        tags = {t["Key"]: t["Value"] for t in inst["Tags"]}
+        assert tags["rungar.sh/installation"] == INSTALL
+        assert [m.name for m in await provider.list(installation_selector(INSTALL))] == [
+            "rungar-c4-1"
+        ]
+    finally:
+        await provider.close()
+        for plugin in plugins:
+            await plugin.stop()

@@ -7,6 +7,7 @@ The plugin is a real executable: a Python script serving the scripted fake provi
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import stat
@@ -17,7 +18,13 @@ import pytest
 
 from rungar.errors import ProviderUnavailable
 from rungar.rpc.client import GrpcProvider
-from rungar.rpc.plugin import PluginError, PluginProcess, next_backoff, parse_handshake
+from rungar.rpc.plugin import (
+    SETTINGS_ENV,
+    PluginError,
+    PluginProcess,
+    next_backoff,
+    parse_handshake,
+)
 
 PLUGIN = """
 import asyncio, signal, sys
@@ -29,10 +36,29 @@ asyncio.run(serve_plugin(FakeProvider("plugin-fake")))
 """
 
 
+# Answers Info with the name Rungar handed over, and where it read it, so a test sees what the
+# plugin itself saw.
+SETTINGS_PLUGIN = """
+import asyncio, json, os
+from rungar.rpc.plugin import serve_plugin
+from rungar.testing.fake_provider import FakeProvider
+path = os.environ.get("RUNGAR_PLUGIN_SETTINGS")
+name = json.load(open(path))["name"] + "@" + path if path else "no settings"
+asyncio.run(serve_plugin(FakeProvider(name)))
+"""
+
+
 @pytest.fixture
 def plugin_script(tmp_path: Path) -> Path:
     path = tmp_path / "plugin.py"
     path.write_text(PLUGIN)
+    return path
+
+
+@pytest.fixture
+def settings_script(tmp_path: Path) -> Path:
+    path = tmp_path / "settings_plugin.py"
+    path.write_text(SETTINGS_PLUGIN)
     return path
 
 
@@ -126,4 +152,71 @@ async def test_a_plugin_that_exits_before_its_handshake_is_an_error(tmp_path: Pa
 async def test_a_missing_executable_is_an_error() -> None:
     plugin = PluginProcess(["/nonexistent/provider"], name="ghost")
     with pytest.raises(PluginError, match="cannot start /nonexistent/provider"):
+        await plugin.start()
+
+
+async def test_settings_are_handed_over_in_a_private_file_named_in_the_environment(
+    settings_script: Path,
+) -> None:
+    handed = {"name": "gcp-eu", "zones": ["europe-west1-b"], "installation": "gh-1"}
+    plugin = PluginProcess(
+        [sys.executable, str(settings_script)],
+        name="gcp-eu",
+        settings=handed,
+        ready_timeout=20,
+        backoff_first=0.05,
+    )
+    address = await plugin.start()
+    client = GrpcProvider("gcp-eu", address, timeout=5)
+    try:
+        path = Path(plugin.settings_path)
+        assert path.parent == Path(address[len("unix://") :]).parent
+        assert path.name == "settings.json"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert json.loads(path.read_text()) == handed
+        assert (await client.info()).name == f"gcp-eu@{path}"
+        first = plugin.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        for _ in range(200):  # up to 20 s for the restart on a loaded machine
+            if plugin.restarts == 1:
+                break
+            await asyncio.sleep(0.1)
+        assert plugin.restarts == 1
+        for _ in range(50):
+            try:
+                info = await client.info()
+                break
+            except ProviderUnavailable:
+                await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the restarted plugin was never reached")
+        assert info.name == f"gcp-eu@{path}", "the restart reads the same file"
+    finally:
+        await client.close()
+        await plugin.stop()
+    assert not path.exists()
+
+
+async def test_without_settings_no_file_is_named_even_one_in_rungars_environment(
+    settings_script: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SETTINGS_ENV, "/somewhere/else/settings.json")
+    plugin = PluginProcess([sys.executable, str(settings_script)], name="bare", ready_timeout=20)
+    address = await plugin.start()
+    client = GrpcProvider("bare", address, timeout=5)
+    try:
+        assert plugin.settings_path == ""
+        assert (await client.info()).name == "no settings"
+        assert sorted(p.name for p in Path(address[len("unix://") :]).parent.iterdir()) == [
+            "provider.sock"
+        ]
+    finally:
+        await client.close()
+        await plugin.stop()
+
+
+async def test_settings_that_are_not_json_are_refused_before_anything_starts() -> None:
+    plugin = PluginProcess(["/nonexistent/provider"], name="odd", settings={"when": object()})
+    with pytest.raises(PluginError, match="plugin odd: its settings are not JSON"):
         await plugin.start()

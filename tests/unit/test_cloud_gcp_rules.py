@@ -118,6 +118,17 @@ def test_settings_report_every_problem_at_once() -> None:
         assert part in text
 
 
+def test_a_service_account_to_impersonate_is_a_setting_but_not_with_anonymous() -> None:
+    base = {"project": "p", "zones": ["us-central1-a"], "installation": "gh-1"}
+    target = "rungar@p.iam.gserviceaccount.com"
+    settings = GcpSettings.parse({**base, "impersonate_service_account": target})
+    assert settings.impersonate_service_account == target
+    with pytest.raises(ValueError, match="impersonate_service_account: cannot be used with anon"):
+        GcpSettings.parse({**base, "impersonate_service_account": target, "anonymous": True})
+    with pytest.raises(ValueError, match="impersonate_service_account: must be a service acc"):
+        GcpSettings.parse({**base, "impersonate_service_account": ["a", "b"]})
+
+
 def test_a_runner_needs_a_type_and_an_image_unless_a_template_gives_them() -> None:
     _, problems = GcpRunner.parse(RunnerBlock.from_mapping({}))
     assert "runner.machine_type: required unless instance_template is set" in problems

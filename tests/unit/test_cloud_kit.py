@@ -5,12 +5,15 @@ The search is driven with the gcp provider's ``Attempt`` and ``Tried`` values.""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rungar_gcp.search import Attempt, Tried
+from rungar_gcp.settings import GcpSettings
 
 from rungar.cloudkit.search import (
     Outcome,
@@ -22,9 +25,16 @@ from rungar.cloudkit.search import (
     stop_refusal,
     unoffered_refusal,
 )
-from rungar.cloudkit.serve import ClosableProvider, read_settings_file, run_provider_server
+from rungar.cloudkit.serve import (
+    ClosableProvider,
+    SettingsSources,
+    read_settings_file,
+    read_sources,
+    run_provider_server,
+)
 from rungar.cloudkit.settings import (
     DEFAULT_DISK,
+    SettingsProblems,
     disk_bytes,
     flag,
     string_list,
@@ -36,6 +46,7 @@ from rungar.errors import ConfigError
 from rungar.model.labels import INSTALLATION, MANAGED
 from rungar.model.machine import Created, Machine, MachineState, Refusal, RefusalKind
 from rungar.model.runner_block import RunnerBlock
+from rungar.rpc.plugin import SETTINGS_ENV
 from tests.cloud_helpers import InstantClock
 
 MADE = Created(Machine("r-1", MachineState.RUNNING, {}, "t1", 0.0, "cloud"))
@@ -255,6 +266,132 @@ def test_settings_the_provider_refuses_exit_2_before_anything_is_opened(
     code = run_provider_server("prov", "d", parse, never, ["--config", str(tmp_path / "p.yaml")])
     assert code == 2
     assert capsys.readouterr().err.strip().endswith("p.yaml: zones: bad; installation: required")
+
+
+HANDED = {
+    "name": "gcp-eu",
+    "project": "acme-ci",
+    "zones": ["europe-west1-b", "europe-west1-c"],
+    "installation": "gh-0123456789ab",
+}
+FROM_RUNGAR = "settings from rungar (scale_sets.yaml provider gcp-eu)"
+
+
+def handed_file(tmp_path: Path, settings: dict[str, Any]) -> str:
+    path = tmp_path / "settings.json"
+    path.write_text(json.dumps(settings))
+    return str(path)
+
+
+def test_the_config_files_keys_are_laid_over_what_rungar_hands_over(tmp_path: Path) -> None:
+    (tmp_path / "gcp.yaml").write_text("endpoint: http://127.0.0.1:9\nzones: [us-east1-b]\n")
+    env = {SETTINGS_ENV: handed_file(tmp_path, HANDED)}
+    sources = read_sources(str(tmp_path / "gcp.yaml"), env)
+    assert sources.handed_from == FROM_RUNGAR
+    assert sources.merged() == {**HANDED, "endpoint": "http://127.0.0.1:9", "zones": ["us-east1-b"]}
+    assert read_sources("", env).merged() == HANDED
+    assert read_sources(str(tmp_path / "gcp.yaml"), {}).merged() == {
+        "endpoint": "http://127.0.0.1:9",
+        "zones": ["us-east1-b"],
+    }
+
+
+def test_neither_settings_from_rungar_nor_a_config_file_is_refused_naming_both() -> None:
+    with pytest.raises(ConfigError) as err:
+        read_sources("", {})
+    assert "--config" in str(err.value) and SETTINGS_ENV in str(err.value)
+
+
+def test_settings_from_rungar_that_cannot_be_read_name_the_variable(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    for path in (str(tmp_path / "bad.json"), str(tmp_path / "gone.json")):
+        with pytest.raises(ConfigError, match=f"settings from rungar \\({SETTINGS_ENV}={path}\\)"):
+            read_sources("", {SETTINGS_ENV: path})
+
+
+def test_each_problem_names_the_place_its_key_came_from() -> None:
+    handed = {**HANDED, "zones": ["europe-west1-b", "us-central1-a"]}
+    handed.pop("installation")
+    sources = SettingsSources(handed, FROM_RUNGAR, {"anonymous": "yes", "bogus": 1}, "gcp.yaml")
+    with pytest.raises(SettingsProblems) as err:
+        GcpSettings.parse(sources.merged())
+    lines = sources.attribute(err.value.problems)
+    assert lines == [
+        "gcp.yaml: bogus: unknown key; anonymous: must be true or false",
+        f"{FROM_RUNGAR} and gcp.yaml: installation: required",
+        f"{FROM_RUNGAR}: zones: europe-west1-b, us-central1-a are not all in one region",
+    ]
+
+
+def test_a_key_the_file_overrides_is_the_files_problem() -> None:
+    sources = SettingsSources(HANDED, FROM_RUNGAR, {"zones": []}, "gcp.yaml")
+    assert sources.attribute(["zones: at least one zone is required"]) == [
+        "gcp.yaml: zones: at least one zone is required"
+    ]
+    alone = SettingsSources(HANDED, FROM_RUNGAR)
+    assert alone.attribute(["timeout: 'x' is not a duration"]) == [
+        f"{FROM_RUNGAR}: timeout: 'x' is not a duration"
+    ]
+
+
+def test_without_config_the_provider_is_opened_with_what_rungar_handed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(SETTINGS_ENV, handed_file(tmp_path, HANDED))
+    opened: list[GcpSettings] = []
+
+    def open_provider(settings: GcpSettings) -> ClosableProvider:
+        opened.append(settings)
+        raise ConfigError(["stop before serving"])
+
+    code = run_provider_server("prov", "d", GcpSettings.parse, open_provider, [])
+    assert code == 2 and capsys.readouterr().err.strip() == "prov: stop before serving"
+    [settings] = opened
+    assert (settings.name, settings.project, settings.installation) == (
+        "gcp-eu",
+        "acme-ci",
+        "gh-0123456789ab",
+    )
+    assert settings.zones == ("europe-west1-b", "europe-west1-c")
+
+
+def test_handed_over_problems_exit_2_naming_the_scale_sets_provider(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(SETTINGS_ENV, handed_file(tmp_path, {**HANDED, "zones": []}))
+
+    def never(settings: object) -> ClosableProvider:
+        raise AssertionError("opened")
+
+    code = run_provider_server("prov", "d", GcpSettings.parse, never, [])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"prov: {FROM_RUNGAR}: zones: at least one zone is required"
+
+
+def test_no_settings_at_all_exit_2_naming_both_places(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(SETTINGS_ENV, raising=False)
+
+    def never(settings: object) -> ClosableProvider:
+        raise AssertionError("opened")
+
+    assert run_provider_server("prov", "d", GcpSettings.parse, never, []) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("prov: no settings: give --config FILE") and SETTINGS_ENV in err
+
+
+@pytest.mark.parametrize("provider_type", ["gcp", "aws"])
+def test_every_key_scale_sets_yaml_hands_over_is_one_the_plugin_reads(provider_type: str) -> None:
+    from rungar_aws.settings import SETTINGS_KEYS as AWS_KEYS
+    from rungar_gcp.settings import SETTINGS_KEYS as GCP_KEYS
+
+    from rungar.config.schema import PROVIDER_TYPES
+
+    plugin_keys = {"gcp": GCP_KEYS, "aws": AWS_KEYS}[provider_type]
+    handed = {f.name for f in PROVIDER_TYPES[provider_type]} | {"name", "installation"}
+    assert handed <= plugin_keys, f"the plugin refuses {sorted(handed - plugin_keys)}"
 
 
 def test_the_kit_imports_no_cloud_sdk_and_no_grpc() -> None:

@@ -1,8 +1,9 @@
 """``rungar-provider-aws``: the aws provider served over the provider protocol (ARCHITECTURE §1).
 
-A settings file of :mod:`rungar_aws.settings` keys (``region``, ``subnets``, ``installation``
-…); ``--listen``, TLS, the plugin socket and the exit codes (0 stopped, 2 configuration or
-usage error) work as :mod:`rungar.cloudkit.serve` describes. boto3 loads with the provider.
+Settings of :mod:`rungar_aws.settings` keys (``region``, ``subnets``, ``installation`` …),
+handed over by Rungar from scale_sets.yaml and/or read from ``--config``; ``--listen``, TLS,
+the plugin socket and the exit codes (0 stopped, 2 configuration or usage error) work as
+:mod:`rungar.cloudkit.serve` describes. boto3 loads with the provider.
 """
 
 from __future__ import annotations

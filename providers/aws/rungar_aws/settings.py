@@ -22,6 +22,7 @@ from typing import Any
 from rungar.cloudkit.settings import (
     DEFAULT_DISK,
     GIB,
+    SettingsProblems,
     disk_bytes,
     flag,
     require_strings,
@@ -80,7 +81,7 @@ class AwsSettings:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> AwsSettings:
-        """Settings from a mapping; raises ``ValueError`` listing every problem."""
+        """Settings from a mapping; raises ``SettingsProblems`` listing every problem."""
         problems = unknown_keys(raw, SETTINGS_KEYS)
         require_strings(raw, ("region", "installation"), problems)
         subnets = string_list(raw.get("subnets"), "subnets", problems)
@@ -92,7 +93,7 @@ class AwsSettings:
             problems.append("public_ip: must be true or false")
         seconds = timeout(raw, problems)
         if problems:
-            raise ValueError("; ".join(problems))
+            raise SettingsProblems(problems)
         return cls(
             region=str(raw["region"]),
             subnets=subnets,

@@ -26,6 +26,7 @@ import google.auth.exceptions
 import requests
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
+from google.auth import impersonated_credentials
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
 
@@ -69,17 +70,26 @@ def _timestamp(text: str) -> float:
         return 0.0
 
 
-def _credentials(settings: GcpSettings) -> Any:
-    # google-auth ships partial annotations; these two functions are untyped upstream.
+def api_credentials(settings: GcpSettings) -> Any:
+    """The credentials the API is called with; nothing is fetched until the first call."""
+    # google-auth ships partial annotations; these functions are untyped upstream.
     if settings.anonymous:
         return AnonymousCredentials()  # type: ignore[no-untyped-call]
     if settings.credentials_file:
-        creds, _ = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
+        source, _ = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
             settings.credentials_file, scopes=[CLOUD_PLATFORM]
         )
-        return creds
-    creds, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
-    return creds
+    else:
+        source, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
+    if not settings.impersonate_service_account:
+        return source
+    # The source only needs to mint the target's tokens (roles/iam.serviceAccountTokenCreator
+    # on it); every Compute Engine call is then made as the target.
+    return impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
+        source_credentials=source,
+        target_principal=settings.impersonate_service_account,
+        target_scopes=[CLOUD_PLATFORM],
+    )
 
 
 class ComputeApi:
@@ -87,7 +97,7 @@ class ComputeApi:
 
     def __init__(self, settings: GcpSettings) -> None:
         self._s = settings
-        creds = _credentials(settings)
+        creds = api_credentials(settings)
         options = ClientOptions(api_endpoint=settings.endpoint) if settings.endpoint else None
         kwargs: dict[str, Any] = {"credentials": creds, "client_options": options}
         self._instances = compute_v1.InstancesClient(**kwargs)

@@ -1,7 +1,8 @@
 """``rungar-provider-gcp``: the gcp provider served over the provider protocol (ARCHITECTURE §1).
 
-The settings file holds the keys of :mod:`rungar_gcp.settings`; options, serving and exit
-codes are :mod:`rungar.cloudkit.serve`'s. google-cloud-compute is imported only once the
+Its settings are the keys of :mod:`rungar_gcp.settings`, handed over by Rungar from
+scale_sets.yaml and/or read from ``--config``; options, serving and exit codes are
+:mod:`rungar.cloudkit.serve`'s. google-cloud-compute is imported only once the
 settings are read and the provider is opened.
 """
 

@@ -3,7 +3,9 @@
 Provider keys: ``project`` (required), ``zones`` (at least one, all in one region),
 ``installation`` (required: the only machines this provider lists or deletes carry it),
 ``network``, ``subnetwork``, ``external_ip`` (true), ``service_account``, ``scopes``,
-``credentials_file`` (unset = application default credentials), ``timeout`` (30s),
+``credentials_file`` (unset = application default credentials), ``impersonate_service_account``
+(the API is called as this service account, with the credentials above as the source),
+``timeout`` (30s),
 ``endpoint`` (an API endpoint other than compute.googleapis.com, e.g. the local fake) and
 ``anonymous`` (no credentials; only for a local fake).
 
@@ -22,6 +24,7 @@ from typing import Any
 from rungar.cloudkit.settings import (
     DEFAULT_DISK,
     GIB,
+    SettingsProblems,
     disk_bytes,
     flag,
     require_strings,
@@ -62,6 +65,7 @@ SETTINGS_KEYS = frozenset(
         "service_account",
         "scopes",
         "credentials_file",
+        "impersonate_service_account",
         "timeout",
         "endpoint",
         "anonymous",
@@ -99,6 +103,7 @@ class GcpSettings:
     service_account: str = ""
     scopes: tuple[str, ...] = DEFAULT_SCOPES
     credentials_file: str = ""
+    impersonate_service_account: str = ""
     timeout: float = 30.0
     endpoint: str = ""
     anonymous: bool = False
@@ -109,7 +114,7 @@ class GcpSettings:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> GcpSettings:
-        """Settings from a mapping; raises ``ValueError`` listing every problem."""
+        """Settings from a mapping; raises ``SettingsProblems`` listing every problem."""
         problems = unknown_keys(raw, SETTINGS_KEYS)
         require_strings(raw, ("project", "installation"), problems)
         zones = string_list(raw.get("zones"), "zones", problems)
@@ -121,8 +126,14 @@ class GcpSettings:
         seconds = timeout(raw, problems)
         external_ip = flag(raw, "external_ip", True, problems)
         anonymous = flag(raw, "anonymous", False, problems)
+        impersonate = raw.get("impersonate_service_account") or ""
+        if not isinstance(impersonate, str):
+            problems.append("impersonate_service_account: must be a service account's email")
+            impersonate = ""
+        elif impersonate and anonymous:
+            problems.append("impersonate_service_account: cannot be used with anonymous")
         if problems:
-            raise ValueError("; ".join(problems))
+            raise SettingsProblems(problems)
         return cls(
             project=str(raw["project"]),
             zones=zones,
@@ -134,6 +145,7 @@ class GcpSettings:
             service_account=str(raw.get("service_account", "")),
             scopes=scopes,
             credentials_file=str(raw.get("credentials_file", "")),
+            impersonate_service_account=impersonate,
             timeout=seconds,
             endpoint=str(raw.get("endpoint", "")),
             anonymous=anonymous,

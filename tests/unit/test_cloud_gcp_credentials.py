@@ -1,0 +1,87 @@
+"""The credentials the gcp provider's Compute Engine clients are built with: a key file or
+application default credentials, impersonating a service account when asked, and no network
+call until the first API call (google-auth fetches tokens lazily)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.auth import impersonated_credentials
+from google.oauth2 import credentials as user_credentials
+from rungar_gcp.compute import CLOUD_PLATFORM, ComputeApi
+from rungar_gcp.settings import GcpSettings
+
+TARGET = "rungar@acme-ci.iam.gserviceaccount.com"
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a network call while building clients: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+@pytest.fixture
+def key_file(tmp_path: Path) -> str:
+    """Authorized-user credentials: loading them needs no private key and no call."""
+    path = tmp_path / "user.json"
+    path.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "rungar-test-client",
+                "client_secret": "not-a-secret",
+                "refresh_token": "not-a-token",
+            }
+        )
+    )
+    return str(path)
+
+
+def settings(**over: Any) -> GcpSettings:
+    return GcpSettings.parse(
+        {"project": "acme-ci", "zones": ["us-central1-a"], "installation": "gh-1", **over}
+    )
+
+
+def client_credentials(api: ComputeApi) -> Any:
+    """The credentials of every client, checked to be one and the same."""
+    clients = (api._instances, api._operations, api._machine_types)
+    found = {id(c._transport._credentials): c._transport._credentials for c in clients}
+    assert len(found) == 1, "the clients were built with different credentials"
+    return next(iter(found.values()))
+
+
+def test_the_clients_impersonate_the_service_account_with_the_key_file_as_source(
+    key_file: str,
+) -> None:
+    api = ComputeApi(settings(credentials_file=key_file, impersonate_service_account=TARGET))
+    creds = client_credentials(api)
+    assert isinstance(creds, impersonated_credentials.Credentials)
+    assert creds.service_account_email == TARGET
+    assert creds._target_scopes == [CLOUD_PLATFORM]
+    source = creds._source_credentials
+    assert isinstance(source, user_credentials.Credentials)
+    assert source.client_id == "rungar-test-client"
+
+
+def test_application_default_credentials_are_the_source_without_a_key_file(
+    key_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", key_file)
+    creds = client_credentials(ComputeApi(settings(impersonate_service_account=TARGET)))
+    assert isinstance(creds, impersonated_credentials.Credentials)
+    assert creds._source_credentials.client_id == "rungar-test-client"
+
+
+def test_without_impersonation_the_key_file_is_used_as_it_is(key_file: str) -> None:
+    creds = client_credentials(ComputeApi(settings(credentials_file=key_file)))
+    assert isinstance(creds, user_credentials.Credentials)
+    assert creds.client_id == "rungar-test-client"
