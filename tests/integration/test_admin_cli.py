@@ -11,15 +11,12 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import socket
 import stat
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from rungar.cli import apply, events, providers, reconcile, runners, scale_sets, status
 from rungar.config.loader import parse_scale_sets
@@ -55,6 +52,8 @@ COMMANDS = {
     "reconcile": reconcile,
 }
 FORBIDDEN = ("AVAILABLE", "SPARE", "ROOM", "Room for", "room for", "largest size")
+
+pytestmark = pytest.mark.usefixtures("quiet_logs")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -111,21 +110,6 @@ class Daemon:
             await self.clock.run_for(1.0)
         code: int = done.result()
         return code
-
-
-@pytest.fixture(autouse=True)
-def quiet_logs() -> Iterator[None]:
-    # The daemon's log lines would otherwise land in the CLI's captured stdout.
-    with structlog.testing.capture_logs():
-        yield
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    # pytest's tmp_path can be longer than a unix socket path may be.
-    directory = Path(tempfile.mkdtemp(prefix="rga", dir="/tmp"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture

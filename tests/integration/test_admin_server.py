@@ -8,15 +8,12 @@ follower that falls behind instead of holding events for it without end.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
 import stat
-import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from rungar.config.loader import parse_scale_sets
 from rungar.engine.control import Control
@@ -37,18 +34,7 @@ scale_sets:
   - { name: macos, max_runners: 2, providers: [compute1] }
 """
 
-
-@pytest.fixture(autouse=True)
-def quiet_logs() -> Iterator[None]:
-    with structlog.testing.capture_logs():
-        yield
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="rgs", dir="/tmp"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
+pytestmark = pytest.mark.usefixtures("quiet_logs")
 
 
 def make_control(directory: Path) -> Control:

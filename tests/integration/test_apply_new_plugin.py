@@ -7,15 +7,11 @@ refuses its runner block leaves the configuration as it was and no process behin
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from rungar.config.loader import parse_scale_sets
 from rungar.engine.control import Control
@@ -56,18 +52,7 @@ scale_sets:
   - { name: linux, max_runners: 4, providers: [compute1, plugged] }
 """
 
-
-@pytest.fixture(autouse=True)
-def quiet_logs() -> Iterator[None]:
-    with structlog.testing.capture_logs():
-        yield
-
-
-@pytest.fixture
-def short_dir() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="rga", dir="/tmp"))
-    yield directory
-    shutil.rmtree(directory, ignore_errors=True)
+pytestmark = pytest.mark.usefixtures("quiet_logs")
 
 
 def _control(directory: Path, plugins: list[Any]) -> Control:

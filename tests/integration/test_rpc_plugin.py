@@ -109,14 +109,7 @@ async def test_a_plugin_that_dies_is_restarted_and_reached_again(plugin_script: 
     client = GrpcProvider("fake", address, timeout=5)
     try:
         await client.list({})
-        first = plugin.pid
-        assert first is not None
-        os.kill(first, signal.SIGKILL)
-        for _ in range(200):  # up to 20 s for the restart on a loaded machine
-            if plugin.restarts == 1:
-                break
-            await asyncio.sleep(0.1)
-        assert plugin.restarts == 1 and plugin.pid != first
+        await _kill_and_await_restart(plugin)
         for _ in range(50):  # the channel reconnects within its short backoff
             try:
                 assert await client.list({}) == []
@@ -175,14 +168,7 @@ async def test_settings_are_handed_over_in_a_private_file_named_in_the_environme
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert json.loads(path.read_text()) == handed
         assert (await client.info()).name == f"gcp-eu@{path}"
-        first = plugin.pid
-        assert first is not None
-        os.kill(first, signal.SIGKILL)
-        for _ in range(200):  # up to 20 s for the restart on a loaded machine
-            if plugin.restarts == 1:
-                break
-            await asyncio.sleep(0.1)
-        assert plugin.restarts == 1
+        await _kill_and_await_restart(plugin)
         for _ in range(50):
             try:
                 info = await client.info()
@@ -220,3 +206,15 @@ async def test_settings_that_are_not_json_are_refused_before_anything_starts() -
     plugin = PluginProcess(["/nonexistent/provider"], name="odd", settings={"when": object()})
     with pytest.raises(PluginError, match="plugin odd: its settings are not JSON"):
         await plugin.start()
+
+
+async def _kill_and_await_restart(plugin: PluginProcess) -> None:
+    """SIGKILL the plugin and wait for Rungar to have started it again."""
+    first = plugin.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    for _ in range(200):  # up to 20 s for the restart on a loaded machine
+        if plugin.restarts == 1:
+            break
+        await asyncio.sleep(0.1)
+    assert plugin.restarts == 1 and plugin.pid != first
