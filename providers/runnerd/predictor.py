@@ -4,19 +4,23 @@ Seed 000, "Measured admission"; reference runnerd.md §3.1 (``Predictor`` re-rea
 at most once a minute over 30 days). Runs are grouped by job key and by profile when loaded;
 a finished job is added as it finishes, so a re-read only catches what another writer added.
 The rules themselves are the pure functions of :mod:`runnerd.admission.predict`; each job's runs
-are a :class:`runnerd.admission.job_runs.JobRuns`, whose facts cost bisections, not a scan.
+are a :class:`runnerd.admission.job_runs.JobRuns`, whose facts cost bisections, not a scan, and
+a job's last prediction is given again while its facts and the profile figures the rules read
+are unchanged.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from rungar.model.machine import JobHint
 from runnerd.admission.job_runs import JobRuns
 from runnerd.admission.model import Prediction, Run
 from runnerd.admission.predict import (
     RECENT_RUNS,
+    JobFacts,
     PredictionRules,
     ProfileStats,
     largest,
@@ -31,13 +35,48 @@ from runnerd.history import JobKey
 KEEP_FACTOR = 5
 
 
+class _Last(NamedTuple):
+    """A prediction and what it was made from."""
+
+    facts: JobFacts
+    profile: ProfileStats
+    cap: int
+    cpus: float
+    prediction: Prediction
+
+
+class _Job:
+    """A job's runs, and its last prediction alone and beside another copy: predictions are
+    asked for far more often than the figures they read change (a replay asks again after
+    every run of the job's profile, which changes the profile's count of runs)."""
+
+    __slots__ = ("last", "runs")
+
+    def __init__(self) -> None:
+        self.runs = JobRuns()
+        self.last: list[_Last | None] = [None, None]
+
+
+def _same_figures_read(one: ProfileStats, other: ProfileStats, rules: PredictionRules) -> bool:
+    """The tiers read a profile's counts of runs only against ``min_jobs``, its other figures
+    as they are: profiles that agree on these give the same prediction from the same facts."""
+    return one is other or (
+        (one.runs < rules.min_jobs) == (other.runs < rules.min_jobs)
+        and (one.cpu_runs < rules.min_jobs) == (other.cpu_runs < rules.min_jobs)
+        and one.p95_peak == other.p95_peak
+        and one.max_peak == other.max_peak
+        and one.p95_cpu == other.p95_cpu
+        and one.max_cpu == other.max_cpu
+    )
+
+
 class Predictor:
     def __init__(self, rules: PredictionRules, window: float = 30 * 86400.0, reread: float = 60.0):
         self.rules = rules
         self.window = window
         self.reread = reread
         self.loaded_at = float("-inf")
-        self._jobs: dict[JobKey, JobRuns] = {}
+        self._jobs: dict[JobKey, _Job] = {}
         self._profiles: dict[str, list[Run]] = {}
         self._stats: dict[str, tuple[float, ProfileStats]] = {}
         self._keep = KEEP_FACTOR * max(RECENT_RUNS, rules.min_jobs)
@@ -57,19 +96,23 @@ class Predictor:
         self._stats.pop(key.profile, None)
 
     def _append(self, key: JobKey, run: Run) -> None:
-        runs = self._jobs.get(key)
-        if runs is None:
-            runs = self._jobs[key] = JobRuns()
-        runs.append(run)
-        if len(runs) > 2 * self._keep:
-            runs.keep_last(self._keep)
+        self._append_to_job(key, run)
         self._profiles.setdefault(key.profile, []).append(run)
 
+    def _append_to_job(self, key: JobKey, run: Run) -> None:
+        job = self._jobs.get(key)
+        if job is None:
+            job = self._jobs[key] = _Job()
+        runs = job.runs
+        runs.append(run)
+        if len(runs.runs) > 2 * self._keep:
+            runs.keep_last(self._keep)
+
     def runs(self, key: JobKey, now: float) -> Sequence[Run]:
-        runs = self._jobs.get(key)
-        if runs is None:
+        job = self._jobs.get(key)
+        if job is None:
             return []
-        return runs.runs[runs.window_start(now - self.window) :]
+        return job.runs.runs[job.runs.window_start(now - self.window) :]
 
     def profile(self, name: str, now: float) -> ProfileStats:
         cached = self._stats.get(name)
@@ -100,11 +143,23 @@ class Predictor:
         """:meth:`predict_job` with its profile's figures given: what it answered at ``now``,
         also later, while no run of the job was added (``runnerd simulate`` reads a prediction
         after the instant it was due)."""
-        runs = self._jobs.get(key)
-        if runs is None:
+        job = self._jobs.get(key)
+        if job is None:
             return predict([], profile, cap, cpus, self.rules, now, beside)
-        facts = runs.facts(runs.window_start(now - self.window), self.rules, now)
-        return predict_from_facts(facts, profile, cap, cpus, self.rules, beside)
+        runs, rules = job.runs, self.rules
+        facts = runs.facts(runs.window_start(now - self.window), rules, now)
+        last = job.last[beside]
+        if (
+            last is not None
+            and last.facts is facts  # the job's facts are kept while its runs and time allow
+            and last.cap == cap
+            and last.cpus == cpus
+            and _same_figures_read(last.profile, profile, rules)
+        ):
+            return last.prediction
+        prediction = predict_from_facts(facts, profile, cap, cpus, rules, beside)
+        job.last[beside] = _Last(facts, profile, cap, cpus, prediction)
+        return prediction
 
     def predict_runner(
         self,

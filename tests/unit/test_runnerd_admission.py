@@ -253,6 +253,19 @@ def test_nothing_starts_under_twice_the_margin_with_full_pressure_until_under_1_
     assert not cleared.state.stalled
 
 
+def test_a_stall_that_clears_stays_cleared_when_memory_max_refuses_the_start() -> None:
+    limits = replace(CAPS, memory_max=8 * G)
+    stalled = run(candidate(cap=1), [], limits, host=host(available=7, held=0, full=6.0))
+    assert stalled.state.stalled
+    # The pressure is gone, but a 9G runner does not fit the 8G MemoryMax: refused for memory,
+    # and the state it answers with knows the stall is over.
+    refused = run(
+        candidate(cap=9), [], limits, host=host(available=7, held=0, full=0.5), state=stalled.state
+    )
+    assert "MemoryMax" in refusal(refused).message
+    assert not refused.state.stalled
+
+
 def test_the_margin_grows_by_half_after_a_host_wait_while_runners_run() -> None:
     limits = replace(CAPS, memory_max=None)
     running = [runner(1, cap=4)]

@@ -83,3 +83,44 @@ def test_facts_asked_again_as_a_hold_and_an_overrun_age_answer_the_scan() -> Non
         assert answers[-1] == job_facts(runs, RULES, now)
     assert answers[0].on_hold and not answers[1].on_hold
     assert answers[0].over_peak is not None and answers[2].over_peak is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(a_run, min_size=1, max_size=90),
+    st.integers(0, 60),
+    st.lists(a_run, max_size=20),
+    st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4),
+)
+def test_a_trimmed_index_answers_as_one_built_from_the_runs_it_kept(
+    pairs: list[tuple[float, Run]], keep: int, more: list[tuple[float, Run]], shares: list[float]
+) -> None:
+    runs = timed(pairs + more)  # ``more`` arrive after the trim
+    before = len(pairs)
+    trimmed = JobRuns(runs[:before])
+    trimmed.keep_last(keep)
+    kept = runs[max(0, before - keep) : before]
+    built = JobRuns(kept)
+    for run in runs[before:]:
+        trimmed.append(run)
+        built.append(run)
+    assert trimmed.runs == built.runs
+    end = runs[-1].finished_at
+    for share in shares:
+        now = share * (end + 3 * DAY)
+        start = trimmed.window_start(now - 4 * DAY)
+        for first in {0, start, len(built.runs) // 2}:
+            assert trimmed.facts(first, RULES, now) == built.facts(first, RULES, now)
+            assert trimmed.facts(first, RULES, now) == job_facts(built.runs[first:], RULES, now)
+
+
+def test_a_trim_past_the_last_cap_hit_ends_its_hold() -> None:
+    # Never 3 clean runs in a row after the hit: the hold lasts while the hit is kept.
+    results = [SUCCESS, SUCCESS, SUCCESS, FAILURE, SUCCESS, FAILURE, SUCCESS, FAILURE, SUCCESS]
+    runs = [Run(i * 600.0, result, 2 * G, CAP, 1.0, i == 2) for i, result in enumerate(results)]
+    now = runs[-1].finished_at + 60
+    index = JobRuns(runs)
+    assert index.facts(0, RULES, now).on_hold
+    index.keep_last(6)  # the hit was the third run
+    assert not index.facts(0, RULES, now).on_hold
+    assert index.facts(0, RULES, now) == job_facts(runs[-6:], RULES, now)

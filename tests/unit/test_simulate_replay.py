@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -64,6 +65,30 @@ def test_the_window_predictor_answers_what_profile_stats_computes() -> None:
     assert predictor.profile("node", NOW + 199) == expected
 
 
+def test_the_window_predictor_follows_peaks_that_drift_up_and_down() -> None:
+    # Thousands of runs in the window, of which only the top are kept sorted: as the peaks
+    # climb the kept ones pile up, as they fall they run out, and either way it looks again.
+    predictor = WindowPredictor(PredictionRules(), window=2000.0)
+    done: list[Run] = []
+    floors = set()
+    for i in range(9000):
+        climb = i % 6000 if i % 6000 < 3000 else 6000 - i % 6000
+        level = 1 + climb / 300
+        result = "failure" if i % 13 == 0 else "cancelled" if i % 17 == 0 else "success"
+        avg_cpu = None if i % 11 == 0 else level / 4 + (i * 31 % 7) / 8  # many ties
+        finished = run(NOW + i, level + (i * 7919 % 101) / 100, cap=16, result=result,
+                       met_cap=i % 19 == 0, avg_cpu=avg_cpu).as_run()  # fmt: skip
+        predictor.add(JobKey("node", "acme/web", "ci", "build"), finished)
+        done.append(finished)
+        if i % 13 == 0:
+            since = NOW + i - 2000
+            window = done[bisect.bisect_left(done, since, key=lambda r: r.finished_at) :]
+            assert predictor.profile("node", NOW + i) == profile_stats(window)
+            tails = predictor._windows["node"]
+            floors.add((tails.peaks.floor, tails.cpus.floor))
+    assert len(floors) > 10  # the floors moved, up and down
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     tmp = tmp_path_factory.mktemp("sim")
@@ -83,6 +108,7 @@ def test_shortcuts_change_nothing_decide_would_answer(generated: tuple[Path, str
     shapes = {n: ProfileShape(p.memory, p.cpus) for n, p in config.profiles.items()}
     jobs = replayable(runs, shapes)
     for scenario in (
+        Scenario("caps", Policy.CAPS, {"jvm": 3, "node": 8}),
         Scenario("measured", Policy.MEASURED, {"jvm": 3, "node": 8}),
         Scenario("cpu ×1", Policy.MEASURED, {"jvm": 3, "node": 8}, 1.0),
     ):
@@ -153,11 +179,16 @@ class _ScanPredictor(WindowPredictor):
         runs = self.all_runs.get(name, [])
         return profile_stats([r for r in runs if r.finished_at >= now - self.window])
 
-    def predict_job(
-        self, key: JobKey, cap: int, cpus: float, now: float, beside: bool = False
+    def predict_with(
+        self,
+        key: JobKey,
+        profile: ProfileStats,
+        cap: int,
+        cpus: float,
+        now: float,
+        beside: bool = False,
     ) -> Prediction:
-        stats = self.profile(key.profile, now)
-        return predict(self.runs(key, now), stats, cap, cpus, self.rules, now, beside)
+        return predict(self.runs(key, now), profile, cap, cpus, self.rules, now, beside)
 
 
 def test_the_optimised_replay_prints_the_table_the_straightforward_reference_prints(

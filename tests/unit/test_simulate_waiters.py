@@ -171,6 +171,45 @@ def test_predictions_read_after_they_were_due_match_a_scan_of_the_runs(
     assert fast == [_replay(overloaded, f) for f in (1.0, 1.5)]
 
 
+class _ShortWindow(WindowPredictor):
+    def __init__(self, rules: PredictionRules, window: float = 3 * 3600.0) -> None:
+        super().__init__(rules, window)
+
+
+class _ShortWindowScan(_ScanEverything):
+    def __init__(self, rules: PredictionRules, window: float = 3 * 3600.0) -> None:
+        super().__init__(rules, window)
+
+
+def test_figures_kept_between_events_follow_runs_leaving_the_window_as_a_scan_does(
+    overloaded: History, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A day of jobs through a 3-hour window: runs leave it all the time, between events too.
+    monkeypatch.setattr(replay_module, "WindowPredictor", _ShortWindow)
+    fast = [_replay(overloaded, f) for f in (1.0, 1.5)]
+    monkeypatch.setattr(replay_module, "WindowPredictor", _ShortWindowScan)
+    assert fast == [_replay(overloaded, f) for f in (1.0, 1.5)]
+
+
+def test_profile_figures_kept_between_finishes_drop_the_runs_that_left_the_window() -> None:
+    rules = PredictionRules(min_jobs=2)
+    key = JobKey("node", "acme/web", "ci", "build")
+    peaks = [(1 + k % 7) * G for k in range(60)]
+    warm = [
+        SizingRun(key, "success", peak, 8 * G, 4.0, 100.0 * k, 100.0 * k + 60, avg_cpu=k % 3)
+        for k, peak in enumerate(peaks)
+    ]
+    limits = Limits(policy=Policy.MEASURED, memory_max=64 * G)
+    scenario = Scenario("measured", Policy.MEASURED, SLOTS)
+    replayer = replay_module._Replay(scenario, {"node": ProfileShape(8 * G, 4.0)}, [], warm,
+                                     limits, rules)  # fmt: skip
+    replayer.predictor.window = replayer.window = 1000.0  # runs leave it every 100 s
+    runs = [r.as_run() for r in warm]
+    for now in (5000.0, 5030.0, 5150.0, 5400.0, 5401.0, 6500.0, 9000.0):
+        expected = profile_stats([r for r in runs if r.finished_at >= now - 1000.0])
+        assert replayer._profile("node", now) == expected
+
+
 def test_decide_answers_the_waiters_view_as_it_answers_the_whole_state() -> None:
     rng = random.Random(5)
     limits = Limits(policy=Policy.MEASURED, memory_max=64 * G, cpu_budget=8.0)

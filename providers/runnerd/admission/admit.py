@@ -57,16 +57,22 @@ def _totals(
     memory = 0
     cpu = 0.0
     caps = limits.policy is Policy.CAPS
-    by_cap = caps or not slice_fresh
+    if caps or not slice_fresh:  # every runner counts at its cap
+        for r in running:
+            if r.profile == profile:
+                same += 1
+            memory += r.cap
+            cpu += r.cpus if caps else r.reserved_cpu
+        return same, memory, cpu
     oldest = now - limits.fresh_for
     for r in running:
         if r.profile == profile:
             same += 1
-        if by_cap or r.used_at < oldest:
+        if r.used_at < oldest:
             memory += r.cap
         else:
             memory += r.reserved if r.reserved > r.used else r.used
-        cpu += r.cpus if caps else r.reserved_cpu
+        cpu += r.reserved_cpu
     return same, memory, cpu
 
 
@@ -88,14 +94,18 @@ def decide(
     # hundreds of thousands of decisions and most change nothing.
     forget = limits.cpu_wait_forget
     waiting = state.cpu_waiting
-    if not all(now - w.last_asked <= forget for w in waiting):
-        waiting = tuple(w for w in waiting if now - w.last_asked <= forget)
+    for w in waiting:
+        if not now - w.last_asked <= forget:  # one to forget: keep the others
+            waiting = tuple(w for w in waiting if now - w.last_asked <= forget)
+            break
     widened = state.widened and bool(running)
     if waiting is not state.cpu_waiting or widened != state.widened:
         state = replace(state, cpu_waiting=waiting, widened=widened)
 
-    def refuse(resource: str, message: str, wait: str, new: GuardState = state) -> Outcome:
-        return Outcome(Refuse(resource, message, wait), _asked(new, candidate.scale_set, now))
+    def refuse(resource: str, message: str, wait: str, new: GuardState | None = None) -> Outcome:
+        # ``state`` as it stands at the refusal: a stall entered or left on the way is kept.
+        kept = state if new is None else new
+        return Outcome(Refuse(resource, message, wait), _asked(kept, candidate.scale_set, now))
 
     slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
     same_profile, reserved, taken = _totals(running, candidate.profile, limits, slice_fresh, now)
@@ -174,7 +184,7 @@ def decide(
         free = spare if free is None else min(free, spare)
 
     cpu = 0.0
-    mine = next((w for w in state.cpu_waiting if w.scale_set == candidate.scale_set), None)
+    mine = _waiter(state.cpu_waiting, candidate.scale_set)
     if limits.cpu_budget is not None:
         total = limits.cpu_budget
         cpu = candidate.cpus if not measured else candidate.prediction.cpu
@@ -220,6 +230,14 @@ def decide(
     return Outcome(Admit(needs, cpu, record), state)
 
 
+def _waiter(waiting: tuple[CpuWaiter, ...], scale_set: str) -> CpuWaiter | None:
+    """The scale set's entry among the CPU waiters, if it has one."""
+    for w in waiting:
+        if w.scale_set == scale_set:
+            return w
+    return None
+
+
 def _with_waiting(state: GuardState, waiting: tuple[CpuWaiter, ...]) -> GuardState:
     """``replace(state, cpu_waiting=waiting)`` at a fraction of its cost: ``runnerd simulate``
     holds hundreds of thousands of jobs for CPU."""
@@ -228,7 +246,7 @@ def _with_waiting(state: GuardState, waiting: tuple[CpuWaiter, ...]) -> GuardSta
 
 def _asked(state: GuardState, scale_set: str, now: float) -> GuardState:
     """A scale set held for CPU keeps waiting through holds for memory or a slot."""
-    if not any(w.scale_set == scale_set for w in state.cpu_waiting):
+    if _waiter(state.cpu_waiting, scale_set) is None:
         return state
     waiting = tuple(
         CpuWaiter(w.scale_set, w.since, now) if w.scale_set == scale_set else w
@@ -238,7 +256,7 @@ def _asked(state: GuardState, scale_set: str, now: float) -> GuardState:
 
 
 def _cpu_refusal(state: GuardState, candidate: Candidate, now: float, message: str) -> Outcome:
-    if any(w.scale_set == candidate.scale_set for w in state.cpu_waiting):
+    if _waiter(state.cpu_waiting, candidate.scale_set) is not None:
         new = _asked(state, candidate.scale_set, now)
     else:  # held for CPU from now, asked now
         new = _with_waiting(state, (*state.cpu_waiting, CpuWaiter(candidate.scale_set, now, now)))

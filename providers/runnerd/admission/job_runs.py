@@ -47,9 +47,20 @@ class _MaxStack:
         self.at.append(at)
         self.values.append(value)
 
+    def drop(self, count: int) -> None:
+        """Forget the first ``count`` positions; the rest move down by as many. What is left
+        is the stack of the later positions alone: each stays larger than everything after."""
+        first = bisect.bisect_left(self.at, count)
+        self.at = _shifted(self.at, first, count)
+        del self.values[:first]
+
     def largest_from(self, start: int) -> float | None:
         k = bisect.bisect_left(self.at, start)
         return self.values[k] if k < len(self.at) else None
+
+
+def _shifted(positions: list[int], first: int, by: int) -> list[int]:
+    return [at - by for at in positions[first:]]
 
 
 class JobRuns:
@@ -86,34 +97,63 @@ class JobRuns:
     def append(self, run: Run) -> None:
         self._memo = None
         i = len(self.runs)
-        if self.ends and run.finished_at < self.ends[-1]:
+        ends = self.ends
+        finished_at = run.finished_at
+        if ends and finished_at < ends[-1]:
             self.ordered = False
         self.runs.append(run)
-        self.ends.append(run.finished_at)
+        ends.append(finished_at)
         cancelled = run.cancelled
-        self._not_cancelled.append(self._not_cancelled[-1] + (not cancelled))
+        succeeded = run.succeeded
+        not_cancelled = self._not_cancelled
+        not_cancelled.append(not_cancelled[-1] + (not cancelled))
         if not cancelled or run.met_cap:
+            counted_peak = run.counted_peak
             self._counted_at.append(i)
-            self._counted_peaks.append(run.counted_peak)
-            self._own.push(i, run.counted_peak)
-            if run.succeeded:
+            self._counted_peaks.append(counted_peak)
+            self._own.push(i, counted_peak)
+            if succeeded:
                 self._success_at.append(i)
             if run.reserved is not None and run.peak > run.reserved:
                 self._over.push(i, run.peak)
         if run.met_cap or run.killed_for_memory:
             self._last_hit, self._streak, self._cleared = i, 0, False
         elif self._last_hit >= 0:
-            self._streak = self._streak + 1 if run.succeeded or cancelled else 0
+            self._streak = self._streak + 1 if succeeded or cancelled else 0
             self._cleared = self._cleared or self._streak >= CLEAN_RUNS
-        if run.succeeded and run.avg_cpu is not None:
+        if succeeded and run.avg_cpu is not None:
             self._cpu_at.append(i)
             self._cpus.append(run.avg_cpu)
             self._cpu_max.push(i, run.avg_cpu)
 
     def keep_last(self, keep: int) -> None:
-        """Drop all but the last ``keep`` runs."""
-        if len(self.runs) > keep:
-            self._rebuild(self.runs[len(self.runs) - keep :])
+        """Drop all but the last ``keep`` runs, leaving the index as one built from them: a
+        busy job is trimmed every few hundred runs, and rebuilding doubled what adding cost."""
+        drop = len(self.runs) - keep
+        if drop <= 0:
+            return
+        if not self.ordered:  # the kept runs may be in order again: look afresh
+            self._rebuild(self.runs[drop:])
+            return
+        self._memo = None
+        del self.runs[:drop], self.ends[:drop]
+        del self._not_cancelled[:drop]  # prefix counts: only their differences are read
+        first = bisect.bisect_left(self._counted_at, drop)
+        self._counted_at = _shifted(self._counted_at, first, drop)
+        del self._counted_peaks[:first]
+        first = bisect.bisect_left(self._success_at, drop)
+        self._success_at = _shifted(self._success_at, first, drop)
+        for stack in (self._own, self._over, self._cpu_max):
+            stack.drop(drop)
+        if self._last_hit < drop:  # the hit is gone, and with it the hold and its streak
+            self._last_hit, self._streak, self._cleared = -1, 0, False
+        else:
+            self._last_hit -= drop
+        first = bisect.bisect_left(self._cpu_at, drop)
+        self._cpu_at = _shifted(self._cpu_at, first, drop)
+        del self._cpus[:first]
+        self._sorted_cpus = []
+        self._sorted_from = self._sorted_to = 0
 
     def window_start(self, since: float) -> int:
         """The position of the first run that finished at or after ``since``."""

@@ -20,6 +20,7 @@ CPU: the same tiers over average CPU (CPU time ÷ run time), without a margin, i
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ def round_up(value: int, granule: int = GRANULE) -> int:
     return -(-value // granule) * granule
 
 
+@functools.lru_cache(maxsize=4096)  # average CPUs repeat: a replay rounds the same few often
 def round_cpu(value: float) -> float:
     return round(math.ceil(round(value / CPU_GRANULE, 6)) * CPU_GRANULE, 1)
 

@@ -6,7 +6,8 @@ Seed 000, "Try it first" and "CPU admission"; the loop and the table are in
 daemon's own function, with predictions from the daemon's predictor fed the replayed runs as
 they finish. Each job asks as a scale set of its own, so the oldest job held for CPU is known;
 decide() is handed the waiters it reads (:meth:`runnerd.simulate.waiting.CpuWaiters.view`), or,
-with ``shortcuts=False`` (the reference the tests compare against), all of them.
+with ``shortcuts=False`` (the reference the tests compare against), all of them. Without a CPU
+budget nothing decide() answers depends on who asks, and a key's jobs share one candidate.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from runnerd.admission import (
 )
 from runnerd.admission.model import Prediction, Run
 from runnerd.admission.predict import ProfileStats
-from runnerd.history import JobKey
 from runnerd.simulate.waiting import NEVER, CpuWaiters, KeyQueue
 from runnerd.simulate.window import WindowPredictor
 from runnerd.sizing.runs import SizingRun
@@ -70,7 +70,10 @@ class Replayer:
         self.scenario = scenario
         self.slots = scenario.slots
         self.jobs = jobs
+        self.arrived = [job.arrived_at for job in jobs]
+        self.durations = [max(0.0, job.finished_at - job.started_at) for job in jobs]
         self.limits = limits
+        self.mirror = limits.mirror
         self.measured = limits.policy is Policy.MEASURED
         # decide()'s high-water mark, whole bytes as it computes it; the replay's slice reading
         # is always fresh, so the mark applies whenever the policy is measured.
@@ -80,26 +83,37 @@ class Replayer:
         )
         self.predictor = predictor
         self.shortcuts = shortcuts
-        keys: dict[JobKey, KeyQueue] = {}
+        # Only CPU admission reads who asks (its waiters are scale sets): without a CPU budget
+        # a key's jobs ask decide() as one candidate, made again when its prediction changes.
+        self.own_candidates = limits.cpu_budget is not None or not shortcuts
+        # By the key's fields: a tuple hashes and compares in C, a JobKey in Python.
+        keys: dict[tuple[str, str, str, str], KeyQueue] = {}
         self.queue_of: list[KeyQueue] = []
         for job in jobs:
-            kq = keys.get(job.key)
+            key = job.key
+            fields = (key.profile, key.repository, key.workflow, key.job)
+            kq = keys.get(fields)
             if kq is None:
-                shape = profiles[job.key.profile]
-                kq = keys[job.key] = KeyQueue(job.key, shape.memory, shape.cpus)
+                shape = profiles[key.profile]
+                kq = keys[fields] = KeyQueue(key, shape.memory, shape.cpus)
             self.queue_of.append(kq)
         self.nonempty: dict[KeyQueue, None] = {}  # keys with waiting jobs
         self.waiters = CpuWaiters()
         self.cpu_taken = 0.0  # what running runners reserve of the CPU budget
+        self.cpu_summed: float | None = 0.0  # the same summed as decide() sums it, or not yet
         self.state = GuardState()  # what decide() keeps; its CPU waiters also in ``waiters``
-        self.stats: dict[str, ProfileStats] = {}  # profile figures read at ``stats_at``
-        self.stats_at = NEVER
+        self.reading = SliceReading(NEVER, 0)  # the slice as decide() was last shown it
+        # Profile figures as last read, good until a run of the profile finishes (see _finish)
+        # or the oldest run in its window leaves it (``oldest``).
+        self.stats: dict[str, ProfileStats] = {}
+        self.oldest: dict[str, float] = {}
+        self.window = predictor.window
         self.events = 0  # arrivals, finishes, starts and first holds for CPU so far
         # What the last walk that asked nothing left: events, hour, profile figures, held jobs.
         self.idle: tuple[int, int, dict[str, ProfileStats], int] | None = None
         self.waiting = 0
         self.running: dict[int, Running] = {}
-        self.running_list: tuple[Running, ...] = ()
+        self.running_list: list[Running] | None = []  # in start order; None: rebuild it
         self.per_profile: dict[str, int] = dict.fromkeys(profiles, 0)
         self.counted_sum = 0  # what running runners count at against the budget
         self.peak_sum = 0
@@ -118,12 +132,10 @@ class Replayer:
     # ---- predictions ------------------------------------------------------------------
 
     def _profile(self, name: str, now: float) -> ProfileStats:
-        if self.stats_at != now:
-            self.stats.clear()
-            self.stats_at = now
         stats = self.stats.get(name)
-        if stats is None:
+        if stats is None or self.oldest[name] < now - self.window:  # see WindowPredictor.oldest
             stats = self.stats[name] = self.predictor.profile(name, now)
+            self.oldest[name] = self.predictor.oldest(name)
         return stats
 
     def _reach(self, kq: KeyQueue, now: float, hour: int) -> None:
@@ -145,14 +157,11 @@ class Replayer:
         if not self.measured:
             return kq.cap_prediction
         if due.prediction is None:
-            if due.at == now:
-                due.prediction = self.predictor.predict_job(
-                    kq.key, kq.memory, kq.cpus, now, due.beside
-                )
-            else:  # due at an earlier walk that did not need it: the answer of then
-                due.prediction = self.predictor.predict_with(
-                    kq.key, due.stats, kq.memory, kq.cpus, due.at, due.beside
-                )
+            # predict_job() as it answered when the prediction was due, now or at an earlier
+            # walk that did not need it: the profile's figures of then are the due's.
+            due.prediction = self.predictor.predict_with(
+                kq.key, due.stats, kq.memory, kq.cpus, due.at, due.beside
+            )
         return due.prediction
 
     def _short(self, kq: KeyQueue, free: int | None, now: float) -> bool:
@@ -167,35 +176,37 @@ class Replayer:
         job = self.jobs[i]
         kq = self.queue_of[i]
         runner = self.running.pop(i)
-        self.running_list = tuple(self.running.values())
+        self.running_list = None  # rebuilt when next read: finishes often come together
         self.cpu_taken -= runner.reserved_cpu
+        self.cpu_summed = None
         self.per_profile[kq.profile] -= 1
-        self.counted_sum -= self._counted(runner, job)
-        self.peak_sum -= job.peak
+        peak = job.peak
+        if self.measured:  # the replay samples continuously: it counts at max(reserved, peak)
+            reserved = runner.reserved
+            self.counted_sum -= reserved if reserved > peak else peak
+        else:
+            self.counted_sum -= runner.cap
+        self.peak_sum -= peak
         self.cpu_sum -= job.avg_cpu or 0.0
         kq.present -= 1
         self.events += 1
         if self.measured:  # under caps nothing reads a prediction
             # job.as_run(reserved=...), finishing now: the run as the replay ran it
-            run = Run(now, job.result, job.peak, job.cap, job.avg_cpu, job.met_cap,
+            run = Run(now, job.result, peak, job.cap, job.avg_cpu, job.met_cap,
                       job.killed_for_memory, runner.reserved)  # fmt: skip
             self.predictor.add(kq.key, run)
             self.stats.pop(kq.profile, None)
             kq.finished += 1
         self.last_finish = now
 
-    def _counted(self, runner: Running, job: SizingRun) -> int:
-        # The replay samples continuously, so a measured runner counts at max(reserved, peak).
-        return max(runner.reserved, job.peak) if self.measured else runner.cap
-
     def _at_high_water(self) -> bool:
         """The slice reads at or over the high-water mark: decide() holds back every job that
         has a slot, before it looks at CPU."""
-        return self.mark is not None and self.peak_sum + self.limits.mirror >= self.mark
+        return self.mark is not None and self.peak_sum + self.mirror >= self.mark
 
     def _free(self) -> int | None:
         budget = self.limits.memory_max
-        return None if budget is None else budget - self.limits.mirror - self.counted_sum
+        return None if budget is None else budget - self.mirror - self.counted_sum
 
     # ---- asking decide() ---------------------------------------------------------------
 
@@ -204,66 +215,92 @@ class Replayer:
         held it back. ``cpu_taken`` is re-read whenever decide() changed its state."""
         name = str(i)
         whole = not self.shortcuts  # the reference hands decide() every waiter
-        asked = self.state if whole else self.waiters.view(i, self.state)
-        candidate = Candidate(
-            name=name,
-            profile=kq.profile,
-            scale_set=name,  # each job asks on its own, so the oldest starved one is known
-            cap=kq.memory,
-            cpus=kq.cpus,
-            disk=0,
-            slots=self.slots[kq.profile],
-            prediction=prediction,
-        )
-        reading = SliceReading(now, self.peak_sum + self.limits.mirror)
-        outcome = decide(candidate, self.running_list, reading, None, None, self.limits, asked, now)
-        if outcome.state is not asked:
-            new = outcome.state
-            self.state = new if whole else GuardState(new.stalled, new.widened)
+        state = self.state
+        asked = state if whole or not self.waiters.entries else self.waiters.view(i, state)
+        shared = None if self.own_candidates else kq.candidate  # see own_candidates
+        if shared is not None and shared.prediction is prediction:
+            candidate = shared
+        else:
+            # With a CPU budget each job asks as a scale set of its own, so the oldest starved
+            # one is known; without one a key's jobs share a candidate (see own_candidates).
+            who = name if self.own_candidates else kq.label
+            candidate = Candidate(who, kq.profile, who, kq.memory, kq.cpus, 0,
+                                  self.slots[kq.profile], prediction)  # fmt: skip
+            if not self.own_candidates:
+                kq.candidate = candidate
+        reading = self.reading  # the same until the time or the running jobs change
+        if reading.at != now or reading.memory != self.peak_sum + self.mirror:
+            reading = self.reading = SliceReading(now, self.peak_sum + self.mirror)
+        running = self.running_list
+        if running is None:
+            running = self._running()
+        outcome = decide(candidate, running, reading, None, None, self.limits, asked, now)
+        new = outcome.state
+        if new is not asked:
+            if whole:
+                self.state = new
+            elif new.stalled != state.stalled or new.widened != state.widened:
+                self.state = GuardState(new.stalled, new.widened)
             if self.waiters.settle(i, name, new):
                 kq.held_for_cpu(i)
                 self.events += 1
             if self.limits.cpu_budget is not None:
-                self.cpu_taken = sum(map(_RESERVED_CPU, self.running_list))
+                self.cpu_taken = self._summed_cpu()
         decision = outcome.decision
         if isinstance(decision, Admit):
-            self._start(i, kq, decision, now)
+            self._start(i, name, kq, decision, now)
             return "start"
         return decision.resource
 
-    def _start(self, i: int, kq: KeyQueue, admit: Admit, now: float) -> None:
+    def _running(self) -> list[Running]:
+        running = self.running_list
+        if running is None:
+            running = self.running_list = list(self.running.values())
+        return running
+
+    def _summed_cpu(self) -> float:
+        """What decide() sums the running runners' CPUs to, in its order. A start adds its
+        runner last, so the sum moves along with it; a finish has it summed again."""
+        summed = self.cpu_summed
+        if summed is None:
+            summed = self.cpu_summed = sum(map(_RESERVED_CPU, self._running()))
+        return summed
+
+    def _start(self, i: int, name: str, kq: KeyQueue, admit: Admit, now: float) -> None:
         job = self.jobs[i]
-        runner = Running(
-            name=str(i),
-            profile=kq.profile,
-            scale_set=str(i),
-            cap=kq.memory,
-            cpus=kq.cpus,
-            reserved=admit.memory,
-            reserved_cpu=admit.cpu,
-            used=job.peak,
-            used_at=math.inf,  # held at its peak, sampled continuously
-        )
+        peak = job.peak
+        reserved = admit.memory
+        # Held at its peak, sampled continuously: it was last used "at infinity".
+        runner = Running(name, kq.profile, name, kq.memory, kq.cpus, reserved, admit.cpu,
+                         peak, math.inf)  # fmt: skip
         kq.remove(i)
         if not kq.queue:
             del self.nonempty[kq]
         self.waiting -= 1
         self.events += 1
-        self.running[i] = runner
+        running = self.running
+        running[i] = runner
         self.cpu_taken += admit.cpu
-        self.running_list = (*self.running_list, runner)
+        if self.cpu_summed is not None:
+            self.cpu_summed += admit.cpu
+        self._running().append(runner)
         self.per_profile[kq.profile] += 1
-        self.counted_sum += self._counted(runner, job)
-        self.peak_sum += job.peak
+        if self.measured:  # the replay samples continuously: it counts at max(reserved, peak)
+            self.counted_sum += reserved if reserved > peak else peak
+        else:
+            self.counted_sum += kq.memory
+        self.peak_sum += peak
         self.cpu_sum += job.avg_cpu or 0.0
-        self.waits.append(now - job.arrived_at)
-        if job.peak > admit.memory:
+        self.waits.append(now - self.arrived[i])
+        if peak > reserved:
             self.under += 1
-        self.at_once = max(self.at_once, len(self.running))
-        self.worst_peaks = max(self.worst_peaks, self.peak_sum + self.limits.mirror)
-        self.worst_cpu = max(self.worst_cpu, self.cpu_sum)
-        duration = max(0.0, job.finished_at - job.started_at)
-        heapq.heappush(self.heap, (now + duration, FINISH, i))
+        if len(running) > self.at_once:
+            self.at_once = len(running)
+        if self.peak_sum + self.mirror > self.worst_peaks:
+            self.worst_peaks = self.peak_sum + self.mirror
+        if self.cpu_sum > self.worst_cpu:
+            self.worst_cpu = self.cpu_sum
+        heapq.heappush(self.heap, (now + self.durations[i], FINISH, i))
 
     def _count(self, answer: str, prediction: Prediction, free: int | None) -> bool:
         """Count decide()'s answer; True when the high-water mark held the job back."""

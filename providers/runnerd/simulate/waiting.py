@@ -19,7 +19,7 @@ import bisect
 from collections import deque
 
 from runnerd.admission import GuardState
-from runnerd.admission.model import CpuWaiter, Prediction
+from runnerd.admission.model import Candidate, CpuWaiter, Prediction
 from runnerd.admission.predict import ProfileStats
 from runnerd.history import JobKey
 
@@ -42,10 +42,13 @@ class Due:
         self.prediction: Prediction | None = None
 
     def holds(self, finished: int, stats: ProfileStats, hour: int) -> bool:
+        mine = self.stats
         return (
             self.finished == finished
             and self.hour == hour
-            and (self.stats is stats or self.stats == stats)
+            # Figures that differ nearly always differ in their count of runs: a cheap look
+            # before the comparison of every field.
+            and (mine is stats or (mine.runs == stats.runs and mine == stats))
         )
 
     def renew(self, finished: int, stats: ProfileStats, hour: int, at: float) -> None:
@@ -62,6 +65,7 @@ class KeyQueue:
 
     __slots__ = (
         "cached",
+        "candidate",
         "cap_prediction",
         "cpus",
         "done_to",
@@ -69,6 +73,7 @@ class KeyQueue:
         "finished",
         "fresh",
         "key",
+        "label",
         "memory",
         "present",
         "profile",
@@ -86,6 +91,8 @@ class KeyQueue:
         self.present = 0  # copies queued or running, for "beside"
         self.cached = (Due(False), Due(True))  # alone, and beside another copy
         self.cap_prediction = Prediction(memory, cpus, "its profile's memory")
+        self.label = f"{key.repository}/{key.workflow}/{key.job}"
+        self.candidate: Candidate | None = None  # its jobs' question, where they share one
         self.due = self.cached[0]  # the prediction the current walk reads
         self.done_to = 0  # the current walk counted its held jobs before this one
 
@@ -166,13 +173,22 @@ class CpuWaiters:
         other = group[0] if group[0] != i else group[1] if len(group) > 1 else None
         if other is None and len(self.order) > 1:
             other = self.groups[self.order[1]][0]
-        waiting = tuple(w for w in (None if other is None else self.entries[other], mine) if w)
+        ahead = None if other is None else self.entries[other]
+        waiting: tuple[CpuWaiter, ...]
+        if ahead is None:
+            waiting = () if mine is None else (mine,)
+        else:
+            waiting = (ahead,) if mine is None else (ahead, mine)
         return GuardState(base.stalled, base.widened, waiting)
 
     def settle(self, i: int, name: str, state: GuardState) -> bool:
         """Take decide()'s answer for job ``i`` (scale set ``name``) back; True when the job
         was first held for CPU by it."""
-        now_waiting = next((w for w in state.cpu_waiting if w.scale_set == name), None)
+        now_waiting = None
+        for waiter in state.cpu_waiting:
+            if waiter.scale_set == name:
+                now_waiting = waiter
+                break
         was_waiting = i in self.entries
         if now_waiting is not None and not was_waiting:
             self.add(i, now_waiting)

@@ -29,17 +29,23 @@ class Walks(Replayer):
         high_water_held = False
         closed: set[KeyQueue] = set()  # keys whose head found the slice short: so do the rest
         reached: set[KeyQueue] = set()
+        queue_of, per_profile, slots = self.queue_of, self.per_profile, self.slots
+        measured = self.measured
+        hour = int(now // 3600)
         for i in order:
-            kq = self.queue_of[i]
+            kq = queue_of[i]
             if kq in closed:
                 continue
-            if cut and self.per_profile[kq.profile] >= self.slots[kq.profile]:
+            if cut and per_profile[kq.profile] >= slots[kq.profile]:
                 closed.add(kq)
                 continue
-            if kq not in reached:  # the same for every copy until a job finishes
-                self._reach(kq, now, int(now // 3600))
-                reached.add(kq)
-            prediction = self._predicted(kq, now)
+            if not measured:
+                prediction = kq.cap_prediction  # see _predicted
+            else:
+                if kq not in reached:  # the same for every copy until a job finishes
+                    self._reach(kq, now, hour)
+                    reached.add(kq)
+                prediction = self._predicted(kq, now)
             if cut and free is not None and prediction.memory > free:
                 closed.add(kq)  # its copies predict the same: decide() refuses them all
                 continue
@@ -48,7 +54,7 @@ class Walks(Replayer):
                 continue
             if (
                 cut
-                and i in self.waiters
+                and i in self.waiters.entries
                 and not self._at_high_water()  # decide() would hold it at the mark first
                 and self._cpu_refuses(prediction, i, now)
             ):
@@ -97,14 +103,16 @@ class Walks(Replayer):
         active: list[KeyQueue] = []  # reached and not closed
         start = 0  # every job before it has been walked past
         moved = False  # a job started: keys may have closed
+        mark, starvation = self.mark, self.limits.cpu_starvation
         while True:
             room = NEVER if total is None else total - self.cpu_taken + 1e-9
-            held_ahead = total is not None and bool(waiters)
-            marked = self._at_high_water()  # decide() holds the next job with a slot at the mark
-            starved = held_ahead and now - waiters.oldest() >= self.limits.cpu_starvation
+            held_ahead = total is not None and bool(waiters.entries)
+            # decide() holds the next job with a slot at the mark (see _at_high_water)
+            marked = mark is not None and self.peak_sum + self.mirror >= mark
+            starved = held_ahead and now - waiters.order[0] >= starvation  # see oldest()
             group: dict[KeyQueue, int] = {}  # each key's first job among the oldest held
             if starved:
-                oldest = waiters.oldest_group()
+                oldest = waiters.groups[waiters.order[0]]  # oldest_group()
                 for k in range(bisect.bisect_left(oldest, start), len(oldest)):
                     group.setdefault(queue_of[oldest[k]], oldest[k])
             if moved:
@@ -121,10 +129,9 @@ class Walks(Replayer):
                     if measured:  # _reach, when the cached prediction still holds
                         due = kq.cached[kq.present > 1]
                         if (
-                            due.stats is self.stats.get(kq.profile)
+                            due.stats is self._profile(kq.profile, now)
                             and due.finished == kq.finished
                             and due.hour == hour
-                            and self.stats_at == now
                         ):
                             kq.due = due
                         else:
