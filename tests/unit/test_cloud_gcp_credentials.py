@@ -15,6 +15,8 @@ from google.oauth2 import credentials as user_credentials
 from rungar_gcp.compute import CLOUD_PLATFORM, ComputeApi
 from rungar_gcp.settings import GcpSettings
 
+from rungar.errors import ConfigError
+
 TARGET = "rungar@acme-ci.iam.gserviceaccount.com"
 
 
@@ -85,3 +87,92 @@ def test_without_impersonation_the_key_file_is_used_as_it_is(key_file: str) -> N
     creds = client_credentials(ComputeApi(settings(credentials_file=key_file)))
     assert isinstance(creds, user_credentials.Credentials)
     assert creds.client_id == "rungar-test-client"
+
+
+def _service_account_key(tmp_path: Path) -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    path = tmp_path / "sa.json"
+    path.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "acme-ci",
+                "private_key_id": "k1",
+                "private_key": pem,
+                "client_email": "rungar@acme-ci.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": "https://oauth2.googleapis.com/token",
+            }
+        )
+    )
+    return str(path)
+
+
+def test_a_service_account_key_is_loaded_as_one_with_the_compute_scope(tmp_path: Path) -> None:
+    from google.oauth2 import service_account
+
+    api = ComputeApi(settings(credentials_file=_service_account_key(tmp_path)))
+    # Each client's transport takes its own copy of service-account credentials (self-signed
+    # JWT access), so each is checked.
+    for client in (api._instances, api._operations, api._machine_types):
+        creds = client._transport._credentials
+        assert isinstance(creds, service_account.Credentials)
+        assert creds.service_account_email == "rungar@acme-ci.iam.gserviceaccount.com"
+        assert creds._scopes == [CLOUD_PLATFORM]
+
+
+def test_a_workload_identity_file_is_loaded_as_an_identity_pool(tmp_path: Path) -> None:
+    from google.auth import identity_pool
+
+    path = tmp_path / "wif.json"
+    path.write_text(
+        json.dumps(
+            {
+                "type": "external_account",
+                "audience": "//iam.googleapis.com/projects/1/locations/global/"
+                "workloadIdentityPools/ci/providers/gh",
+                "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+                "token_url": "https://sts.googleapis.com/v1/token",
+                "credential_source": {"file": str(tmp_path / "token")},
+            }
+        )
+    )
+    creds = client_credentials(ComputeApi(settings(credentials_file=str(path))))
+    assert isinstance(creds, identity_pool.Credentials)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ('{"type": "gdch_service_account"}', "type 'gdch_service_account' is not one of"),
+        ("[1, 2]", "type None is not one of"),
+        ("not json", "cannot read"),
+        ('{"type": "service_account", "client_email": "x"}', "not valid service_account"),
+    ],
+)
+def test_a_credentials_file_of_another_type_or_broken_is_refused_naming_the_key(
+    tmp_path: Path, content: str, problem: str
+) -> None:
+    path = tmp_path / "creds.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as refused:
+        ComputeApi(settings(credentials_file=str(path)))
+    assert refused.value.problems[0].startswith("credentials_file: ")
+    assert problem in refused.value.problems[0]
+
+
+def test_no_application_default_credentials_is_a_clear_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "absent.json"))
+    with pytest.raises(ConfigError) as refused:
+        ComputeApi(settings())
+    assert refused.value.problems[0].startswith("credentials: ")

@@ -16,9 +16,11 @@ thread. Two traps of the SDK are avoided on purpose (clouds.md §0):
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import google.auth
@@ -26,11 +28,13 @@ import google.auth.exceptions
 import requests
 from google.api_core import exceptions as gexc
 from google.api_core.client_options import ClientOptions
-from google.auth import impersonated_credentials
+from google.auth import aws, identity_pool, impersonated_credentials, pluggable
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1
+from google.oauth2 import credentials as user_credentials
+from google.oauth2 import service_account
 
-from rungar.errors import ProviderError, ProviderUnavailable
+from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
 from rungar_gcp.api import InsertFailure, Instance, InstanceSpec
 from rungar_gcp.errors import Plane, error_codes
 from rungar_gcp.labels import (
@@ -71,16 +75,19 @@ def _timestamp(text: str) -> float:
 
 
 def api_credentials(settings: GcpSettings) -> Any:
-    """The credentials the API is called with; nothing is fetched until the first call."""
+    """The credentials the API is called with; nothing is fetched until the first call.
+    Raises ``ConfigError`` naming the key when they cannot be had."""
     # google-auth ships partial annotations; these functions are untyped upstream.
     if settings.anonymous:
         return AnonymousCredentials()  # type: ignore[no-untyped-call]
-    if settings.credentials_file:
-        source, _ = google.auth.load_credentials_from_file(  # type: ignore[no-untyped-call]
-            settings.credentials_file, scopes=[CLOUD_PLATFORM]
-        )
-    else:
-        source, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
+    try:
+        if settings.credentials_file:
+            source = credentials_from_file(settings.credentials_file)
+        else:
+            source, _ = google.auth.default(scopes=[CLOUD_PLATFORM])
+    except google.auth.exceptions.DefaultCredentialsError as e:
+        key = "credentials_file" if settings.credentials_file else "credentials"
+        raise ConfigError([f"{key}: {e}"]) from e
     if not settings.impersonate_service_account:
         return source
     # The source only needs to mint the target's tokens (roles/iam.serviceAccountTokenCreator
@@ -90,6 +97,42 @@ def api_credentials(settings: GcpSettings) -> Any:
         target_principal=settings.impersonate_service_account,
         target_scopes=[CLOUD_PLATFORM],
     )
+
+
+def credentials_from_file(path: str) -> Any:
+    """Credentials of a type we expect, each loaded by its own type's method: a service-account
+    key, workload identity federation (``external_account``: a token file or URL, AWS, or an
+    executable) or an authorized user. Any other type is refused rather than trusted, which is
+    what google-auth's generic loader warns about."""
+    try:
+        info = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise ConfigError([f"credentials_file: cannot read {path}: {e}"]) from e
+    kind = info.get("type") if isinstance(info, dict) else None
+    load: Any  # google-auth's loaders are untyped upstream
+    if kind == "service_account":
+        load = service_account.Credentials.from_service_account_info
+    elif kind == "authorized_user":
+        load = user_credentials.Credentials.from_authorized_user_info
+    elif kind == "external_account":
+        source = info.get("credential_source") or {}
+        if "environment_id" in source:
+            load = aws.Credentials.from_info
+        elif "executable" in source:
+            load = pluggable.Credentials.from_info
+        else:
+            load = identity_pool.Credentials.from_info
+    else:
+        raise ConfigError(
+            [
+                f"credentials_file: {path}: type {kind!r} is not one of service_account, "
+                "external_account, authorized_user"
+            ]
+        )
+    try:
+        return load(info, scopes=[CLOUD_PLATFORM])
+    except (ValueError, KeyError, google.auth.exceptions.GoogleAuthError) as e:
+        raise ConfigError([f"credentials_file: {path}: not valid {kind} credentials: {e}"]) from e
 
 
 class ComputeApi:
