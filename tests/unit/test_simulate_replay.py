@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 import runnerd.simulate.replay as replay_module
 from runnerd.admission import Limits, Policy, PredictionRules
-from runnerd.admission.model import Prediction, Run
-from runnerd.admission.predict import ProfileStats, predict, profile_stats
+from runnerd.admission.model import Run
+from runnerd.admission.predict import profile_stats
 from runnerd.config import parse_config
 from runnerd.history import JobKey
 from runnerd.history_generate import example_config, generate, write_history
@@ -20,6 +19,7 @@ from runnerd.simulate.replay import ProfileShape, Scenario, replay, replayable
 from runnerd.simulate.table import HEADER, row, wait_text
 from runnerd.simulate.window import WindowPredictor
 
+from tests.unit.simulate_reference import ScanPredictor
 from tests.unit.sizing_fixtures import NOW, G, run
 
 SHAPES = {"node": ProfileShape(4 * G, 4.0)}
@@ -157,40 +157,6 @@ def test_a_peaks_over_memory_max_is_marked() -> None:
     assert result.peaks == 7 * G and row(result, 6 * G).split()[8] == "7G!"
 
 
-class _ScanPredictor(WindowPredictor):
-    """The straightforward reference: every prediction scans the job's runs and every profile
-    figure is recomputed from all of its runs in the window."""
-
-    def __init__(self, rules: PredictionRules, window: float = 30 * 86400.0) -> None:
-        super().__init__(rules, window)
-        self.all_runs: dict[str, list[Run]] = {}
-
-    def add(self, key: JobKey, done: Run) -> None:
-        super().add(key, done)
-        self.all_runs.setdefault(key.profile, []).append(done)
-
-    def load(self, rows: Iterable[tuple[JobKey, Run]], now: float) -> None:
-        rows = list(rows)
-        super().load(rows, now)
-        for key, done in rows:
-            self.all_runs.setdefault(key.profile, []).append(done)
-
-    def profile(self, name: str, now: float) -> ProfileStats:
-        runs = self.all_runs.get(name, [])
-        return profile_stats([r for r in runs if r.finished_at >= now - self.window])
-
-    def predict_with(
-        self,
-        key: JobKey,
-        profile: ProfileStats,
-        cap: int,
-        cpus: float,
-        now: float,
-        beside: bool = False,
-    ) -> Prediction:
-        return predict(self.runs(key, now), profile, cap, cpus, self.rules, now, beside)
-
-
 def test_the_optimised_replay_prints_the_table_the_straightforward_reference_prints(
     generated: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,6 +164,6 @@ def test_the_optimised_replay_prints_the_table_the_straightforward_reference_pri
     config = parse_config(text)
     request = SimulateRequest(33 * G, 8.0, slots={"node": 8}, cpu_factors=(1.0, 1.5))
     fast = simulate(config, str(db), request, NOW)
-    monkeypatch.setattr(replay_module, "WindowPredictor", _ScanPredictor)
+    monkeypatch.setattr(replay_module, "WindowPredictor", ScanPredictor)
     slow = simulate(config, str(db), request, NOW)
     assert fast.text == slow.text and fast.results == slow.results

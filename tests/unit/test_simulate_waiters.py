@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from runnerd.admission.model import (
     Running,
     SliceReading,
 )
-from runnerd.admission.predict import ProfileStats, predict, profile_stats
+from runnerd.admission.predict import profile_stats
 from runnerd.config import parse_config
 from runnerd.history import JobKey
 from runnerd.history_generate import example_config, generate, write_history
@@ -36,6 +35,7 @@ from runnerd.simulate.waiting import CpuWaiters
 from runnerd.simulate.window import WindowPredictor
 from runnerd.sizing.runs import SizingRun, open_read_only, read_runs
 
+from tests.unit.simulate_reference import ScanPredictor
 from tests.unit.sizing_fixtures import NOW, G
 
 SLOTS = {"jvm": 3, "node": 8}
@@ -129,45 +129,11 @@ def test_a_cpu_waiter_held_at_the_high_water_mark_counts_as_held(
     assert fast == _replay(overloaded, factor, shortcuts=False, high_water=0.5)
 
 
-class _ScanEverything(WindowPredictor):
-    """Predictions by scanning: profile figures from every run in the window, a job's facts
-    from its runs, also for a prediction read after the instant it was due."""
-
-    def __init__(self, rules: PredictionRules, window: float = 30 * 86400.0) -> None:
-        super().__init__(rules, window)
-        self.all_runs: dict[str, list[Run]] = {}
-
-    def load(self, rows: Iterable[tuple[JobKey, Run]], now: float) -> None:
-        rows = list(rows)
-        super().load(rows, now)
-        for key, done in rows:
-            self.all_runs.setdefault(key.profile, []).append(done)
-
-    def add(self, key: JobKey, done: Run) -> None:
-        super().add(key, done)
-        self.all_runs.setdefault(key.profile, []).append(done)
-
-    def profile(self, name: str, now: float) -> ProfileStats:
-        runs = self.all_runs.get(name, [])
-        return profile_stats([r for r in runs if r.finished_at >= now - self.window])
-
-    def predict_with(
-        self,
-        key: JobKey,
-        profile: ProfileStats,
-        cap: int,
-        cpus: float,
-        now: float,
-        beside: bool = False,
-    ) -> Prediction:
-        return predict(self.runs(key, now), profile, cap, cpus, self.rules, now, beside)
-
-
 def test_predictions_read_after_they_were_due_match_a_scan_of_the_runs(
     overloaded: History, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast = [_replay(overloaded, f) for f in (1.0, 1.5)]
-    monkeypatch.setattr(replay_module, "WindowPredictor", _ScanEverything)
+    monkeypatch.setattr(replay_module, "WindowPredictor", ScanPredictor)
     assert fast == [_replay(overloaded, f) for f in (1.0, 1.5)]
 
 
@@ -176,7 +142,7 @@ class _ShortWindow(WindowPredictor):
         super().__init__(rules, window)
 
 
-class _ShortWindowScan(_ScanEverything):
+class _ShortWindowScan(ScanPredictor):
     def __init__(self, rules: PredictionRules, window: float = 3 * 3600.0) -> None:
         super().__init__(rules, window)
 
