@@ -136,7 +136,7 @@ class Outcome:
         refusals = ", ".join(f"{k} {r or '-'}: {n}" for (k, r), n in sorted(s.refusals.items()))
         out.append(f"  refusals seen by rungar: {refusals or 'none'}")
         if s.holds:
-            out.append(f"  priority holds: {'; '.join(s.holds)}")
+            out.append(f"  priority holds: {s.holds_text()}")
         for machine in sorted(self.cloud_machines.values(), key=lambda m: m.machine):
             market = "spot" if machine.spot else "on-demand"
             out.append(f"  cloud machine {machine.machine}: {machine.place}, {market}")

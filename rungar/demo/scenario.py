@@ -106,8 +106,16 @@ class Summary:
             )
             or "none",
         )
-        table.add_row("priority holds", "; ".join(self.holds) or "none")
+        table.add_row("priority holds", self.holds_text())
         return table
+
+    def holds_text(self) -> str:
+        """Each hold once, with how many times it was taken: ``host1 for big (4 times)``."""
+        counted = Counter(self.holds)  # keeps the order holds were first taken in
+        return (
+            "; ".join(hold if n == 1 else f"{hold} ({n} times)" for hold, n in counted.items())
+            or "none"
+        )
 
 
 def collect(stack: Stack, events: list[Event], started: float) -> Summary:
