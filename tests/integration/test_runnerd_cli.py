@@ -142,3 +142,63 @@ def test_check_config_refuses_a_budget_memory_max_cannot_hold(tmp_path: Path) ->
     )
     assert result.returncode == 2
     assert f"{config}:2:1: profiles: slots × memory (node 8 × 256M) take 2G" in result.stderr
+
+
+def start_serving(config: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runnerd.cli", "serve", "-c", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def answered_status(config: Path) -> str:
+    """``runnerctl status`` once the daemon answers: a killed one's sockets are left behind."""
+    for _ in range(100):
+        status = await asyncio.to_thread(runnerctl, config, "status")
+        if status.returncode == 0:
+            return status.stdout
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"runnerd never answered: {status.stderr}")
+
+
+def stop_serving(daemon: subprocess.Popen[str]) -> str:
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        _, err = daemon.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        _, err = daemon.communicate()
+    return err
+
+
+async def test_a_runnerd_killed_and_restarted_lists_its_runner_again(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    first = start_serving(config)
+    try:
+        await answered_status(config)
+        client = GrpcProvider(
+            "host-a", f"unix://{tmp_path / 'state' / 'provider.sock'}", timeout=10
+        )
+        request = CreateRequest("r1", "q1", "node", {}, RunnerBlock(), "jit-secret")
+        assert isinstance(await client.create(request), Created)
+        await client.close()
+    finally:
+        first.kill()
+        first.wait()
+    pid = json.loads((tmp_path / "state" / "runners" / "r1.json").read_text())["pid"]
+    os.kill(pid, 0)  # the runner outlived its runnerd
+
+    second = start_serving(config)
+    try:
+        status = await answered_status(config)
+        assert status.splitlines()[0] == "budget: 256M of 1G reserved (caps), 768M free"
+        rows = [line.split()[:4] for line in status.splitlines() if line.startswith("r1 ")]
+        assert rows == [["r1", "node", "node", "running"]]
+    finally:
+        err = stop_serving(second)
+    assert "runner.adopted" in err and "jit-secret" not in err
+    assert not (tmp_path / "state" / "runners" / "r1.json").exists()  # stopped with runnerd
+    stat = Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
