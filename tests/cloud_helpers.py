@@ -1,5 +1,5 @@
-"""What the aws and gcp provider tests share: a clock that skips retry delays, a runner's create
-request, and a loopback port nothing listens on."""
+"""What the aws and gcp provider tests share: a runner's create request and a loopback port
+nothing listens on (their clock is :class:`rungar.testing.clock.JumpingClock`)."""
 
 from __future__ import annotations
 
@@ -13,21 +13,6 @@ from rungar.model.runner_block import RunnerBlock
 
 INSTALL = "gh-0123456789ab"
 SCALE_SET = "rungar-c4"
-
-
-class InstantClock:
-    """Time that jumps forward on every sleep, so retry delays cost nothing."""
-
-    def __init__(self) -> None:
-        self.t = 1_800_000_000.0
-        self.slept: list[float] = []
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.t += seconds
 
 
 def runner_request(name: str, runner: Mapping[str, Any], deadline: float = 0.0) -> CreateRequest:

@@ -57,3 +57,20 @@ class FakeClock:
         self.set(end)
         for _ in range(20):
             await asyncio.sleep(0)
+
+
+class JumpingClock:
+    """Time that jumps forward by every sleep, at once: retry delays and backoffs cost nothing,
+    and ``slept`` tells a test which waits were asked for."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.t = start
+        self.slept: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+        await asyncio.sleep(0)  # still a point where other tasks run, as a real sleep is

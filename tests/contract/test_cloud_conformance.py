@@ -22,9 +22,9 @@ from rungar_gcp.settings import GcpSettings
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
 from rungar.rpc.server import ProviderServer, serve
+from rungar.testing.clock import JumpingClock
 from rungar.testing.conformance import CHECKS, Run, check_every_refusal_has_a_human_message
 from rungar.testing.gce_fake import GceFake
-from tests.cloud_helpers import InstantClock
 from tests.integration.test_aws_provider import (  # the moto fixtures and EC2 hooks
     REGION,
     Ec2Faults,
@@ -70,7 +70,7 @@ async def gcp_server(gce: GceFake, tmp_path: Path) -> AsyncIterator[ProviderServ
             "anonymous": True,
         }
     )
-    provider = open_gcp_provider(settings, InstantClock())
+    provider = open_gcp_provider(settings, JumpingClock())
     server = await serve(provider, f"unix://{tmp_path}/gcp.sock")
     yield server
     await server.stop(None)
@@ -101,7 +101,7 @@ async def aws_server(
     settings = AwsSettings.parse(
         {"region": REGION, "subnets": [subnet], "installation": INSTALL, "endpoint_url": aws_env}
     )
-    provider = open_aws_provider(settings, InstantClock())
+    provider = open_aws_provider(settings, JumpingClock())
     Ec2Faults(capacity=CAPACITY).install(provider._api.client)  # type: ignore[attr-defined]
     server = await serve(provider, f"unix://{tmp_path}/aws.sock")
     yield server, image

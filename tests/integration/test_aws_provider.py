@@ -32,7 +32,8 @@ from rungar.engine.daemon import PluginProvider, make_provider
 from rungar.errors import ProviderUnavailable
 from rungar.model.labels import installation_selector
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
-from tests.cloud_helpers import INSTALL, InstantClock, closed_port, runner_request
+from rungar.testing.clock import JumpingClock
+from tests.cloud_helpers import INSTALL, closed_port, runner_request
 
 REGION = "eu-west-1"
 
@@ -186,7 +187,7 @@ class World:
     subnets: list[str]
     image: str
     client: Any
-    clock: InstantClock
+    clock: JumpingClock
 
 
 @pytest.fixture
@@ -204,7 +205,7 @@ def world(aws_env: str, image: str) -> Iterator[World]:
     settings = AwsSettings.parse(
         {"region": REGION, "subnets": subnets, "installation": INSTALL, "endpoint_url": aws_env}
     )
-    clock = InstantClock()
+    clock = JumpingClock()
     provider = open_aws_provider(settings, clock)
     faults = Ec2Faults()
     client = provider._api.client  # type: ignore[attr-defined]
@@ -398,7 +399,7 @@ async def test_no_answer_from_ec2_is_provider_unavailable(aws_env: str) -> None:
             "timeout": "2s",
         }
     )
-    provider = open_aws_provider(settings, InstantClock())
+    provider = open_aws_provider(settings, JumpingClock())
     with pytest.raises(ProviderUnavailable):
         await provider.list(installation_selector(INSTALL))
 

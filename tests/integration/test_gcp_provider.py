@@ -15,8 +15,9 @@ from rungar_gcp.settings import GcpSettings
 from rungar.errors import ProviderUnavailable
 from rungar.model.labels import installation_selector, machine_labels
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
+from rungar.testing.clock import JumpingClock
 from rungar.testing.gce_fake import GceFake, GceFault
-from tests.cloud_helpers import INSTALL, InstantClock, closed_port, runner_request
+from tests.cloud_helpers import INSTALL, closed_port, runner_request
 
 ZONES = ["us-central1-a", "us-central1-b", "us-central1-c"]
 IMAGE = "projects/debian-cloud/global/images/family/debian-12"
@@ -42,12 +43,12 @@ def settings_for(endpoint: str, **over: Any) -> GcpSettings:
 
 
 @pytest.fixture
-def clock() -> InstantClock:
-    return InstantClock()
+def clock() -> JumpingClock:
+    return JumpingClock()
 
 
 @pytest.fixture
-def provider(fake: GceFake, clock: InstantClock) -> Iterator[GcpProvider]:
+def provider(fake: GceFake, clock: JumpingClock) -> Iterator[GcpProvider]:
     p = open_gcp_provider(settings_for(fake.endpoint), clock)
     yield p
     p.close()
@@ -181,7 +182,7 @@ async def test_an_operation_error_without_http_status_is_still_a_refusal(
 
 
 async def test_a_lost_answer_is_resent_with_the_same_id_and_makes_one_machine(
-    provider: GcpProvider, fake: GceFake, clock: InstantClock
+    provider: GcpProvider, fake: GceFake, clock: JumpingClock
 ) -> None:
     fake.inject(GceFault("backendError", 503, plane="lost"))
     result = await provider.create(request())
@@ -192,7 +193,7 @@ async def test_a_lost_answer_is_resent_with_the_same_id_and_makes_one_machine(
 
 
 async def test_an_insert_never_answered_is_settled_by_listing_before_reporting(
-    provider: GcpProvider, fake: GceFake, clock: InstantClock
+    provider: GcpProvider, fake: GceFake, clock: JumpingClock
 ) -> None:
     fake.inject(GceFault("backendError", 503, plane="lost"))
     fake.inject(GceFault("backendError", 503, plane="unavailable", times=3))
@@ -203,7 +204,7 @@ async def test_an_insert_never_answered_is_settled_by_listing_before_reporting(
 
 
 async def test_an_uncertain_insert_that_made_nothing_fails_after_three_resends(
-    provider: GcpProvider, fake: GceFake, clock: InstantClock
+    provider: GcpProvider, fake: GceFake, clock: JumpingClock
 ) -> None:
     fake.inject(GceFault("backendError", 503, plane="unavailable", times=4))
     result = await provider.create(request())
@@ -224,7 +225,7 @@ async def test_a_retried_create_never_makes_a_second_machine(
     assert len(fake.instances) == 1
 
 
-async def test_a_409_for_our_own_instance_is_adopted(fake: GceFake, clock: InstantClock) -> None:
+async def test_a_409_for_our_own_instance_is_adopted(fake: GceFake, clock: JumpingClock) -> None:
     settings = settings_for(fake.endpoint, zones=["us-central1-a"])
     a = open_gcp_provider(settings, clock)
     assert isinstance(await a.create(request()), Created)
@@ -245,7 +246,7 @@ async def test_a_name_taken_by_a_machine_not_ours_is_not_adopted(
 
 
 async def test_operations_still_running_are_waited_on_with_our_own_client(
-    fake: GceFake, clock: InstantClock
+    fake: GceFake, clock: JumpingClock
 ) -> None:
     fake.running_polls = 2
     p = open_gcp_provider(settings_for(fake.endpoint), clock)
@@ -300,7 +301,7 @@ async def test_a_runner_of_another_installation_is_refused(provider: GcpProvider
     assert isinstance(result, Refusal) and result.kind is RefusalKind.INVALID
 
 
-async def test_no_answer_from_the_api_is_provider_unavailable(clock: InstantClock) -> None:
+async def test_no_answer_from_the_api_is_provider_unavailable(clock: JumpingClock) -> None:
     p = open_gcp_provider(settings_for(f"http://127.0.0.1:{closed_port()}"), clock)
     with pytest.raises(ProviderUnavailable):
         await p.list(installation_selector(INSTALL))

@@ -47,7 +47,7 @@ from rungar.model.labels import INSTALLATION, MANAGED
 from rungar.model.machine import Created, Machine, MachineState, Refusal, RefusalKind
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.plugin import SETTINGS_ENV
-from tests.cloud_helpers import InstantClock
+from rungar.testing.clock import JumpingClock
 
 MADE = Created(Machine("r-1", MachineState.RUNNING, {}, "t1", 0.0, "cloud"))
 PLAN = [Attempt(p, k) for p in ("a", "b", "c") for k in ("t1", "t2")]
@@ -91,8 +91,8 @@ async def test_the_first_attempt_that_makes_a_machine_ends_the_search() -> None:
     assert result == MADE and len(asked) == 2
 
 
-async def resend(answers: list[Outcome], found: Created | None) -> tuple[object, int, InstantClock]:
-    clock = InstantClock()
+async def resend(answers: list[Outcome], found: Created | None) -> tuple[object, int, JumpingClock]:
+    clock = JumpingClock()
     sent = 0
     heard: list[int] = []
 

@@ -24,24 +24,13 @@ from rungar.github.auth import (
 )
 from rungar.github.transport import Transport
 from rungar.github.urls import parse_config_url
+from rungar.testing.clock import JumpingClock
 
 NOW = 1_800_000_000.0
 KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 PEM = KEY.private_bytes(
     serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
 ).decode()
-
-
-class StepClock:
-    def __init__(self, now: float = NOW) -> None:
-        self.t = now
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.t += seconds
-        await asyncio.sleep(0)
 
 
 def _iso(ts: float) -> str:
@@ -71,12 +60,12 @@ def test_an_app_with_a_broken_key_is_refused_at_load() -> None:
         check_auth(AppAuth("1", 1, "not a key"), parse_config_url("https://github.com/octo"))
 
 
-def _transport(handler: object, clock: StepClock) -> Transport:
+def _transport(handler: object, clock: JumpingClock) -> Transport:
     return Transport(httpx.AsyncClient(transport=httpx.MockTransport(handler)), clock)  # type: ignore[arg-type]
 
 
 async def test_concurrent_callers_share_one_installation_token_mint() -> None:
-    clock = StepClock()
+    clock = JumpingClock(NOW)
     mints = 0
 
     async def handler(request: httpx.Request) -> httpx.Response:
@@ -98,7 +87,7 @@ async def test_concurrent_callers_share_one_installation_token_mint() -> None:
 
 
 async def test_the_installation_token_is_renewed_when_under_five_minutes_remain() -> None:
-    clock = StepClock()
+    clock = JumpingClock(NOW)
     count = 0
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -123,7 +112,7 @@ async def test_the_installation_token_is_renewed_when_under_five_minutes_remain(
 
 
 async def test_the_admin_chain_is_rerun_before_the_admin_token_expires() -> None:
-    clock = StepClock()
+    clock = JumpingClock(NOW)
     calls: list[str] = []
 
     def handler(request: httpx.Request) -> httpx.Response:

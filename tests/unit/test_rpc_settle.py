@@ -8,22 +8,8 @@ from rungar.errors import ProviderUnavailable
 from rungar.model.machine import Created, CreateRequest, Refusal, RefusalKind
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.settle import Unsettled, settle_unanswered_create
+from rungar.testing.clock import JumpingClock
 from rungar.testing.fake_provider import GIB, FakeProvider
-
-
-class StepClock:
-    """A clock whose sleeps only advance virtual time (no real waiting)."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-        self.slept: list[float] = []
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.t += seconds
 
 
 def request(key: str = "key-1") -> CreateRequest:
@@ -31,7 +17,7 @@ def request(key: str = "key-1") -> CreateRequest:
 
 
 async def test_an_uncertain_create_settles_to_the_machine_it_made() -> None:
-    clock = StepClock()
+    clock = JumpingClock(1000.0)
     fake = FakeProvider(clock=clock)
     fake.unanswered(after_create=True)
     with pytest.raises(ProviderUnavailable):
@@ -43,7 +29,7 @@ async def test_an_uncertain_create_settles_to_the_machine_it_made() -> None:
 
 
 async def test_a_create_that_never_happened_is_made_on_the_retry() -> None:
-    clock = StepClock()
+    clock = JumpingClock(1000.0)
     fake = FakeProvider(clock=clock)
     fake.unanswered(count=2)  # the lost call and the first retry
     with pytest.raises(ProviderUnavailable):
@@ -55,7 +41,7 @@ async def test_a_create_that_never_happened_is_made_on_the_retry() -> None:
 
 
 async def test_a_provider_that_stays_silent_leaves_the_outcome_unsettled() -> None:
-    clock = StepClock()
+    clock = JumpingClock(1000.0)
     fake = FakeProvider(clock=clock)
     fake.unanswered(always=True, after_create=True)
     outcome = await settle_unanswered_create(fake, request(), clock, tries=3, first_delay=0.5)
@@ -67,7 +53,7 @@ async def test_a_provider_that_stays_silent_leaves_the_outcome_unsettled() -> No
 
 
 async def test_a_refusal_on_the_retry_is_a_settled_answer() -> None:
-    clock = StepClock()
+    clock = JumpingClock(1000.0)
     fake = FakeProvider(clock=clock)
     fake.refuse(RefusalKind.FULL, resource="memory", message="needs 2G, 1G free")
     outcome = await settle_unanswered_create(fake, request(), clock)
