@@ -7,14 +7,13 @@ from pathlib import Path
 import pytest
 from runnerd.config import parse_config
 from runnerd.history import History
-from runnerd.history_generate import GeneratedJob, write_history
 from runnerd.sizing.apply import edit_profile, undo
 from runnerd.sizing.autorun import AutoSizer
 from runnerd.sizing.changes import DONE, UNSURE, Change, ChangeLog, Values
 from runnerd.sizing.report import apply_command, sizing_report
 
 from rungar.errors import ConfigError
-from tests.unit.sizing_fixtures import NOW, G
+from tests.unit.sizing_fixtures import NOW, G, light_history
 
 TOML = """\
 # runnerd on the build host
@@ -43,21 +42,6 @@ class Clock:
 
     async def sleep(self, seconds: float) -> None:
         self.t += seconds
-
-
-def light_history(db: Path, n: int = 30) -> None:
-    from runnerd.history import JobEnd, JobKey, JobStart
-
-    rows = []
-    for i in range(n):
-        at = NOW - 86400 + i * 600
-        start = JobStart(
-            f"r{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300,
-            queued_at=at - 300,
-        )  # fmt: skip
-        end = JobEnd("success", 2 * G, None, False, False, 0, at)
-        rows.append(GeneratedJob(start, JobKey("node", "a/b", "ci", "t"), end, str(i)))
-    write_history(db, rows)
 
 
 def test_an_edit_keeps_comments_and_layout() -> None:

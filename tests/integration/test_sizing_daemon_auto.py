@@ -8,17 +8,13 @@ from pathlib import Path
 
 from runnerd.config import load_config
 from runnerd.daemon import open_daemon, start_auto_sizing
-from runnerd.history import JobEnd, JobKey, JobStart
-from runnerd.history_generate import GeneratedJob, write_history
 from runnerd.sizing.changes import DONE, PENDING, UNSURE, Change, ChangeLog, Values
 
 from rungar.model.machine import Created, CreateRequest
 from rungar.model.runner_block import RunnerBlock
 from rungar.testing.clock import FakeClock
+from tests.unit.sizing_fixtures import NOW, G, light_history
 from tests.unit.test_runnerd_provider import FakeRuntime
-
-G = 1024**3
-NOW = 1_800_000_000.0
 
 TOML = """\
 # runnerd on the build host
@@ -36,20 +32,6 @@ cpus = 8
 memory = "7G"   # still each container's hard limit
 slots = 2
 """
-
-
-def light_history(db: Path) -> None:
-    """30 runs of one job peaking at 2G under a 7G cap: auto sizing lowers it."""
-    rows = []
-    for i in range(30):
-        at = NOW - 86400 + i * 600
-        start = JobStart(
-            f"r{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300,
-            queued_at=at - 300,
-        )  # fmt: skip
-        end = JobEnd("success", 2 * G, None, False, False, 0, at)
-        rows.append(GeneratedJob(start, JobKey("node", "a/b", "ci", "t"), end, str(i)))
-    write_history(db, rows)
 
 
 def request(name: str) -> CreateRequest:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from runnerd.admission.model import Margin, Policy
 from runnerd.config import HostConfig, Profile, RunnerdConfig, SizingConfig
-from runnerd.history import JobKey
+from runnerd.history import JobEnd, JobKey, JobStart
+from runnerd.history_generate import GeneratedJob, write_history
 from runnerd.sizing.runs import SizingRun
 
 G = 1024**3
@@ -81,3 +84,17 @@ def config(
         sizing=SizingConfig(margin=Margin(15.0), **sizing),  # type: ignore[arg-type]
         profiles={p.name: p for p in profiles},
     )
+
+
+def light_history(db: Path, n: int = 30) -> None:
+    """``n`` runs of one job peaking at 2G under a 7G cap, the last day: auto sizing lowers it."""
+    rows = []
+    for i in range(n):
+        at = NOW - 86400 + i * 600
+        start = JobStart(
+            f"r{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300,
+            queued_at=at - 300,
+        )  # fmt: skip
+        end = JobEnd("success", 2 * G, None, False, False, 0, at)
+        rows.append(GeneratedJob(start, JobKey("node", "a/b", "ci", "t"), end, str(i)))
+    write_history(db, rows)
