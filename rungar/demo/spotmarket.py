@@ -12,11 +12,13 @@ its place.
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
+
+from rungar.testing.loopback import LoopbackHttpServer
 
 SPOT_REFUSAL = (
     b"<?xml version='1.0' encoding='UTF-8'?><Response><Errors><Error>"
@@ -43,27 +45,22 @@ class SpotMarket:
         self.capacity = capacity
         self.refused = 0  # Spot launches answered InsufficientInstanceCapacity
         self._launch = threading.Lock()  # one Spot launch at a time: count, then launch
-        self._server: ThreadingHTTPServer | None = None
+        self._http: LoopbackHttpServer | None = None
 
     @property
     def endpoint(self) -> str:
-        assert self._server is not None, "start() the market first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        assert self._http is not None, "start() the market first"
+        return self._http.endpoint
 
     def start(self) -> SpotMarket:
-        handler = type("Handler", (_Handler,), {"market": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        ).start()
+        self._http = LoopbackHttpServer(type("Handler", (_Handler,), {"market": self}), 0.05)
+        self._http.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
 
     def live_spot(self) -> int:
         import boto3

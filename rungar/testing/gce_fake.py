@@ -30,9 +30,11 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from rungar.testing.loopback import LoopbackHttpServer
 
 _ROUTE = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/"
@@ -127,31 +129,24 @@ class GceFake:
         self._faults: list[GceFault] = []
         self._ids = itertools.count(1000)
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._http: LoopbackHttpServer | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     @property
     def endpoint(self) -> str:
-        assert self._server is not None, "start() the fake first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        assert self._http is not None, "start() the fake first"
+        return self._http.endpoint
 
     def start(self) -> GceFake:
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
+        self._http = LoopbackHttpServer(type("Handler", (_Handler,), {"fake": self}), 0.02)
+        self._http.start()
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
 
     def __enter__(self) -> GceFake:
         return self.start()
