@@ -45,7 +45,6 @@ Row = tuple[str, str, str, str]  # key, type, default, description
 # instead, until the schema's TIMING_NOTES has one (then the schema's own sentence wins).
 GENERIC_NOTE = "Duration."
 TIMING_FALLBACK: dict[str, str] = {
-    "timing.delete_timeout": "Bound of each Delete call to a provider.",
     "timing.disconnected_grace": (
         "Not read yet: a runner offline on GitHub is removed after its scale set's start_timeout."
     ),

@@ -29,7 +29,8 @@ class Timing:
     left_grace: float = 60.0  # a machine left by a removal is not adopted before this
     delete_timeout: float = 120.0
     deadline_grace: float = 600.0  # machine deadline = max_age + reconcile_interval + this
-    provider_timeout: float = 10.0  # every provider call but create
+    provider_timeout: float = 10.0  # List, Info, ValidateRunner, UpdateRunner; not Create/Delete
+    probe_interval: float = 1.0  # an unreachable provider is listed this often between passes
     start_timeout: float = 300.0  # default for scale sets that set none
     never_connected_grace: float = 0.0  # 0 = the scale set's start_timeout
     disconnected_grace: float = 0.0  # offline this long: disconnected; 0 = start_timeout

@@ -174,7 +174,11 @@ PROVIDER_COMMON = (
     Field(
         "timeout",
         Duration(above_minimum=True),
-        "Bound of every call but create; unset = timing.provider_timeout.",
+        (
+            "Deadline of this provider's List, Info, ValidateRunner and UpdateRunner calls; "
+            "unset = timing.provider_timeout. Not of Create (start_timeout) nor Delete "
+            "(timing.delete_timeout)."
+        ),
     ),
 )
 COMMON_KEYS = frozenset(f.name for f in PROVIDER_COMMON)
@@ -271,7 +275,10 @@ SCALE_SET = Obj(
         Field(
             "start_timeout",
             Duration(30.0),
-            "Time a runner has to connect; unset = timing.start_timeout.",
+            (
+                "Time a runner has to connect; its Create calls get what is left of it as their "
+                "deadline; unset = timing.start_timeout."
+            ),
         ),
         Field(
             "max_idle_age",
@@ -293,6 +300,7 @@ TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
     "hold": (0.0, True),
     "delete_timeout": (0.0, True),
     "provider_timeout": (0.0, True),
+    "probe_interval": (0.0, True),
     "start_timeout": (30.0, False),
     "session_retry_first": (0.0, True),
     "session_retry_max": (0.0, True),
@@ -305,7 +313,16 @@ TIMING_NOTES = {
     "unreachable_grace": "Runners of an unreachable provider are kept this long.",
     "left_grace": "A machine left by a removal is not adopted before this.",
     "deadline_grace": "Machine deadline = max_age + reconcile_interval + this.",
-    "provider_timeout": "Bound of every provider call but create.",
+    "delete_timeout": "Deadline of each Delete call to a provider.",
+    "provider_timeout": (
+        "Deadline of each List, Info, ValidateRunner and UpdateRunner call to a provider that "
+        "sets no timeout of its own. A Create's deadline is what is left of its scale set's "
+        "start_timeout; a Delete's is delete_timeout."
+    ),
+    "probe_interval": (
+        "How often an unreachable provider is sent a List between passes; its answer puts it "
+        "back in placement at once."
+    ),
     "start_timeout": "Default start_timeout of scale sets; at least 30s.",
     "never_connected_grace": "0 = the scale set's start_timeout.",
     "stuck_after": "0 = the scale set's start_timeout × 2.",

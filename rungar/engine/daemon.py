@@ -11,6 +11,7 @@ import contextlib
 import signal
 import socket
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -35,6 +36,7 @@ from rungar.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from rungar.rpc.client import GrpcProvider
     from rungar.rpc.plugin import PluginProcess
+    from rungar.rpc.tls import ClientTls
 
 log = structlog.get_logger("rungar.daemon")
 
@@ -65,10 +67,15 @@ def plugin_settings(config: ProviderConfig, installation: str) -> dict[str, Any]
 
 
 def make_provider(
-    config: ProviderConfig, clock: Clock, plugins: list[Any], installation: str = ""
+    config: ProviderConfig,
+    clock: Clock,
+    plugins: list[Any],
+    installation: str = "",
+    timing: Timing | None = None,
 ) -> Provider:
     """A provider of any type: in-process fake, gRPC address, or a local plugin to start
-    (handed :func:`plugin_settings`)."""
+    (handed :func:`plugin_settings`). Its calls' deadlines are those the configuration names:
+    :func:`call_timeouts`."""
     options = config.options
     if config.type == "fake" and not config.address and not config.command:
         from rungar.testing.fake_provider import FakeProvider
@@ -76,13 +83,12 @@ def make_provider(
         vcpus = float(options.get("vcpus", 1e9))
         memory = parse_bytes(options["memory"]) if "memory" in options else 10**18
         return FakeProvider(config.name, vcpus=vcpus, memory_bytes=memory, clock=clock)
-    from rungar.rpc.client import GrpcProvider
     from rungar.rpc.tls import ClientTls
 
     tls_options = options.get("tls") or {}
     tls = ClientTls(**tls_options) if tls_options else None
     token = Path(options["token_file"]).read_text().strip() if options.get("token_file") else ""
-    timeout = config.timeout or 10.0
+    timeouts = call_timeouts(config, timing or Timing())
     if config.command:
         from rungar.rpc.plugin import PluginProcess
 
@@ -93,15 +99,53 @@ def make_provider(
             settings=plugin_settings(config, installation),
         )
         plugins.append(plugin)
-        return PluginProvider(config.name, plugin, timeout)
-    return GrpcProvider(config.name, config.address, tls=tls, token=token, timeout=timeout)
+        return PluginProvider(config.name, plugin, timeouts)
+    return timeouts.client(config.name, config.address, tls=tls, token=token)
+
+
+@dataclass(frozen=True, slots=True)
+class CallTimeouts:
+    timeout: float  # List, Info, ValidateRunner, UpdateRunner
+    delete_timeout: float
+    create_timeout: float  # a Create without a budget of its own
+
+    def client(
+        self, name: str, address: str, tls: ClientTls | None = None, token: str = ""
+    ) -> GrpcProvider:
+        from rungar.rpc.client import GrpcProvider
+
+        return GrpcProvider(
+            name,
+            address,
+            tls=tls,
+            token=token,
+            timeout=self.timeout,
+            delete_timeout=self.delete_timeout,
+            create_timeout=self.create_timeout,
+        )
+
+
+def call_timeouts(config: ProviderConfig, timing: Timing) -> CallTimeouts:
+    """The deadline of each call kind to this provider: its ``timeout`` (else
+    ``timing.provider_timeout``) for List, Info, ValidateRunner and UpdateRunner;
+    ``timing.delete_timeout`` for Delete; ``timing.start_timeout`` for a Create that carries no
+    budget of its own (the engine's always carry what is left of the scale set's)."""
+    return CallTimeouts(
+        timeout=config.timeout or timing.provider_timeout,
+        delete_timeout=timing.delete_timeout,
+        create_timeout=timing.start_timeout,
+    )
 
 
 async def connect_provider(
-    config: ProviderConfig, clock: Clock, plugins: list[Any], installation: str = ""
+    config: ProviderConfig,
+    clock: Clock,
+    plugins: list[Any],
+    installation: str = "",
+    timing: Timing | None = None,
 ) -> Provider:
     """:func:`make_provider`, its plugin started: for a provider added by ``rungar apply``."""
-    provider = make_provider(config, clock, plugins, installation)
+    provider = make_provider(config, clock, plugins, installation, timing)
     if isinstance(provider, PluginProvider):
         await provider.start()
     return provider
@@ -112,17 +156,15 @@ class PluginProvider:
     to the plugin's gRPC client. The plugin keeps its address across restarts, so one client
     lasts the daemon's life."""
 
-    def __init__(self, name: str, plugin: PluginProcess, timeout: float) -> None:
+    def __init__(self, name: str, plugin: PluginProcess, timeouts: CallTimeouts) -> None:
         self.name = name
         self.plugin = plugin
-        self.timeout = timeout
+        self.timeouts = timeouts
         self._client: GrpcProvider | None = None
 
     async def start(self) -> None:
-        from rungar.rpc.client import GrpcProvider
-
         address = await self.plugin.start()
-        self._client = GrpcProvider(self.name, address, timeout=self.timeout)
+        self._client = self.timeouts.client(self.name, address)
 
     @property
     def client(self) -> GrpcProvider:
@@ -267,7 +309,8 @@ class Daemon:
         installation = settings.installation or installation_id(settings.github.url)
         plugins: list[Any] = []
         providers = {
-            p.name: make_provider(p, self.clock, plugins, installation) for p in config.providers
+            p.name: make_provider(p, self.clock, plugins, installation, config.timing)
+            for p in config.providers
         }
         for provider in providers.values():
             if isinstance(provider, PluginProvider):
@@ -288,7 +331,9 @@ class Daemon:
         control = Control(
             engine,
             runloop,
-            provider_factory=lambda p: connect_provider(p, self.clock, plugins, installation),
+            provider_factory=lambda p: connect_provider(
+                p, self.clock, plugins, installation, engine.config.timing
+            ),
         )
         from rungar.rpc.admin_server import serve_admin
 

@@ -45,6 +45,9 @@ from rungar.store.sqlite import CreateIntent, SqliteStore
 
 log = structlog.get_logger("rungar.engine")
 T = TypeVar("T")
+# Deletes in flight at once, every provider together: enough that a pass removing many runners
+# is not serialised on one slow provider, few enough not to flood a backend.
+MAX_PARALLEL_DELETES = 16
 
 
 @dataclass
@@ -102,6 +105,8 @@ class Engine:
         self.github_calls_exported: dict[str, int] = {}
         self.github_url = ""
         self._create_slots = asyncio.Semaphore(max_parallel_creates)
+        self._delete_slots = asyncio.Semaphore(MAX_PARALLEL_DELETES)
+        self._deleting: set[str] = set()
         self._tasks: set[asyncio.Task[object]] = set()
         self.started_at = clock.now()
         backoffs, holds = store.load_placement()
@@ -263,6 +268,9 @@ class Engine:
 
         def request(provider: str) -> CreateRequest:
             block = self.runner_block(config.name, provider)
+            # The Create's deadline: what is left of start_timeout, whatever the provider's own
+            # timeout (which bounds its other calls).
+            budget = max(0.0, budget_end - time.monotonic())
             return CreateRequest(
                 runner_name=name,
                 request_id=intent.request_id,
@@ -274,17 +282,18 @@ class Engine:
                 jit_config=jit_config,
                 job_hints=hints,
                 deadline=deadline,
+                budget=budget,
             )
 
         async def create(provider: str) -> Created | Refusal:
             self.store.write_intent(replace(intent, provider=provider))
-            remaining = budget_end - time.monotonic()
-            if remaining <= 0:
+            asked = request(provider)
+            if not asked.budget:
                 raise TimeoutError
             return await self._timed(
                 provider,
                 "create",
-                asyncio.wait_for(self.providers[provider].create(request(provider)), remaining),
+                asyncio.wait_for(self.providers[provider].create(asked), asked.budget),
             )
 
         async def delete(provider: str) -> None:
@@ -402,10 +411,16 @@ class Engine:
     # ------------------------------------------------------------------ removal
 
     async def remove(
-        self, record: RunnerRecord, reason: RemovalReason, *, forced: bool = False
+        self,
+        record: RunnerRecord,
+        reason: RemovalReason,
+        *,
+        forced: bool = False,
+        delete: bool = True,
     ) -> bool:
         """The safe way round: registration first (GitHub refuses while a job runs), then the
-        machine. Returns False when GitHub says the runner is busy and it was kept."""
+        machine (now, or with the pass's other deletes when ``delete`` is False). Returns False
+        when GitHub says the runner is busy and it was kept."""
         if record.state is RunnerState.LEAVING:
             return True
         if record.runner_id and (forced or not record.view().busy):
@@ -422,7 +437,8 @@ class Engine:
         elif record.view().busy and not forced:
             return False
         self.let_go(record, reason.value)
-        await self.settle_leaving(record)
+        if delete:
+            await self.settle_leaving(record)
         return True
 
     def let_go(self, record: RunnerRecord, reason: str) -> None:
@@ -453,21 +469,32 @@ class Engine:
         )
 
     async def settle_leaving(self, record: RunnerRecord) -> bool:
-        """Delete a leaving runner's machine; a failure is retried on the next pass."""
+        """Delete a leaving runner's machine; a failure is retried on the next pass.
+
+        Nothing is asked of an unreachable provider: the machine keeps its place in the
+        provider's limit until it lists again. At most ``MAX_PARALLEL_DELETES`` run at once."""
         provider = self.providers.get(record.provider)
-        if provider is None:
+        if provider is None or not self.fleet.is_reachable(record.provider):
             return False
+        if record.name in self._deleting:
+            return False  # already being deleted (a probe's and a pass's at once)
+        self._deleting.add(record.name)
         try:
-            await self._timed(
-                record.provider,
-                "delete",
-                asyncio.wait_for(provider.delete(record.name), self.config.timing.delete_timeout),
-            )
+            async with self._delete_slots:
+                await self._timed(
+                    record.provider,
+                    "delete",
+                    asyncio.wait_for(
+                        provider.delete(record.name), self.config.timing.delete_timeout
+                    ),
+                )
         except (ProviderError, TimeoutError) as e:
             log.warning(
                 "runner.delete_failed", runner=record.name, provider=record.provider, error=str(e)
             )
             return False
+        finally:
+            self._deleting.discard(record.name)
         if self.runners.pop(record.name) is not None:
             self.fleet.machine_deleted(record.provider)
         return True
@@ -534,11 +561,22 @@ class Engine:
             )
             provider = self.providers.get(record.provider)
             if provider is not None:
-                self.spawn(self._tell_provider(provider, runner, replace(hint, job_id=job_id)))
+                told = replace(hint, job_id=job_id)
+                self.spawn(self._tell_provider(record.provider, provider, runner, told))
 
-    async def _tell_provider(self, provider: Provider, runner: str, hint: JobHint) -> None:
+    async def _tell_provider(
+        self, name: str, provider: Provider, runner: str, hint: JobHint
+    ) -> None:
+        timeout = self.call_timeout(name)
         with contextlib.suppress(RungarError, TimeoutError):
-            await asyncio.wait_for(provider.update_runner(runner, hint), 10)
+            await asyncio.wait_for(provider.update_runner(runner, hint), timeout)
+
+    def call_timeout(self, provider: str) -> float:
+        """The deadline of a provider's List and UpdateRunner calls: its own ``timeout``, else
+        ``timing.provider_timeout``."""
+        config = self.fleet.providers.get(provider)
+        own = config.timeout if config is not None else 0.0
+        return own or self.config.timing.provider_timeout
 
     def on_job_completed(self, name: str, job_id: str, runner: str, result: str) -> None:
         self.metrics.jobs_completed.labels(name, result or "unknown").inc()

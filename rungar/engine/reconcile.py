@@ -8,7 +8,9 @@
 3. Adopt labelled machines nobody tracks (not being created, not left recently).
 4. Machines that are gone or stopped end their runners; GitHub's view of each runner is synced
    and whatever can no longer serve is removed (at most one replacement per pass).
-5. Leaving machines are deleted (retried every pass, each still counted for its provider).
+5. Leaving machines are deleted, concurrently (bounded), and retried every pass; each still
+   counts for its provider until deleted. Those on an unreachable provider are not asked for
+   until it lists again (a pass's List or a probe's), so a dead provider never holds up a pass.
 6. Offline registrations with no machine, named like our runners, are swept after start_timeout.
 7. Counts are re-synced into placement, backoffs and holds saved, and every decision retried.
 """
@@ -37,35 +39,61 @@ if TYPE_CHECKING:
 log = structlog.get_logger("rungar.reconcile")
 
 
+async def list_provider(engine: Engine, name: str) -> list[Machine] | None:
+    """One provider's machines of this installation, or None when it did not answer. The answer
+    is the only thing that makes an unreachable provider reachable again."""
+    selector = L.installation_selector(engine.installation)
+    timeout = engine.call_timeout(name)
+    try:
+        machines = await asyncio.wait_for(engine.providers[name].list(selector), timeout)
+    except (ProviderError, TimeoutError) as e:
+        engine.metrics.provider_calls.labels(name, "list", "error").inc()
+        engine.list_errors[name] = str(e) or type(e).__name__
+        if engine.fleet.set_reachable(name, False):
+            log.warning(
+                "provider is unreachable; nothing is placed on it until it lists again",
+                provider=name,
+                error=str(e),
+            )
+            engine.events.record("provider", name, "unreachable", provider=name, message=str(e))
+        engine.metrics.provider_reachable.labels(name).set(0)
+        return None
+    engine.metrics.provider_calls.labels(name, "list", "ok").inc()
+    if engine.fleet.set_reachable(name, True):
+        log.info("provider is reachable again", provider=name)
+        engine.events.record("provider", name, "reachable", provider=name)
+    engine.metrics.provider_reachable.labels(name).set(1)
+    return machines
+
+
 async def list_providers(engine: Engine) -> dict[str, list[Machine] | None]:
     """Every provider's machines of this installation; None where the provider did not answer."""
-    selector = L.installation_selector(engine.installation)
-    timeout = engine.config.timing.provider_timeout
 
     async def one(name: str) -> tuple[str, list[Machine] | None]:
-        try:
-            machines = await asyncio.wait_for(engine.providers[name].list(selector), timeout)
-        except (ProviderError, TimeoutError) as e:
-            engine.metrics.provider_calls.labels(name, "list", "error").inc()
-            engine.list_errors[name] = str(e) or type(e).__name__
-            if engine.fleet.set_reachable(name, False):
-                log.warning(
-                    "provider is unreachable; nothing is placed on it until it lists again",
-                    provider=name,
-                    error=str(e),
-                )
-                engine.events.record("provider", name, "unreachable", provider=name, message=str(e))
-            engine.metrics.provider_reachable.labels(name).set(0)
-            return name, None
-        engine.metrics.provider_calls.labels(name, "list", "ok").inc()
-        if engine.fleet.set_reachable(name, True):
-            log.info("provider is reachable again", provider=name)
-            engine.events.record("provider", name, "reachable", provider=name)
-        engine.metrics.provider_reachable.labels(name).set(1)
-        return name, machines
+        return name, await list_provider(engine, name)
 
     names = [n for n in engine.providers if n in engine.fleet.providers]
     return dict(await asyncio.gather(*(one(n) for n in names)))
+
+
+async def probe_unreachable(engine: Engine) -> list[str]:
+    """List every unreachable provider once, between passes (``timing.probe_interval``); the
+    providers that answered, which are back in placement at once: the scale sets using them
+    try again, and the machines left on them are deleted."""
+    fleet = engine.fleet
+    names = [n for n in engine.providers if n in fleet.providers and not fleet.is_reachable(n)]
+    answers = await asyncio.gather(*(list_provider(engine, n) for n in names))
+    back = [name for name, machines in zip(names, answers, strict=True) if machines is not None]
+    for name in back:
+        leaving = [
+            r for r in engine.runners if r.provider == name and r.state is RunnerState.LEAVING
+        ]
+        for record in leaving:
+            engine.spawn(engine.settle_leaving(record))
+    for scale_set, state in engine.sets.items():
+        if any(name in state.config.provider_names for name in back):
+            engine.spawn(engine.scale(scale_set))
+    return back
 
 
 async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | None:
@@ -222,18 +250,17 @@ async def reconcile(engine: Engine) -> None:
     for removal in removals:
         record = engine.runners.get(removal.name)
         if record is not None:
-            await engine.remove(record, removal.reason, forced=removal.forced)
+            await engine.remove(record, removal.reason, forced=removal.forced, delete=False)
 
     # drained scale sets: idle runners of scale sets no longer configured go
     for record in list(engine.runners):
         gone = record.scale_set not in engine.sets
         if gone and record.state is not RunnerState.LEAVING and not record.view().busy:
-            await engine.remove(record, RemovalReason.SCALED_DOWN)
+            await engine.remove(record, RemovalReason.SCALED_DOWN, delete=False)
 
-    # 5. leaving machines
-    for record in list(engine.runners):
-        if record.state is RunnerState.LEAVING:
-            await engine.settle_leaving(record)
+    # 5. leaving machines, all at once (bounded); those on unreachable providers wait for them
+    leaving = [r for r in engine.runners if r.state is RunnerState.LEAVING]
+    await asyncio.gather(*(engine.settle_leaving(r) for r in leaving))
 
     # 6. orphaned registrations
     if every_listed and registrations is not None:

@@ -1,4 +1,5 @@
-"""The engine's long-running loops: a listener per scale set and the reconcile ticker.
+"""The engine's long-running loops: a listener per scale set, the reconcile ticker, and the
+prober that lists unreachable providers between passes.
 
 Kept apart from :mod:`rungar.engine.engine` so the engine's steps can be driven one by one in
 tests, while the daemon runs them here. Stopping cancels the loops and leaves every runner in
@@ -13,7 +14,7 @@ import contextlib
 import structlog
 
 from rungar.engine.engine import Engine, ScaleSetState
-from rungar.engine.reconcile import reconcile
+from rungar.engine.reconcile import probe_unreachable, reconcile
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
 
@@ -25,12 +26,14 @@ class RunLoop:
         self.engine = engine
         self._listeners: dict[str, asyncio.Task[None]] = {}
         self._reconciler: asyncio.Task[None] | None = None
+        self._prober: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
     async def start(self) -> None:
         for name in list(self.engine.sets):
             self.start_scale_set(name)
         self._reconciler = asyncio.create_task(self._reconcile_forever())
+        self._prober = asyncio.create_task(self._probe_forever())
 
     def start_scale_set(self, name: str) -> None:
         if name not in self._listeners:
@@ -47,8 +50,7 @@ class RunLoop:
 
     async def stop(self) -> None:
         tasks = [*self._listeners.values()]
-        if self._reconciler is not None:
-            tasks.append(self._reconciler)
+        tasks += [t for t in (self._reconciler, self._prober) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -111,3 +113,16 @@ class RunLoop:
             finally:
                 sleeper.cancel()
                 waker.cancel()
+
+    async def _probe_forever(self) -> None:
+        """Every ``probe_interval``, one List to each unreachable provider: one that answers is
+        back in placement then, not at the next pass."""
+        engine = self.engine
+        while True:
+            await engine.clock.sleep(engine.config.timing.probe_interval)
+            try:
+                await probe_unreachable(engine)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("probe.failed")

@@ -80,6 +80,9 @@ class CreateRequest:
     jit_config: str = field(repr=False)  # a secret: never in repr, logs or storage
     job_hints: tuple[JobHint, ...] = ()
     deadline: float = 0.0  # epoch seconds after which the machine may be reclaimed; 0 = none
+    # Seconds this create may take: what is left of the scale set's start_timeout. A provider
+    # reached over the network gets it as the call's deadline; None = the client's own bound.
+    budget: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -228,7 +228,10 @@ class Fleet:
     # ----------------------------------------------------------------- reachability
 
     def set_reachable(self, provider: str, reachable: bool) -> bool:
-        """Record a provider's answer (or silence); returns True when its state changed."""
+        """Record a List's answer (or any call's silence); returns True when its state changed.
+
+        Only an answered List makes a provider reachable again (a reconcile pass's or a probe's).
+        """
         was = provider not in self._unreachable
         if reachable:
             self._unreachable.discard(provider)
@@ -318,11 +321,14 @@ class Fleet:
         self._claims_by_set[claim.scale_set] -= 1
 
     def record_created(self, claim: Claim, now: float) -> None:
-        """The claim's create succeeded: the runner counts, the streak is forgiven, holds lift."""
+        """The claim's create succeeded: the runner counts, the streak is forgiven, holds lift.
+
+        An unreachable provider stays so: a create settled by asking again says nothing of
+        whether it can take more, and only an answered List (:meth:`set_reachable`) brings it
+        back into placement, as the log line and ``rungar status`` promise."""
         self.release(claim)
         self.add_runner(claim.scale_set, claim.provider)
         self._backoffs.pop((claim.scale_set, claim.provider), None)
-        self._unreachable.discard(claim.provider)
         self.release_holds(claim.scale_set)
 
     def record_refusal(

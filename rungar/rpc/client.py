@@ -1,9 +1,14 @@
 """``GrpcProvider``: the :class:`rungar.model.provider.Provider` role over gRPC (ARCHITECTURE §2).
 
 One channel per provider, opened on first use and kept (gRPC reconnects it by itself, with a
-short backoff so a restarted local plugin is reached again within seconds). Every call carries
-a deadline: ``timeout`` (the provider's own, ``Timing.provider_timeout`` by default), and for
-``create`` also the caller's remaining ``start_timeout`` budget, whichever is shorter.
+short backoff so a restarted provider is reconnected within a second). Every call carries
+exactly one of three deadlines, as the configuration reference names them:
+
+* ``Create``: what is left of the scale set's ``start_timeout`` (the request's ``budget``);
+  never the provider's ``timeout``;
+* ``Delete``: ``timing.delete_timeout``;
+* ``List``, ``Info``, ``ValidateRunner``, ``UpdateRunner``: the provider's ``timeout``, which is
+  ``timing.provider_timeout`` when the provider sets none.
 
 The mapping of answers is the protocol's core rule:
 
@@ -43,9 +48,13 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 0),
-    # A restarted plugin or host should be reachable again in seconds, not gRPC's 2 minutes.
-    ("grpc.initial_reconnect_backoff_ms", 500),
-    ("grpc.max_reconnect_backoff_ms", 10_000),
+    # A provider that comes back is reconnected within a second, not after gRPC's backoff of
+    # up to 2 minutes: the wait between refused attempts never grows past 800 ms (plus gRPC's
+    # 20% jitter). An attempt nobody answers (a host that drops it) is given 2 s, enough for a
+    # TLS handshake over a slow link, instead of gRPC's 20 s.
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 800),
+    ("grpc.min_reconnect_backoff_ms", 2_000),
 )
 
 
@@ -69,19 +78,21 @@ class GrpcProvider:
         tls: ClientTls | None = None,
         token: str = "",
         timeout: float = 10.0,
-        create_timeout: float | None = None,
+        delete_timeout: float = 120.0,
+        create_timeout: float = 300.0,
     ) -> None:
         check_address(address, secured=tls is not None, who=f"provider {name}")
         if token and tls is None:
             raise ConfigError([f"provider {name}: a token is only ever sent over TLS"])
-        if timeout <= 0:
+        if min(timeout, delete_timeout, create_timeout) <= 0:
             raise ConfigError([f"provider {name}: timeout must be positive"])
         self.name = name
         self.address = address
         self._tls = tls
         self._token = token
         self._timeout = timeout
-        self._create_timeout = create_timeout if create_timeout is not None else timeout
+        self._delete_timeout = delete_timeout
+        self._create_timeout = create_timeout  # when the request carries no budget
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
 
@@ -137,8 +148,11 @@ class GrpcProvider:
     async def create(
         self, request: CreateRequest, *, budget: float | None = None
     ) -> Created | Refusal:
-        """Create or refuse, within ``budget`` seconds (what is left of start_timeout) if given."""
-        timeout = self._create_timeout if budget is None else min(budget, self._create_timeout)
+        """Create or refuse within ``budget`` seconds (what is left of start_timeout), else the
+        request's own budget, else ``create_timeout``; the provider's ``timeout`` plays no part."""
+        if budget is None:
+            budget = request.budget
+        timeout = self._create_timeout if budget is None else budget
         if timeout <= 0:
             # Nothing is sent, so nothing is unknown: a plain error, not "no answer".
             raise ProviderError(
@@ -154,7 +168,7 @@ class GrpcProvider:
         return convert.create_response_from_pb(answer, provider=self.name)
 
     async def delete(self, name: str) -> None:
-        await self._call("Delete", pb.DeleteRequest(name=name), self._timeout)
+        await self._call("Delete", pb.DeleteRequest(name=name), self._delete_timeout)
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:
         answer = await self._call("List", pb.ListRequest(selector=dict(selector)), self._timeout)

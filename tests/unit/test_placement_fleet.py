@@ -197,6 +197,24 @@ async def test_an_unanswered_create_that_settles_as_created_counts_the_runner() 
     assert isinstance(result, Placed) and f.runners_of("s", "a") == 1
 
 
+async def test_a_settled_create_leaves_its_provider_unreachable_until_it_lists_again() -> None:
+    # Broken once (record_created clearing the mark again): fails on "settled, not listed".
+    f = fleet([provider("a"), provider("b")], [scale_set("s", ["a", "b"])])
+    script = Script(answers={"a": "silent"})
+
+    async def settle(name: str) -> Created | None:
+        return Created(Machine("r1", MachineState.RUNNING))
+
+    result = await place(
+        f, "s", now=lambda: T0, create=script.create, delete=script.delete, settle=settle
+    )
+    assert isinstance(result, Placed) and result.provider == "a"
+    assert f.skip_reason("s", "a", T0) == "unreachable", "settled, not listed"
+    assert f.candidates("s", T0).order == ("b",)
+    f.set_reachable("a", True)
+    assert f.skip_reason("s", "a", T0) is None
+
+
 async def test_a_runner_out_of_time_tries_nothing_else() -> None:
     f = fleet([provider("a"), provider("b")], [scale_set("s", ["a", "b"])])
     calls: list[str] = []
