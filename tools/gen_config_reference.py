@@ -76,7 +76,10 @@ SETTINGS_NOTES: dict[str, str] = {
     "socket": "The admin API's unix socket, which `rungar status` and the other commands use.",
     "socket_mode": "Mode of the admin socket: the owner and group may use the CLI.",
     "metrics": "The Prometheus endpoint.",
-    "metrics.listen": "`host:port` serving `/metrics`; empty = no metrics server.",
+    "metrics.listen": (
+        "`host:port` serving `/metrics`, `/healthz` (alive) and `/readyz` (every scale set has "
+        "its message session); empty = no metrics server."
+    ),
     "webhook": (
         "The workflow_job webhook receiver. Accepted and checked; `rungar serve` does not "
         "start it yet."

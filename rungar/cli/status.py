@@ -8,11 +8,15 @@ with a note line under the table for each scale set that is not plainly listenin
 It reports what Rungar counts and the skips and holds it applies, never a provider's spare
 capacity: the words a person would read as such are not in it, and a test checks that.
 Exits 0 whatever it reports, and 1 only when the daemon cannot be asked (issue 4 item 7).
+``--wait-ready`` first waits until the daemon is ready (every scale set has its message session
+or waits for another daemon's), exiting 1 if ``--timeout`` passes first.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
@@ -27,7 +31,15 @@ from rungar.cli.render import (
     runner_rows,
     table,
 )
-from rungar.cli.socket import EXIT_OK, add_socket_argument, ask
+from rungar.cli.socket import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_RUNTIME,
+    EXIT_USAGE,
+    add_socket_argument,
+    ask,
+    socket_path,
+)
 
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
@@ -44,6 +56,7 @@ SCALE_SET_HEADERS = (
     "MAX",
     "PRIORITY",
 )
+READY_POLL = 0.2  # seconds between two questions of --wait-ready: a local socket, cheap
 PROVIDER_HEADERS = ("PROVIDER", "TYPE", "STATUS", "RUNNERS")
 # The note for a status the daemon gave no sentence for (rungar-go §2.2 "status words").
 DEFAULT_NOTES = {
@@ -58,11 +71,49 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         name, help=help_text, description=help_text
     )
     parser.add_argument("--json", action="store_true", help="print the status document as JSON")
+    parser.add_argument(
+        "--wait-ready",
+        action="store_true",
+        help=(
+            "first wait until the daemon is ready: every scale set has its message session or "
+            "waits for another daemon's (a daemon not answering yet is waited for too)"
+        ),
+    )
+    parser.add_argument(
+        "--timeout",
+        type=duration_argument,
+        metavar="D",
+        help="with --wait-ready: give up after D (30s, 2m) and exit 1; default: no limit",
+    )
     add_socket_argument(parser)
     return parser
 
 
+def duration_argument(text: str) -> float:
+    from rungar.model.units import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return seconds
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.timeout is not None and not args.wait_ready:
+        print("rungar: --timeout goes with --wait-ready", file=sys.stderr)
+        return EXIT_USAGE
+    if args.wait_ready:
+        try:
+            ready = asyncio.run(wait_ready(socket_path(args), args.timeout))
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+        if ready is not None:
+            print(f"rungar: not ready after {args.timeout:g}s: {ready}", file=sys.stderr)
+            return EXIT_RUNTIME
+
     async def work(client: AdminClient) -> int:
         document = await client.status()
         if args.json:
@@ -72,6 +123,28 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     return ask(args, work)
+
+
+async def wait_ready(path: str, timeout: float | None) -> str | None:
+    """Ask the daemon until it says it is ready; None then, else (out of time) why not."""
+    from rungar.rpc.admin_client import AdminClient, DaemonUnreachable
+
+    loop = asyncio.get_running_loop()
+    give_up = None if timeout is None else loop.time() + timeout
+    while True:
+        # A new connection each time: a daemon still starting is reached as soon as it listens,
+        # not after a channel's reconnect backoff.
+        try:
+            async with AdminClient(path) as client:
+                daemon = (await client.status())["daemon"]
+            if daemon.get("ready"):
+                return None
+            why = str(daemon.get("readiness", "not ready"))
+        except DaemonUnreachable as e:
+            why = str(e)
+        if give_up is not None and loop.time() >= give_up:
+            return why
+        await asyncio.sleep(READY_POLL)
 
 
 def github_kind(url: str) -> str:

@@ -325,7 +325,9 @@ class Control:
         for scale_set in new.scale_sets:
             state = engine.sets.get(scale_set.name)
             if state is None:
-                engine.sets[scale_set.name] = ScaleSetState(scale_set)
+                engine.sets[scale_set.name] = ScaleSetState(
+                    scale_set, watchers=engine.phase_watchers
+                )
                 if self.runloop is not None:
                     self.runloop.start_scale_set(scale_set.name)
             else:

@@ -25,6 +25,7 @@ from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import installation_id
+from rungar.engine.readiness import ReadinessReporter
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, read_secret
 from rungar.errors import ConfigError
@@ -341,10 +342,12 @@ class Daemon:
         admin = await serve_admin(
             control, settings.socket, mode=settings.socket_mode, clock=self.clock
         )
+        reporter = ReadinessReporter(engine)
         if settings.metrics.listen:
-            metrics.serve(settings.metrics.listen)
+            metrics.serve(settings.metrics.listen, ready=reporter.answer)
         webhook = self._serve_webhook(webhook_socket, engine, runloop) if webhook_socket else None
         await runloop.start()
+        reporter.start()
         log.info(
             "daemon.started",
             scale_sets=len(config.scale_sets),
@@ -360,6 +363,7 @@ class Daemon:
             await stop.wait()
         finally:
             log.info("daemon.stopping", note="every runner is left in place")
+            await reporter.stop()
             Daemon.running.pop(settings.socket, None)
             await runloop.stop()
             await admin.stop()

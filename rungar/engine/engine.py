@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -59,19 +59,33 @@ class ScaleSetState:
     assigned: int = 0
     desired: int | None = None  # unknown until the first decision
     paused_at_runtime: bool | None = None  # None: as configured
-    phase: str = "STARTING"  # STARTING, LISTENING, WAITING, UNREACHABLE
+    _phase: str = "STARTING"  # STARTING, LISTENING, WAITING, UNREACHABLE
     note: str = ""
     creating: int = 0
     queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint
     assigned_at: dict[str, float] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     removed: bool = False  # no longer configured: drains, then is forgotten
+    watchers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     @property
     def paused(self) -> bool:
         if self.paused_at_runtime is not None:
             return self.paused_at_runtime
         return self.config.paused
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, phase: str) -> None:
+        """Every change is told to the watchers (readiness: sd_notify, ``/readyz``)."""
+        changed = phase != self._phase
+        self._phase = phase
+        if changed:
+            for watcher in self.watchers:
+                watcher()
 
 
 class Engine:
@@ -98,7 +112,11 @@ class Engine:
         self.installation = installation
         self.fleet = Fleet(config.providers, config.scale_sets, config.timing)
         self.runners = RunnerTable()
-        self.sets: dict[str, ScaleSetState] = {s.name: ScaleSetState(s) for s in config.scale_sets}
+        # Told of every scale set's phase change; shared by the scale sets `rungar apply` adds.
+        self.phase_watchers: list[Callable[[], None]] = []
+        self.sets: dict[str, ScaleSetState] = {
+            s.name: ScaleSetState(s, watchers=self.phase_watchers) for s in config.scale_sets
+        }
         self.orphans_seen: dict[str, float] = {}
         self.draining_providers: set[str] = set()
         self.list_errors: dict[str, str] = {}  # why a provider is unreachable

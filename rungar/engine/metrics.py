@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from rungar import __version__
 
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 WAIT_BUCKETS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800)
 CALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -117,7 +125,37 @@ class Metrics:
             registry=r,
         )
 
-    def serve(self, address: str) -> None:
-        """Expose ``/metrics`` on ``host:port`` in a background thread."""
+    def serve(self, address: str, ready: Callable[[], tuple[bool, str]] | None = None) -> None:
+        """Expose ``/metrics`` on ``host:port`` in a background thread, with ``/healthz``
+        (alive) and ``/readyz`` (``ready()``: 200 when ready, else 503, and why)."""
         host, _, port = address.rpartition(":")
-        start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        host = host.strip("[]") or "127.0.0.1"
+
+        class Server(ThreadingWSGIServer):
+            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+        app = with_health(make_wsgi_app(self.registry), ready)
+        server = make_server(host, int(port), app, Server, handler_class=_QuietHandler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes and probes are counted by whoever makes them, not logged here."""
+
+
+def with_health(app: WSGIApp, ready: Callable[[], tuple[bool, str]] | None) -> WSGIApp:
+    """``/healthz``: 200 while the process serves at all. ``/readyz``: 200 once every scale
+    set has its message session or waits for another daemon's, else 503; the body says which.
+    Every other path is the metrics app's."""
+
+    def routed(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path not in ("/healthz", "/readyz"):
+            return app(environ, start_response)
+        ok, text = (True, "alive") if path == "/healthz" or ready is None else ready()
+        status = "200 OK" if ok else "503 Service Unavailable"
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
+        return [(text + "\n").encode()]
+
+    return routed

@@ -5,7 +5,8 @@ is applying and why, and the holds in force (rungar-go §2.2 "rungar status layo
 
 Document (every time in epoch seconds, every duration in seconds)::
 
-    {"daemon": {"version", "installation", "started_at", "now", "config_path", "github"},
+    {"daemon": {"ready", "readiness", "version", "installation", "started_at", "now",
+                "config_path", "github"},
      "scale_sets": [{"name", "status", "note", "runners", "busy", "idle", "starting",
                      "desired", "min", "max", "priority", "placement", "providers", "paused",
                      "assigned", "labels"}],
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from rungar import __version__
 from rungar.config.model import ScaleSetConfig
+from rungar.engine.readiness import readiness
 from rungar.model.runner import GitHubState, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.model.units import format_duration
@@ -192,8 +194,11 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "job": record.job,
             }
         )
+    ready = readiness(engine)
     return {
         "daemon": {
+            "ready": ready.ready,
+            "readiness": ready.sentence,
             "version": __version__,
             "installation": engine.installation,
             "started_at": engine.started_at,

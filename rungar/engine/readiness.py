@@ -1,0 +1,119 @@
+"""When the daemon is ready, and who is told: systemd (``Type=notify``), ``/readyz``, and
+``rungar status --wait-ready``.
+
+The daemon is ready when every configured scale set holds its message session (LISTENING) or
+stands by because another daemon holds it (WAITING): jobs routed to any of its labels are
+then served. Until then, and again whenever a scale set loses its session, it is not.
+
+systemd is told over the datagram socket it names in ``NOTIFY_SOCKET`` (the protocol of
+``sd_notify(3)``, a few lines of the standard library): a ``STATUS=`` line each time a scale
+set comes up or goes down, ``READY=1`` the first time all are up, and ``STOPPING=1`` when the
+daemon stops. Without ``NOTIFY_SOCKET`` (not started by systemd) nothing is sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+if TYPE_CHECKING:
+    from rungar.engine.engine import Engine
+
+log = structlog.get_logger("rungar.readiness")
+
+UP = ("LISTENING", "WAITING")
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    ready: bool
+    up: int  # scale sets with their session, or waiting for another daemon's
+    total: int
+    waiting_for: tuple[str, ...] = ()  # the scale sets not up yet, by name
+
+    @property
+    def sentence(self) -> str:
+        if self.ready:
+            return f"ready: {self.up} of {self.total} scale sets have their message session"
+        names = ", ".join(self.waiting_for[:5]) + (", ..." if len(self.waiting_for) > 5 else "")
+        return f"{self.up} of {self.total} scale sets have their message session; not yet {names}"
+
+
+def readiness(engine: Engine) -> Readiness:
+    """The engine's readiness now (read on its event loop)."""
+    configured = [(n, s) for n, s in list(engine.sets.items()) if not s.removed]
+    down = tuple(name for name, state in configured if state.phase not in UP)
+    return Readiness(not down, len(configured) - len(down), len(configured), down)
+
+
+def notify(message: str, environ: dict[str, str] | None = None) -> bool:
+    """Send one ``sd_notify`` message; False when there is no NOTIFY_SOCKET or it fails."""
+    address = (environ if environ is not None else os.environ).get("NOTIFY_SOCKET", "")
+    if not address:
+        return False
+    if address.startswith("@"):  # an abstract socket
+        address = "\0" + address[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            sock.sendall(message.encode())
+    except OSError as e:
+        log.warning("systemd.notify_failed", error=str(e))
+        return False
+    return True
+
+
+class ReadinessReporter:
+    """Follows the scale sets' phases on the event loop and tells systemd of each change.
+
+    ``current`` is replaced whole on every change, so the metrics listener's thread can read
+    it for ``/readyz`` without touching the engine.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.current = readiness(engine)
+        self.told_ready = False
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        engine.phase_watchers.append(self._changed.set)
+
+    def answer(self) -> tuple[bool, str]:
+        """For ``/readyz``, from any thread."""
+        current = self.current
+        return current.ready, current.sentence
+
+    def start(self) -> None:
+        self._report(force=True)
+        self._task = asyncio.get_running_loop().create_task(self._follow())
+
+    async def stop(self) -> None:
+        notify("STOPPING=1\nSTATUS=stopping; every runner is left in place")
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _report(self, force: bool = False) -> None:
+        now = readiness(self.engine)
+        if now == self.current and not force:
+            return
+        self.current = now
+        message = f"STATUS={now.sentence}"
+        if now.ready and not self.told_ready:
+            message = "READY=1\n" + message
+            self.told_ready = True
+            log.info("daemon.ready", scale_sets=now.total)
+        notify(message)
+
+    async def _follow(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            self._report()

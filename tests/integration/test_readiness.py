@@ -1,0 +1,173 @@
+"""Readiness in one process: the engine's scale sets coming up, what systemd is sent over a real
+datagram socket, ``/healthz`` and ``/readyz`` over HTTP, and ``rungar status --wait-ready``
+against a real admin socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from rungar.cli import status
+from rungar.config.loader import parse_scale_sets
+from rungar.engine.control import Control
+from rungar.engine.engine import Engine
+from rungar.engine.events import EventLog
+from rungar.engine.metrics import Metrics
+from rungar.engine.readiness import ReadinessReporter, notify, readiness
+from rungar.rpc.admin_server import serve_admin
+from rungar.store.sqlite import SqliteStore
+from rungar.testing.clock import FakeClock
+from rungar.testing.fake_github import FakeGitHub
+from rungar.testing.fake_provider import GIB, FakeProvider
+from tests.e2e.daemon_world import free_port
+
+CONFIG = """\
+providers:
+  - { name: host, type: fake, runner: { vcpus: 1 } }
+scale_sets:
+  - { name: linux, max_runners: 2, providers: [host] }
+  - { name: arm, max_runners: 2, providers: [host] }
+"""
+
+pytestmark = pytest.mark.usefixtures("quiet_logs")
+
+
+@pytest.fixture
+def engine(short_dir: Path) -> Engine:
+    clock = FakeClock()
+    return Engine(
+        parse_scale_sets(CONFIG, "scale_sets.yaml"),
+        {"host": FakeProvider("host", vcpus=4, memory_bytes=4 * GIB, clock=clock)},
+        FakeGitHub(),
+        clock=clock,
+        store=SqliteStore(short_dir / "state.db"),
+        events=EventLog(clock, short_dir / "events.jsonl"),
+        installation="gh-test",
+    )
+
+
+@pytest.fixture
+def notify_socket(short_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[socket.socket]:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(short_dir / "notify"))
+    sock.setblocking(False)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(short_dir / "notify"))
+    yield sock
+    sock.close()
+
+
+def sent(sock: socket.socket) -> list[str]:
+    messages = []
+    while True:
+        try:
+            messages.append(sock.recv(4096).decode())
+        except BlockingIOError:
+            return messages
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_a_scale_set_waiting_for_another_daemons_session_counts_as_ready(engine: Engine) -> None:
+    engine.sets["linux"].phase = "LISTENING"
+    engine.sets["arm"].phase = "WAITING"
+    assert readiness(engine).ready
+    engine.sets["arm"].phase = "UNREACHABLE"
+    found = readiness(engine)
+    assert not found.ready and found.waiting_for == ("arm",)
+    assert found.sentence == "1 of 2 scale sets have their message session; not yet arm"
+
+
+def test_nothing_is_sent_without_a_notify_socket() -> None:
+    assert notify("READY=1", environ={}) is False
+
+
+def test_an_abstract_notify_socket_is_reached() -> None:
+    name = f"rungar-test-{free_port()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind("\0" + name)
+        assert notify("READY=1", environ={"NOTIFY_SOCKET": "@" + name})
+        assert sock.recv(100) == b"READY=1"
+
+
+async def test_systemd_hears_each_scale_set_come_up_and_ready_once(
+    engine: Engine, notify_socket: socket.socket
+) -> None:
+    reporter = ReadinessReporter(engine)
+    reporter.start()
+    engine.sets["linux"].phase = "LISTENING"
+    await settle()
+    engine.sets["arm"].phase = "LISTENING"
+    await settle()
+    engine.sets["arm"].phase = "UNREACHABLE"  # lost its session: not ready, no second READY
+    await settle()
+    await reporter.stop()
+    assert sent(notify_socket) == [
+        "STATUS=0 of 2 scale sets have their message session; not yet linux, arm",
+        "STATUS=1 of 2 scale sets have their message session; not yet arm",
+        "READY=1\nSTATUS=ready: 2 of 2 scale sets have their message session",
+        "STATUS=1 of 2 scale sets have their message session; not yet arm",
+        "STOPPING=1\nSTATUS=stopping; every runner is left in place",
+    ]
+
+
+async def test_readyz_is_503_naming_what_is_not_up_until_every_scale_set_listens(
+    engine: Engine,
+) -> None:
+    reporter = ReadinessReporter(engine)
+    reporter.start()
+    port = free_port()
+    Metrics().serve(f"127.0.0.1:{port}", ready=reporter.answer)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+        for _ in range(50):  # the listener's thread binds before serve() returns; be sure
+            try:
+                healthz = await http.get("/healthz")
+                break
+            except httpx.ConnectError:
+                await asyncio.sleep(0.05)
+        assert healthz.status_code == 200 and healthz.text == "alive\n"
+        engine.sets["linux"].phase = "LISTENING"
+        await settle()
+        not_yet = await http.get("/readyz")
+        assert not_yet.status_code == 503
+        assert not_yet.text == "1 of 2 scale sets have their message session; not yet arm\n"
+        engine.sets["arm"].phase = "WAITING"
+        await settle()
+        ready = await http.get("/readyz")
+        assert ready.status_code == 200 and ready.text.startswith("ready: 2 of 2")
+        metrics = await http.get("/metrics")
+        assert metrics.status_code == 200 and "rungar_build_info" in metrics.text
+    await reporter.stop()
+
+
+async def test_status_wait_ready_gives_up_after_its_timeout_saying_what_is_not_up(
+    engine: Engine, short_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine.sets["linux"].phase = "LISTENING"
+    path = str(short_dir / "rungar.sock")
+    server = await serve_admin(Control(engine), path, clock=engine.clock, poll_interval=1.0)
+    parser = argparse.ArgumentParser(prog="rungar")
+    status.add_parser(parser.add_subparsers(dest="command"), "status", "status")
+    try:
+        args = parser.parse_args(["status", "--wait-ready", "--timeout", "0.5s", "--socket", path])
+        code = await asyncio.to_thread(status.run, args)
+        assert code == 1
+        assert capsys.readouterr().err == (
+            "rungar: not ready after 0.5s: "
+            "1 of 2 scale sets have their message session; not yet arm\n"
+        )
+        engine.sets["arm"].phase = "LISTENING"
+        args = parser.parse_args(["status", "--wait-ready", "--json", "--socket", path])
+        assert await asyncio.to_thread(status.run, args) == 0
+        assert '"ready": true' in capsys.readouterr().out
+    finally:
+        await server.stop()
