@@ -307,7 +307,8 @@ problem: `min_runners` ≤ `max_runners`; `max_idle_age` and `max_age` ≥ `star
 `backoff_max` ≥ `backoff_first`; `session_retry_max` ≥ `session_retry_first`; every provider a
 scale set names exists, at most once per scale set; provider and scale-set names are unique
 ignoring case; a provider has `address` or `command`, not both (the in-process `fake` type may
-have neither); `tls` is refused on `unix://` addresses."""
+have neither); `tls` is refused on `unix://` addresses, and a `unix://` address's path may be
+at most 107 bytes long (the kernel's limit)."""
 
 
 def render_reference() -> str:

@@ -1,7 +1,8 @@
 """``rungar github-emulator``: the loopback GitHub of ``rungar.testing.github_emulator``, served.
 
-Point Rungar at the printed URL with the PAT ``emulator-pat``; queue jobs with
-``POST /_fake/jobs`` (labels, repository, workflow, name, duration, memory_bytes, cpu, result).
+It binds any free port unless ``--port`` is given and prints its URL as the first line of its
+output, so a script can read it; the control API it serves is printed by ``--help`` and
+described in docs/github-emulator.md.
 """
 
 from __future__ import annotations
@@ -14,13 +15,58 @@ from typing import Any
 
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
 
+DESCRIPTION = """\
+A loopback GitHub for tests and demos: the REST and Actions-service calls Rungar makes, job
+queues with simulated workloads, and `rungar fake-runner` as the runner.
+
+The first line of output is the emulator's URL (BASE below), e.g. http://127.0.0.1:40123. Point
+Rungar's github.url at BASE/OWNER (http://127.0.0.1:40123/octo-org) with the PAT emulator-pat."""
+
+CONTROL_API = """\
+control API (JSON; BASE is the URL on the first line of output):
+  POST BASE/_fake/jobs            queue a job: {"labels": [...], "repository": "o/r",
+                                  "workflow": "ci.yml", "name": "build", "duration": SECONDS,
+                                  "memory_bytes": N, "cpu": CORES, "result": "succeeded",
+                                  "gated": false, "event_name": "push"}; every key optional.
+                                  201 {"jobId", "runnerRequestId", "workflowJobId"}. jobId is
+                                  the job id Rungar passes on: the job_id in a provider's
+                                  Create hints is this jobId.
+  GET  BASE/_fake/jobs            every job: {"count", "value": [{"jobId", "state", "scaleSetId",
+                                  "runnerName", "result", "reassignments", "labels"}]}
+  POST BASE/_fake/jobs/ID/ACTION  approve (a gated job), cancel, or complete[?result=failed]
+  POST BASE/_fake/runners/NAME/ACTION
+                                  online, offline, start-job, or crash
+  POST BASE/_fake/faults          break a route: {"route": "A12", "kind": "status|empty|bom|
+                                  delay|hang", "status": 503, "count": 1, "typeName": "...",
+                                  "message": "...", "headers": {...}, "delay": SECONDS,
+                                  "method": "POST"}; route names: R1-R5, A1-A17, MQ_GET,
+                                  MQ_DELETE, RUNNER, or * for any
+  POST BASE/_fake/clock/advance?seconds=S
+                                  move the emulated clock forward; answers {"now"}
+  POST BASE/_fake/scalesets/ID/ACTION
+                                  delete (the scale set), or evict (its message session)
+  POST BASE/_fake/ratelimit       {"remaining": N, "reset_in": SECONDS}
+  POST BASE/_fake/webhooks/redeliver/DELIVERY_ID
+                                  send a workflow_job delivery again
+  GET  BASE/_fake/requests        every request received: {"count", "value": [...]}
+  GET  BASE/_fake/state           a summary: {"now", "clockFactor", "scaleSets", "runners",
+                                  "runnersCreated", "jobs": {STATE: count}, "faultsFired"}
+
+time: the emulator's clock runs --clock-factor emulated seconds per real second (job
+durations, assignment timeouts and session TTLs are emulated seconds); /_fake/clock/advance
+jumps it forward."""
+
 
 def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help_text, description=__doc__
+        name,
+        help=help_text,
+        description=DESCRIPTION,
+        epilog=CONTROL_API,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (loopback by default)")
-    parser.add_argument("--port", type=int, default=8765, help="port to bind (0 = any free port)")
+    parser.add_argument("--port", type=int, default=0, help="port to bind (default: any free port)")
     parser.add_argument("--owner", default="octo-org", help="the organization it serves")
     parser.add_argument(
         "--clock-factor", type=float, default=1.0, help="emulated seconds per real second"
@@ -65,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
     emulator = GitHubEmulator(options)
 
     def ready(base: str) -> None:
-        print(f"github emulator: {base}/{args.owner} (PAT: emulator-pat)", flush=True)
+        print(base, flush=True)  # the first line: scripts read the URL from it
+        print(f"github.url for rungar: {base}/{args.owner} (PAT: emulator-pat)", flush=True)
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(emulator.serve_forever(args.host, args.port, ready))

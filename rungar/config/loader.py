@@ -24,7 +24,13 @@ from rungar.config.model import (
     Timing,
 )
 from rungar.config.problems import START, Mark, Problems, first_at, join_path
-from rungar.config.schema import COMMON_KEYS, PROVIDER_TYPES, Obj, file_obj
+from rungar.config.schema import (
+    COMMON_KEYS,
+    PROVIDER_TYPES,
+    Obj,
+    file_obj,
+    unix_path_problem,
+)
 from rungar.config.validate import INVALID, Checker, Item, Record, closest, seconds_text, to_plain
 from rungar.config.yaml_safe import MAX_BYTES, decode, read_yaml
 from rungar.model.runner_block import RunnerBlock
@@ -185,6 +191,9 @@ def _check_reachability(record: Record, provider_type: str | None, checker: Chec
     if not has_address and not has_command and provider_type != FAKE_TYPE:
         checker.fail(record.mark, record.path, "needs an address or a command")
     address = record.get("address", "")
+    too_long = unix_path_problem(address)
+    if too_long:
+        checker.fail(record.mark_of("address"), record.path_of("address"), too_long)
     tls = record.extra.get("tls")
     if tls is not None and address.startswith("unix://"):
         checker.fail(tls.key_mark, record.path_of("tls"), "TLS is refused on a unix:// address")

@@ -132,6 +132,23 @@ PROVIDER_NAME = Str(
     hint="letters, digits, '-', '_' and '.', starting with a letter or digit",
     max_length=63,
 )
+# The kernel's limit on a unix socket's path: sun_path holds 108 bytes, its final NUL included.
+UNIX_PATH_MAX = 107
+
+
+def unix_path_problem(address: str) -> str:
+    """Why a ``unix:///path`` address cannot be bound or reached, or ""."""
+    if not address.startswith("unix://"):
+        return ""
+    size = len(address[len("unix://") :].encode())
+    if size <= UNIX_PATH_MAX:
+        return ""
+    return (
+        f"the socket path is {size} bytes long; the kernel allows at most {UNIX_PATH_MAX}: "
+        "use a shorter path"
+    )
+
+
 ADDRESS = Str(
     pattern=r"^(unix:///\S+|\[[0-9A-Fa-f:.]+\]:\d{1,5}|[A-Za-z0-9_.-]+:\d{1,5})$",
     hint="unix:///path/to.sock or host:port",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 
+from rungar.config.schema import unix_path_problem
 from rungar.errors import ConfigError
 
 UNIX_SCHEME = "unix://"
@@ -76,6 +77,9 @@ def check_address(address: str, *, secured: bool, who: str) -> None:
             unix_path(address)
         except ValueError as e:
             raise ConfigError([f"{who}: {e}"]) from e
+        too_long = unix_path_problem(address)
+        if too_long:
+            raise ConfigError([f"{who}: {address}: {too_long}"])
         return
     if "://" in address:
         raise ConfigError([f"{who}: {address!r}: use unix:///path or host:port"])

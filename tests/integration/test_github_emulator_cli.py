@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
+from pathlib import Path
 
 import httpx
 
@@ -18,15 +20,16 @@ from rungar.testing.github_emulator.harness import scale_set
 
 async def test_the_emulator_process_serves_a_client_and_a_fake_runner_end_to_end() -> None:
     emulator = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "rungar.cli.github_emulator", "--port", "0", "--long-poll", "0.3",
+        sys.executable, "-m", "rungar.cli.github_emulator", "--long-poll", "0.3",
         "--clock-factor", "20",
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         assert emulator.stdout is not None
-        line = (await asyncio.wait_for(emulator.stdout.readline(), timeout=20)).decode()
-        org_url = line.split()[2]
-        base = org_url.rsplit("/", 1)[0]
+        # No --port: any free port, and its URL alone on the first line.
+        base = (await asyncio.wait_for(emulator.stdout.readline(), timeout=20)).decode().strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+", base), base
+        org_url = f"{base}/octo-org"
         gh = ScaleSetGitHub(org_url, PatAuth("emulator-pat"), InstantClock())
         async with httpx.AsyncClient(base_url=base) as control:
             scale_set_id = await gh.ensure_scale_set(scale_set())
@@ -72,3 +75,27 @@ def test_the_emulator_also_runs_in_a_thread_for_sync_callers() -> None:
         assert created.status_code == 201
     finally:
         emu.stop_thread()
+
+
+def test_the_emulators_help_and_its_page_describe_every_control_route() -> None:
+    # Broken once (a route added to ControlRoutes and nowhere else): fails naming it.
+    from rungar.cli.github_emulator import CONTROL_API
+    from rungar.testing.github_emulator import GitHubEmulator
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "github-emulator.md").read_text()
+    emulator = GitHubEmulator()
+    routes = [
+        (method, route.path)
+        for route in emulator.app.routes
+        if getattr(route, "path", "").startswith("/_fake/")
+        for method in sorted(getattr(route, "methods", None) or ())
+        if method != "HEAD"
+    ]
+    assert len(routes) >= 11
+    for method, path in routes:
+        fixed = path.split("{")[0]  # what comes before the first parameter
+        in_help = [line for line in CONTROL_API.splitlines() if f"BASE{fixed}" in line]
+        assert any(method in line for line in in_help), f"--help lacks {method} {path}"
+        assert f"`{method} {fixed}" in page, f"docs/github-emulator.md lacks {method} {path}"
+    words = " ".join(CONTROL_API.split())
+    assert "the job_id in a provider's Create hints is this jobId" in words

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from rungar.errors import ProviderError, ProviderUnavailable
+from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
 from rungar.model.machine import (
     Created,
     CreateRequest,
@@ -243,3 +243,9 @@ def test_a_channel_waits_at_most_a_second_between_reconnect_attempts() -> None:
     jitter = 1.2  # gRPC spreads each wait by up to 20%
     assert options["grpc.max_reconnect_backoff_ms"] * jitter <= 1000
     assert options["grpc.initial_reconnect_backoff_ms"] <= options["grpc.max_reconnect_backoff_ms"]
+
+
+def test_a_socket_path_too_long_to_bind_is_a_configuration_error_not_a_bind_failure() -> None:
+    address = "unix:///tmp/" + "s" * 100 + ".sock"
+    with pytest.raises(ConfigError, match=r"provider far: .* is 110 bytes long; the kernel"):
+        GrpcProvider("far", address)

@@ -500,3 +500,16 @@ def test_an_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
     assert caught.value.problems == [
         f"{tmp_path / 'missing.yaml'}:1:1: cannot be read: No such file or directory"
     ]
+
+
+def test_a_unix_socket_path_longer_than_the_kernel_allows_is_refused_naming_the_key() -> None:
+    path = "/run/" + "d" * 98 + ".sock"  # 108 bytes: one past the kernel's 107
+    text = VALID.replace("type: fake", f"type: runnerd\n    address: unix://{path}")
+    refused_with(
+        text,
+        "s.yaml:4:5: providers[0].address: the socket path is 108 bytes long; the kernel "
+        "allows at most 107: use a shorter path",
+    )
+    at_the_limit = "/run/" + "d" * 97 + ".sock"  # 107 bytes
+    fits = VALID.replace("type: fake", f"type: runnerd\n    address: unix://{at_the_limit}")
+    assert parse_scale_sets(fits, "s.yaml").providers[0].address == f"unix://{at_the_limit}"
