@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import httpx
+from starlette.routing import Route
 
 from rungar.github.auth import PatAuth
 from rungar.github.service import ScaleSetGitHub
@@ -87,8 +88,8 @@ def test_the_emulators_help_and_its_page_describe_every_control_route() -> None:
     routes = [
         (method, route.path)
         for route in emulator.app.routes
-        if getattr(route, "path", "").startswith("/_fake/")
-        for method in sorted(getattr(route, "methods", None) or ())
+        if isinstance(route, Route) and route.path.startswith("/_fake/")
+        for method in sorted(route.methods or ())
         if method != "HEAD"
     ]
     assert len(routes) >= 11
