@@ -16,6 +16,7 @@ import structlog
 
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetsFile
+from rungar.engine.deadlines import call_timeouts, retime
 from rungar.engine.engine import Engine, ScaleSetState
 from rungar.engine.reconcile import reconcile
 from rungar.engine.status import snapshot
@@ -304,8 +305,9 @@ class Control:
                 provider = providers.get(entry.name)
                 if provider is None:
                     continue  # a new provider is checked once it is connected
+                timeout = call_timeouts(new.provider(entry.name), new.timing).timeout
                 try:
-                    found = await asyncio.wait_for(provider.validate_runner(entry.runner), 10)
+                    found = await asyncio.wait_for(provider.validate_runner(entry.runner), timeout)
                 except (ProviderError, TimeoutError) as e:
                     problems.append(
                         f"scale set {scale_set.name}: provider {entry.name} cannot check its "
@@ -322,6 +324,9 @@ class Control:
         old_names = set(engine.sets)
         engine.config = new
         engine.fleet.configure(new.providers, new.scale_sets, new.timing)
+        for provider_config in new.providers:
+            if provider_config.name in engine.providers:
+                retime(engine.providers[provider_config.name], provider_config, new.timing)
         for scale_set in new.scale_sets:
             state = engine.sets.get(scale_set.name)
             if state is None:

@@ -11,7 +11,6 @@ import contextlib
 import signal
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -21,6 +20,7 @@ from rungar.clock import Clock, SystemClock
 from rungar.config.loader import load_scale_sets
 from rungar.config.model import ProviderConfig, Timing
 from rungar.engine.control import Control
+from rungar.engine.deadlines import CallTimeouts, call_timeouts
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.metrics import Metrics
@@ -37,7 +37,6 @@ from rungar.store.sqlite import SqliteStore
 if TYPE_CHECKING:
     from rungar.rpc.client import GrpcProvider
     from rungar.rpc.plugin import PluginProcess
-    from rungar.rpc.tls import ClientTls
 
 log = structlog.get_logger("rungar.daemon")
 
@@ -104,40 +103,6 @@ def make_provider(
     return timeouts.client(config.name, config.address, tls=tls, token=token)
 
 
-@dataclass(frozen=True, slots=True)
-class CallTimeouts:
-    timeout: float  # List, Info, ValidateRunner, UpdateRunner
-    delete_timeout: float
-    create_timeout: float  # a Create without a budget of its own
-
-    def client(
-        self, name: str, address: str, tls: ClientTls | None = None, token: str = ""
-    ) -> GrpcProvider:
-        from rungar.rpc.client import GrpcProvider
-
-        return GrpcProvider(
-            name,
-            address,
-            tls=tls,
-            token=token,
-            timeout=self.timeout,
-            delete_timeout=self.delete_timeout,
-            create_timeout=self.create_timeout,
-        )
-
-
-def call_timeouts(config: ProviderConfig, timing: Timing) -> CallTimeouts:
-    """The deadline of each call kind to this provider: its ``timeout`` (else
-    ``timing.provider_timeout``) for List, Info, ValidateRunner and UpdateRunner;
-    ``timing.delete_timeout`` for Delete; ``timing.start_timeout`` for a Create that carries no
-    budget of its own (the engine's always carry what is left of the scale set's)."""
-    return CallTimeouts(
-        timeout=config.timeout or timing.provider_timeout,
-        delete_timeout=timing.delete_timeout,
-        create_timeout=timing.start_timeout,
-    )
-
-
 async def connect_provider(
     config: ProviderConfig,
     clock: Clock,
@@ -166,6 +131,11 @@ class PluginProvider:
     async def start(self) -> None:
         address = await self.plugin.start()
         self._client = self.timeouts.client(self.name, address)
+
+    def set_timeouts(self, timeouts: CallTimeouts) -> None:
+        self.timeouts = timeouts
+        if self._client is not None:
+            timeouts.apply(self._client)
 
     @property
     def client(self) -> GrpcProvider:

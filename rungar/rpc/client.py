@@ -84,20 +84,27 @@ class GrpcProvider:
         check_address(address, secured=tls is not None, who=f"provider {name}")
         if token and tls is None:
             raise ConfigError([f"provider {name}: a token is only ever sent over TLS"])
-        if min(timeout, delete_timeout, create_timeout) <= 0:
-            raise ConfigError([f"provider {name}: timeout must be positive"])
         self.name = name
         self.address = address
         self._tls = tls
         self._token = token
-        self._timeout = timeout
-        self._delete_timeout = delete_timeout
-        self._create_timeout = create_timeout  # when the request carries no budget
+        self.set_timeouts(
+            timeout=timeout, delete_timeout=delete_timeout, create_timeout=create_timeout
+        )
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
 
     def __repr__(self) -> str:
         return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
+
+    def set_timeouts(self, *, timeout: float, delete_timeout: float, create_timeout: float) -> None:
+        """The deadlines of List/Info/ValidateRunner/UpdateRunner, of Delete, and of a Create
+        whose request carries no budget; taken by the next call."""
+        if min(timeout, delete_timeout, create_timeout) <= 0:
+            raise ConfigError([f"provider {self.name}: timeout must be positive"])
+        self._timeout = timeout
+        self._delete_timeout = delete_timeout
+        self._create_timeout = create_timeout
 
     def _connect(self) -> Any:
         if self._stub is not None:

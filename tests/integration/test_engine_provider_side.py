@@ -24,6 +24,7 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.engine.control import Control
 from rungar.engine.daemon import make_provider
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
@@ -228,6 +229,35 @@ async def test_each_call_kind_carries_the_deadline_its_configuration_key_names(
         await engine.remove(record, RemovalReason.REQUESTED, forced=True)
     assert_near(deadline_of(a, "Delete"), 7, "Delete: timing.delete_timeout")
     assert_near(deadline_of(b, "Delete"), 7, "Delete: timing.delete_timeout, not b's timeout")
+
+
+async def test_a_timing_change_applied_live_sets_the_next_calls_deadlines(
+    worlds: Callable[..., World],
+) -> None:
+    # Broken before: the clients kept the deadlines they were made with until a restart.
+    world = worlds([scale_set("on-a", ["a"])])
+    await world.start()
+    a = world.side["a"]
+    control = Control(world.engine)
+    text = APPLIED.format(address=a.address)
+    answer = await control.apply(text, "scale_sets.yaml", dry_run=False)
+    assert answer["applied"], answer["problems"]
+    await reconcile(world.engine)
+    assert_near(deadline_of(a, "List"), 5, "List: the new timing.provider_timeout")
+    await world.demand("on-a", 1)
+    for record in list(world.engine.runners):
+        await world.engine.remove(record, RemovalReason.REQUESTED, forced=True)
+    assert_near(deadline_of(a, "Delete"), 9, "Delete: the new timing.delete_timeout")
+
+
+APPLIED = """\
+timing: {{ provider_timeout: 5s, delete_timeout: 9s, left_grace: 0s }}
+providers:
+  - {{ name: a, type: runnerd, address: "{address}", runner: {{ vcpus: 1, memory: 1GiB }} }}
+  - {{ name: b, type: runnerd, address: "unix:///nowhere/b.sock" }}
+scale_sets:
+  - {{ name: on-a, max_runners: 10, placement: pack, start_timeout: 60s, providers: [a] }}
+"""
 
 
 # ------------------------------------------------------------------ deletes
