@@ -236,9 +236,10 @@ class Control:
                 continue
             provider = record.provider
             if await self.engine.remove(record, RemovalReason.REQUESTED):
-                results.append(
-                    {"name": name, "ok": True, "message": f"{name}: removed from {provider}"}
-                )
+                message = f"{name}: removed from {provider}"
+                if not self.engine.fleet.is_reachable(provider):
+                    message = f"{name}: removed; its machine is deleted once {provider} lists again"
+                results.append({"name": name, "ok": True, "message": message})
             else:
                 results.append(
                     {"name": name, "ok": False, "message": f"{name}: busy with a job; not removed"}

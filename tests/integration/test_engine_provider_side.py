@@ -312,6 +312,28 @@ async def test_a_pass_sends_no_delete_to_an_unreachable_provider_and_the_rest_at
     assert engine.fleet.provider_count("a") == len(a.machines) == 2
 
 
+async def test_a_runner_removed_by_hand_from_an_unreachable_provider_waits_for_its_delete(
+    worlds: Callable[..., World],
+) -> None:
+    world = worlds([scale_set("on-a", ["a"])])
+    await world.start()
+    a = world.side["a"]
+    await world.demand("on-a", 1)
+    a.script.go_silent("List")
+    await reconcile(world.engine)
+    await world.engine.drain_tasks()
+    name = next(iter(a.machines))
+    answer = await Control(world.engine).remove_runners([name])
+    assert answer == [
+        {"name": name, "ok": True, "message": f"{name}: removed; its machine is deleted once a "
+         "lists again"}
+    ]  # fmt: skip
+    assert a.calls("Delete") == [] and name in a.machines
+    a.script.answer()
+    await reconcile(world.engine)
+    assert [r.name for r in a.calls("Delete")] == [name] and name not in a.machines
+
+
 # ------------------------------------------------------------------ probes and reconnects
 
 
