@@ -338,11 +338,11 @@ async def test_a_runner_removed_by_hand_from_an_unreachable_provider_waits_for_i
 
 
 async def test_an_unreachable_provider_that_answers_is_back_by_the_next_probe_not_the_next_pass(
-    short_dir: Path, worlds: Callable[..., World]
+    worlds: Callable[..., World],
 ) -> None:
     # Broken before: nothing listed a between passes, so it stayed out for reconcile_interval.
     clock = FakeClock()
-    world = worlds([scale_set("linux", ["a", "b"])], clock=clock)
+    world = worlds([scale_set("on-a", ["a"]), scale_set("on-b", ["b"])], clock=clock)
     await world.start()
     a = world.side["a"]
     a.script.go_silent("List", times=1)
@@ -351,8 +351,12 @@ async def test_an_unreachable_provider_that_answers_is_back_by_the_next_probe_no
     try:
         await wait_until(lambda: len(a.calls("List")) == 1)
         await wait_until(lambda: not world.engine.fleet.is_reachable("a"))
+        world.engine.on_demand("on-a", 1)  # a job waits: nowhere to place it yet
+        await world.engine.drain_tasks()
+        assert a.calls("Create") == []
         await clock.run_for(TIMING.probe_interval)  # well before the next pass (30 s)
-        await wait_until(lambda: world.engine.fleet.is_reachable("a"))
+        await wait_until(lambda: len(a.calls("Create")) == 1)
+        assert world.engine.fleet.is_reachable("a")
         assert len(a.calls("List")) == 2, "the probe's List, no pass's"
         assert len(world.side["b"].calls("List")) == 1, "only unreachable providers are probed"
     finally:
