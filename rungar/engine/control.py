@@ -348,6 +348,8 @@ class Control:
         engine.resync_fleet_counts()
         for name in list(engine.sets):
             engine.spawn(engine.scale(name))
+        for watcher in engine.phase_watchers:
+            watcher()  # scale sets came or went: readiness is what they now make it
 
 
 async def _close_all(providers: Mapping[str, Provider]) -> None:

@@ -171,3 +171,23 @@ async def test_status_wait_ready_gives_up_after_its_timeout_saying_what_is_not_u
         assert '"ready": true' in capsys.readouterr().out
     finally:
         await server.stop()
+
+
+async def test_a_scale_set_added_by_apply_is_waited_for_before_the_daemon_is_ready_again(
+    engine: Engine,
+) -> None:
+    reporter = ReadinessReporter(engine)
+    reporter.start()
+    for state in engine.sets.values():
+        state.phase = "LISTENING"
+    await settle()
+    assert reporter.answer()[0]
+    added = CONFIG + "  - { name: gpu, max_runners: 1, providers: [host] }\n"
+    answer = await Control(engine).apply(added, "scale_sets.yaml", dry_run=False)
+    assert answer["applied"], answer["problems"]
+    await settle()
+    assert reporter.answer() == (
+        False,
+        "2 of 3 scale sets have their message session; not yet gpu",
+    )
+    await reporter.stop()
