@@ -158,6 +158,9 @@ async def test_status_wait_ready_gives_up_after_its_timeout_saying_what_is_not_u
     parser = argparse.ArgumentParser(prog="rungar")
     status.add_parser(parser.add_subparsers(dest="command"), "status", "status")
     try:
+        alone = parser.parse_args(["status", "--timeout", "1s", "--socket", path])
+        assert status.run(alone) == 2, "--timeout only goes with --wait-ready"
+        assert capsys.readouterr().err == "rungar: --timeout goes with --wait-ready\n"
         args = parser.parse_args(["status", "--wait-ready", "--timeout", "0.5s", "--socket", path])
         code = await asyncio.to_thread(status.run, args)
         assert code == 1
