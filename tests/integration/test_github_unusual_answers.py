@@ -31,6 +31,14 @@ def _routes(emu: object, route: str) -> list[dict[str, object]]:
     return [r for r in emu.state.requests if r["route"] == route]  # type: ignore[attr-defined]
 
 
+async def _fault_next_poll(emu: object, fault: Fault) -> None:
+    """Add ``fault`` and return once a poll started after it (the one in flight had begun
+    without it, and would answer the next message unchanged)."""
+    polls = len(_routes(emu, "MQ_GET"))
+    emu.state.faults.add(fault)  # type: ignore[attr-defined]
+    await eventually(lambda: len(_routes(emu, "MQ_GET")) > polls, what="a poll with the fault")
+
+
 # ---- 1. empty or garbled 200s from the message queue -------------------------------------------
 
 
@@ -42,11 +50,11 @@ async def test_empty_200s_from_the_queue_back_off_and_then_recreate_the_session(
     async with (
         emulator() as emu,
         github(emu, clock=clock) as gh,
-        running_listener(gh, scale_set(), rec) as lis,
+        running_listener(gh, scale_set(), rec),
     ):
         await eventually(lambda: bool(rec.demands), what="the session")
         emu.state.faults.add(Fault("MQ_GET", kind=FaultKind.EMPTY, count=3))
-        await eventually(lambda: lis.sessions_recreated == 1, what="a new session")
+        await eventually(lambda: len(_routes(emu, "A8")) == 2, what="a new session")
         job = emu.state.queue_job(JOB)
         await eventually(lambda: rec.kinds(job.job_id) == [A], what="a job on the new session")
     assert clock.sleeps[:3] == [1.0, 2.0, 4.0]  # backed off as for any error
@@ -89,7 +97,7 @@ async def test_a_message_without_statistics_keeps_the_previous_demand_and_is_log
         await eventually(lambda: rec.demands[-1].assigned == 1, what="demand 1")
         seen = len(rec.demands)
         with capture_logs() as logs:
-            emu.state.faults.add(Fault("MQ_GET", kind=FaultKind.NO_STATISTICS, count=2))
+            await _fault_next_poll(emu, Fault("MQ_GET", kind=FaultKind.NO_STATISTICS, count=2))
             second = emu.state.queue_job(JOB)
             await eventually(lambda: rec.kinds(second.job_id) == [A], what="the second job")
             third = emu.state.queue_job(JOB)
@@ -139,22 +147,26 @@ async def test_registration_refused_beyond_both_windows_is_an_error() -> None:
 async def test_changing_the_runner_group_or_labels_patches_the_scale_set_in_place() -> None:
     # Before: a second scale set of the same name was created in the new group and the old one
     # stayed registered, taking jobs nobody served.
+    async with emulator(runner_groups={1: "Default", 2: "CI"}) as emu, github(emu) as gh:
+        first = await gh.ensure_scale_set(scale_set(labels=("rungar",)))
+        moved = await gh.ensure_scale_set(scale_set(labels=("rungar",), runner_group="ci"))
+        relabelled = await gh.ensure_scale_set(scale_set(labels=("gpu",), runner_group="ci"))
+    assert first == moved == relabelled
+    assert len(emu.state.scale_sets) == 1
+    record = emu.state.scale_sets[first]
+    assert record.runner_group_id == 2 and record.labels == ["linux", "gpu"]
+    assert len(_routes(emu, "A5")) == 1 and len(_routes(emu, "A6")) == 2
+
+
+async def test_a_restart_with_another_runner_group_updates_the_scale_set_it_recorded() -> None:
     async with emulator(runner_groups={1: "Default", 2: "CI"}) as emu:
-        sessions = InMemorySessionStore()
+        sessions = InMemorySessionStore()  # the state database, read again after the restart
         async with github(emu, sessions=sessions) as gh:
-            first = await gh.ensure_scale_set(scale_set(labels=("rungar",)))
-            moved = await gh.ensure_scale_set(scale_set(labels=("rungar",), runner_group="ci"))
-            relabelled = await gh.ensure_scale_set(scale_set(labels=("gpu",), runner_group="ci"))
-        assert first == moved == relabelled
-        assert len(emu.state.scale_sets) == 1
-        record = emu.state.scale_sets[first]
-        assert record.runner_group_id == 2 and record.labels == ["linux", "gpu"]
-        assert len(_routes(emu, "A5")) == 1 and len(_routes(emu, "A6")) == 2
-        # A restart knows the id from the state database: back to Default, still one scale set.
+            first = await gh.ensure_scale_set(scale_set())
         async with github(emu, sessions=sessions) as gh:
-            again = await gh.ensure_scale_set(scale_set(labels=("gpu",)))
-        assert again == first and emu.state.scale_sets[first].runner_group_id == 1
-        assert len(emu.state.scale_sets) == 1
+            again = await gh.ensure_scale_set(scale_set(runner_group="CI"))
+    assert again == first and emu.state.scale_sets[first].runner_group_id == 2
+    assert len(emu.state.scale_sets) == 1
 
 
 # ---- 6. rate limits ----------------------------------------------------------------------------
@@ -230,9 +242,12 @@ async def test_an_unknown_message_type_is_logged_skipped_and_not_acknowledged() 
     ):
         await eventually(lambda: bool(rec.demands), what="the session")
         with capture_logs() as logs:
-            emu.state.faults.add(Fault("MQ_GET", kind=FaultKind.UNKNOWN_TYPE))
+            await _fault_next_poll(emu, Fault("MQ_GET", kind=FaultKind.UNKNOWN_TYPE))
             skipped = emu.state.queue_job(JOB)
-            await eventually(lambda: lis.unknown_messages == 1, what="the odd message")
+            await eventually(
+                lambda: any(e["event"] == "github.unknown_message" for e in logs),
+                what="the odd message",
+            )
             job = emu.state.queue_job(JOB)
             await eventually(lambda: rec.kinds(job.job_id) == [A], what="the next message")
     warned = [e for e in logs if e["event"] == "github.unknown_message"]
