@@ -18,6 +18,7 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.engine.daemon import StoreCursors
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.reconcile import reconcile
@@ -256,3 +257,18 @@ async def test_the_job_wait_metric_uses_githubs_assign_and_start_times(world: Wo
     started = [e for e in world.engine.events.recent() if e.action == "job_started"]
     assert started[-1].attributes["waited_s"] == 42.5
     assert started[-1].attributes["queued_at"] == 1000.0
+
+
+async def test_the_state_database_keeps_scale_set_and_session_ids_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await StoreCursors(store).set_scale_set_id("linux", 7)
+    await StoreCursors(store).set_session_id(7, "6f1c-session")
+    store.close()
+    reopened = StoreCursors(SqliteStore(tmp_path / "state.db"))
+    assert await reopened.get_scale_set_id("linux") == 7
+    assert await reopened.get_session_id(7) == "6f1c-session"
+    await reopened.set_session_id(7, "")  # closed cleanly: nothing to delete at the next start
+    assert await reopened.get_session_id(7) == ""
+    assert await reopened.get_scale_set_id("windows") == 0

@@ -197,7 +197,8 @@ async def test_a_failed_ack_neither_loses_nor_duplicates_job_events() -> None:
 async def test_a_restart_with_a_stale_session_replays_nothing_already_handled() -> None:
     rec = Recorder()
     cursors = InMemoryCursorStore()
-    async with emulator(session_idle_ttl=1.0) as emu:
+    # 2 s: long enough that the restart meets the stale session even on a loaded machine.
+    async with emulator(session_idle_ttl=2.0) as emu:
         async with github(emu) as gh, running_listener(gh, scale_set(), rec, cursors) as lis:
             job = emu.state.queue_job(JOB)
             await eventually(lambda: rec.kinds(job.job_id) == [A], what="job")
