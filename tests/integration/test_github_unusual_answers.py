@@ -3,6 +3,8 @@ emulator with a fault plan (docs/github.md). Each test names the behaviour it ho
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 from structlog.testing import capture_logs
@@ -11,7 +13,7 @@ from rungar.errors import GitHubError
 from rungar.github.auth import AppAuth
 from rungar.github.interface import InMemorySessionStore, JobEventKind
 from rungar.github.timing import GitHubTiming
-from rungar.testing.github_emulator import Fault, FaultKind, InstantClock, JobSpec
+from rungar.testing.github_emulator import Fault, FaultKind, GitHubEmulator, InstantClock, JobSpec
 from rungar.testing.github_emulator.harness import (
     Recorder,
     emulator,
@@ -27,15 +29,15 @@ JOB = JobSpec(labels=("self-hosted", "rungar"))
 A = JobEventKind.ASSIGNED
 
 
-def _routes(emu: object, route: str) -> list[dict[str, object]]:
-    return [r for r in emu.state.requests if r["route"] == route]  # type: ignore[attr-defined]
+def _routes(emu: GitHubEmulator, route: str) -> list[dict[str, Any]]:
+    return [r for r in emu.state.requests if r["route"] == route]
 
 
-async def _fault_next_poll(emu: object, fault: Fault) -> None:
+async def _fault_next_poll(emu: GitHubEmulator, fault: Fault) -> None:
     """Add ``fault`` and return once a poll started after it (the one in flight had begun
     without it, and would answer the next message unchanged)."""
     polls = len(_routes(emu, "MQ_GET"))
-    emu.state.faults.add(fault)  # type: ignore[attr-defined]
+    emu.state.faults.add(fault)
     await eventually(lambda: len(_routes(emu, "MQ_GET")) > polls, what="a poll with the fault")
 
 
@@ -124,7 +126,7 @@ async def test_registration_retries_resend_the_same_token_for_thirty_seconds_the
         assert len(_routes(emu, "R2")) == 1  # one token, sent six times
         assert len(_routes(emu, "R3")) == 6
         assert clock.sleeps == [1.0, 2.0, 4.0, 8.0, 15.0]
-        tokens = {r["headers"]["authorization"] for r in _routes(emu, "R3")}  # type: ignore[index]
+        tokens = {r["headers"]["authorization"] for r in _routes(emu, "R3")}
         assert len(tokens) == 1
     async with emulator() as emu, github(emu, clock=InstantClock()) as gh:
         emu.state.faults.add(Fault("R3", status=403, count=7))
@@ -229,7 +231,7 @@ async def test_every_call_carries_rungars_user_agent_auth_and_rest_included() ->
         await gh.client.generate_rest_jit_config("rest-1", 1, ["rungar"])
     routes = {r["route"] for r in emu.state.requests}
     assert {"R1", "R2", "R3", "R4", "A2", "A5"} <= routes
-    agents = {r["headers"].get("user-agent", "") for r in emu.state.requests}  # type: ignore[union-attr]
+    agents = {r["headers"].get("user-agent", "") for r in emu.state.requests}
     assert all(a.startswith("rungar/") for a in agents), agents
 
 
@@ -267,6 +269,7 @@ async def test_job_events_carry_githubs_queue_assign_start_and_finish_times() ->
         job = emu.state.queue_job(JOB)
         await eventually(lambda: rec.kinds(job.job_id) == [A], what="assigned")
         runner = emu.state.register_runner(lis.scale_set_id, "linux-1")
+        assert runner is not None
         emu.state.connect(runner)
         emu.state.take_job(runner)
         emu.state.complete(job, "succeeded")
@@ -312,7 +315,7 @@ async def test_a_restart_deletes_its_own_stale_session_and_opens_at_once() -> No
             assert lis2.session is not None and lis2.session.conflicts == 0
             fresh = lis2.session.session.session_id  # type: ignore[union-attr]
             assert sessions.session_ids == {lis2.scale_set_id: fresh}
-        deleted = [r["path"].rsplit("/", 1)[-1] for r in _routes(emu, "A10")]  # type: ignore[union-attr]
+        deleted = [r["path"].rsplit("/", 1)[-1] for r in _routes(emu, "A10")]
         assert deleted[0] == stale
         assert len(_routes(emu, "A8")) == 2  # no 409 in between
 
