@@ -62,11 +62,11 @@ def parse_rate_limit(headers: Mapping[str, str]) -> RateLimit | None:
         return None
 
 
-def budget_wait(rate: RateLimit | None, now: float) -> float:
+def budget_wait(rate: RateLimit | None, now: float, cap: float = MAX_RESET_WAIT) -> float:
     """Seconds to hold every REST call because the budget is spent; 0 when there is budget."""
     if rate is None or rate.remaining > 0 or rate.reset_at <= now:
         return 0.0
-    return min(rate.reset_at - now + RESET_MARGIN, MAX_RESET_WAIT)
+    return min(rate.reset_at - now + RESET_MARGIN, cap)
 
 
 def retry_after(headers: Mapping[str, str], now: float) -> float | None:
@@ -137,12 +137,13 @@ def transient_wait(
     *,
     first: float = RETRY_FIRST,
     cap: float = RETRY_MAX,
+    after_cap: float = MAX_RESET_WAIT,
 ) -> float:
-    """Exponential 1 s … 30 s, or the server's ``Retry-After`` on 429/503."""
+    """Exponential 1 s … 30 s, or the server's ``Retry-After`` on 429/503 (up to ``after_cap``)."""
     if status in (429, 503):
         after = retry_after(headers, now)
         if after is not None:
-            return float(min(after, MAX_RESET_WAIT))
+            return float(min(after, after_cap))
     return min(first * 2.0 ** max(0, attempt - 1), cap)
 
 

@@ -109,7 +109,9 @@ class Transport:
         limit_waits = 0
         while True:
             if rest:
-                wait = budget_wait(self.rate_limit, self._clock.now())
+                wait = budget_wait(
+                    self.rate_limit, self._clock.now(), self.timing.rate_limit_wait_max
+                )
                 if wait > 0:
                     log.warning("github.budget_spent", wait_s=round(wait, 1))
                     await self._clock.sleep(wait)
@@ -227,6 +229,7 @@ class Transport:
                 self._clock.now(),
                 first=t.retry_first,
                 cap=t.retry_max,
+                after_cap=t.rate_limit_wait_max,
             )
             raise _TransientRetry(wait, response, f"HTTP {response.status}")
         return response
