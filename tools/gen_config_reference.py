@@ -96,6 +96,18 @@ SETTINGS_NOTES: dict[str, str] = {
     "github.timing.broker_retry_jitter": (
         "Each of those waits is made up to this fraction longer, at random."
     ),
+    "github.timing.installation_token_refresh_margin": (
+        "A GitHub App's installation token is renewed when this little of its life is left."
+    ),
+    "github.timing.registration_token_refresh_margin": (
+        "The registration token is renewed when this little of its life is left."
+    ),
+    "github.timing.admin_token_refresh_margin": (
+        "The Actions service token is renewed when this little of its life is left."
+    ),
+    "github.timing.message_queue_token_refresh_margin": (
+        "The message-queue token is refreshed when this little of its life is left."
+    ),
     "scale_sets": "Path of scale_sets.yaml; relative to this file's folder.",
     "installation": (
         "Installation id written on every machine's labels; empty = `gh-` + 12 hex digits of "

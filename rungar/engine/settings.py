@@ -38,6 +38,10 @@ class GitHubTimingSettings(_Strict):
     broker_retry_first: float = Field(default=1.0, gt=0)
     broker_retry_max: float = Field(default=8.0, gt=0)
     broker_retry_jitter: float = Field(default=0.25, ge=0, le=1)
+    installation_token_refresh_margin: float = Field(default=300.0, ge=0)
+    registration_token_refresh_margin: float = Field(default=300.0, ge=0)
+    admin_token_refresh_margin: float = Field(default=120.0, ge=0)
+    message_queue_token_refresh_margin: float = Field(default=600.0, ge=0)
 
     def value(self) -> GitHubTiming:
         return GitHubTiming(**self.model_dump())

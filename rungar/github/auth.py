@@ -35,9 +35,6 @@ log = structlog.get_logger("rungar.github")
 
 JWT_BACKDATE = 60.0
 JWT_LIFETIME = 9 * 60.0
-INSTALLATION_REFRESH_MARGIN = 5 * 60.0
-REGISTRATION_REFRESH_MARGIN = 5 * 60.0
-ADMIN_REFRESH_MARGIN = 2 * 60.0  # GARM's margin; ARC's 60 s left listeners dying at the hour
 REST_ACCEPT = "application/vnd.github+json"
 
 
@@ -165,7 +162,8 @@ class AppTokenSource:
         self._target = target
         self._transport = transport
         self._clock = clock
-        self._cache = _CachedToken(clock, INSTALLATION_REFRESH_MARGIN, self._mint)
+        margin = transport.timing.installation_token_refresh_margin
+        self._cache = _CachedToken(clock, margin, self._mint)
 
     async def _mint(self) -> tuple[str, float]:
         url = (
@@ -227,7 +225,7 @@ class AdminChain:
         self._clock = clock
         self._timing = timing or transport.timing
         self._registration = _CachedToken(
-            clock, REGISTRATION_REFRESH_MARGIN, self._mint_registration
+            clock, self._timing.registration_token_refresh_margin, self._mint_registration
         )
         self._connection: AdminConnection | None = None
         self._lock = asyncio.Lock()
@@ -256,7 +254,8 @@ class AdminChain:
 
     def _fresh(self) -> bool:
         c = self._connection
-        return c is not None and self._clock.now() + ADMIN_REFRESH_MARGIN < c.expires_at
+        margin = self._timing.admin_token_refresh_margin
+        return c is not None and self._clock.now() + margin < c.expires_at
 
     async def get(self) -> AdminConnection:
         if self._fresh():

@@ -172,6 +172,7 @@ class Listener:
                 conflict_retry_first=self._conflict[0],
                 conflict_retry_max=self._conflict[1],
                 store=self._sessions,
+                token_refresh_margin=self._timing.message_queue_token_refresh_margin,
             )
             opened = await self.session.open()
             # The service's word on pending work (ARC #3420), when it gave one.

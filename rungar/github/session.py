@@ -52,9 +52,11 @@ class MessageSession:
         conflict_retry_first: float = 10.0,
         conflict_retry_max: float = 60.0,
         store: SessionStore | None = None,
+        token_refresh_margin: float = MQ_REFRESH_MARGIN,
     ) -> None:
         self._client = client
         self._store = store
+        self._refresh_margin = token_refresh_margin
         self.scale_set_id = scale_set_id
         self._owner = owner_name
         self._clock = clock
@@ -115,7 +117,7 @@ class MessageSession:
         if self.session is None:
             return await self.open()
         expiry = jwt_expiry(self.session.message_queue_token)
-        if expiry and expiry - self._clock.now() < MQ_REFRESH_MARGIN:
+        if expiry and expiry - self._clock.now() < self._refresh_margin:
             await self.refresh()
         assert self.session is not None
         return self.session

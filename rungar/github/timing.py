@@ -32,6 +32,11 @@ class GitHubTiming:
     broker_retry_first: float = 1.0
     broker_retry_max: float = 8.0
     broker_retry_jitter: float = 0.25
+    # Credentials are renewed this long before they expire (tokens are read for their expiry).
+    installation_token_refresh_margin: float = 5 * 60.0
+    registration_token_refresh_margin: float = 5 * 60.0
+    admin_token_refresh_margin: float = 2 * 60.0  # GARM's; ARC's 60 s left listeners dying
+    message_queue_token_refresh_margin: float = 10 * 60.0
 
     def __post_init__(self) -> None:
         if self.session_recreate_after < 1:
