@@ -81,11 +81,11 @@ async def test_a_kill_9_during_a_burst_places_the_next_runner_within_seconds_of_
     await machines_at_least(world, 3, 20)
     world.kill_daemon()  # its message session stays alive on the emulator
     burst(world, 2)  # the burst goes on while the daemon is down
-    loop = asyncio.get_running_loop()
-    restarted = loop.time()
+    # Watched from the restart on, not from when `rungar status` first answers (that command's
+    # own start-up is no part of the daemon's).
+    placed = asyncio.ensure_future(machines_at_least(world, 5, RESTART_BUDGET + 30))
     await world.start_daemon()
-    await machines_at_least(world, 5, RESTART_BUDGET + 30)
-    took = loop.time() - restarted
+    took = await placed
     print(f"next runner {took:.2f} s after the restart")  # shown with -s
     assert took < RESTART_BUDGET, f"the next runner came {took:.1f} s after the restart"
     assert len(world.machines()) == 5, "the first wave was adopted, not made again"
