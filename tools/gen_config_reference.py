@@ -67,6 +67,46 @@ SETTINGS_NOTES: dict[str, str] = {
     "github.app_installation_id": "The App's installation id.",
     "github.app_private_key_path": "File holding the App's private key (PEM); mode 0600.",
     "github.long_poll_timeout": "Seconds a message-session long poll waits for news.",
+    "github.timing": "The GitHub client's waits; docs/github.md says when each applies.",
+    "github.timing.error_backoff_first": (
+        "First wait of a listener after a failed turn (error answer, empty or garbled 200); "
+        "doubles."
+    ),
+    "github.timing.error_backoff_max": "Longest wait of a listener between failed turns.",
+    "github.timing.session_recreate_after": (
+        "Failed turns in a row after which the message session is deleted and opened anew."
+    ),
+    "github.timing.registration_retry_window": (
+        "Seconds the same registration token is resent while runner-registration refuses it "
+        "(401/403) before a new one is minted."
+    ),
+    "github.timing.registration_retry_first": "First of those waits; doubles.",
+    "github.timing.rate_limit_wait_first": (
+        "Wait after a rate limit that names no Retry-After or reset time; doubles with each "
+        "wait in a row."
+    ),
+    "github.timing.rate_limit_wait_max": "Longest rate-limit wait.",
+    "github.timing.retry_first": "First wait before retrying a connection error or a 5xx; doubles.",
+    "github.timing.retry_max": "Longest wait between those retries.",
+    "github.timing.broker_retry_first": (
+        "First wait after a 429 of the Actions service or broker without Retry-After; doubles."
+    ),
+    "github.timing.broker_retry_max": "Longest of those waits.",
+    "github.timing.broker_retry_jitter": (
+        "Each of those waits is made up to this fraction longer, at random."
+    ),
+    "github.timing.installation_token_refresh_margin": (
+        "A GitHub App's installation token is renewed when this little of its life is left."
+    ),
+    "github.timing.registration_token_refresh_margin": (
+        "The registration token is renewed when this little of its life is left."
+    ),
+    "github.timing.admin_token_refresh_margin": (
+        "The Actions service token is renewed when this little of its life is left."
+    ),
+    "github.timing.message_queue_token_refresh_margin": (
+        "The message-queue token is refreshed when this little of its life is left."
+    ),
     "scale_sets": "Path of scale_sets.yaml; relative to this file's folder.",
     "installation": (
         "Installation id written on every machine's labels; empty = `gh-` + 12 hex digits of "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import structlog
 
 from rungar.config.loader import parse_scale_sets
-from rungar.config.model import ProviderConfig, ScaleSetsFile
+from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetsFile
 from rungar.engine.deadlines import call_timeouts, retime
 from rungar.engine.engine import Engine, ScaleSetState
 from rungar.engine.reconcile import reconcile
@@ -68,10 +68,17 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
     for name in sorted(new_s.keys() & old_s.keys()):
         a, b = asdict(old_s[name]), asdict(new_s[name])
         for key in sorted(k for k in b if a.get(k) != b.get(k)):
-            lines.append(f"~ scale set {name}: {key} {_short(a.get(key))} -> {_short(b.get(key))}")
+            line = f"~ scale set {name}: {key} {_short(a.get(key))} -> {_short(b.get(key))}"
+            if key in GITHUB_KEYS:
+                line += " (updates the scale set on GitHub in place)"
+            lines.append(line)
     if asdict(old.timing) != asdict(new.timing):
         lines.append("~ timing")
     return sorted(lines, key=lambda line: line[2:])
+
+
+# What GitHub holds of a scale set besides its name: a change PATCHes it, keeping its id.
+GITHUB_KEYS = ("runner_group", "labels")
 
 
 def _short(value: object) -> str:
@@ -320,6 +327,9 @@ class Control:
                 ]
         return problems
 
+    async def _update_on_github(self, scale_set: ScaleSetConfig) -> None:
+        await _update_github_scale_set(self.engine, scale_set)
+
     def _apply(self, new: ScaleSetsFile) -> None:
         engine = self.engine
         old_names = set(engine.sets)
@@ -337,6 +347,8 @@ class Control:
                 if self.runloop is not None:
                     self.runloop.start_scale_set(scale_set.name)
             else:
+                if any(getattr(state.config, k) != getattr(scale_set, k) for k in GITHUB_KEYS):
+                    engine.spawn(self._update_on_github(scale_set))
                 state.config = scale_set
                 if not state.paused:
                     engine.github.set_max_capacity(scale_set.name, scale_set.max_runners)
@@ -350,6 +362,14 @@ class Control:
             engine.spawn(engine.scale(name))
         for watcher in engine.phase_watchers:
             watcher()  # scale sets came or went: readiness is what they now make it
+
+
+async def _update_github_scale_set(engine: Engine, scale_set: ScaleSetConfig) -> None:
+    """PATCH the scale set's runner group and labels; the listener keeps its id and session."""
+    try:
+        await engine.github.ensure_scale_set(scale_set)
+    except RungarError as e:  # the listener's next ensure tries again
+        log.warning("apply.scale_set_not_updated", scale_set=scale_set.name, error=str(e))
 
 
 async def _close_all(providers: Mapping[str, Provider]) -> None:

@@ -42,7 +42,8 @@ log = structlog.get_logger("rungar.daemon")
 
 
 class StoreCursors:
-    """The listener's last message ids, kept in the state database."""
+    """What the GitHub side keeps in the state database: each listener's last message id, each
+    scale set's id and the message session it holds (deleted at the next start after a crash)."""
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
@@ -52,6 +53,18 @@ class StoreCursors:
 
     async def set_last_message_id(self, scale_set_id: int, message_id: int) -> None:
         self.store.set_last_message_id(str(scale_set_id), message_id)
+
+    async def get_scale_set_id(self, name: str) -> int:
+        return int(self.store.get_meta(f"github.scale_set_id.{name}") or 0)
+
+    async def set_scale_set_id(self, name: str, scale_set_id: int) -> None:
+        self.store.set_meta(f"github.scale_set_id.{name}", str(scale_set_id))
+
+    async def get_session_id(self, scale_set_id: int) -> str:
+        return self.store.get_meta(f"github.session_id.{scale_set_id}") or ""
+
+    async def set_session_id(self, scale_set_id: int, session_id: str) -> None:
+        self.store.set_meta(f"github.session_id.{scale_set_id}", session_id)
 
 
 def plugin_settings(config: ProviderConfig, installation: str) -> dict[str, Any]:
@@ -206,7 +219,9 @@ class Daemon:
             auth,
             self.clock,
             cursors=StoreCursors(store),
+            sessions=StoreCursors(store),
             long_poll_timeout=gh.long_poll_timeout,
+            timing=gh.timing.value(),
             session_retry_first=self.timing.session_retry_first,
             session_retry_max=self.timing.session_retry_max,
         )

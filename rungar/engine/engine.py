@@ -32,7 +32,7 @@ from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.errors import GitHubError, ProviderError, RungarError
-from rungar.github.interface import GitHub, RemoveOutcome
+from rungar.github.interface import GitHub, JobTimes, RemoveOutcome
 from rungar.model.labels import machine_labels
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
 from rungar.model.provider import Provider
@@ -48,6 +48,18 @@ T = TypeVar("T")
 # Deletes in flight at once, every provider together: enough that a pass removing many runners
 # is not serialised on one slow provider, few enough not to flood a backend.
 MAX_PARALLEL_DELETES = 16
+
+
+def _job_times(times: JobTimes | None, waited: float | None) -> dict[str, float]:
+    """A job_started event's times: GitHub's (epoch seconds) where it sent them, and the wait."""
+    out: dict[str, float] = {}
+    if times is not None:
+        for key, value in (("queued_at", times.queued), ("assigned_at", times.assigned)):
+            if value > 0:
+                out[key] = value
+    if waited is not None:
+        out["waited_s"] = round(waited, 1)
+    return out
 
 
 @dataclass
@@ -551,15 +563,24 @@ class Engine:
                 boot_duration=round(boot, 1),
             )
 
-    def on_job_started(self, name: str, job_id: str, runner: str, hint: JobHint) -> None:
+    def on_job_started(
+        self, name: str, job_id: str, runner: str, hint: JobHint, times: JobTimes | None = None
+    ) -> None:
+        """``times`` are GitHub's: its assign and runner-assign times give the job's wait when
+        known (they are true across a restart and a late message); else the local clock does."""
         state = self.sets.get(name)
         record = self.runners.get(runner)
+        github_wait = times.runner_wait if times is not None else None
+        waited: float | None = None
         if state is not None:
             state.queued.pop(job_id, None)
             assigned_at = state.assigned_at.pop(job_id, None)
-            if assigned_at is not None:
-                wait = self.clock.now() - assigned_at
-                self.metrics.job_runner_wait.labels(name).observe(wait)
+            if github_wait is not None:
+                waited = github_wait
+            elif assigned_at is not None:
+                waited = self.clock.now() - assigned_at
+            if waited is not None:
+                self.metrics.job_runner_wait.labels(name).observe(waited)
             self.metrics.jobs_started.labels(name).inc()
         if record is not None and record.state is not RunnerState.LEAVING:
             self.mark_connected(record)
@@ -576,6 +597,7 @@ class Engine:
                 message=record.job,
                 job_id=job_id,
                 repository=hint.repository,
+                **_job_times(times, waited),
             )
             provider = self.providers.get(record.provider)
             if provider is not None:

@@ -90,7 +90,7 @@ class RunLoop:
         elif event.kind is JobEventKind.ASSIGNED:
             engine.on_job_assigned(name, event.job_id, event.hint)
         elif event.kind is JobEventKind.STARTED:
-            engine.on_job_started(name, event.job_id, event.runner_name, event.hint)
+            engine.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
         elif event.kind is JobEventKind.COMPLETED:
             engine.on_job_completed(name, event.job_id, event.runner_name, event.result)
 

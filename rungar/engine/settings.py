@@ -16,10 +16,35 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rungar.errors import ConfigError
+from rungar.github.timing import GitHubTiming
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GitHubTimingSettings(_Strict):
+    """Every wait of the GitHub client and listener (docs/github.md); defaults as documented."""
+
+    error_backoff_first: float = Field(default=1.0, gt=0)
+    error_backoff_max: float = Field(default=60.0, gt=0)
+    session_recreate_after: int = Field(default=3, ge=1)
+    registration_retry_window: float = Field(default=30.0, ge=0)
+    registration_retry_first: float = Field(default=1.0, gt=0)
+    rate_limit_wait_first: float = Field(default=60.0, gt=0)
+    rate_limit_wait_max: float = Field(default=900.0, gt=0)
+    retry_first: float = Field(default=1.0, gt=0)
+    retry_max: float = Field(default=30.0, gt=0)
+    broker_retry_first: float = Field(default=1.0, gt=0)
+    broker_retry_max: float = Field(default=8.0, gt=0)
+    broker_retry_jitter: float = Field(default=0.25, ge=0, le=1)
+    installation_token_refresh_margin: float = Field(default=300.0, ge=0)
+    registration_token_refresh_margin: float = Field(default=300.0, ge=0)
+    admin_token_refresh_margin: float = Field(default=120.0, ge=0)
+    message_queue_token_refresh_margin: float = Field(default=600.0, ge=0)
+
+    def value(self) -> GitHubTiming:
+        return GitHubTiming(**self.model_dump())
 
 
 class GitHubSettings(_Strict):
@@ -30,6 +55,7 @@ class GitHubSettings(_Strict):
     app_installation_id: int = 0
     app_private_key_path: str = ""
     long_poll_timeout: float = 50.0
+    timing: GitHubTimingSettings = GitHubTimingSettings()
 
 
 class MetricsSettings(_Strict):

@@ -7,6 +7,11 @@ the chain registration token → ``runner-registration`` gives the Actions servi
 a JWT whose ``exp`` is read (without verifying it) so the chain is re-run before it runs out.
 Concurrent callers share one mint: a lock serialises refreshes and the second caller finds the
 fresh token. Apps cannot register enterprise runners, so that combination is refused at load.
+
+A fresh registration token can be refused by ``runner-registration`` (401/403) for a little
+while after it was minted (ARC #3377). Like the official clients, Rungar sends the *same* token
+again, waits growing, for ``registration_retry_window`` (30 s) before minting a new one: a new
+token would start that lag over. The new token gets one more window; then the refusal stands.
 """
 
 from __future__ import annotations
@@ -18,17 +23,18 @@ from datetime import datetime
 from typing import Protocol
 
 import jwt
+import structlog
 
 from rungar.clock import Clock
 from rungar.errors import ConfigError, GitHubError
+from rungar.github.timing import GitHubTiming
 from rungar.github.transport import Response, Transport
 from rungar.github.urls import GitHubTarget, Scope
 
+log = structlog.get_logger("rungar.github")
+
 JWT_BACKDATE = 60.0
 JWT_LIFETIME = 9 * 60.0
-INSTALLATION_REFRESH_MARGIN = 5 * 60.0
-REGISTRATION_REFRESH_MARGIN = 5 * 60.0
-ADMIN_REFRESH_MARGIN = 2 * 60.0  # GARM's margin; ARC's 60 s left listeners dying at the hour
 REST_ACCEPT = "application/vnd.github+json"
 
 
@@ -156,7 +162,8 @@ class AppTokenSource:
         self._target = target
         self._transport = transport
         self._clock = clock
-        self._cache = _CachedToken(clock, INSTALLATION_REFRESH_MARGIN, self._mint)
+        margin = transport.timing.installation_token_refresh_margin
+        self._cache = _CachedToken(clock, margin, self._mint)
 
     async def _mint(self) -> tuple[str, float]:
         url = (
@@ -205,14 +212,20 @@ class AdminChain:
     """registration token → runner-registration → (admin URL, admin JWT), each cached to expiry."""
 
     def __init__(
-        self, target: GitHubTarget, tokens: TokenSource, transport: Transport, clock: Clock
+        self,
+        target: GitHubTarget,
+        tokens: TokenSource,
+        transport: Transport,
+        clock: Clock,
+        timing: GitHubTiming | None = None,
     ) -> None:
         self._target = target
         self._tokens = tokens
         self._transport = transport
         self._clock = clock
+        self._timing = timing or transport.timing
         self._registration = _CachedToken(
-            clock, REGISTRATION_REFRESH_MARGIN, self._mint_registration
+            clock, self._timing.registration_token_refresh_margin, self._mint_registration
         )
         self._connection: AdminConnection | None = None
         self._lock = asyncio.Lock()
@@ -241,7 +254,8 @@ class AdminChain:
 
     def _fresh(self) -> bool:
         c = self._connection
-        return c is not None and self._clock.now() + ADMIN_REFRESH_MARGIN < c.expires_at
+        margin = self._timing.admin_token_refresh_margin
+        return c is not None and self._clock.now() + margin < c.expires_at
 
     async def get(self) -> AdminConnection:
         if self._fresh():
@@ -262,33 +276,56 @@ class AdminChain:
     async def _connect(self) -> AdminConnection:
         url = f"{self._target.rest_base}/actions/runner-registration"
         body = {"url": self._target.config_url, "runner_event": "register"}
-        # 401/403 here is retried (ARC #3377): a registration token can lag behind its mint.
-        for attempt in range(4):
-            headers = {
-                "Authorization": f"RemoteAuth {await self._registration.get()}",
-                "Content-Type": "application/json",
-            }
-            response = await self._transport.request(
-                "POST", url, headers=headers, json_body=body, rest=True
-            )
-            if response.status in (401, 403) and attempt < 3:
-                self._registration.invalidate()
-                await self._clock.sleep(0.5 * 2**attempt)
-                continue
-            answer = _expect(response, None, "runner registration")
-            admin_url, token = answer.get("url"), answer.get("token")
-            if (
-                not isinstance(admin_url, str)
-                or not admin_url
-                or not isinstance(token, str)
-                or not token
-            ):
-                raise GitHubError("runner registration: answer lacks url or token", response.status)
-            expires = jwt_expiry(token) or self._clock.now() + 3600
-            return AdminConnection(
-                admin_url if admin_url.endswith("/") else admin_url + "/", token, expires
-            )
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        t = self._timing
+        for window in range(2):  # the first token, then one freshly minted
+            waited = 0.0  # summed, not read from the clock: the window is a budget of waits
+            tries = 0
+            while True:
+                tries += 1
+                headers = {
+                    "Authorization": f"RemoteAuth {await self._registration.get()}",
+                    "Content-Type": "application/json",
+                }
+                response = await self._transport.request(
+                    "POST", url, headers=headers, json_body=body, rest=True
+                )
+                if response.status not in (401, 403):
+                    return self._connection_from(response)
+                wait = min(
+                    t.registration_retry_first * 2 ** (tries - 1),
+                    t.registration_retry_window - waited,
+                )
+                if wait <= 0:
+                    break
+                waited += wait
+                log.info(
+                    "github.registration_refused",
+                    status=response.status,
+                    retry_in_s=round(wait, 1),
+                    note="the same registration token is sent again",
+                )
+                await self._clock.sleep(wait)
+            if window == 0:
+                self._registration.invalidate()  # refused all window long: mint a new one
+        raise GitHubError(
+            f"runner registration: HTTP {response.status}: {error_message(response)}",
+            response.status,
+        )
+
+    def _connection_from(self, response: Response) -> AdminConnection:
+        answer = _expect(response, None, "runner registration")
+        admin_url, token = answer.get("url"), answer.get("token")
+        if (
+            not isinstance(admin_url, str)
+            or not admin_url
+            or not isinstance(token, str)
+            or not token
+        ):
+            raise GitHubError("runner registration: answer lacks url or token", response.status)
+        expires = jwt_expiry(token) or self._clock.now() + 3600
+        return AdminConnection(
+            admin_url if admin_url.endswith("/") else admin_url + "/", token, expires
+        )
 
 
 def _expect(response: Response, statuses: tuple[int, ...] | None, what: str) -> dict[str, object]:

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from rungar.errors import GitHubError
 from rungar.github.auth import REST_ACCEPT, AdminChain, TokenSource, error_message
 from rungar.github.exceptions import (
+    GarbledAnswer,
     MessageQueueTokenExpired,
     RunnerBusy,
     RunnerExists,
@@ -24,7 +25,7 @@ from rungar.github.exceptions import (
     SessionConflict,
     SessionGone,
 )
-from rungar.github.transport import Response, Transport
+from rungar.github.transport import USER_AGENT, Response, Transport
 from rungar.github.urls import GitHubTarget
 from rungar.github.wire import (
     JitConfig,
@@ -33,13 +34,13 @@ from rungar.github.wire import (
     RunnerReference,
     ScaleSet,
     Session,
+    list_answer,
     list_values,
     scale_set_labels,
 )
 
 API_VERSION = "6.0-preview"
 LONG_POLL_TIMEOUT = 70.0  # the service holds a poll ~50 s; a hung connection is cut after this
-USER_AGENT = "rungar/0.1 (scaleset)"
 AGENTS = "_apis/distributedtask/pools/0/agents"
 SCALE_SETS = "_apis/runtime/runnerscalesets"
 
@@ -155,9 +156,9 @@ class ScaleSetClient:
         if name.lower() == "default":
             return RunnerGroup(1, "Default", True)
         r = await self._call("GET", "_apis/runtime/runnergroups/", params={"groupName": name})
-        groups = list_values(self._object(r, "get runner group"))
-        if len(groups) != 1:
-            found = "no" if not groups else str(len(groups))
+        count, groups = list_answer(self._object(r, "get runner group"))
+        if count != 1 or not groups:
+            found = "no" if not count else str(count)
             raise GitHubError(f"runner group {name!r}: {found} group(s) of that name", r.status)
         return RunnerGroup.from_json(groups[0])
 
@@ -165,9 +166,9 @@ class ScaleSetClient:
         """A2."""
         params = {"runnerGroupId": str(runner_group_id), "name": name}
         r = await self._call("GET", SCALE_SETS, params=params)
-        found = list_values(self._object(r, "get scale set"))
-        if len(found) > 1:
-            raise GitHubError(f"scale set {name!r}: {len(found)} scale sets of that name", r.status)
+        count, found = list_answer(self._object(r, "get scale set"))
+        if count > 1:
+            raise GitHubError(f"scale set {name!r}: {count} scale sets of that name", r.status)
         return ScaleSet.from_json(found[0]) if found else None
 
     async def get_scale_set_by_id(self, scale_set_id: int) -> ScaleSet | None:
@@ -251,7 +252,9 @@ class ScaleSetClient:
     async def get_message(
         self, session: Session, last_message_id: int, max_capacity: int
     ) -> Message | None:
-        """One long poll. None on 202, on 200 with an empty body (ARC #4285) and on a cut poll."""
+        """One long poll: None on 202 and on a cut poll. A 200 whose body is empty or not a
+        message raises :class:`GarbledAnswer` (ARC #4285, #4470): it is no answer, and reading
+        it as "no message" made the listener poll again at once, hundreds of times a second."""
         url = session.message_queue_url
         if last_message_id > 0:
             url = with_query(url, {"lastMessageId": str(last_message_id)})
@@ -264,17 +267,19 @@ class ScaleSetClient:
             if e.status is None:  # timeouts and resets: a poll that produced nothing
                 return None
             raise
-        if r.status == 202 or (r.status == 200 and not r.body.strip(b"\xef\xbb\xbf \r\n\t")):
+        if r.status == 202:
             return None
+        if r.status == 200 and not r.body.strip(b"\xef\xbb\xbf \r\n\t"):
+            raise GarbledAnswer("message queue answered 200 with an empty body", 200)
         if r.status == 401:
             raise MessageQueueTokenExpired("message queue token refused", 401)
         if r.status == 404:
             raise SessionGone(f"message queue answered 404: {error_message(r)}", 404)
         try:
             return Message.from_json(self._object(r, "get message"))
-        except GitHubError:
-            if r.status == 200:  # a garbled body is transient like an empty one (ARC #4470)
-                return None
+        except GitHubError as e:
+            if r.status == 200:
+                raise GarbledAnswer(f"message queue answered 200 with {e}", 200) from e
             raise
 
     async def delete_message(self, session: Session, message_id: int) -> None:
@@ -340,9 +345,11 @@ class ScaleSetClient:
         return RunnerReference.from_json(self._object(r, "get runner"))
 
     async def get_runner_by_name(self, name: str) -> RunnerReference | None:
-        """A15."""
+        """A15. Several runners of one name is an error: which one to remove or trust is unknown."""
         r = await self._call("GET", AGENTS, params={"agentName": name})
-        found = list_values(self._object(r, "get runner by name"))
+        count, found = list_answer(self._object(r, "get runner by name"))
+        if count > 1:
+            raise GitHubError(f"runner {name!r}: {count} runners of that name", r.status)
         return RunnerReference.from_json(found[0]) if found else None
 
     async def list_runners(self) -> list[RunnerReference]:

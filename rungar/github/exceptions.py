@@ -22,6 +22,14 @@ class ScaleSetGone(GitHubError):
     """``RunnerScaleSetNotFoundException``: the scale set was deleted on GitHub (ARC #3935)."""
 
 
+class GarbledAnswer(GitHubError):
+    """A 200 from the message queue with an empty or unreadable body (ARC #4285, #4470).
+
+    Not "no message": the listener treats it as a failed turn of the session, backs off, and
+    re-creates the session when it keeps happening.
+    """
+
+
 class MessageQueueTokenExpired(GitHubError):
     """401 from the message queue or acquire: refresh the session and retry once."""
 

@@ -34,6 +34,24 @@ class Demand:
     at: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class JobTimes:
+    """GitHub's own times of a job (epoch seconds; 0 until the step happened): queued, assigned
+    to the scale set, taken by a runner, finished."""
+
+    queued: float = 0.0
+    assigned: float = 0.0
+    started: float = 0.0
+    finished: float = 0.0
+
+    @property
+    def runner_wait(self) -> float | None:
+        """Assigned to the scale set until a runner took it, by GitHub's clock; None if unknown."""
+        if self.assigned > 0 and self.started >= self.assigned:
+            return self.started - self.assigned
+        return None
+
+
 class JobEventKind(StrEnum):
     ASSIGNED = "assigned"
     STARTED = "started"
@@ -50,6 +68,7 @@ class JobEvent:
     runner_id: int = 0
     result: str = ""  # lower-cased: "succeeded", "failed", "canceled", …
     at: float = 0.0
+    times: JobTimes = JobTimes()
 
     @property
     def canceled(self) -> bool:
@@ -97,6 +116,50 @@ class InMemoryCursorStore:
 
     async def set_last_message_id(self, scale_set_id: int, message_id: int) -> None:
         self.cursors[scale_set_id] = message_id
+
+
+class SessionStore(Protocol):
+    """What the GitHub side records between runs: each scale set's id (by name), so a changed
+    runner group updates the scale set instead of creating a second one, and the id of the
+    message session held, per scale set id.
+
+    After a crash (``kill -9``) the session lingers on GitHub and a new one is refused (409)
+    until it expires, minutes later. The recorded id lets the restarted daemon delete its own
+    stale session first; a session it has no record of (another installation's) is waited for.
+    """
+
+    async def get_scale_set_id(self, name: str) -> int: ...
+
+    async def set_scale_set_id(self, name: str, scale_set_id: int) -> None: ...
+
+    async def get_session_id(self, scale_set_id: int) -> str: ...
+
+    async def set_session_id(self, scale_set_id: int, session_id: str) -> None:
+        """Record ``session_id``; an empty one forgets the record."""
+        ...
+
+
+class InMemorySessionStore:
+    """For tests and for a daemon without a store: nothing survives a restart."""
+
+    def __init__(self) -> None:
+        self.session_ids: dict[int, str] = {}
+        self.scale_set_ids: dict[str, int] = {}
+
+    async def get_scale_set_id(self, name: str) -> int:
+        return self.scale_set_ids.get(name, 0)
+
+    async def set_scale_set_id(self, name: str, scale_set_id: int) -> None:
+        self.scale_set_ids[name] = scale_set_id
+
+    async def get_session_id(self, scale_set_id: int) -> str:
+        return self.session_ids.get(scale_set_id, "")
+
+    async def set_session_id(self, scale_set_id: int, session_id: str) -> None:
+        if session_id:
+            self.session_ids[scale_set_id] = session_id
+        else:
+            self.session_ids.pop(scale_set_id, None)
 
 
 class GitHub(Protocol):

@@ -8,7 +8,12 @@ ids are acquired first (a failed acquire leaves the message unacked so it comes 
 go through :class:`JobTracker`, the cursor is persisted, then the message is acked. A message at
 or below the persisted cursor is acked and skipped, so a restart neither replays nor loses.
 Handler errors are logged, never fatal (GARM PR #812). A deleted scale set is re-created, with its
-cursor starting over under the new id; any other failure backs off and tries again.
+cursor starting over under the new id; any other failure (an error answer, an empty or garbled
+200) backs off and tries again, and after ``session_recreate_after`` failures in a row the
+session is deleted and opened anew. A message without statistics keeps the previous ones (read
+as zero they would scale runners down); a message of an unknown type is logged, skipped and left
+unacknowledged. Polls are never slowed by the REST rate-limit budget: the queue is not REST.
+The waits are :class:`GitHubTiming`; docs/github.md describes every case.
 """
 
 from __future__ import annotations
@@ -23,10 +28,10 @@ from rungar.config.model import ScaleSetConfig
 from rungar.errors import GitHubError
 from rungar.github.client import ScaleSetClient
 from rungar.github.exceptions import ScaleSetGone
-from rungar.github.interface import CursorStore, Demand, JobEvent, JobEventKind
+from rungar.github.interface import CursorStore, Demand, JobEvent, JobEventKind, JobTimes
 from rungar.github.jobs import JobTracker
-from rungar.github.ratelimit import poll_stretch
-from rungar.github.session import MessageSession
+from rungar.github.session import MessageSession, SessionStore
+from rungar.github.timing import GitHubTiming
 from rungar.github.wire import JOB_MESSAGES, JobMessage, Message, Statistics
 from rungar.model.machine import JobHint
 
@@ -34,8 +39,6 @@ log = structlog.get_logger("rungar.github")
 
 DemandHandler = Callable[[Demand], Awaitable[None]]
 JobHandler = Callable[[JobEvent], Awaitable[None]]
-ERROR_BACKOFF_FIRST = 1.0
-ERROR_BACKOFF_MAX = 60.0
 
 
 def demand_from(config: ScaleSetConfig, scale_set_id: int, stats: Statistics, now: float) -> Demand:
@@ -67,7 +70,8 @@ class Listener:
         owner_name: str,
         conflict_retry_first: float = 10.0,
         conflict_retry_max: float = 60.0,
-        budget_poll_pause: float = 30.0,
+        timing: GitHubTiming | None = None,
+        sessions: SessionStore | None = None,
     ) -> None:
         self._client = client
         self.config = config
@@ -78,7 +82,10 @@ class Listener:
         self._on_job = on_job
         self._owner = owner_name
         self._conflict = (conflict_retry_first, conflict_retry_max)
-        self._budget_poll_pause = budget_poll_pause
+        self._timing = timing or GitHubTiming()
+        self._sessions = sessions
+        self._failures = 0  # failed turns in a row
+        self._warned_no_statistics = False
         self._tracker = JobTracker()
         self._max_capacity = 0 if config.paused else config.max_runners
         self._stopping = asyncio.Event()
@@ -86,6 +93,8 @@ class Listener:
         self.session: MessageSession | None = None
         self.last_demand: Demand | None = None
         self.messages_handled = 0
+        self.unknown_messages = 0
+        self.sessions_recreated = 0
 
     @property
     def max_capacity(self) -> int:
@@ -100,12 +109,12 @@ class Listener:
 
     async def run(self) -> None:
         """Listen until :meth:`stop`; survives every GitHub failure."""
-        failures = 0
+        t = self._timing
         try:
             while not self._stopping.is_set():
                 try:
                     await self._serve()
-                    failures = 0
+                    self._failures = 0
                 except ScaleSetGone:
                     log.warning(
                         "github.scale_set_gone",
@@ -117,14 +126,31 @@ class Listener:
                 except asyncio.CancelledError:
                     raise
                 except Exception as e:  # a listener must never die of one bad answer
-                    failures += 1
-                    wait = min(ERROR_BACKOFF_MAX, ERROR_BACKOFF_FIRST * 2 ** (failures - 1))
+                    self._failures += 1
+                    failures = self._failures
+                    wait = min(t.error_backoff_max, t.error_backoff_first * 2 ** (failures - 1))
                     event = (
                         "github.listener_error"
                         if isinstance(e, GitHubError)
                         else "github.listener_bug"
                     )
-                    log.warning(event, scale_set=self.config.name, error=str(e), retry_in_s=wait)
+                    log.warning(
+                        event,
+                        scale_set=self.config.name,
+                        error=str(e),
+                        failures_in_a_row=failures,
+                        retry_in_s=wait,
+                    )
+                    if failures % t.session_recreate_after == 0 and self.session is not None:
+                        # The session itself may be what is broken (a queue answering empty
+                        # 200s): a new one gets a new queue URL and token.
+                        log.warning(
+                            "github.session_recreated",
+                            scale_set=self.config.name,
+                            failures_in_a_row=failures,
+                        )
+                        await self._drop_session()
+                        self.sessions_recreated += 1
                     await self._clock.sleep(wait)
         finally:
             await self._drop_session()
@@ -145,23 +171,37 @@ class Listener:
                 self._clock,
                 conflict_retry_first=self._conflict[0],
                 conflict_retry_max=self._conflict[1],
+                store=self._sessions,
+                token_refresh_margin=self._timing.message_queue_token_refresh_margin,
             )
             opened = await self.session.open()
-            await self._publish(opened.statistics)  # the service's word on pending work (ARC #3420)
+            # The service's word on pending work (ARC #3420), when it gave one.
+            await self._publish_if_present(opened.statistics, "session")
         while not self._stopping.is_set():
             cursor = await self._cursors.get_last_message_id(self.scale_set_id)
             message = await self.session.next_message(cursor, self._max_capacity)
+            self._failures = 0  # a poll that answered (even "nothing new") is a good turn
             if message is None:
                 if self.last_demand is not None:
                     await self._deliver_demand(self.last_demand)
             else:
                 await self._handle(message, cursor)
-            await self._pause_for_budget()
 
-    async def _pause_for_budget(self) -> None:
-        stretch = poll_stretch(self._client.transport.rate_limit)
-        if stretch > 1:
-            await self._clock.sleep(self._budget_poll_pause * (stretch - 1))
+    async def _publish_if_present(self, stats: Statistics | None, where: str) -> None:
+        """Publish ``stats``; without them the previous statistics stand (logged once)."""
+        if stats is not None:
+            await self._publish(stats)
+            return
+        if not self._warned_no_statistics:
+            self._warned_no_statistics = True
+            log.warning(
+                "github.statistics_missing",
+                scale_set=self.config.name,
+                answer=where,
+                note="the previous statistics are kept; reported once per listener",
+            )
+        if self.last_demand is not None:
+            await self._deliver_demand(self.last_demand)
 
     async def _handle(self, message: Message, cursor: int) -> None:
         assert self.session is not None
@@ -171,31 +211,35 @@ class Listener:
             )  # handled before a crash; only the ack was lost
             return
         if message.message_type != JOB_MESSAGES:
+            # Not ours to read: skipped (the cursor moves past it) but not acknowledged, so it
+            # stays in GitHub's queue rather than vanishing unread; the official clients stop here.
+            self.unknown_messages += 1
             log.warning(
                 "github.unknown_message",
                 scale_set=self.config.name,
+                message_id=message.message_id,
                 message_type=message.message_type,
+                note="skipped and left unacknowledged",
             )
-        else:
-            available = [
-                j.runner_request_id for j in message.jobs if j.kind.lower() == "jobavailable"
-            ]
-            if available:
-                # On failure this raises before the ack: the message comes back (GARM's rule).
-                acquired = await self.session.acquire(available)
-                log.info(
-                    "github.jobs_acquired",
-                    scale_set=self.config.name,
-                    offered=len(available),
-                    acquired=len(acquired),
-                )
-            for job in message.jobs:
-                kind = self._tracker.accept(job)
-                if kind is not None:
-                    await self._deliver_job(self._event(job, kind))
+            await self._cursors.set_last_message_id(self.scale_set_id, message.message_id)
+            return
+        available = [j.runner_request_id for j in message.jobs if j.kind.lower() == "jobavailable"]
+        if available:
+            # On failure this raises before the ack: the message comes back (GARM's rule).
+            acquired = await self.session.acquire(available)
+            log.info(
+                "github.jobs_acquired",
+                scale_set=self.config.name,
+                offered=len(available),
+                acquired=len(acquired),
+            )
+        for job in message.jobs:
+            kind = self._tracker.accept(job)
+            if kind is not None:
+                await self._deliver_job(self._event(job, kind))
         await self._cursors.set_last_message_id(self.scale_set_id, message.message_id)
         self.messages_handled += 1
-        await self._publish(message.statistics)
+        await self._publish_if_present(message.statistics, "message")
         await self.session.ack(message.message_id)
 
     def _event(self, job: JobMessage, kind: JobEventKind) -> JobEvent:
@@ -213,6 +257,12 @@ class Listener:
             runner_id=job.runner_id,
             result=job.result.lower(),
             at=self._clock.now(),
+            times=JobTimes(
+                queued=job.queue_time,
+                assigned=job.scale_set_assign_time,
+                started=job.runner_assign_time,
+                finished=job.finish_time,
+            ),
         )
 
     async def _publish(self, stats: Statistics) -> None:

@@ -1,17 +1,20 @@
 """Rate-limit and retry arithmetic, pure (protocol spec §1.6, §7.5; seed 001 "API budget").
 
-GitHub's REST answers carry ``x-ratelimit-*`` headers. Like kinhin, Rungar polls half as often
-below 25% of the budget, a quarter as often below 10%, and waits for the reset (at most 15
-minutes) when the budget is spent. A 403/429 that says "rate limit" is waited out: ``Retry-After``
-first, then ``x-ratelimit-reset``, otherwise at least 60 s, growing exponentially.
-Transient failures (connection errors, 429, 5xx except 501) are retried the retryablehttp way:
-exponential from 1 s to 30 s, ``Retry-After`` honoured on 429 and 503.
+GitHub's REST answers carry ``x-ratelimit-*`` headers. When the budget is spent, REST calls wait
+for the reset (at most 15 minutes); a reading whose reset time has passed is fresh budget. The
+message queue is not REST and is never slowed by this budget. A 403/429 that says "rate limit" is
+waited out: ``Retry-After`` (seconds or an HTTP date) first, then ``x-ratelimit-reset``, otherwise
+at least a minute, doubling with each wait in a row (GitHub's REST guidance). A 429 from the
+Actions service or the broker without ``Retry-After`` backs off 1, 2, 4, 8 s with jitter.
+Transient failures (connection errors, 5xx except 501) are retried the retryablehttp way:
+exponential from 1 s to 30 s, ``Retry-After`` honoured on 503. See docs/github.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 MAX_RESET_WAIT = 15 * 60.0
 RESET_MARGIN = 1.0  # x-ratelimit-reset is whole seconds: waiting to it exactly can be early
@@ -59,55 +62,66 @@ def parse_rate_limit(headers: Mapping[str, str]) -> RateLimit | None:
         return None
 
 
-def poll_stretch(rate: RateLimit | None) -> float:
-    """How many times longer than normal to wait between polls, from the budget left."""
-    if rate is None:
-        return 1.0
-    left = rate.fraction_left
-    if left < 0.10:
-        return 4.0
-    if left < 0.25:
-        return 2.0
-    return 1.0
-
-
-def budget_wait(rate: RateLimit | None, now: float) -> float:
+def budget_wait(rate: RateLimit | None, now: float, cap: float = MAX_RESET_WAIT) -> float:
     """Seconds to hold every REST call because the budget is spent; 0 when there is budget."""
     if rate is None or rate.remaining > 0 or rate.reset_at <= now:
         return 0.0
-    return min(rate.reset_at - now + RESET_MARGIN, MAX_RESET_WAIT)
+    return min(rate.reset_at - now + RESET_MARGIN, cap)
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
+def retry_after(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds ``Retry-After`` asks for: a number of seconds, or an HTTP date (RFC 9110)."""
     value = _header(headers, "retry-after")
     if value is None:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # an HTTP date is GMT even when it fails to say so
+        return None
+    return max(0.0, when.timestamp() - now)
 
 
 def is_rate_limited(status: int, headers: Mapping[str, str], body: bytes) -> bool:
     """A 403/429 GitHub means as a rate limit (primary or secondary), not a permission refusal."""
     if status not in (403, 429):
         return False
-    if status == 429 or retry_after(headers) is not None:
+    if status == 429 or _header(headers, "retry-after") is not None:
         return True
     if _header(headers, "x-ratelimit-remaining") == "0":
         return True
     return b"rate limit" in body.lower()
 
 
-def rate_limit_wait(headers: Mapping[str, str], now: float, attempt: int) -> float:
-    """How long to wait after a rate-limited answer (attempt counts from 1)."""
-    after = retry_after(headers)
+def rate_limit_wait(
+    headers: Mapping[str, str],
+    now: float,
+    waits: int,
+    *,
+    first: float = SECONDARY_LIMIT_WAIT,
+    cap: float = MAX_RESET_WAIT,
+) -> float:
+    """How long to wait after a rate-limited answer; ``waits`` counts this call's rate-limit
+    waits in a row, from 1. Without Retry-After or a reset: ``first``, doubling, up to ``cap``."""
+    after = retry_after(headers, now)
     if after is not None:
-        return float(min(after, MAX_RESET_WAIT))
+        return float(min(after, cap))
     rate = parse_rate_limit(headers)
     if rate is not None and rate.remaining == 0 and rate.reset_at > now:
-        return min(rate.reset_at - now + RESET_MARGIN, MAX_RESET_WAIT)
-    return min(SECONDARY_LIMIT_WAIT * 2.0 ** max(0, attempt - 1), MAX_RESET_WAIT)
+        return min(rate.reset_at - now + RESET_MARGIN, cap)
+    return min(first * 2.0 ** max(0, waits - 1), max(cap, first))
+
+
+def broker_backoff(attempt: int, draw: float, first: float, cap: float, jitter: float) -> float:
+    """A 429 of the Actions service or broker without Retry-After: ``first`` doubling up to
+    ``cap`` (1, 2, 4, 8 s), made longer by up to ``jitter`` of itself; ``draw`` is in [0, 1)."""
+    base = min(first * 2.0 ** max(0, attempt - 1), cap)
+    return base * (1.0 + jitter * draw)
 
 
 def is_transient(status: int) -> bool:
@@ -115,13 +129,22 @@ def is_transient(status: int) -> bool:
     return status == 429 or (status >= 500 and status != 501)
 
 
-def transient_wait(status: int | None, headers: Mapping[str, str], attempt: int) -> float:
-    """Exponential 1 s … 30 s, or the server's ``Retry-After`` on 429/503."""
+def transient_wait(
+    status: int | None,
+    headers: Mapping[str, str],
+    attempt: int,
+    now: float = 0.0,
+    *,
+    first: float = RETRY_FIRST,
+    cap: float = RETRY_MAX,
+    after_cap: float = MAX_RESET_WAIT,
+) -> float:
+    """Exponential 1 s … 30 s, or the server's ``Retry-After`` on 429/503 (up to ``after_cap``)."""
     if status in (429, 503):
-        after = retry_after(headers)
+        after = retry_after(headers, now)
         if after is not None:
-            return float(min(after, MAX_RESET_WAIT))
-    return min(RETRY_FIRST * 2.0 ** max(0, attempt - 1), RETRY_MAX)
+            return float(min(after, after_cap))
+    return min(first * 2.0 ** max(0, attempt - 1), cap)
 
 
 class RequestCounter:

@@ -1,9 +1,13 @@
-"""Ensure a configured scale set exists on GitHub (protocol spec §4.1, §3.2).
+"""Ensure a configured scale set exists on GitHub as configured (protocol spec §4.1, §3.2).
 
-At start, and again whenever GitHub says the scale set is gone (ARC #3205, #3935, PR #4571): find
-it by name in its runner group, create it with the configured labels when missing, and warn when
-the labels GitHub holds differ from the configured ones (GHES without custom labels silently keeps
-only the name, and jobs asking for the others would wait forever).
+At start, after ``rungar apply``, and whenever GitHub says the scale set is gone (ARC #3205,
+#3935, PR #4571): find it by name in its runner group. When it is not there but the scale set
+this installation registered before (``known_id``) still exists under that name, its runner
+group changed: it is updated in place (PATCH ``runnerGroupId`` and labels), as ARC does, instead
+of a second scale set of the same name being created beside it. Labels that differ from the
+configured ones are PATCHed too. Only when neither exists is it created. If GitHub still holds
+other labels after the update (GHES without custom labels keeps only the name), that is warned
+about: jobs asking for the others would wait forever.
 """
 
 from __future__ import annotations
@@ -35,10 +39,37 @@ def label_difference(
     return missing, extra
 
 
-async def ensure_scale_set(client: ScaleSetClient, config: ScaleSetConfig) -> ScaleSet:
+async def ensure_scale_set(
+    client: ScaleSetClient, config: ScaleSetConfig, known_id: int = 0
+) -> ScaleSet:
     group = await client.get_runner_group_by_name(config.runner_group)
     wanted = expected_labels(config.name, config.labels)
     found = await client.get_scale_set(group.id, config.name)
+    if found is None and known_id:
+        previous = await client.get_scale_set_by_id(known_id)
+        if previous is not None and previous.name == config.name:
+            found = await client.update_scale_set(
+                known_id,
+                {"runnerGroupId": group.id, "labels": scale_set_labels(config.name, wanted[1:])},
+            )
+            log.info(
+                "github.scale_set_updated",
+                scale_set=config.name,
+                scale_set_id=known_id,
+                runner_group=group.name,
+                previous_runner_group_id=previous.runner_group_id,
+                labels=list(wanted),
+            )
+    elif found is not None and any(label_difference(wanted, found.labels)):
+        found = await client.update_scale_set(
+            found.id, {"labels": scale_set_labels(config.name, wanted[1:])}
+        )
+        log.info(
+            "github.scale_set_updated",
+            scale_set=config.name,
+            scale_set_id=found.id,
+            labels=list(wanted),
+        )
     if found is None:
         found = await client.create_scale_set(config.name, group.id, wanted[1:])
         log.info(

@@ -26,13 +26,16 @@ from rungar.github.exceptions import RunnerBusy, RunnerExists
 from rungar.github.interface import (
     CursorStore,
     InMemoryCursorStore,
+    InMemorySessionStore,
     ListenerEvent,
     RemoveOutcome,
     RunnerStatus,
+    SessionStore,
 )
 from rungar.github.listener import Listener
 from rungar.github.ratelimit import RequestCounter
 from rungar.github.scale_set import ensure_scale_set
+from rungar.github.timing import GitHubTiming
 from rungar.github.transport import Transport
 from rungar.github.urls import parse_config_url
 from rungar.github.wire import RunnerReference
@@ -68,32 +71,41 @@ class ScaleSetGitHub:
         clock: Clock,
         *,
         cursors: CursorStore | None = None,
+        sessions: SessionStore | None = None,
         counter: RequestCounter | None = None,
         http: httpx.AsyncClient | None = None,
         session_retry_first: float = 10.0,
         session_retry_max: float = 60.0,
         long_poll_timeout: float = 70.0,
+        timing: GitHubTiming | None = None,
     ) -> None:
         self.target = parse_config_url(url)
         self._clock = clock
         self._http = http or http_client()
         self._owns_http = http is None
         self.counter = counter or RequestCounter()
-        transport = Transport(self._http, clock, self.counter)
+        self.timing = timing or GitHubTiming()
+        transport = Transport(self._http, clock, self.counter, timing=self.timing)
         tokens = token_source(auth, self.target, transport, clock)
-        admin = AdminChain(self.target, tokens, transport, clock)
+        admin = AdminChain(self.target, tokens, transport, clock, self.timing)
         self.client = ScaleSetClient(
             self.target, tokens, transport, admin, long_poll_timeout=long_poll_timeout
         )
         self._cursors = cursors or InMemoryCursorStore()
+        self._sessions = sessions or InMemorySessionStore()
         self._session_retry = (session_retry_first, session_retry_max)
         self._ids: dict[str, int] = {}
+        self._configs: dict[str, ScaleSetConfig] = {}
         self.listeners: dict[str, Listener] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     @property
     def clock(self) -> Clock:
         return self._clock
+
+    @property
+    def sessions(self) -> SessionStore:
+        return self._sessions
 
     async def aclose(self) -> None:
         """Stop every listener (deleting its session, §4.6) before the HTTP client closes."""
@@ -109,7 +121,12 @@ class ScaleSetGitHub:
             await self._http.aclose()
 
     async def ensure_scale_set(self, config: ScaleSetConfig) -> int:
-        scale_set = await ensure_scale_set(self.client, config)
+        """The scale set's id; created, or updated in place when its group or labels changed."""
+        self._configs[config.name] = config  # a re-creation after a 404 uses the latest
+        known = self._ids.get(config.name) or await self._sessions.get_scale_set_id(config.name)
+        scale_set = await ensure_scale_set(self.client, config, known)
+        if scale_set.id != known:
+            await self._sessions.set_scale_set_id(config.name, scale_set.id)
         previous = self._ids.get(config.name)
         if previous is not None and previous != scale_set.id:
             log.warning(
@@ -163,7 +180,7 @@ class ScaleSetGitHub:
 
     def listener_for(self, config: ScaleSetConfig, queue: asyncio.Queue[ListenerEvent]) -> Listener:
         async def ensure() -> int:
-            return await self.ensure_scale_set(config)
+            return await self.ensure_scale_set(self._configs.get(config.name, config))
 
         return Listener(
             self.client,
@@ -176,6 +193,8 @@ class ScaleSetGitHub:
             owner_name=owner_name(),
             conflict_retry_first=self._session_retry[0],
             conflict_retry_max=self._session_retry[1],
+            timing=self.timing,
+            sessions=self._sessions,
         )
 
     async def listen(self, config: ScaleSetConfig) -> AsyncIterator[ListenerEvent]:

@@ -7,6 +7,11 @@ session (A9) and retries once; a refresh that 404s, or a queue that 404s, means 
 the session (scaleset #123), so a new one is opened. The queue token is refreshed proactively
 when under 10 minutes remain, as GARM does (ARC #3204). ``ScaleSetGone`` is left to the caller,
 which must re-create the scale set.
+
+The id of the session held is recorded in a :class:`SessionStore` (the daemon's state database).
+Before opening a session, one recorded earlier (left by a crash) is deleted: it is this
+installation's own, and waiting for it to expire would hold every job for minutes. A 409 after
+that comes from a session of another installation, which is waited for as above.
 """
 
 from __future__ import annotations
@@ -16,10 +21,14 @@ from collections.abc import Sequence
 import structlog
 
 from rungar.clock import Clock
+from rungar.errors import GitHubError
 from rungar.github.auth import jwt_expiry
 from rungar.github.client import ScaleSetClient
 from rungar.github.exceptions import MessageQueueTokenExpired, SessionConflict, SessionGone
+from rungar.github.interface import SessionStore
 from rungar.github.wire import Message, Session
+
+__all__ = ["MessageSession", "SessionStore", "conflict_backoff"]
 
 log = structlog.get_logger("rungar.github")
 
@@ -42,8 +51,12 @@ class MessageSession:
         *,
         conflict_retry_first: float = 10.0,
         conflict_retry_max: float = 60.0,
+        store: SessionStore | None = None,
+        token_refresh_margin: float = MQ_REFRESH_MARGIN,
     ) -> None:
         self._client = client
+        self._store = store
+        self._refresh_margin = token_refresh_margin
         self.scale_set_id = scale_set_id
         self._owner = owner_name
         self._clock = clock
@@ -55,6 +68,7 @@ class MessageSession:
 
     async def open(self) -> Session:
         """Create the session, standing by through 409s indefinitely."""
+        await self._delete_recorded()
         attempt = 0
         while True:
             try:
@@ -74,14 +88,36 @@ class MessageSession:
                 continue
             self.conflicts = 0
             self.opened += 1
+            await self._record(self.session.session_id)
             log.info("github.session_opened", scale_set_id=self.scale_set_id)
             return self.session
+
+    async def _record(self, session_id: str) -> None:
+        if self._store is not None:
+            await self._store.set_session_id(self.scale_set_id, session_id)
+
+    async def _delete_recorded(self) -> None:
+        """Delete the session this installation recorded and no longer holds (a crash's)."""
+        if self._store is None:
+            return
+        stale = await self._store.get_session_id(self.scale_set_id)
+        if not stale or (self.session is not None and self.session.session_id == stale):
+            return
+        try:
+            await self._client.delete_session(self.scale_set_id, stale)
+        except GitHubError as e:  # it may linger; the 409s that follow are waited out
+            log.warning(
+                "github.stale_session_not_deleted", scale_set_id=self.scale_set_id, error=str(e)
+            )
+        else:
+            log.info("github.stale_session_deleted", scale_set_id=self.scale_set_id)
+        await self._record("")
 
     async def _current(self) -> Session:
         if self.session is None:
             return await self.open()
         expiry = jwt_expiry(self.session.message_queue_token)
-        if expiry and expiry - self._clock.now() < MQ_REFRESH_MARGIN:
+        if expiry and expiry - self._clock.now() < self._refresh_margin:
             await self.refresh()
         assert self.session is not None
         return self.session
@@ -91,13 +127,16 @@ class MessageSession:
         if self.session is None:
             return await self.open()
         try:
-            self.session = await self._client.refresh_session(
+            refreshed = await self._client.refresh_session(
                 self.scale_set_id, self.session.session_id
             )
         except SessionGone:
             log.warning("github.session_evicted", scale_set_id=self.scale_set_id)
             self.session = None
             return await self.open()
+        if refreshed.session_id != self.session.session_id:
+            await self._record(refreshed.session_id)
+        self.session = refreshed
         return self.session
 
     async def next_message(self, last_message_id: int, max_capacity: int) -> Message | None:
@@ -145,3 +184,5 @@ class MessageSession:
             log.warning(
                 "github.session_delete_failed", scale_set_id=self.scale_set_id, error=str(e)
             )
+            return  # still recorded: the next start deletes it
+        await self._record("")

@@ -1,14 +1,18 @@
 """The one door every GitHub HTTP call goes through: counting, retries, rate limits (spec §1.6).
 
 Retries follow go-retryablehttp as ARC and the scaleset library configure it: four retries,
-exponential 1–30 s, on connection errors, timeouts, 429 and 5xx except 501, ``Retry-After``
-honoured. A 403/429 that is a rate limit is waited out (``Retry-After`` or the reset time) and
-tried again; while the last REST reading says the budget is spent, REST calls wait for the reset.
-Every attempt is counted by status code. All waiting goes through the injected :class:`Clock`.
+exponential 1–30 s, on connection errors, timeouts and 5xx except 501, ``Retry-After``
+honoured. A 403/429 that is a rate limit is waited out (``Retry-After``, the reset time, or at
+least a minute doubling with each wait in a row) and tried again; a 429 from the Actions service
+or the broker without ``Retry-After`` backs off 1, 2, 4, 8 s with jitter instead. While the last
+REST reading says the budget is spent, REST calls wait for the reset; the message queue never
+does. Every call carries Rungar's User-Agent, and every attempt is counted by status code. All
+waiting goes through the injected :class:`Clock`; the waits are :class:`GitHubTiming`.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,11 +21,13 @@ import httpx
 import structlog
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
+from rungar import __version__
 from rungar.clock import Clock
 from rungar.errors import GitHubUnavailable
 from rungar.github.ratelimit import (
     RateLimit,
     RequestCounter,
+    broker_backoff,
     budget_wait,
     is_rate_limited,
     is_transient,
@@ -29,6 +35,7 @@ from rungar.github.ratelimit import (
     rate_limit_wait,
     transient_wait,
 )
+from rungar.github.timing import GitHubTiming
 from rungar.github.wire import decode_json
 
 log = structlog.get_logger("rungar.github")
@@ -36,6 +43,7 @@ log = structlog.get_logger("rungar.github")
 DEFAULT_TIMEOUT = 30.0
 MAX_TRANSIENT_RETRIES = 4
 MAX_RATE_LIMIT_WAITS = 6
+USER_AGENT = f"rungar/{__version__} (scaleset)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +79,17 @@ class Transport:
         counter: RequestCounter | None = None,
         *,
         max_retries: int = MAX_TRANSIENT_RETRIES,
+        timing: GitHubTiming | None = None,
+        user_agent: str = USER_AGENT,
+        rng: random.Random | None = None,
     ) -> None:
         self._http = http
         self._clock = clock
         self.counter = counter or RequestCounter()
         self._max_retries = max_retries
+        self.timing = timing or GitHubTiming()
+        self.user_agent = user_agent
+        self._rng = rng or random.Random()
         self.rate_limit: RateLimit | None = None
 
     async def request(
@@ -95,7 +109,9 @@ class Transport:
         limit_waits = 0
         while True:
             if rest:
-                wait = budget_wait(self.rate_limit, self._clock.now())
+                wait = budget_wait(
+                    self.rate_limit, self._clock.now(), self.timing.rate_limit_wait_max
+                )
                 if wait > 0:
                     log.warning("github.budget_spent", wait_s=round(wait, 1))
                     await self._clock.sleep(wait)
@@ -111,8 +127,15 @@ class Transport:
                     if limited.response is not None:
                         return limited.response
                     raise GitHubUnavailable(str(limited)) from limited
-                log.warning("github.rate_limited", wait_s=round(limited.wait, 1), url=_path(url))
-                await self._clock.sleep(limited.wait)
+                wait = rate_limit_wait(
+                    limited.response.headers,
+                    self._clock.now(),
+                    limit_waits,
+                    first=self.timing.rate_limit_wait_first,
+                    cap=self.timing.rate_limit_wait_max,
+                )
+                log.warning("github.rate_limited", wait_s=round(wait, 1), url=_path(url))
+                await self._clock.sleep(wait)
 
     async def _attempt_with_retries(
         self,
@@ -162,11 +185,12 @@ class Transport:
         rest: bool,
         attempt: int,
     ) -> Response:
+        t = self.timing
         try:
             raw = await self._http.request(
                 method,
                 url,
-                headers=dict(headers),
+                headers={"User-Agent": self.user_agent, **headers},
                 json=json_body,
                 content=content,
                 params=params,
@@ -174,7 +198,8 @@ class Transport:
             )
         except httpx.HTTPError as e:
             self.counter.count("error")
-            raise _TransientRetry(transient_wait(None, {}, attempt), None, type(e).__name__) from e
+            wait = transient_wait(None, {}, attempt, first=t.retry_first, cap=t.retry_max)
+            raise _TransientRetry(wait, None, type(e).__name__) from e
         response = Response(
             raw.status_code, {k.lower(): v for k, v in raw.headers.items()}, raw.content
         )
@@ -183,18 +208,30 @@ class Transport:
             reading = parse_rate_limit(response.headers)
             if reading is not None:
                 self.rate_limit = reading
+        if response.status == 429 and not rest and "retry-after" not in response.headers:
+            # The Actions service or broker pushing back without saying for how long: a short
+            # jittered backoff, not the REST API's minute (its budget is not the REST budget).
+            wait = broker_backoff(
+                attempt,
+                self._rng.random(),
+                t.broker_retry_first,
+                t.broker_retry_max,
+                t.broker_retry_jitter,
+            )
+            raise _TransientRetry(wait, response, "HTTP 429")
         if is_rate_limited(response.status, response.headers, response.body):
-            raise _Retry(
-                rate_limit_wait(response.headers, self._clock.now(), attempt),
-                response,
-                "rate limited",
-            )
+            raise _Retry(0.0, response, "rate limited")  # the wait is the caller's (a series)
         if is_transient(response.status):
-            raise _TransientRetry(
-                transient_wait(response.status, response.headers, attempt),
-                response,
-                f"HTTP {response.status}",
+            wait = transient_wait(
+                response.status,
+                response.headers,
+                attempt,
+                self._clock.now(),
+                first=t.retry_first,
+                cap=t.retry_max,
+                after_cap=t.rate_limit_wait_max,
             )
+            raise _TransientRetry(wait, response, f"HTTP {response.status}")
         return response
 
 

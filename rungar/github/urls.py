@@ -2,10 +2,14 @@
 
 A single *config URL* says what Rungar registers runners for: ``https://github.com/ORG`` (an
 organization), ``https://github.com/ORG/REPO`` (a repository) or
-``https://github.com/enterprises/ENT`` (an enterprise). Its host picks the REST base: github.com,
-``www.github.com``, ``github.localhost`` and ``*.ghe.com`` use ``https://api.<host>``; any other
-host is GHES and uses ``<scheme>://<host>/api/v3``. Keeping the GHES rule lets the same client
-talk to the loopback emulator (``http://127.0.0.1:PORT/ORG`` → ``http://127.0.0.1:PORT/api/v3``).
+``https://github.com/enterprises/ENT`` (an enterprise). Its host picks the REST base, by the
+official clients' rules: ``github.com``, ``www.github.com`` and ``github.localhost`` (any case)
+and ``*.ghe.com`` use ``<scheme>://api.<host>`` (``www.github.com`` maps to ``api.github.com``),
+keeping the URL's scheme and port, so ``http://github.localhost/ORG`` talks to
+``http://api.github.localhost``; any other host is GHES and uses ``<scheme>://<host>/api/v3``.
+``GITHUB_ACTIONS_FORCE_GHES`` set in the environment, to any value, even empty, makes every host
+GHES. Keeping the GHES rule lets the same client talk to the loopback emulator
+(``http://127.0.0.1:PORT/ORG`` → ``http://127.0.0.1:PORT/api/v3``).
 """
 
 from __future__ import annotations
@@ -49,15 +53,16 @@ class GitHubTarget:
 
 
 def _is_hosted(host: str) -> bool:
-    return host in _HOSTED or host.endswith(".ghe.com")
+    """``host`` is the URL's host *with* its port, as the official clients compare it."""
+    return host.lower() in _HOSTED or host.endswith(".ghe.com")
 
 
 def rest_base_for(scheme: str, netloc: str, *, force_ghes: bool = False) -> tuple[str, bool]:
     """The REST base for a host, and whether the host is GitHub-hosted."""
-    host = netloc.split("@")[-1].split(":")[0].lower()
+    host = netloc.split("@")[-1]
     if not force_ghes and _is_hosted(host):
-        api_host = "api.github.com" if host == "www.github.com" else f"api.{host}"
-        return f"https://{api_host}", True
+        api_host = "api.github.com" if host.lower() == "www.github.com" else f"api.{host}"
+        return f"{scheme}://{api_host}", True
     return f"{scheme}://{netloc}/api/v3", False
 
 
@@ -71,7 +76,7 @@ def parse_config_url(url: str, *, force_ghes: bool | None = None) -> GitHubTarge
         )
     segments = [s for s in parts.path.split("/") if s]
     if force_ghes is None:
-        force_ghes = bool(os.environ.get(FORCE_GHES_ENV))
+        force_ghes = FORCE_GHES_ENV in os.environ  # set at all, as the official clients read it
     rest_base, hosted = rest_base_for(parts.scheme, parts.netloc, force_ghes=force_ghes)
     if len(segments) == 2 and segments[0].lower() == "enterprises":
         scope, owner, repository = Scope.ENTERPRISE, segments[1], ""

@@ -8,8 +8,10 @@ message ``body`` is a *string* holding a JSON array that may be empty.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 BOM = b"\xef\xbb\xbf"
@@ -34,6 +36,24 @@ def _int(value: Any) -> int:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+_FRACTION = re.compile(r"(\.\d{6})\d+")
+
+
+def timestamp(value: Any) -> float:
+    """An RFC 3339 time as epoch seconds; 0 for the zero value ``0001-01-01T00:00:00Z``,
+    for anything before 1970 and for what cannot be read (.NET sends seven fraction digits)."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    text = _FRACTION.sub(r"\1", value.strip()).replace("Z", "+00:00").replace("z", "+00:00")
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return 0.0
+    if when.tzinfo is None or when.year < 1970:
+        return 0.0
+    return when.timestamp()
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +152,7 @@ class Session:
     owner_name: str
     message_queue_url: str
     message_queue_token: str = field(repr=False)  # a secret
-    statistics: Statistics
+    statistics: Statistics | None  # None: the answer came without its statistics block
     scale_set: ScaleSet | None = None
 
     @classmethod
@@ -143,7 +163,11 @@ class Session:
             owner_name=_str(d.get("ownerName")),
             message_queue_url=_str(d.get("messageQueueUrl")),
             message_queue_token=_str(d.get("messageQueueAccessToken")),
-            statistics=Statistics.from_json(d.get("statistics")),
+            statistics=(
+                Statistics.from_json(stats)
+                if isinstance(stats := d.get("statistics"), Mapping)
+                else None
+            ),
             scale_set=ScaleSet.from_json(scale_set) if isinstance(scale_set, Mapping) else None,
         )
 
@@ -166,6 +190,11 @@ class JobMessage:
     runner_name: str = ""
     result: str = ""
     acquire_job_url: str = ""
+    # epoch seconds; 0 when GitHub sent the zero value (the step has not happened)
+    queue_time: float = 0.0
+    scale_set_assign_time: float = 0.0
+    runner_assign_time: float = 0.0
+    finish_time: float = 0.0
 
     @property
     def key(self) -> str:
@@ -190,6 +219,10 @@ class JobMessage:
             runner_name=_str(d.get("runnerName")),
             result=_str(d.get("result")),
             acquire_job_url=_str(d.get("acquireJobUrl")),
+            queue_time=timestamp(d.get("queueTime")),
+            scale_set_assign_time=timestamp(d.get("scaleSetAssignTime")),
+            runner_assign_time=timestamp(d.get("runnerAssignTime")),
+            finish_time=timestamp(d.get("finishTime")),
         )
 
 
@@ -197,7 +230,7 @@ class JobMessage:
 class Message:
     message_id: int
     message_type: str
-    statistics: Statistics
+    statistics: Statistics | None  # None: the message came without its statistics block
     jobs: tuple[JobMessage, ...]
 
     @classmethod
@@ -214,7 +247,11 @@ class Message:
         return cls(
             message_id=_int(d.get("messageId")),
             message_type=_str(d.get("messageType")),
-            statistics=Statistics.from_json(d.get("statistics")),
+            statistics=(
+                Statistics.from_json(stats)
+                if isinstance(stats := d.get("statistics"), Mapping)
+                else None
+            ),
             jobs=jobs,
         )
 
@@ -257,6 +294,16 @@ class JitConfig:
             RunnerReference.from_json(runner if isinstance(runner, Mapping) else {}),
             _str(encoded),
         )
+
+
+def list_answer(raw: Any) -> tuple[int, list[Mapping[str, Any]]]:
+    """How many items a ``{count, value}`` answer says it holds, and those it carries.
+
+    The count is the larger of ``count`` and the values' length, so an answer that says it
+    found two but carries one is still read as two."""
+    values = list_values(raw)
+    count = _int(raw.get("count")) if isinstance(raw, Mapping) else 0
+    return max(count, len(values)), values
 
 
 def list_values(raw: Any) -> list[Mapping[str, Any]]:

@@ -451,3 +451,22 @@ async def test_events_follow_prints_new_events_until_the_daemon_goes(
     assert await command == 1
     assert [line.split()[5] for line in seen.splitlines()] == ["Paused", "Resumed"]
     assert capsys.readouterr().err.startswith("rungar: the daemon ended the stream: ")
+
+
+async def test_apply_shows_a_label_or_group_change_as_an_update_and_patches_the_scale_set(
+    daemon: Daemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    changed = CONFIG.replace("    max_runners: 10\n", "    max_runners: 10\n    labels: [gpu]\n")
+    path = write(daemon.directory, changed)
+    assert await daemon.cli("apply", path, "--dry-run") == 0
+    assert outputs(capsys)[0].splitlines() == [
+        "~ scale set linux: labels () -> ('gpu',) (updates the scale set on GitHub in place)",
+        "not applied (--dry-run)",
+    ]
+    github = daemon.engine.github
+    before = [c for c in github.calls if c[0] == "ensure_scale_set"]  # type: ignore[attr-defined]
+    assert await daemon.cli("apply", path) == 0
+    await daemon.engine.drain_tasks()
+    after = [c for c in github.calls if c[0] == "ensure_scale_set"]  # type: ignore[attr-defined]
+    assert len(after) == len(before) + 1  # the scale set is updated, not a new one made
+    assert daemon.engine.sets["linux"].config.labels == ("gpu",)

@@ -18,9 +18,11 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.engine.daemon import StoreCursors
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.reconcile import reconcile
+from rungar.github.interface import JobTimes
 from rungar.model.machine import JobHint, Machine, MachineState, RefusalKind
 from rungar.model.runner import RunnerState
 from rungar.store.sqlite import CreateIntent, SqliteStore
@@ -238,3 +240,35 @@ async def test_a_machine_listed_by_two_providers_belongs_to_the_one_that_made_it
     await reconcile(world.engine)
     record = world.engine.runners.get(name)
     assert record is not None and record.provider == "compute1"
+
+
+async def test_the_job_wait_metric_uses_githubs_assign_and_start_times(world: World) -> None:
+    # A job assigned before a restart and started after it waited by GitHub's clock, not since
+    # this engine heard of it.
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    times = JobTimes(queued=1000.0, assigned=1010.0, started=1052.5)
+    world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "b"), times)
+    registry = world.engine.metrics.registry
+    assert registry.get_sample_value(
+        "rungar_job_runner_wait_seconds_sum", {"scale_set": "linux"}
+    ) == pytest.approx(42.5)
+    started = [e for e in world.engine.events.recent() if e.action == "job_started"]
+    assert started[-1].attributes["waited_s"] == 42.5
+    assert started[-1].attributes["queued_at"] == 1000.0
+
+
+async def test_the_state_database_keeps_scale_set_and_session_ids_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    await StoreCursors(store).set_scale_set_id("linux", 7)
+    await StoreCursors(store).set_session_id(7, "6f1c-session")
+    store.close()
+    reopened = StoreCursors(SqliteStore(tmp_path / "state.db"))
+    assert await reopened.get_scale_set_id("linux") == 7
+    assert await reopened.get_session_id(7) == "6f1c-session"
+    await reopened.set_session_id(7, "")  # closed cleanly: nothing to delete at the next start
+    assert await reopened.get_session_id(7) == ""
+    assert await reopened.get_scale_set_id("windows") == 0

@@ -50,7 +50,7 @@ async def test_a_cold_start_with_an_app_walks_the_whole_auth_chain_then_creates_
     )
     assert emu.state.scale_sets[scale_set_id].runner_group_id == 7
     assert emu.state.scale_sets[scale_set_id].labels == ["linux", "rungar"]
-    assert session.statistics.assigned == 0
+    assert session.statistics is not None and session.statistics.assigned == 0
 
 
 async def test_an_existing_scale_set_with_other_labels_is_kept_and_warned_about() -> None:

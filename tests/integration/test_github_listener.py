@@ -197,7 +197,8 @@ async def test_a_failed_ack_neither_loses_nor_duplicates_job_events() -> None:
 async def test_a_restart_with_a_stale_session_replays_nothing_already_handled() -> None:
     rec = Recorder()
     cursors = InMemoryCursorStore()
-    async with emulator(session_idle_ttl=1.0) as emu:
+    # 2 s: long enough that the restart meets the stale session even on a loaded machine.
+    async with emulator(session_idle_ttl=2.0) as emu:
         async with github(emu) as gh, running_listener(gh, scale_set(), rec, cursors) as lis:
             job = emu.state.queue_job(JOB)
             await eventually(lambda: rec.kinds(job.job_id) == [A], what="job")
@@ -248,7 +249,8 @@ async def test_more_than_fifty_events_are_split_across_messages_and_each_job_is_
     assert len(bodies) >= 3
 
 
-async def test_polls_slow_down_when_the_rest_budget_runs_low() -> None:
+async def test_message_queue_polls_are_never_stretched_by_a_low_rest_budget() -> None:
+    # The queue is not REST: a REST reading at 8% of its budget once stretched every poll 4x.
     rec = Recorder()
     clock = InstantClock()
     async with emulator() as emu, github(emu, clock=clock) as gh:
@@ -257,7 +259,7 @@ async def test_polls_slow_down_when_the_rest_budget_runs_low() -> None:
             await eventually(lambda: len(rec.demands) >= 3, what="a few polls")
     assert gh.client.transport.rate_limit is not None
     assert gh.client.transport.rate_limit.remaining < 400
-    assert clock.sleeps.count(90.0) >= 2  # 30 s pause x (4 - 1): a quarter of the cadence
+    assert clock.sleeps == []
 
 
 async def test_unacked_messages_are_redelivered_to_a_reader_without_a_cursor() -> None:

@@ -6,7 +6,15 @@ import json
 
 from rungar.github.interface import JobEventKind
 from rungar.github.jobs import JobTracker
-from rungar.github.wire import BOM, JobMessage, Message, decode_json, scale_set_labels
+from rungar.github.wire import (
+    BOM,
+    JobMessage,
+    Message,
+    decode_json,
+    list_answer,
+    scale_set_labels,
+    timestamp,
+)
 
 A, S, C = JobEventKind.ASSIGNED, JobEventKind.STARTED, JobEventKind.COMPLETED
 
@@ -25,6 +33,7 @@ def test_the_body_is_a_string_holding_a_json_array() -> None:
         ),
     }
     message = Message.from_json(raw)
+    assert message.statistics is not None
     assert message.statistics.assigned == 2 and message.statistics.running == 1
     assert message.jobs[0].runner_name == "r" and message.jobs[0].runner_id == 4
 
@@ -86,3 +95,32 @@ def test_the_tracker_forgets_the_oldest_jobs_beyond_its_capacity() -> None:
     for job_id in ("a", "b", "c"):
         tracker.accept(_job("JobAssigned", job_id))
     assert tracker.phase("a") is None and tracker.phase("c") is A
+
+
+def test_a_message_without_its_statistics_block_says_so_instead_of_reading_zero() -> None:
+    # Before: a missing block parsed as all zeros, which scaled runners down.
+    assert Message.from_json({"messageId": 1, "body": ""}).statistics is None
+    assert Message.from_json({"messageId": 1, "statistics": {}}).statistics is not None
+
+
+def test_job_times_are_read_and_the_zero_value_is_zero() -> None:
+    job = JobMessage.from_json(
+        {
+            "messageType": "JobStarted",
+            "jobId": "x",
+            "queueTime": "2026-01-01T00:00:00.1234567Z",
+            "scaleSetAssignTime": "2026-01-01T00:00:02Z",
+            "runnerAssignTime": "2026-01-01T00:00:12.5+00:00",
+            "finishTime": "0001-01-01T00:00:00Z",
+        }
+    )
+    assert job.queue_time == timestamp("2026-01-01T00:00:00Z") + 0.123456
+    assert job.runner_assign_time - job.scale_set_assign_time == 10.5
+    assert job.finish_time == 0.0
+    assert timestamp("yesterday") == 0.0 and timestamp(None) == 0.0
+
+
+def test_a_list_answer_counts_what_it_says_it_found() -> None:
+    assert list_answer({"count": 2, "value": [{"id": 1}]}) == (2, [{"id": 1}])
+    assert list_answer({"value": [{"id": 1}, {"id": 2}]})[0] == 2
+    assert list_answer(None) == (0, [])

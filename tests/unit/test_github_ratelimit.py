@@ -2,35 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from email.utils import format_datetime
+
 import pytest
 
 from rungar.github.ratelimit import (
     RateLimit,
     RequestCounter,
+    broker_backoff,
     budget_wait,
     is_rate_limited,
     is_transient,
     parse_rate_limit,
-    poll_stretch,
     rate_limit_wait,
+    retry_after,
     transient_wait,
 )
 
 NOW = 1_800_000_000.0
-
-
-@pytest.mark.parametrize(
-    ("remaining", "stretch"),
-    [(5000, 1.0), (1250, 1.0), (1249, 2.0), (500, 2.0), (499, 4.0), (0, 4.0)],
-)
-def test_polls_stretch_below_a_quarter_and_a_tenth_of_the_budget(
-    remaining: int, stretch: float
-) -> None:
-    assert poll_stretch(RateLimit(5000, remaining, NOW + 60)) == stretch
-
-
-def test_no_reading_means_the_normal_cadence() -> None:
-    assert poll_stretch(None) == 1.0
 
 
 def test_a_spent_budget_waits_for_the_reset_but_never_more_than_fifteen_minutes() -> None:
@@ -76,6 +66,32 @@ def test_rate_limit_waits_prefer_retry_after_then_the_reset_then_a_minute_growin
     }
     assert rate_limit_wait(reset, NOW, 1) == 31.0
     assert [rate_limit_wait({}, NOW, n) for n in (1, 2, 3)] == [60.0, 120.0, 240.0]
+    assert rate_limit_wait({}, NOW, 1, first=5.0, cap=8.0) == 5.0
+    assert rate_limit_wait({}, NOW, 4, first=5.0, cap=8.0) == 8.0
+
+
+def test_retry_after_as_an_http_date_is_read_as_the_seconds_until_then() -> None:
+    # Broken once (the date read as unreadable): the wait fell back to a minute.
+    when = format_datetime(datetime.fromtimestamp(NOW + 90, UTC), usegmt=True)
+    assert retry_after({"retry-after": when}, NOW) == 90.0
+    assert rate_limit_wait({"retry-after": when}, NOW, 1) == 90.0
+    assert transient_wait(503, {"retry-after": when}, 1, NOW) == 90.0
+    past = format_datetime(datetime.fromtimestamp(NOW - 90, UTC), usegmt=True)
+    assert retry_after({"retry-after": past}, NOW) == 0.0
+    assert retry_after({"retry-after": "soon"}, NOW) is None
+
+
+def test_a_broker_429_without_retry_after_backs_off_one_two_four_eight_seconds_with_jitter() -> (
+    None
+):
+    assert [broker_backoff(n, 0.0, 1.0, 8.0, 0.25) for n in (1, 2, 3, 4, 5)] == [
+        1.0,
+        2.0,
+        4.0,
+        8.0,
+        8.0,
+    ]
+    assert broker_backoff(3, 0.999, 1.0, 8.0, 0.25) == pytest.approx(4.0 * 1.24975)
 
 
 def test_transient_statuses_follow_retryablehttp() -> None:
@@ -96,6 +112,7 @@ def test_transient_statuses_follow_retryablehttp() -> None:
         30.0,
     ]
     assert transient_wait(503, {"retry-after": "9"}, 1) == 9.0
+    assert transient_wait(500, {}, 3, first=0.5, cap=1.0) == 1.0
     assert transient_wait(500, {"retry-after": "9"}, 1) == 1.0
 
 

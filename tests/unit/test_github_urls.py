@@ -88,3 +88,25 @@ def test_forcing_ghes_treats_github_com_as_a_server() -> None:
 def test_a_url_of_any_other_shape_is_a_config_error(url: str) -> None:
     with pytest.raises(ConfigError):
         parse_config_url(url, force_ghes=False)
+
+
+def test_github_localhost_keeps_its_scheme_as_the_official_clients_do() -> None:
+    # Before: a hosted host always went to https, so a local GitHub on http was unreachable.
+    target = parse_config_url("http://github.localhost/octo", force_ghes=False)
+    assert (target.rest_base, target.hosted) == ("http://api.github.localhost", True)
+    assert parse_config_url("http://GitHub.localhost/octo", force_ghes=False).rest_base == (
+        "http://api.GitHub.localhost"
+    )
+    # A port makes the host a server of its own: the official clients compare host and port.
+    assert parse_config_url("http://github.localhost:8080/octo", force_ghes=False).rest_base == (
+        "http://github.localhost:8080/api/v3"
+    )
+
+
+def test_force_ghes_set_to_anything_even_empty_forces_the_server_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GITHUB_ACTIONS_FORCE_GHES", "")
+    assert parse_config_url("https://github.com/octo").rest_base == "https://github.com/api/v3"
+    monkeypatch.delenv("GITHUB_ACTIONS_FORCE_GHES")
+    assert parse_config_url("https://github.com/octo").rest_base == "https://api.github.com"

@@ -23,6 +23,19 @@ def envelope(values: list[object]) -> dict[str, object]:
     return {"count": len(values), "value": values}
 
 
+def _labels(raw: object) -> list[str] | None:
+    """A create or update body's label names; None when the service would refuse them: no
+    labels, or a label without its name or its type."""
+    if not isinstance(raw, list) or not raw:
+        return None
+    names = []
+    for label in raw:
+        if not isinstance(label, dict) or not label.get("name") or not label.get("type"):
+            return None
+        names.append(str(label["name"]))
+    return names
+
+
 class AdminRoutes:
     def __init__(self, state: EmulatorState) -> None:
         self.state = state
@@ -49,7 +62,7 @@ class AdminRoutes:
         groups = [
             {"id": gid, "name": gname, "size": 0, "isDefaultGroup": gid == 1}
             for gid, gname in self.state.options.runner_groups.items()
-            if not name or gname == name
+            if not name or gname.lower() == name.lower()  # the service ignores case
         ]
         return json_response(envelope(list(groups)))
 
@@ -79,12 +92,15 @@ class AdminRoutes:
             return error(
                 400, "RunnerScaleSetExistsException", "a scale set with this name already exists"
             )
-        labels = [
-            str(x.get("name"))
-            for x in body.get("labels") or []
-            if isinstance(x, dict) and x.get("name")
-        ]
+        labels = _labels(body.get("labels"))
+        if labels is None:
+            return error(
+                400, "ArgumentException", "labels are required, each with a name and a type"
+            )
         record = self.state.create_scale_set(str(body["name"]), group_id, labels)
+        setting = body.get("RunnerSetting")
+        if isinstance(setting, dict):
+            record.runner_setting.update(setting)
         return json_response(self.state.scale_set_json(record))
 
     async def scale_set(self, request: Request) -> Response:  # A3, A6, A7
@@ -97,11 +113,32 @@ class AdminRoutes:
         if request.method == "DELETE":
             self.state.delete_scale_set(found)
             return Response(status_code=204)
-        if request.method == "PATCH":
+        if request.method == "PATCH":  # A6: a partial scale set; what it names is replaced
             body = await body_json(request)
-            if isinstance(body, dict):
-                record.name = str(body.get("name") or record.name)
-                record.runner_group_id = int(body.get("runnerGroupId") or record.runner_group_id)
+            if not isinstance(body, dict):
+                return error(400, "ArgumentException", "a JSON object is required")
+            group_id = int(body.get("runnerGroupId") or record.runner_group_id)
+            if group_id not in self.state.options.runner_groups:
+                return error(
+                    404, "RunnerGroupNotFoundException", f"runner group {group_id} not found"
+                )
+            name = str(body.get("name") or record.name)
+            other = self.state.find_scale_set(group_id, name)
+            if other is not None and other is not record:
+                return error(
+                    400,
+                    "RunnerScaleSetExistsException",
+                    "a scale set with this name already exists",
+                )
+            if "labels" in body:
+                labels = _labels(body.get("labels"))
+                if labels is None:
+                    return error(400, "ArgumentException", "labels need a name and a type each")
+                self.state.set_labels(record, labels)
+            if isinstance(body.get("RunnerSetting"), dict):
+                record.runner_setting.update(body["RunnerSetting"])
+            record.name, record.runner_group_id = name, group_id
+            self.state.dispatch()  # new labels may match queued jobs
         return json_response(self.state.scale_set_json(record))
 
     async def sessions(self, request: Request) -> Response:  # A8

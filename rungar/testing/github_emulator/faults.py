@@ -4,7 +4,8 @@ Routes are named as in the spec's catalogue (``R1``–``R5``, ``A1``–``A17``, 
 ``MQ_DELETE``) plus ``RUNNER`` for the fake runner's calls and ``*`` for any route. A fault
 answers a status with an optional .NET ``typeName`` body and headers (``Retry-After``, rate-limit
 headers), or changes the answer's shape: an empty 200, a BOM before the JSON, a delay, or a
-hung request that outlasts the client's timeout.
+hung request that outlasts the client's timeout, a garbled 200, or a message without its
+``statistics`` block.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from typing import Any
 class FaultKind(StrEnum):
     STATUS = "status"  # answer ``status`` with the exception body
     EMPTY = "empty"  # 200 with an empty body (ARC #4285)
+    GARBLED = "garbled"  # 200 whose body is not JSON (ARC #4470)
+    NO_STATISTICS = "no_statistics"  # the real message, its "statistics" block removed
+    UNKNOWN_TYPE = "unknown_type"  # the real message under a messageType no client knows
     BOM = "bom"  # the real answer, prefixed with EF BB BF
     DELAY = "delay"  # the real answer after ``delay`` real seconds
     HANG = "hang"  # no answer for ``delay`` real seconds (default: an hour), then a 504
@@ -81,6 +85,14 @@ class FaultPlan:
             self.fired.append((route, fault.kind.value))
             return fault
         return None
+
+    def give_back(self, fault: Fault, route: str) -> None:
+        """Undo :meth:`take` for a fault that could not apply to this answer (it waits for one
+        it can apply to: a message, not a 202)."""
+        fault.count += 1
+        if fault not in self.faults:
+            self.faults.insert(0, fault)
+        self.fired.remove((route, fault.kind.value))
 
     def clear(self) -> None:
         self.faults.clear()

@@ -109,6 +109,8 @@ async def running_listener(
         owner_name=owner,
         conflict_retry_first=0.05,
         conflict_retry_max=0.2,
+        timing=gh.timing,
+        sessions=gh.sessions,
     )
     task = asyncio.create_task(listener.run())
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,6 +16,23 @@ from rungar.testing.github_emulator.state import EmulatorState
 
 BOM = b"\xef\xbb\xbf"
 Handler = Callable[[Request], Awaitable[Response]]
+_request_ids = itertools.count(1)
+
+
+class CollapseSlashes:
+    """ASGI: ``//`` in a path is read as ``/``, as the service reads it. Clients join the admin
+    URL (ending in ``/``) with paths that may start with one, and GitHub accepts the result."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and "//" in scope.get("path", ""):
+            path = scope["path"]
+            while "//" in path:
+                path = path.replace("//", "/")
+            scope = dict(scope, path=path, raw_path=path.encode())
+        await self.app(scope, receive, send)
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -48,6 +66,12 @@ def route(state: EmulatorState, names: str | dict[str, str], handler: Handler) -
     """
 
     async def wrapped(request: Request) -> Response:
+        answer = await answered(request)
+        # Every answer of the service names itself, for support tickets and logs.
+        answer.headers["X-GitHub-Request-Id"] = f"EMU0:{next(_request_ids):08X}"
+        return answer
+
+    async def answered(request: Request) -> Response:
         name = names if isinstance(names, str) else names[request.method]
         body = await request.body()
         state.requests.append(
@@ -73,12 +97,24 @@ def route(state: EmulatorState, names: str | dict[str, str], handler: Handler) -
             return json_response(content, fault.status, fault.headers or None)
         if fault.kind is FaultKind.EMPTY:
             return Response(b"", 200, media_type="application/json")
+        if fault.kind is FaultKind.GARBLED:
+            return Response(b'{"messageId": 1, "messageTy', 200, media_type="application/json")
         if fault.kind is FaultKind.HANG:
             await asyncio.sleep(fault.delay or 3600.0)
             return Response(b"", 504)
         if fault.kind is FaultKind.DELAY:
             await asyncio.sleep(fault.delay)
         answer = await handler(request)
+        if fault.kind in (FaultKind.NO_STATISTICS, FaultKind.UNKNOWN_TYPE):
+            data = json.loads(bytes(answer.body)) if answer.status_code == 200 else None
+            if not isinstance(data, dict) or "statistics" not in data:
+                state.faults.give_back(fault, name)  # a 202 has no message to change
+                return answer
+            if fault.kind is FaultKind.NO_STATISTICS:
+                del data["statistics"]
+            else:
+                data["messageType"] = "RunnerScaleSetFutureMessages"
+            return json_response(data, 200)
         if fault.kind is FaultKind.BOM:
             headers = {k: v for k, v in answer.headers.items() if k.lower() != "content-length"}
             return Response(BOM + bytes(answer.body), answer.status_code, headers=headers)

@@ -8,8 +8,18 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+ZERO_TIME = "0001-01-01T00:00:00Z"  # what the service sends for a step not yet taken
+
+
+def rfc3339(ts: float) -> str:
+    """An emulated time as the service writes it; the zero value before the step happened."""
+    if ts <= 0:
+        return ZERO_TIME
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class JobState(StrEnum):
@@ -78,10 +88,10 @@ class Job:
             "workflowRunId": self.run_id,
             "eventName": self.spec.event_name,
             "requestLabels": list(self.spec.labels),
-            "queueTime": "2026-01-01T00:00:00Z",
-            "scaleSetAssignTime": "0001-01-01T00:00:00Z",
-            "runnerAssignTime": "0001-01-01T00:00:00Z",
-            "finishTime": "0001-01-01T00:00:00Z",
+            "queueTime": rfc3339(self.created_at),
+            "scaleSetAssignTime": rfc3339(self.assigned_at if self.scale_set_id else 0.0),
+            "runnerAssignTime": rfc3339(self.started_at if self.runner_id else 0.0),
+            "finishTime": rfc3339(self.finished_at),
             **extra,
         }
 
@@ -97,6 +107,10 @@ class ScaleSetRecord:
     polled: bool = False  # the current session has polled: its capacity is known
     pending: list[dict[str, Any]] = field(default_factory=list)  # events not yet in a message
     unacked: list[Message] = field(default_factory=list)
+    acked: set[int] = field(default_factory=set)  # ids acknowledged once: a second ack is fine
+    runner_setting: dict[str, Any] = field(
+        default_factory=lambda: {"ephemeral": True, "isElastic": False, "disableUpdate": True}
+    )
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def wake(self) -> None:
@@ -110,7 +124,7 @@ class ScaleSetRecord:
             "runnerGroupId": self.runner_group_id,
             "runnerGroupName": group_name,
             "labels": [{"type": "System", "name": label} for label in self.labels],
-            "RunnerSetting": {"ephemeral": True, "isElastic": False, "disableUpdate": True},
+            "RunnerSetting": dict(self.runner_setting),
             "createdOn": "2026-01-01T00:00:00Z",
             "statistics": statistics,
             "status": None,

@@ -17,10 +17,12 @@ from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from rungar.testing.github_emulator.admin import AdminRoutes
 from rungar.testing.github_emulator.clock import EmulatorClock
 from rungar.testing.github_emulator.control import ControlRoutes
+from rungar.testing.github_emulator.http import CollapseSlashes
 from rungar.testing.github_emulator.queue import QueueRoutes
 from rungar.testing.github_emulator.rest import RestRoutes
 from rungar.testing.github_emulator.state import EmulatorOptions, EmulatorState
@@ -48,6 +50,7 @@ class GitHubEmulator:
                 *QueueRoutes(self.state).routes(),
                 *ControlRoutes(self.state, self.clock, self.webhooks).routes(),
             ],
+            middleware=[Middleware(CollapseSlashes)],
         )
         self.port = 0
         self._server: uvicorn.Server | None = None

@@ -102,16 +102,40 @@ class EmulatorState:
 
     # ---- statistics --------------------------------------------------------------------------
 
+    def _waiting_for(self, record: ScaleSetRecord) -> int:
+        """Queued jobs this scale set will be assigned at its session's first poll: the service
+        counts them in the session's statistics already (its word on pending work)."""
+        if record.polled or self.live_session(record.id) is None:
+            return 0
+        count = 0
+        for job in self.jobs.values():
+            if job.state is not JobState.QUEUED or not labels_match(job.spec.labels, record.labels):
+                continue
+            first = min(
+                (
+                    r.id
+                    for r in self.scale_sets.values()
+                    if labels_match(job.spec.labels, r.labels)
+                    and self.live_session(r.id) is not None
+                ),
+                default=0,
+            )
+            count += first == record.id
+        if record.max_capacity is not None:
+            count = min(count, record.max_capacity)
+        return count
+
     def statistics(self, scale_set_id: int) -> dict[str, int]:
+        record = self.scale_sets.get(scale_set_id)
+        waiting = self._waiting_for(record) if record is not None else 0
         jobs = [j for j in self.jobs.values() if j.scale_set_id == scale_set_id]
         runners = [r for r in self.runners.values() if r.scale_set_id == scale_set_id and r.online]
         busy = sum(1 for r in runners if r.busy)
         return {
             "totalAvailableJobs": sum(1 for j in jobs if j.state is JobState.AVAILABLE),
             "totalAcquiredJobs": 0,  # acquired jobs are assigned at once here
-            "totalAssignedJobs": sum(
-                1 for j in jobs if j.state in (JobState.ASSIGNED, JobState.RUNNING)
-            ),
+            "totalAssignedJobs": waiting
+            + sum(1 for j in jobs if j.state in (JobState.ASSIGNED, JobState.RUNNING)),
             "totalRunningJobs": sum(1 for j in jobs if j.state is JobState.RUNNING),
             "totalRegisteredRunners": len(runners),
             "totalBusyRunners": busy,
@@ -133,11 +157,19 @@ class EmulatorState:
                 return record
         return None
 
+    def _kept_labels(self, name: str, labels: list[str]) -> list[str]:
+        return [name] if self.options.single_label else [name, *[x for x in labels if x != name]]
+
     def create_scale_set(self, name: str, group_id: int, labels: list[str]) -> ScaleSetRecord:
-        kept = [name] if self.options.single_label else [name, *[x for x in labels if x != name]]
-        record = ScaleSetRecord(self.next_id(), name, group_id, kept, self.clock.now())
+        record = ScaleSetRecord(
+            self.next_id(), name, group_id, self._kept_labels(name, labels), self.clock.now()
+        )
         self.scale_sets[record.id] = record
         return record
+
+    def set_labels(self, record: ScaleSetRecord, labels: list[str]) -> None:
+        """A6 with labels: replaced, GHES single-label mode keeping only the name."""
+        record.labels = self._kept_labels(record.name, labels)
 
     def delete_scale_set(self, scale_set_id: int) -> None:
         record = self.scale_sets.pop(scale_set_id, None)
@@ -203,11 +235,13 @@ class EmulatorState:
         return None
 
     def ack(self, record: ScaleSetRecord, message_id: int) -> bool:
+        """False only for an id never delivered: acknowledging twice is fine, as on GitHub."""
         for message in record.unacked:
             if message.message_id == message_id:
                 record.unacked.remove(message)
+                record.acked.add(message_id)
                 return True
-        return False
+        return message_id in record.acked
 
     # ---- jobs and the dispatcher -------------------------------------------------------------
 
@@ -385,6 +419,7 @@ class EmulatorState:
         """The job ends; its ephemeral runner is deleted."""
         if job.state is JobState.COMPLETED:
             return
+        job.finished_at = self.clock.now()  # the JobCompleted event carries it
         self.emit(
             job.scale_set_id,
             job.event(
