@@ -56,7 +56,7 @@ class ScaleSetState:
     assigned: int = 0
     desired: int | None = None  # unknown until the first decision
     paused_at_runtime: bool | None = None  # None: as configured
-    phase: str = "STARTING"  # STARTING, LISTENING, WAITING, UNREACHABLE
+    phase: str = "STARTING"  # STARTING, LISTENING, UNREACHABLE (WAITING: the listener says)
     note: str = ""
     creating: int = 0
     queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint

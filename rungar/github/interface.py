@@ -121,3 +121,8 @@ class GitHub(Protocol):
     def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
         """Change what the listener tells GitHub it can take (0 while paused)."""
         ...
+
+    def session_phase(self, scale_set: str) -> str:
+        """The listener's message session: ``waiting`` (another session holds the scale set),
+        ``listening``, ``starting``, or ``""`` when no listener runs."""
+        ...

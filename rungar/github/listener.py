@@ -91,6 +91,18 @@ class Listener:
     def max_capacity(self) -> int:
         return self._max_capacity
 
+    @property
+    def phase(self) -> str:
+        """Where the message session stands, for ``rungar status``: ``waiting`` while GitHub
+        answers our session create with a conflict (another session holds the scale set),
+        ``listening`` once ours is open, ``starting`` before either."""
+        session = self.session
+        if session is None:
+            return "starting"
+        if session.conflicts:
+            return "waiting"
+        return "listening" if session.session is not None else "starting"
+
     def set_max_capacity(self, value: int) -> None:
         """Takes effect on the next poll."""
         self._max_capacity = max(0, value)

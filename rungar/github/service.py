@@ -156,6 +156,10 @@ class ScaleSetGitHub:
             _status(r) for r in await self.client.list_runners() if r.scale_set_id == scale_set_id
         ]
 
+    def session_phase(self, scale_set: str) -> str:
+        listener = self.listeners.get(scale_set)
+        return listener.phase if listener is not None else ""
+
     def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
         listener = self.listeners.get(scale_set)
         if listener is not None:

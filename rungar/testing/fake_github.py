@@ -46,6 +46,7 @@ class FakeGitHub:
         self.calls: list[tuple[str, object]] = []
         self._queues: dict[str, asyncio.Queue[ListenerEvent]] = {}
         self._failures: dict[str, list[Exception]] = {}
+        self.phases: dict[str, str] = {}  # a test sets "waiting" to play a held session
 
     # ---- test controls ---------------------------------------------------------------------
 
@@ -154,3 +155,6 @@ class FakeGitHub:
 
     def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
         self.capacity[scale_set] = max_capacity
+
+    def session_phase(self, scale_set: str) -> str:
+        return self.phases.get(scale_set, "listening")
