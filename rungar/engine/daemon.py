@@ -27,6 +27,7 @@ from rungar.engine.naming import installation_id
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, read_secret
 from rungar.errors import ConfigError
+from rungar.model.caller import Caller
 from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 from rungar.model.provider import Provider
 from rungar.model.units import parse_bytes
@@ -65,10 +66,14 @@ def plugin_settings(config: ProviderConfig, installation: str) -> dict[str, Any]
 
 
 def make_provider(
-    config: ProviderConfig, clock: Clock, plugins: list[Any], installation: str = ""
+    config: ProviderConfig,
+    clock: Clock,
+    plugins: list[Any],
+    installation: str = "",
+    caller: Caller | None = None,
 ) -> Provider:
     """A provider of any type: in-process fake, gRPC address, or a local plugin to start
-    (handed :func:`plugin_settings`)."""
+    (handed :func:`plugin_settings`). Every gRPC call names ``caller``."""
     options = config.options
     if config.type == "fake" and not config.address and not config.command:
         from rungar.testing.fake_provider import FakeProvider
@@ -93,15 +98,21 @@ def make_provider(
             settings=plugin_settings(config, installation),
         )
         plugins.append(plugin)
-        return PluginProvider(config.name, plugin, timeout)
-    return GrpcProvider(config.name, config.address, tls=tls, token=token, timeout=timeout)
+        return PluginProvider(config.name, plugin, timeout, caller)
+    return GrpcProvider(
+        config.name, config.address, tls=tls, token=token, timeout=timeout, caller=caller
+    )
 
 
 async def connect_provider(
-    config: ProviderConfig, clock: Clock, plugins: list[Any], installation: str = ""
+    config: ProviderConfig,
+    clock: Clock,
+    plugins: list[Any],
+    installation: str = "",
+    caller: Caller | None = None,
 ) -> Provider:
     """:func:`make_provider`, its plugin started: for a provider added by ``rungar apply``."""
-    provider = make_provider(config, clock, plugins, installation)
+    provider = make_provider(config, clock, plugins, installation, caller)
     if isinstance(provider, PluginProvider):
         await provider.start()
     return provider
@@ -112,17 +123,20 @@ class PluginProvider:
     to the plugin's gRPC client. The plugin keeps its address across restarts, so one client
     lasts the daemon's life."""
 
-    def __init__(self, name: str, plugin: PluginProcess, timeout: float) -> None:
+    def __init__(
+        self, name: str, plugin: PluginProcess, timeout: float, caller: Caller | None = None
+    ) -> None:
         self.name = name
         self.plugin = plugin
         self.timeout = timeout
+        self.caller = caller
         self._client: GrpcProvider | None = None
 
     async def start(self) -> None:
         from rungar.rpc.client import GrpcProvider
 
         address = await self.plugin.start()
-        self._client = GrpcProvider(self.name, address, timeout=self.timeout)
+        self._client = GrpcProvider(self.name, address, timeout=self.timeout, caller=self.caller)
 
     @property
     def client(self) -> GrpcProvider:
@@ -165,6 +179,7 @@ class Daemon:
         self.clock = clock or SystemClock()
         self.warnings: list[str] = []
         self.timing = Timing()
+        self.started_at = self.clock.now()  # this daemon instance, as providers are told
         self._webhook_task: asyncio.Task[None] | None = None  # kept: the loop holds tasks weakly
 
     def _github(self, store: SqliteStore, metrics: Metrics) -> Any:
@@ -265,9 +280,11 @@ class Daemon:
         for warning in self.warnings:
             log.warning(warning)
         installation = settings.installation or installation_id(settings.github.url)
+        caller = Caller(installation, socket.gethostname(), self.started_at)
         plugins: list[Any] = []
         providers = {
-            p.name: make_provider(p, self.clock, plugins, installation) for p in config.providers
+            p.name: make_provider(p, self.clock, plugins, installation, caller)
+            for p in config.providers
         }
         for provider in providers.values():
             if isinstance(provider, PluginProvider):
@@ -288,7 +305,9 @@ class Daemon:
         control = Control(
             engine,
             runloop,
-            provider_factory=lambda p: connect_provider(p, self.clock, plugins, installation),
+            provider_factory=lambda p: connect_provider(
+                p, self.clock, plugins, installation, caller
+            ),
         )
         from rungar.rpc.admin_server import serve_admin
 

@@ -3,7 +3,8 @@
 One channel per provider, opened on first use and kept (gRPC reconnects it by itself, with a
 short backoff so a restarted local plugin is reached again within seconds). Every call carries
 a deadline: ``timeout`` (the provider's own, ``Timing.provider_timeout`` by default), and for
-``create`` also the caller's remaining ``start_timeout`` budget, whichever is shorter.
+``create`` also the caller's remaining ``start_timeout`` budget, whichever is shorter. Every
+call names its caller (installation, daemon host, daemon start) in metadata when given one.
 
 The mapping of answers is the protocol's core rule:
 
@@ -23,6 +24,7 @@ import grpc
 import grpc.aio
 
 from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
+from rungar.model.caller import Caller
 from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc import convert
@@ -70,6 +72,7 @@ class GrpcProvider:
         token: str = "",
         timeout: float = 10.0,
         create_timeout: float | None = None,
+        caller: Caller | None = None,
     ) -> None:
         check_address(address, secured=tls is not None, who=f"provider {name}")
         if token and tls is None:
@@ -84,6 +87,8 @@ class GrpcProvider:
         self._create_timeout = create_timeout if create_timeout is not None else timeout
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
+        # Who is calling, on every call (provider.proto): built once, the same for each call.
+        self._metadata = caller.metadata() if caller is not None else None
 
     def __repr__(self) -> str:
         return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
@@ -118,7 +123,7 @@ class GrpcProvider:
     async def _call(self, call: str, request: Any, timeout: float) -> Any:
         stub = self._connect()
         try:
-            return await getattr(stub, call)(request, timeout=timeout)
+            return await getattr(stub, call)(request, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise map_rpc_error(self.name, call, e) from e
 
@@ -148,7 +153,7 @@ class GrpcProvider:
         message = convert.create_request_to_pb(request)
         stub = self._stub if self._stub is not None else self._connect()
         try:
-            answer = await stub.Create(message, timeout=timeout)
+            answer = await stub.Create(message, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise map_rpc_error(self.name, "Create", e) from e
         return convert.create_response_from_pb(answer, provider=self.name)
