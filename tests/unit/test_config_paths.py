@@ -9,11 +9,12 @@ against the working directory instead (as ``socket`` and ``token_path`` once wer
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from runnerd.cli import main as runnerd
 from runnerd.config import load_config
 
 from rungar.cli.main import main as rungar
@@ -171,11 +172,17 @@ def test_validate_verbose_json_carries_the_resolved_paths(
     assert paths["providers.remote.token_file"] == str(config_dir / "secrets" / "runnerd-token")
 
 
-def test_check_config_verbose_prints_the_paths_runnerd_will_open(
-    config_dir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert runnerd(["check-config", "--verbose", "-c", str(config_dir / "runnerd.toml")]) == 0
-    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+def test_check_config_verbose_prints_the_paths_runnerd_will_open(config_dir: Path) -> None:
+    # Its own process: runnerd's entry point configures logging for the whole interpreter.
+    done = subprocess.run(
+        [sys.executable, "-m", "runnerd.cli", "check-config", "-v", "-c", "../etc/runnerd.toml"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [line.split() for line in done.stdout.splitlines()]
     assert ["host.socket", str(config_dir / "run" / "provider.sock")] in lines
     assert ["host.api_socket", str(config_dir / "state" / "runnerd.sock")] in lines
     assert ["host.tls_ca", str(config_dir / "tls" / "ca.pem")] in lines
