@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from rungar.engine.engine import Engine
 
 WAITING_NOTE = "another message session holds the scale set; standing by until it ends"
+UNREACHABLE_NOTE = "GitHub does not answer; trying again for the message session"
 
 
 def runner_summary(config: ScaleSetConfig) -> str:
@@ -75,9 +76,13 @@ def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
             "which is waiting for room and takes priority"
         )
     if state.phase == "LISTENING":
-        # The listener knows when GitHub answers its session create with a conflict.
-        if engine.github.session_phase(name) == "waiting":
+        # The listener knows when GitHub answers its session create with a conflict, and when
+        # GitHub stops answering after the scale set was found.
+        session = engine.github.session_phase(name)
+        if session.phase == "waiting":
             return "WAITING", WAITING_NOTE
+        if session.phase == "unreachable":
+            return "UNREACHABLE", f"{UNREACHABLE_NOTE}: {session.error}"
         return "LISTENING", ""
     if state.phase == "UNREACHABLE":
         return "UNREACHABLE", state.note or "GitHub does not answer"

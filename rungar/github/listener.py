@@ -23,7 +23,7 @@ from rungar.config.model import ScaleSetConfig
 from rungar.errors import GitHubError
 from rungar.github.client import ScaleSetClient
 from rungar.github.exceptions import ScaleSetGone
-from rungar.github.interface import CursorStore, Demand, JobEvent, JobEventKind
+from rungar.github.interface import CursorStore, Demand, JobEvent, JobEventKind, SessionPhase
 from rungar.github.jobs import JobTracker
 from rungar.github.ratelimit import poll_stretch
 from rungar.github.session import MessageSession
@@ -86,22 +86,23 @@ class Listener:
         self.session: MessageSession | None = None
         self.last_demand: Demand | None = None
         self.messages_handled = 0
+        self.error = ""  # why the last turn failed, until GitHub answers again (for status)
 
     @property
     def max_capacity(self) -> int:
         return self._max_capacity
 
     @property
-    def phase(self) -> str:
-        """Where the message session stands, for ``rungar status``: ``waiting`` while GitHub
-        answers our session create with a conflict (another session holds the scale set),
-        ``listening`` once ours is open, ``starting`` before either."""
+    def phase(self) -> SessionPhase:
+        """Where the message session stands, for ``rungar status`` (see SessionPhase)."""
         session = self.session
-        if session is None:
-            return "starting"
-        if session.conflicts:
-            return "waiting"
-        return "listening" if session.session is not None else "starting"
+        if session is not None and session.conflicts:
+            return SessionPhase("waiting")  # GitHub answers: with a conflict
+        if self.error:
+            return SessionPhase("unreachable", self.error)
+        if session is None or session.session is None:
+            return SessionPhase("starting")
+        return SessionPhase("listening")
 
     def set_max_capacity(self, value: int) -> None:
         """Takes effect on the next poll."""
@@ -136,6 +137,8 @@ class Listener:
                         if isinstance(e, GitHubError)
                         else "github.listener_bug"
                     )
+                    if isinstance(e, GitHubError):
+                        self.error = str(e) or type(e).__name__
                     log.warning(event, scale_set=self.config.name, error=str(e), retry_in_s=wait)
                     await self._clock.sleep(wait)
         finally:
@@ -159,10 +162,12 @@ class Listener:
                 conflict_retry_max=self._conflict[1],
             )
             opened = await self.session.open()
+            self.error = ""
             await self._publish(opened.statistics)  # the service's word on pending work (ARC #3420)
         while not self._stopping.is_set():
             cursor = await self._cursors.get_last_message_id(self.scale_set_id)
             message = await self.session.next_message(cursor, self._max_capacity)
+            self.error = ""
             if message is None:
                 if self.last_demand is not None:
                     await self._deliver_demand(self.last_demand)

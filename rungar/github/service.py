@@ -29,6 +29,7 @@ from rungar.github.interface import (
     ListenerEvent,
     RemoveOutcome,
     RunnerStatus,
+    SessionPhase,
 )
 from rungar.github.listener import Listener
 from rungar.github.ratelimit import RequestCounter
@@ -156,9 +157,9 @@ class ScaleSetGitHub:
             _status(r) for r in await self.client.list_runners() if r.scale_set_id == scale_set_id
         ]
 
-    def session_phase(self, scale_set: str) -> str:
+    def session_phase(self, scale_set: str) -> SessionPhase:
         listener = self.listeners.get(scale_set)
-        return listener.phase if listener is not None else ""
+        return listener.phase if listener is not None else SessionPhase("")
 
     def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
         listener = self.listeners.get(scale_set)

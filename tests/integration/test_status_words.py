@@ -319,3 +319,15 @@ async def test_the_daemon_shows_each_documented_provider_status_in_its_situation
 ) -> None:
     status = await PROVIDER_WORDS[word](tmp_path)
     assert status.split()[0] == word, status
+
+
+async def test_a_scale_set_whose_github_stops_answering_mid_session_is_unreachable_until_it_does(
+    tmp_path: Path,
+) -> None:
+    async with emulator() as emu, listening_daemon(tmp_path, emu) as engine:
+        await until_word(engine, "LISTENING")
+        emu.state.faults.add(Fault("MQ_GET", status=503, count=10_000, message="down"))
+        _, note = await until_word(engine, "UNREACHABLE")
+        assert note.startswith("GitHub does not answer; trying again for the message session: ")
+        emu.state.faults.clear()
+        await until_word(engine, "LISTENING")
