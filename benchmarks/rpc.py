@@ -4,8 +4,9 @@ A server process serves a no-op provider (it answers Created and Refused in turn
 server kit, logging every call as JSON to /dev/null with the production log configuration
 (``rungar.logs.configure``), and beside it a bare gRPC echo (a generic unary handler on raw
 bytes, no protobuf) with the same certificates. This process drives both through the same kind
-of mTLS channel: ``GrpcProvider.create`` for the provider, a raw unary call for the echo. The
-echo moves the same bytes as the provider exchange: it takes the serialized CreateRequest and
+of mTLS channel: ``GrpcProvider.create`` for the provider (naming its caller in metadata, as
+the daemon does), a raw unary call with the same metadata for the echo. The echo moves the same
+bytes as the provider exchange: it takes the serialized CreateRequest and
 answers with the serialized answers the provider gives (Created and Refused in turn), so both
 sides pay the same transport, TLS and framing costs and the ratio is the protocol's own
 overhead. It measures p50/p99 latency with one call in flight and calls per second with 16 in
@@ -179,6 +180,7 @@ def p(values: list[float], q: float) -> float:
 
 
 async def drive(cert_dir: Path, ports: tuple[str, str], quick: bool) -> None:
+    from rungar.model.caller import Caller
     from rungar.model.machine import CreateRequest
     from rungar.model.runner_block import RunnerBlock
     from rungar.rpc import convert
@@ -206,7 +208,9 @@ async def drive(cert_dir: Path, ports: tuple[str, str], quick: bool) -> None:
         jit_config="x" * 2000,  # about the size of a real JIT config
     )
     payload = convert.create_request_to_pb(request).SerializeToString()
-    provider = GrpcProvider("bench", f"127.0.0.1:{ports[0]}", tls=tls, timeout=10)
+    # Named as the daemon names itself on every call (the metadata of provider.proto).
+    caller = Caller("gh-bench", "bench-host", time.time())
+    provider = GrpcProvider("bench", f"127.0.0.1:{ports[0]}", tls=tls, timeout=10, caller=caller)
     options = [*CHANNEL_OPTIONS, ("grpc.ssl_target_name_override", SERVER_NAME)]
     echo_channel = grpc.aio.secure_channel(
         f"127.0.0.1:{ports[1]}", channel_credentials(tls), options=options
@@ -217,7 +221,7 @@ async def drive(cert_dir: Path, ports: tuple[str, str], quick: bool) -> None:
         return await provider.create(request)
 
     async def echo() -> object:
-        return await echo_call(payload, timeout=10)
+        return await echo_call(payload, timeout=10, metadata=caller.metadata())  # same bytes
 
     n = 500 if quick else 3000
     seconds = 1.5 if quick else 6.0

@@ -61,11 +61,16 @@ SETTINGS_NOTES: dict[str, str] = {
         "The organisation, repository or enterprise whose runners this installation serves "
         "(`https://github.com/my-org`)."
     ),
-    "github.token_path": "File holding a token (PAT); mode 0600. Or token_env, or an App.",
+    "github.token_path": (
+        "File holding a token (PAT); mode 0600; relative to this file's folder. Or token_env, "
+        "or an App."
+    ),
     "github.token_env": "Environment variable holding a token; read at start.",
     "github.app_client_id": "GitHub App client id (with the two keys below).",
     "github.app_installation_id": "The App's installation id.",
-    "github.app_private_key_path": "File holding the App's private key (PEM); mode 0600.",
+    "github.app_private_key_path": (
+        "File holding the App's private key (PEM); mode 0600; relative to this file's folder."
+    ),
     "github.long_poll_timeout": "Seconds a message-session long poll waits for news.",
     "github.timing": "The GitHub client's waits; docs/github.md says when each applies.",
     "github.timing.error_backoff_first": (
@@ -113,7 +118,10 @@ SETTINGS_NOTES: dict[str, str] = {
         "the hash of github.url."
     ),
     "state_dir": "SQLite state and the event log; relative to this file's folder.",
-    "socket": "The admin API's unix socket, which `rungar status` and the other commands use.",
+    "socket": (
+        "The admin API's unix socket, which `rungar status` and the other commands use; "
+        "relative to this file's folder."
+    ),
     "socket_mode": "Mode of the admin socket: the owner and group may use the CLI.",
     "metrics": "The Prometheus endpoint.",
     "metrics.listen": (
@@ -125,10 +133,15 @@ SETTINGS_NOTES: dict[str, str] = {
         "start it yet."
     ),
     "webhook.listen": "`host:port` of the receiver; empty = none.",
-    "webhook.secret_path": "File holding the webhook secret; the receiver needs one.",
+    "webhook.secret_path": (
+        "File holding the webhook secret; the receiver needs one. Relative to this file's folder."
+    ),
     "webhook.max_body_bytes": "Largest body accepted.",
     "events": "The event log (`rungar events`).",
-    "events.file": "JSONL file; empty = `<state_dir>/events.jsonl`.",
+    "events.file": (
+        "JSONL file (format in docs/events.md); empty = `<state_dir>/events.jsonl`; relative "
+        "to this file's folder."
+    ),
     "events.max_count": "Events kept.",
     "events.max_age": "Seconds an event is kept; unset = by count only.",
     "log_level": "Lowest level logged.",
@@ -372,6 +385,12 @@ def render_reference() -> str:
         "Each on-prem host's runnerd reads its own `runnerd.toml` (`[host]`, `[sizing]`,",
         "`[profiles.NAME]`), described key by key in `config/runnerd.example.toml` and checked",
         "against the host's slice by `runnerd check-config -c runnerd.toml`.",
+        "",
+        "A relative path in any of the three files (a socket, a secret or TLS file, a state",
+        "folder, a `unix:runnerd.sock` provider address) is relative to the folder holding that",
+        "file, never the working directory, so one file serves daemons started anywhere.",
+        "`rungar validate --verbose FILE` (FILE a scale_sets.yaml or a rungar.yaml) and",
+        "`runnerd check-config --verbose` print every path as it will be opened.",
         "",
         FORMATS,
         "",

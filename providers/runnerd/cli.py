@@ -44,6 +44,12 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("-c", "--config", default=DEFAULT_CONFIG)
     check = sub.add_parser("check-config", help="check runnerd.toml against the slice")
     check.add_argument("-c", "--config", default=DEFAULT_CONFIG)
+    check.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print every path runnerd will open, resolved against the file's folder",
+    )
     add_runnerd_commands(sub)
     return p
 
@@ -62,6 +68,13 @@ def main(argv: list[str] | None = None) -> int:
             print(problem, file=sys.stderr)
         if not problems:
             print(f"{args.config}: ok")
+            if args.verbose:
+                from runnerd.config import host_paths, load_config
+
+                paths = host_paths(load_config(args.config).host)
+                width = max(len(key) for key, _ in paths)
+                for key, value in paths:
+                    print(f"  {key.ljust(width)}  {value}")
         return 2 if problems else 0
     from runnerd.daemon import serve_forever
 

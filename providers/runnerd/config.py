@@ -8,6 +8,7 @@ The check (:func:`check_budget`) is the seed's: under ``caps`` slots × memory o
 with the mirror must fit the slice's MemoryMax; under ``measured`` one runner of each profile with
 the mirror must, and the slice must have a MemoryMax. A config that sets ``cpu_overcommit`` is
 refused when the slice's CPUs cannot be read. Problems name the file, line and key, all at once.
+Every relative path of ``[host]`` is relative to the folder of runnerd.toml (``HOST_PATHS``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from rungar.config.paths import base_of, resolve_path
 from rungar.config.problems import START, Mark, Problems
 from rungar.errors import ConfigError
 from rungar.model.units import format_bytes, parse_bytes, parse_duration
@@ -221,7 +223,45 @@ def parse_config(text: str, file: str = "runnerd.toml") -> RunnerdConfig:
             if profile is not None:
                 profiles[name] = profile
     problems.raise_if_any()
+    host = resolve_host_paths(host, base_of(file))
     return RunnerdConfig(host, sizing, profiles, file)
+
+
+# [host] keys naming a file or folder: a relative one is relative to runnerd.toml's folder.
+HOST_PATHS = (
+    "state_dir",
+    "socket",
+    "api_socket",
+    "tls_cert",
+    "tls_key",
+    "tls_ca",
+    "token_file",
+    "history",
+    "cgroup_root",
+    "proc_root",
+    "docker_socket",
+    "disk_path",
+)
+
+
+def resolve_host_paths(host: HostConfig, base: Path) -> HostConfig:
+    """Every relative path of ``[host]`` resolved against ``base`` (the file's folder), so
+    runnerd opens the same files whatever its working directory."""
+    resolved: dict[str, Any] = {key: resolve_path(getattr(host, key), base) for key in HOST_PATHS}
+    return replace(host, **resolved)
+
+
+def host_paths(host: HostConfig) -> list[tuple[str, str]]:
+    """``(key, path)`` of every path runnerd will open, defaults filled in, for
+    ``check-config --verbose``."""
+    found = [(f"host.{key}", str(getattr(host, key))) for key in HOST_PATHS]
+    defaults = {
+        "host.socket": host.socket_path(),
+        "host.api_socket": host.api_socket_path(),
+        "host.history": host.history_path(),
+        "host.disk_path": host.disk_path_or_state(),
+    }
+    return [(key, defaults.get(key, value)) for key, value in found if defaults.get(key, value)]
 
 
 def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:

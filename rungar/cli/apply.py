@@ -11,6 +11,7 @@ exit 2 as well; a daemon that cannot be asked exits 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
         text = f.read().decode("utf-8")  # load_scale_sets has checked size and encoding
 
     async def work(client: AdminClient) -> int:
-        answer = await client.apply(text, path, dry_run=args.dry_run)
+        # The daemon resolves relative paths in the file against its folder: send where it is.
+        answer = await client.apply(text, os.path.abspath(path), dry_run=args.dry_run)
         if args.json:
             print_json(answer)
         else:

@@ -30,9 +30,41 @@ _TIME_FORMATS = ("%H:%M", "%H:%M:%S")
 _DATE_FORMATS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S")
 
 
+JSON_SHAPE = (
+    '{"time": 1790000000.5, "kind": "runner", "name": "linux-1a2b3c4d", "action": "adopted",\n'
+    ' "scale_set": "linux", "provider": "compute1", "message": "…", "attributes": {"why": …}}'
+)
+
+
+def epilog() -> str:
+    """The event kinds and the JSON shape, from the daemon's own catalogue."""
+    from rungar.model.event_kinds import EVENT_ACTIONS
+
+    width = max(len(f"{kind} {action}") for kind, action in EVENT_ACTIONS)
+    rows = [
+        f"  {f'{kind} {action}'.ljust(width)}  {meaning}"
+        for (kind, action), meaning in EVENT_ACTIONS.items()
+    ]
+    return "\n".join(
+        [
+            "events (kind action, then what it means):",
+            *rows,
+            "",
+            "--json prints one object per line, the event log's own stable format:",
+            JSON_SHAPE,
+            "time is epoch seconds; provider is empty for a runner with no machine; attributes",
+            "carry the details named above. See docs/events.md.",
+        ]
+    )
+
+
 def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        name, help=help_text, description=help_text
+        name,
+        help=help_text,
+        description=help_text,
+        epilog=epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-f", "--follow", action="store_true", help="keep following new events")
     parser.add_argument("--scale-set", metavar="S", default="", help="only this scale set's")

@@ -1,8 +1,12 @@
-"""``rungar validate FILE``: check a scale_sets.yaml without contacting anything (issue 2, item 2).
+"""``rungar validate FILE``: check a scale_sets.yaml without contacting anything.
 
 Prints ``FILE is valid: 3 providers, 2 scale sets`` and exits 0, or every problem on stderr as
 ``FILE:LINE:COL: key.path: what is wrong`` and exits 2 (STYLE.md: 2 for configuration errors).
 ``--json`` prints one JSON object on stdout instead, with the same exit codes.
+
+FILE may also be the daemon's ``rungar.yaml`` (a mapping with a ``github:`` key): its settings
+are checked, then the scale_sets.yaml it names. ``--verbose`` prints every path either file
+names, resolved against the file's own folder as the daemon will open it.
 """
 
 from __future__ import annotations
@@ -10,9 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rungar.config.loader import load_scale_sets
+from rungar.config.model import ScaleSetsFile
+from rungar.config.paths import provider_paths
 from rungar.config.problems import ScaleSetsError
 from rungar.errors import ConfigError
 
@@ -24,11 +33,42 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help_text, description=help_text
     )
-    parser.add_argument("file", metavar="FILE", help="the scale_sets.yaml to check")
+    parser.add_argument(
+        "file", metavar="FILE", help="the scale_sets.yaml (or the daemon's rungar.yaml) to check"
+    )
     parser.add_argument(
         "--json", action="store_true", help="print the result as one JSON object on stdout"
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also print every path the file names, resolved against the file's folder",
+    )
     return parser
+
+
+def is_daemon_settings(path: str) -> bool:
+    """A rungar.yaml rather than a scale_sets.yaml: a mapping with a ``github:`` key."""
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False  # load_scale_sets reports what is wrong with it
+    return isinstance(data, dict) and "github" in data
+
+
+def _load(path: str) -> tuple[ScaleSetsFile, list[tuple[str, str]]]:
+    """The scale sets to report on, and ``(key, resolved path)`` of every path named."""
+    if not is_daemon_settings(path):
+        config = load_scale_sets(path)
+        return config, [kv for p in config.providers for kv in provider_paths(p)]
+    from rungar.engine.settings import load_settings, settings_paths
+
+    settings = load_settings(path)
+    config = load_scale_sets(settings.scale_sets)
+    paths = settings_paths(settings)
+    paths += [kv for p in config.providers for kv in provider_paths(p)]
+    return config, paths
 
 
 def _count(n: int, noun: str) -> str:
@@ -38,7 +78,7 @@ def _count(n: int, noun: str) -> str:
 def run(args: argparse.Namespace) -> int:
     path: str = args.file
     try:
-        config = load_scale_sets(path)
+        config, paths = _load(path)
     except ConfigError as e:
         if args.json:
             details: list[dict[str, object]]
@@ -53,9 +93,20 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     providers, scale_sets = len(config.providers), len(config.scale_sets)
     if args.json:
-        result = {"file": path, "valid": True, "providers": providers, "scale_sets": scale_sets}
+        result: dict[str, Any] = {
+            "file": path,
+            "valid": True,
+            "providers": providers,
+            "scale_sets": scale_sets,
+        }
+        if args.verbose:
+            result["paths"] = dict(paths)
         print(json.dumps(result))
     else:
         counts = f"{_count(providers, 'provider')}, {_count(scale_sets, 'scale set')}"
         print(f"{path} is valid: {counts}")
+        if args.verbose:
+            width = max((len(key) for key, _ in paths), default=0)
+            for key, value in paths:
+                print(f"  {key.ljust(width)}  {value}")
     return EXIT_OK

@@ -23,6 +23,7 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.config.paths import base_of, resolve_provider
 from rungar.config.problems import START, Mark, Problems, first_at, join_path
 from rungar.config.schema import (
     COMMON_KEYS,
@@ -65,7 +66,8 @@ def parse_scale_sets_bytes(data: bytes, filename: str) -> ScaleSetsFile:
 
 
 def parse_scale_sets(text: str, filename: str) -> ScaleSetsFile:
-    """Check ``text``; ``filename`` is only used in the problems' positions."""
+    """Check ``text``; ``filename`` names it in the problems' positions, and its folder is
+    where relative paths in it (``unix:`` addresses, TLS and credential files) resolve."""
     return _parse(text, Problems(filename))
 
 
@@ -81,7 +83,9 @@ def _parse(text: str, problems: Problems) -> ScaleSetsFile:
     providers, runner_blocks = _providers(top.get("providers", []), checker)
     scale_sets = _scale_sets(top.get("scale_sets", []), runner_blocks, timing, checker)
     problems.raise_if_any()
-    return ScaleSetsFile(tuple(providers), tuple(scale_sets), timing, path=problems.file)
+    base = base_of(problems.file)
+    resolved = tuple(resolve_provider(p, base) for p in providers)
+    return ScaleSetsFile(resolved, tuple(scale_sets), timing, path=problems.file)
 
 
 def _timing(record: Record | None, checker: Checker) -> Timing:
@@ -195,7 +199,7 @@ def _check_reachability(record: Record, provider_type: str | None, checker: Chec
     if too_long:
         checker.fail(record.mark_of("address"), record.path_of("address"), too_long)
     tls = record.extra.get("tls")
-    if tls is not None and address.startswith("unix://"):
+    if tls is not None and address.startswith("unix:"):
         checker.fail(tls.key_mark, record.path_of("tls"), "TLS is refused on a unix:// address")
 
 

@@ -150,8 +150,8 @@ def unix_path_problem(address: str) -> str:
 
 
 ADDRESS = Str(
-    pattern=r"^(unix:///\S+|\[[0-9A-Fa-f:.]+\]:\d{1,5}|[A-Za-z0-9_.-]+:\d{1,5})$",
-    hint="unix:///path/to.sock or host:port",
+    pattern=r"^(unix:\S+|\[[0-9A-Fa-f:.]+\]:\d{1,5}|[A-Za-z0-9_.-]+:\d{1,5})$",
+    hint="unix:///path/to.sock, unix:relative/to.sock or host:port",
 )
 TEXT = Str()
 TEXTS = ListOf(TEXT)
@@ -182,7 +182,12 @@ PROVIDER_COMMON = (
         "Base runner block; a scale set's block is laid over it.",
         default={},
     ),
-    Field("address", ADDRESS, "Where the provider plugin listens. Set this or command."),
+    Field(
+        "address",
+        ADDRESS,
+        "Where the provider plugin listens; a relative unix: path is relative to this file's "
+        "folder. Set this or command.",
+    ),
     Field(
         "command",
         ListOf(TEXT, min_items=1),
@@ -212,9 +217,14 @@ PROVIDER_TYPES: dict[str, tuple[Field, ...]] = {
                     Field("server_name", TEXT, "Name expected in runnerd's certificate."),
                 )
             ),
-            "mTLS to a TCP address; refused on unix:// addresses.",
+            "mTLS to a TCP address; refused on unix: addresses. Relative files are relative to "
+            "this file's folder.",
         ),
-        Field("token_file", TEXT, "File holding the bearer token runnerd expects."),
+        Field(
+            "token_file",
+            TEXT,
+            "File holding the bearer token runnerd expects; relative to this file's folder.",
+        ),
     ),
     "gcp": (
         Field("project", TEXT, "GCP project.", True),
@@ -224,7 +234,11 @@ PROVIDER_TYPES: dict[str, tuple[Field, ...]] = {
         Field("external_ip", Bool(), "Give instances an external IP.", default=True),
         Field("service_account", TEXT, "Service account of the instances."),
         Field("scopes", TEXTS, "OAuth scopes of the instances."),
-        Field("credentials_file", TEXT, "Key or WIF config; unset = application default."),
+        Field(
+            "credentials_file",
+            TEXT,
+            "Key or WIF config (relative to this file's folder); unset = application default.",
+        ),
         Field("impersonate_service_account", TEXT, "Service account to impersonate."),
     ),
     "aws": (
@@ -234,7 +248,7 @@ PROVIDER_TYPES: dict[str, tuple[Field, ...]] = {
         Field("public_ip", Bool(), "Give instances a public IP."),
         Field("instance_profile", TEXT, "IAM instance profile."),
         Field("profile", TEXT, "Credentials profile."),
-        Field("credentials_file", TEXT, "Shared credentials file."),
+        Field("credentials_file", TEXT, "Shared credentials file; relative to this file's folder."),
     ),
     "fake": (
         Field("vcpus", PositiveNumber(), "Room in vCPUs; unset = unlimited."),

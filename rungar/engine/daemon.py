@@ -29,6 +29,7 @@ from rungar.engine.readiness import ReadinessReporter
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, read_secret
 from rungar.errors import ConfigError
+from rungar.model.caller import Caller
 from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 from rungar.model.provider import Provider
 from rungar.model.units import parse_bytes
@@ -85,10 +86,11 @@ def make_provider(
     plugins: list[Any],
     installation: str = "",
     timing: Timing | None = None,
+    caller: Caller | None = None,
 ) -> Provider:
     """A provider of any type: in-process fake, gRPC address, or a local plugin to start
     (handed :func:`plugin_settings`). Its calls' deadlines are those the configuration names:
-    :func:`call_timeouts`."""
+    :func:`call_timeouts`. Every gRPC call names ``caller``."""
     options = config.options
     if config.type == "fake" and not config.address and not config.command:
         from rungar.testing.fake_provider import FakeProvider
@@ -112,8 +114,8 @@ def make_provider(
             settings=plugin_settings(config, installation),
         )
         plugins.append(plugin)
-        return PluginProvider(config.name, plugin, timeouts)
-    return timeouts.client(config.name, config.address, tls=tls, token=token)
+        return PluginProvider(config.name, plugin, timeouts, caller)
+    return timeouts.client(config.name, config.address, tls=tls, token=token, caller=caller)
 
 
 async def connect_provider(
@@ -122,9 +124,10 @@ async def connect_provider(
     plugins: list[Any],
     installation: str = "",
     timing: Timing | None = None,
+    caller: Caller | None = None,
 ) -> Provider:
     """:func:`make_provider`, its plugin started: for a provider added by ``rungar apply``."""
-    provider = make_provider(config, clock, plugins, installation, timing)
+    provider = make_provider(config, clock, plugins, installation, timing, caller)
     if isinstance(provider, PluginProvider):
         await provider.start()
     return provider
@@ -135,15 +138,18 @@ class PluginProvider:
     to the plugin's gRPC client. The plugin keeps its address across restarts, so one client
     lasts the daemon's life."""
 
-    def __init__(self, name: str, plugin: PluginProcess, timeouts: CallTimeouts) -> None:
+    def __init__(
+        self, name: str, plugin: PluginProcess, timeouts: CallTimeouts, caller: Caller | None = None
+    ) -> None:
         self.name = name
         self.plugin = plugin
         self.timeouts = timeouts
+        self.caller = caller
         self._client: GrpcProvider | None = None
 
     async def start(self) -> None:
         address = await self.plugin.start()
-        self._client = self.timeouts.client(self.name, address)
+        self._client = self.timeouts.client(self.name, address, caller=self.caller)
 
     def set_timeouts(self, timeouts: CallTimeouts) -> None:
         self.timeouts = timeouts
@@ -191,6 +197,7 @@ class Daemon:
         self.clock = clock or SystemClock()
         self.warnings: list[str] = []
         self.timing = Timing()
+        self.started_at = self.clock.now()  # this daemon instance, as providers are told
         self._webhook_task: asyncio.Task[None] | None = None  # kept: the loop holds tasks weakly
 
     def _github(self, store: SqliteStore, metrics: Metrics) -> Any:
@@ -293,9 +300,10 @@ class Daemon:
         for warning in self.warnings:
             log.warning(warning)
         installation = settings.installation or installation_id(settings.github.url)
+        caller = Caller(installation, socket.gethostname(), self.started_at)
         plugins: list[Any] = []
         providers = {
-            p.name: make_provider(p, self.clock, plugins, installation, config.timing)
+            p.name: make_provider(p, self.clock, plugins, installation, config.timing, caller)
             for p in config.providers
         }
         for provider in providers.values():
@@ -318,7 +326,7 @@ class Daemon:
             engine,
             runloop,
             provider_factory=lambda p: connect_provider(
-                p, self.clock, plugins, installation, engine.config.timing
+                p, self.clock, plugins, installation, engine.config.timing, caller
             ),
         )
         from rungar.rpc.admin_server import serve_admin

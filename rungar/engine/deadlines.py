@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rungar.config.model import ProviderConfig, Timing
+from rungar.model.caller import Caller
 
 if TYPE_CHECKING:
     from rungar.rpc.client import GrpcProvider
@@ -28,7 +29,12 @@ class CallTimeouts:
     create_timeout: float  # a Create without a budget of its own
 
     def client(
-        self, name: str, address: str, tls: ClientTls | None = None, token: str = ""
+        self,
+        name: str,
+        address: str,
+        tls: ClientTls | None = None,
+        token: str = "",
+        caller: Caller | None = None,
     ) -> GrpcProvider:
         from rungar.rpc.client import GrpcProvider
 
@@ -40,6 +46,7 @@ class CallTimeouts:
             timeout=self.timeout,
             delete_timeout=self.delete_timeout,
             create_timeout=self.create_timeout,
+            caller=caller,
         )
 
     def apply(self, client: GrpcProvider) -> None:

@@ -71,7 +71,7 @@ class ScaleSetState:
     assigned: int = 0
     desired: int | None = None  # unknown until the first decision
     paused_at_runtime: bool | None = None  # None: as configured
-    _phase: str = "STARTING"  # STARTING, LISTENING, WAITING, UNREACHABLE
+    _phase: str = "STARTING"  # STARTING, LISTENING, WAITING (the listener says), UNREACHABLE
     note: str = ""
     creating: int = 0
     queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint

@@ -2,6 +2,8 @@
 
 One object per line: ``time, kind, name, action, scale_set, provider, message, attributes``
 (rungar-go §2.4). History only: never read back for decisions. No secret is ever written.
+The file format and every ``(kind, action)`` in :data:`EVENT_ACTIONS` are stable, documented
+in docs/events.md and ``rungar events --help``; new actions and attributes may be added.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Any, TextIO
 
 from rungar.clock import Clock
 from rungar.errors import RungarError
+from rungar.model.event_kinds import EVENT_ACTIONS
+
+__all__ = ["EVENT_ACTIONS", "Event", "EventLog", "FollowerBehind"]
 
 
 class FollowerBehind(RungarError):

@@ -32,6 +32,7 @@ from rungar.model import labels as L
 from rungar.model.machine import Machine, MachineState
 from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
 from rungar.scaling.decide import decide_removal
+from rungar.store.sqlite import CreateIntent
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
@@ -111,7 +112,20 @@ async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | No
     return view
 
 
-def _adopt(engine: Engine, provider: str, machine: Machine, now: float) -> None:
+# Why a machine was adopted: the ``why`` attribute of its ``adopted`` event, and the message.
+ADOPTED_WHY = {
+    "interrupted_create": (
+        "its create was cut short (the daemon stopped between asking and hearing back); "
+        "the machine was found on the fleet"
+    ),
+    "untracked": (
+        "found on the fleet with this installation's labels, unknown to the daemon "
+        "(a restart, or a runner whose record was lost)"
+    ),
+}
+
+
+def _adopt(engine: Engine, provider: str, machine: Machine, now: float, why: str) -> None:
     scale_set = machine.labels.get(L.SCALE_SET, "")
     record = RunnerRecord(
         name=machine.name,
@@ -139,7 +153,61 @@ def _adopt(engine: Engine, provider: str, machine: Machine, now: float) -> None:
         "adopted",
         scale_set=scale_set,
         provider=provider,
-        message="found on the fleet, unknown to the daemon",
+        message=ADOPTED_WHY[why],
+        why=why,
+        machine_state=machine.state.value,
+    )
+    log.info(
+        "runner.adopted",
+        runner=machine.name,
+        provider=provider,
+        scale_set=scale_set,
+        why=why,
+        machine_state=machine.state.value,
+    )
+
+
+def _settled_without_machine(engine: Engine, intent: CreateIntent) -> None:
+    """A create a crash cut short, and no provider lists its machine: nothing to adopt, and
+    its registration (if it got one) has been removed."""
+    message = (
+        "its create was cut short (the daemon stopped between asking and hearing back) and "
+        "no provider lists its machine; its registration was removed"
+    )
+    engine.events.record(
+        "runner",
+        intent.runner,
+        "settled",
+        scale_set=intent.scale_set,
+        provider=intent.provider,
+        message=message,
+        why="interrupted_create",
+    )
+    log.info(
+        "runner.create_settled",
+        runner=intent.runner,
+        provider=intent.provider,
+        scale_set=intent.scale_set,
+        outcome="no machine; registration removed",
+    )
+
+
+def _machine_gone(engine: Engine, record: RunnerRecord) -> None:
+    """Its machine is no longer in its provider's listing: deleted outside Rungar, or it ended
+    and its provider cleaned it up. Nothing is left to delete; the runner is settled."""
+    engine.events.record(
+        "runner",
+        record.name,
+        "machine_gone",
+        scale_set=record.scale_set,
+        provider=record.provider,
+        message=f"its machine is gone from {record.provider}'s listing; nothing is left to delete",
+    )
+    log.info(
+        "runner.machine_gone",
+        runner=record.name,
+        provider=record.provider,
+        scale_set=record.scale_set,
     )
 
 
@@ -199,7 +267,7 @@ async def reconcile(engine: Engine) -> None:
             engine.store.clear_intent(intent.runner)
             if intent.runner not in engine.runners:
                 provider, machine = machines[intent.runner]
-                _adopt(engine, provider, machine, now)
+                _adopt(engine, provider, machine, now, "interrupted_create")
                 record = engine.runners.get(intent.runner)
                 if record is not None:
                     record.runner_id = intent.runner_id
@@ -208,6 +276,7 @@ async def reconcile(engine: Engine) -> None:
                 with contextlib.suppress(GitHubError):
                     await engine.github.remove_runner(intent.runner_id)
             engine.store.clear_intent(intent.runner)
+            _settled_without_machine(engine, intent)
 
     # 3. adopt what nobody tracks
     for name, (provider, machine) in machines.items():
@@ -218,7 +287,7 @@ async def reconcile(engine: Engine) -> None:
         engine.runners.left.pop(name, None)
         if machine.labels.get(L.INSTALLATION) != engine.installation:
             continue
-        _adopt(engine, provider, machine, now)
+        _adopt(engine, provider, machine, now, "untracked")
 
     # 4. machines gone, stopped or on unreachable providers; GitHub's view; removals
     registrations = await github_view(engine)
@@ -234,6 +303,7 @@ async def reconcile(engine: Engine) -> None:
             continue
         if listed is None:
             if record.created_at <= pass_began:
+                _machine_gone(engine, record)
                 engine.let_go(record, "ended")
             continue
         record.machine = listed[1].state
@@ -353,6 +423,14 @@ async def _sweep_orphans(
                     name,
                     "removed",
                     scale_set=scale_set,
+                    provider="",  # a registration with no machine on any provider
                     message="an offline registration with no machine",
                     reason="orphaned",
+                )
+                log.info(
+                    "runner.orphan_swept",
+                    runner=name,
+                    provider="",
+                    scale_set=scale_set,
+                    offline_for=round(now - first, 1),
                 )

@@ -15,6 +15,7 @@ import structlog
 
 from rungar.engine.engine import Engine, ScaleSetState
 from rungar.engine.reconcile import probe_unreachable, reconcile
+from rungar.engine.status import UNREACHABLE_NOTE
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
 
@@ -74,7 +75,7 @@ class RunLoop:
                 raise
             except GitHubError as e:
                 state.phase = "UNREACHABLE"
-                state.note = f"GitHub does not answer; trying again for the message session: {e}"
+                state.note = f"{UNREACHABLE_NOTE}: {e}"
                 log.warning("github.session_failed", scale_set=state.config.name, error=str(e))
             except Exception:
                 state.phase = "UNREACHABLE"

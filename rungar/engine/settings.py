@@ -1,5 +1,7 @@
 """The daemon's own settings file (``rungar serve -c rungar.yaml``), checked at load.
 
+Every relative path (``scale_sets``, ``state_dir``, ``socket``, the secret files,
+``events.file``) is relative to the folder of the settings file, never the working directory.
 Secrets come from files or the environment, never literals: ``token_path``/``token_env``, or a
 GitHub App's ``app_private_key_path``. A world-readable secret file is warned about. Problems
 are reported as ``FILE: key: what is wrong``, all at once, exit 2.
@@ -15,6 +17,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rungar.config.paths import resolve_path
 from rungar.errors import ConfigError
 from rungar.github.timing import GitHubTiming
 
@@ -116,16 +119,52 @@ def load_settings(path: str) -> DaemonSettings:
             f"{path}: github: an App needs app_client_id, app_installation_id and "
             "app_private_key_path"
         )
+    settings = resolve_settings_paths(settings, base)
     if len(settings.socket) > 103:
         problems.append(f"{path}: socket: longer than 103 characters")
     if problems:
         raise ConfigError(problems)
-    return settings.model_copy(
-        update={
-            "scale_sets": str((base / settings.scale_sets).resolve()),
-            "state_dir": str((base / settings.state_dir).resolve()),
-        }
-    )
+    return settings
+
+
+# Every key of rungar.yaml that names a file or folder, as (section, key); "" = top level.
+PATH_KEYS: tuple[tuple[str, str], ...] = (
+    ("", "scale_sets"),
+    ("", "state_dir"),
+    ("", "socket"),
+    ("github", "token_path"),
+    ("github", "app_private_key_path"),
+    ("webhook", "secret_path"),
+    ("events", "file"),
+)
+
+
+def resolve_settings_paths(settings: DaemonSettings, base: Path) -> DaemonSettings:
+    """Every relative path resolved against ``base``, the folder of the settings file, so the
+    daemon opens the same files whatever its working directory."""
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, str]] = {}
+    for section, key in PATH_KEYS:
+        holder = getattr(settings, section) if section else settings
+        value = resolve_path(getattr(holder, key), base)
+        if section:
+            sections.setdefault(section, {})[key] = value
+        else:
+            top[key] = value
+    for section, values in sections.items():
+        top[section] = getattr(settings, section).model_copy(update=values)
+    return settings.model_copy(update=top)
+
+
+def settings_paths(settings: DaemonSettings) -> list[tuple[str, str]]:
+    """``(key, path)`` of every path the settings name and set, for ``validate --verbose``."""
+    found = []
+    for section, key in PATH_KEYS:
+        holder = getattr(settings, section) if section else settings
+        value = getattr(holder, key)
+        if value:
+            found.append((f"{section}.{key}" if section else key, value))
+    return found
 
 
 def read_secret(path: str, warn: list[str]) -> str:

@@ -33,6 +33,9 @@ from rungar.model.units import format_duration
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
 
+WAITING_NOTE = "another message session holds the scale set; standing by until it ends"
+UNREACHABLE_NOTE = "GitHub does not answer; trying again for the message session"
+
 
 def runner_summary(config: ScaleSetConfig) -> str:
     """What its runners are, per provider block: ``2 vCPU, 4G; e2-custom-4-8192``."""
@@ -75,11 +78,16 @@ def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
             "which is waiting for room and takes priority"
         )
     if state.phase == "LISTENING":
+        # The listener knows when GitHub answers its session create with a conflict, and when
+        # GitHub stops answering after the scale set was found.
+        session = engine.github.session_phase(name)
+        if session.phase == "waiting":
+            return "WAITING", WAITING_NOTE
+        if session.phase == "unreachable":
+            return "UNREACHABLE", f"{UNREACHABLE_NOTE}: {session.error}"
         return "LISTENING", ""
     if state.phase == "UNREACHABLE":
         return "UNREACHABLE", state.note or "GitHub does not answer"
-    if state.phase == "WAITING":
-        return "WAITING", state.note
     return "STARTING", "being looked up on GitHub, and its runners adopted"
 
 

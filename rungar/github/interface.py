@@ -79,6 +79,17 @@ ListenerEvent = Demand | JobEvent
 
 
 @dataclass(frozen=True, slots=True)
+class SessionPhase:
+    """A listener's message session, for ``rungar status``: ``starting``; ``waiting`` while
+    GitHub answers its session create with a conflict (another session holds the scale set);
+    ``listening``; ``unreachable`` while GitHub fails it (``error`` says how); ``""`` when no
+    listener runs."""
+
+    phase: str
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class RunnerStatus:
     """A runner registration as GitHub sees it."""
 
@@ -183,4 +194,8 @@ class GitHub(Protocol):
 
     def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
         """Change what the listener tells GitHub it can take (0 while paused)."""
+        ...
+
+    def session_phase(self, scale_set: str) -> SessionPhase:
+        """Where the scale set's listener stands with its message session."""
         ...

@@ -28,7 +28,14 @@ from rungar.config.model import ScaleSetConfig
 from rungar.errors import GitHubError
 from rungar.github.client import ScaleSetClient
 from rungar.github.exceptions import ScaleSetGone
-from rungar.github.interface import CursorStore, Demand, JobEvent, JobEventKind, JobTimes
+from rungar.github.interface import (
+    CursorStore,
+    Demand,
+    JobEvent,
+    JobEventKind,
+    JobTimes,
+    SessionPhase,
+)
 from rungar.github.jobs import JobTracker
 from rungar.github.session import MessageSession, SessionStore
 from rungar.github.timing import GitHubTiming
@@ -95,10 +102,23 @@ class Listener:
         self.messages_handled = 0
         self.unknown_messages = 0
         self.sessions_recreated = 0
+        self.error = ""  # why the last turn failed, until GitHub answers again (for status)
 
     @property
     def max_capacity(self) -> int:
         return self._max_capacity
+
+    @property
+    def phase(self) -> SessionPhase:
+        """Where the message session stands, for ``rungar status`` (see SessionPhase)."""
+        session = self.session
+        if session is not None and session.conflicts:
+            return SessionPhase("waiting")  # GitHub answers: with a conflict
+        if self.error:
+            return SessionPhase("unreachable", self.error)
+        if session is None or session.session is None:
+            return SessionPhase("starting")
+        return SessionPhase("listening")
 
     def set_max_capacity(self, value: int) -> None:
         """Takes effect on the next poll."""
@@ -134,6 +154,8 @@ class Listener:
                         if isinstance(e, GitHubError)
                         else "github.listener_bug"
                     )
+                    if isinstance(e, GitHubError):
+                        self.error = str(e) or type(e).__name__
                     log.warning(
                         event,
                         scale_set=self.config.name,
@@ -176,11 +198,13 @@ class Listener:
             )
             opened = await self.session.open()
             # The service's word on pending work (ARC #3420), when it gave one.
+            self.error = ""
             await self._publish_if_present(opened.statistics, "session")
         while not self._stopping.is_set():
             cursor = await self._cursors.get_last_message_id(self.scale_set_id)
             message = await self.session.next_message(cursor, self._max_capacity)
             self._failures = 0  # a poll that answered (even "nothing new") is a good turn
+            self.error = ""
             if message is None:
                 if self.last_demand is not None:
                     await self._deliver_demand(self.last_demand)

@@ -30,6 +30,7 @@ from rungar.github.interface import (
     ListenerEvent,
     RemoveOutcome,
     RunnerStatus,
+    SessionPhase,
     SessionStore,
 )
 from rungar.github.listener import Listener
@@ -172,6 +173,10 @@ class ScaleSetGitHub:
         return [
             _status(r) for r in await self.client.list_runners() if r.scale_set_id == scale_set_id
         ]
+
+    def session_phase(self, scale_set: str) -> SessionPhase:
+        listener = self.listeners.get(scale_set)
+        return listener.phase if listener is not None else SessionPhase("")
 
     def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
         listener = self.listeners.get(scale_set)

@@ -10,6 +10,9 @@ exactly one of three deadlines, as the configuration reference names them:
 * ``List``, ``Info``, ``ValidateRunner``, ``UpdateRunner``: the provider's ``timeout``, which is
   ``timing.provider_timeout`` when the provider sets none.
 
+Every call names its caller (installation, daemon host, daemon start) in metadata when given
+one.
+
 The mapping of answers is the protocol's core rule:
 
 * ``Refused`` is an ordinary answer and becomes a :class:`~rungar.model.machine.Refusal` value;
@@ -28,6 +31,7 @@ import grpc
 import grpc.aio
 
 from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
+from rungar.model.caller import Caller
 from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc import convert
@@ -80,6 +84,7 @@ class GrpcProvider:
         timeout: float = 10.0,
         delete_timeout: float = 120.0,
         create_timeout: float = 300.0,
+        caller: Caller | None = None,
     ) -> None:
         check_address(address, secured=tls is not None, who=f"provider {name}")
         if token and tls is None:
@@ -93,6 +98,8 @@ class GrpcProvider:
         )
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
+        # Who is calling, on every call (provider.proto): built once, the same for each call.
+        self._metadata = caller.metadata() if caller is not None else None
 
     def __repr__(self) -> str:
         return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
@@ -136,7 +143,7 @@ class GrpcProvider:
     async def _call(self, call: str, request: Any, timeout: float) -> Any:
         stub = self._connect()
         try:
-            return await getattr(stub, call)(request, timeout=timeout)
+            return await getattr(stub, call)(request, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise map_rpc_error(self.name, call, e) from e
 
@@ -169,7 +176,7 @@ class GrpcProvider:
         message = convert.create_request_to_pb(request)
         stub = self._stub if self._stub is not None else self._connect()
         try:
-            answer = await stub.Create(message, timeout=timeout)
+            answer = await stub.Create(message, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise map_rpc_error(self.name, "Create", e) from e
         return convert.create_response_from_pb(answer, provider=self.name)

@@ -9,17 +9,21 @@ Security (ARCHITECTURE §6): plaintext only on ``unix://`` addresses (``serve`` 
 otherwise); TLS with ``client_ca_file`` requires client certificates (mTLS); a token is checked
 in constant time on every call but health checks, which tell nothing and serve probes.
 Messages are capped at 1 MiB both ways. Every call is logged once as ``provider.call`` with
-the call, the runner, the result and the duration; request bodies are never logged, so the
+the call, the runner, the result, the duration and the caller its metadata names (installation,
+daemon host, daemon start; :mod:`rungar.model.caller`), which is also the provider method's
+:func:`~rungar.model.caller.current_caller` and bound as ``caller`` on the provider's own log
+lines during the call; request bodies are never logged, so the
 JIT config (a secret) cannot leak through here, and a provider's exception is logged by type
 and message only (a rendered traceback could show frame locals holding the request).
 """
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import os
 import stat
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
 
 import grpc
@@ -30,6 +34,7 @@ from grpc_reflection.v1alpha import reflection
 
 from rungar.clock import Clock, SystemClock
 from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
+from rungar.model.caller import Caller, current_caller, reset_current_caller, set_current_caller
 from rungar.model.machine import Created, RefusalKind
 from rungar.model.provider import Provider
 from rungar.rpc import convert
@@ -80,6 +85,8 @@ class _CallLog:
 
 
 _call_log = _CallLog()
+# What _begin hands _log_call to undo: the current caller, and the log context bound for it.
+_Token = tuple[contextvars.Token[Caller | None], Mapping[str, contextvars.Token[Any]]]
 # The result words of a refused Create, made once rather than formatted on every call.
 _REFUSED = {kind: f"refused {kind}" for kind in RefusalKind}
 
@@ -188,12 +195,37 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
         self._provider = provider
         self._clock = clock
 
-    def _log_call(self, call: str, runner: str, result: str, started: float) -> None:
+    def _begin(self, context: grpc.aio.ServicerContext[Any, Any]) -> tuple[float, _Token]:
+        """When the call started, and its caller made current (provider.proto's metadata)."""
+        caller = Caller.from_metadata(context.invocation_metadata() or ())
+        tokens = structlog.contextvars.bind_contextvars(caller=caller.describe()) if caller else {}
+        return self._clock.now(), (set_current_caller(caller), tokens)
+
+    def _log_call(self, call: str, runner: str, result: str, started: float, token: _Token) -> None:
         duration = round(self._clock.now() - started, 6)
-        _call_log.info("provider.call", call=call, runner=runner, result=result, duration=duration)
+        caller = current_caller()
+        caller_token, log_tokens = token
+        reset_current_caller(caller_token)
+        if log_tokens:
+            structlog.contextvars.reset_contextvars(**log_tokens)
+        if caller is None:
+            _call_log.info(
+                "provider.call", call=call, runner=runner, result=result, duration=duration
+            )
+            return
+        _call_log.info(
+            "provider.call",
+            call=call,
+            runner=runner,
+            result=result,
+            duration=duration,
+            installation=caller.installation,
+            daemon_host=caller.host,
+            daemon_started_at=caller.started_at,
+        )
 
     async def Info(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        started = self._clock.now()
+        started, token = self._begin(context)
         result = "error"
         try:
             answer = convert.info_to_pb(await self._provider.info())
@@ -203,12 +235,12 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
             result = _failure(e)
             await _abort("Info", "", context, e)
         finally:
-            self._log_call("Info", "", result, started)
+            self._log_call("Info", "", result, started, token)
 
     async def ValidateRunner(
         self, request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> Any:
-        started = self._clock.now()
+        started, token = self._begin(context)
         result = "error"
         try:
             block = convert.runner_from_pb(request.runner).to_mapping()
@@ -219,11 +251,11 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
             result = _failure(e)
             await _abort("ValidateRunner", "", context, e)
         finally:
-            self._log_call("ValidateRunner", "", result, started)
+            self._log_call("ValidateRunner", "", result, started, token)
 
     async def Create(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         runner = request.runner_name
-        started = self._clock.now()
+        started, token = self._begin(context)
         result = "error"
         try:
             outcome = await self._provider.create(convert.create_request_from_pb(request))
@@ -233,11 +265,11 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
             result = _failure(e)
             await _abort("Create", runner, context, e)
         finally:
-            self._log_call("Create", runner, result, started)
+            self._log_call("Create", runner, result, started, token)
 
     async def Delete(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         runner = request.name
-        started = self._clock.now()
+        started, token = self._begin(context)
         result = "error"
         try:
             await self._provider.delete(runner)
@@ -247,10 +279,10 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
             result = _failure(e)
             await _abort("Delete", runner, context, e)
         finally:
-            self._log_call("Delete", runner, result, started)
+            self._log_call("Delete", runner, result, started, token)
 
     async def List(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        started = self._clock.now()
+        started, token = self._begin(context)
         result = "error"
         try:
             machines = await self._provider.list(dict(request.selector))
@@ -261,11 +293,11 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
             result = _failure(e)
             await _abort("List", "", context, e)
         finally:
-            self._log_call("List", "", result, started)
+            self._log_call("List", "", result, started, token)
 
     async def UpdateRunner(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         runner = request.runner_name
-        started = self._clock.now()
+        started, token = self._begin(context)
         result = "error"
         try:
             await self._provider.update_runner(runner, convert.hint_from_pb(request.job))
@@ -275,7 +307,7 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
             result = _failure(e)
             await _abort("UpdateRunner", runner, context, e)
         finally:
-            self._log_call("UpdateRunner", runner, result, started)
+            self._log_call("UpdateRunner", runner, result, started, token)
 
 
 def _bind(server: grpc.aio.Server, address: str, tls: ServerTls | None) -> str:

@@ -22,6 +22,7 @@ from rungar.github.interface import (
     ListenerEvent,
     RemoveOutcome,
     RunnerStatus,
+    SessionPhase,
 )
 from rungar.model.machine import JobHint
 
@@ -46,6 +47,7 @@ class FakeGitHub:
         self.calls: list[tuple[str, object]] = []
         self._queues: dict[str, asyncio.Queue[ListenerEvent]] = {}
         self._failures: dict[str, list[Exception]] = {}
+        self.phases: dict[str, SessionPhase] = {}  # a test plays a held or failing session
 
     # ---- test controls ---------------------------------------------------------------------
 
@@ -154,3 +156,6 @@ class FakeGitHub:
 
     def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
         self.capacity[scale_set] = max_capacity
+
+    def session_phase(self, scale_set: str) -> SessionPhase:
+        return self.phases.get(scale_set, SessionPhase("listening"))

@@ -98,8 +98,14 @@ class DaemonWorld:
         *,
         metrics: bool = False,
         webhook_secret: str = "",
+        relative_paths: bool = False,
+        cwd: Path | None = None,
     ):
         self.root = root
+        # Write every path in rungar.yaml and scale_sets.yaml relative to root, and start the
+        # daemon in ``cwd``: the files must mean the same wherever the daemon starts.
+        self.relative_paths = relative_paths
+        self.cwd = cwd
         self.providers = {n: RunningProvider(p, root) for n, p in providers.items()}
         self.servers: list[ProviderServer] = []
         self.metrics_port = free_port() if metrics else 0
@@ -125,7 +131,8 @@ class DaemonWorld:
         for name, provider in self.providers.items():
             self.servers.append(await serve(provider, f"unix://{self.root}/{name}.sock"))
         for entry in scale_sets["providers"]:
-            entry.setdefault("address", f"unix://{self.root}/{entry['name']}.sock")
+            address = f"unix:{entry['name']}.sock" if self.relative_paths else None
+            entry.setdefault("address", address or f"unix://{self.root}/{entry['name']}.sock")
         (self.root / "scale_sets.yaml").write_text(yaml.safe_dump(scale_sets, sort_keys=False))
         (self.root / "token").write_text("emulator-pat")
         (self.root / "token").chmod(0o600)
@@ -141,6 +148,9 @@ class DaemonWorld:
             "socket": self.socket,
             "log_format": "json",
         }
+        if self.relative_paths:
+            settings["github"]["token_path"] = "token"
+            settings.update(scale_sets="scale_sets.yaml", state_dir="state", socket="rungar.sock")
         if self.metrics_port:
             settings["metrics"] = {"listen": f"127.0.0.1:{self.metrics_port}"}
         if self.webhook_secret:
@@ -168,6 +178,7 @@ class DaemonWorld:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=self.cwd,
         )
         await self.wait_for(lambda s: s is not None, "the daemon to answer", 30)
         # The admin socket answers first; the other servers start right after it.

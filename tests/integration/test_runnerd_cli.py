@@ -202,3 +202,26 @@ async def test_a_runnerd_killed_and_restarted_lists_its_runner_again(tmp_path: P
     assert not (tmp_path / "state" / "runners" / "r1.json").exists()  # stopped with runnerd
     stat = Path(f"/proc/{pid}/stat")
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+async def test_runnerd_started_from_another_folder_keeps_its_state_next_to_its_config(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path)
+    config.write_text(config.read_text().replace(f'"{tmp_path / "state"}"', '"state"'))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "runnerd.cli", "serve", "-c", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=elsewhere,
+    )
+    try:
+        status = await answered_status(config)  # runnerctl, from the test's own folder
+        assert status.startswith("budget:")
+        assert (tmp_path / "state" / "provider.sock").exists()
+        assert list(elsewhere.iterdir()) == [], "nothing is made in the working directory"
+    finally:
+        stop_serving(daemon)

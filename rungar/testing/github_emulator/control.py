@@ -2,7 +2,9 @@
 
 Queue jobs with their workload, approve, cancel or complete them, drive runners, inject faults,
 advance the clock, evict sessions, delete scale sets, redeliver webhooks, and read the request
-log and a state summary. In-process tests may call :class:`EmulatorState` directly instead.
+log (each entry naming its client: user agent and message session) and a state summary (each
+scale set with its live message session: id, owner, opened, last poll). docs/github-emulator.md
+documents the API. In-process tests may call :class:`EmulatorState` directly instead.
 """
 
 from __future__ import annotations
@@ -149,7 +151,10 @@ class ControlRoutes:
             {
                 "now": self.clock.now(),
                 "clockFactor": self.clock.factor,
-                "scaleSets": [s.scale_set_json(r) for r in s.scale_sets.values()],
+                "scaleSets": [
+                    {**s.scale_set_json(r), "session": self._session_json(r.id)}
+                    for r in s.scale_sets.values()
+                ],
                 "runners": [r.to_json() for r in s.runners.values()],
                 "runnersCreated": s.runners_created,
                 "jobs": {
@@ -166,6 +171,11 @@ class ControlRoutes:
                 "faultsFired": len(s.faults.fired),
             }
         )
+
+    def _session_json(self, scale_set_id: int) -> dict[str, object] | None:
+        """The scale set's live message session, or None when no session holds it."""
+        session = self.state.live_session(scale_set_id)
+        return session.to_json() if session is not None else None
 
     def routes(self) -> list[Route]:
         return [

@@ -59,6 +59,17 @@ async def body_json(request: Request) -> Any:
         return None
 
 
+def client_of(state: EmulatorState, request: Request) -> dict[str, str]:
+    """Which client made a request: its User-Agent, and the message session it acts in (from
+    the session path, the queue URL's ``sessionId`` or its message-queue token), or ""."""
+    session = (
+        str(request.path_params.get("sid", ""))
+        or request.query_params.get("sessionId", "")
+        or state.tokens.session_of(bearer(request))
+    )
+    return {"userAgent": request.headers.get("user-agent", ""), "sessionId": session}
+
+
 def route(state: EmulatorState, names: str | dict[str, str], handler: Handler) -> Handler:
     """Log the request, apply a matching fault, then run ``handler``.
 
@@ -83,6 +94,7 @@ def route(state: EmulatorState, names: str | dict[str, str], handler: Handler) -
                 "headers": dict(request.headers),
                 "body": body.decode("utf-8", "replace"),
                 "at": state.clock.now(),
+                "client": client_of(state, request),
             }
         )
         fault = state.faults.take(name, request.method)

@@ -145,6 +145,16 @@ class SessionRecord:
     owner: str
     last_poll: float
     alive: bool = True
+    opened: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        """As ``GET /_fake/state`` shows it (docs/github-emulator.md)."""
+        return {
+            "sessionId": self.session_id,
+            "owner": self.owner,
+            "opened": self.opened,
+            "lastPoll": self.last_poll,
+        }
 
 
 @dataclass(slots=True)

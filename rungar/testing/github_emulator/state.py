@@ -201,7 +201,8 @@ class EmulatorState:
         """A new session, or None when a live one exists (409)."""
         if self.live_session(scale_set_id) is not None:
             return None
-        session = SessionRecord(str(uuid.uuid4()), scale_set_id, owner, self.clock.now())
+        now = self.clock.now()
+        session = SessionRecord(str(uuid.uuid4()), scale_set_id, owner, now, opened=now)
         self.sessions[session.session_id] = session
         # Nothing is assigned until the new session's first poll says how much it can take.
         self.scale_sets[scale_set_id].polled = False

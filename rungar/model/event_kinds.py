@@ -1,0 +1,36 @@
+"""What the daemon's event log records: every ``(kind, action)`` and what it means.
+
+Kept apart from :mod:`rungar.engine.events` (the log itself) so ``rungar events --help`` can
+list the catalogue without loading the engine. docs/events.md documents the same list; a test
+keeps the three (this table, the code that records events, the docs) in step.
+"""
+
+from __future__ import annotations
+
+# Every (kind, action) the daemon records, with what it means: the documented catalogue.
+EVENT_ACTIONS: dict[tuple[str, str], str] = {
+    ("runner", "created"): "a provider created its machine (create_duration)",
+    ("runner", "adopted"): (
+        "a machine with this installation's labels taken into its care (why: "
+        "interrupted_create, untracked)"
+    ),
+    ("runner", "settled"): (
+        "a create cut short by a stop left no machine; its registration was removed"
+    ),
+    ("runner", "connected"): "its runner first showed up on GitHub (boot_duration)",
+    ("runner", "job_started"): "it took a job (job_id, repository)",
+    ("runner", "machine_gone"): (
+        "its machine vanished from its provider's listing; nothing to delete"
+    ),
+    ("runner", "removed"): (
+        "let go (reason: job_completed, scaled_down, ended, requested, orphaned, …)"
+    ),
+    ("runner", "lost"): "its provider did not answer for unreachable_grace; it is forgotten",
+    ("provider", "full"): "it refused a create FULL (resource, refusals)",
+    ("provider", "failing"): "it refused a create FAILED or INVALID (refusal, refusals)",
+    ("provider", "unreachable"): "it did not answer a call; nothing is placed on it",
+    ("provider", "reachable"): "it answers again",
+    ("provider", "held"): "a higher-priority scale set holds it (priority)",
+    ("scale_set", "paused"): "rungar scale-sets pause",
+    ("scale_set", "resumed"): "rungar scale-sets resume",
+}
