@@ -44,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("-c", "--config", default=DEFAULT_CONFIG)
     check = sub.add_parser("check-config", help="check runnerd.toml against the slice")
     check.add_argument("-c", "--config", default=DEFAULT_CONFIG)
+    check.add_argument("--memory-max", help="check against this MemoryMax (default: the slice's)")
     add_runnerd_commands(sub)
     return p
 
@@ -53,17 +54,26 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "func"):  # simulate, history generate
         result: int = args.func(args)
         return result
-    _configure_logs()
     if args.command == "check-config":
+        from rungar.model.units import parse_bytes
         from runnerd.daemon import check_config
 
-        problems = check_config(args.config)
+        try:
+            memory_max = parse_bytes(args.memory_max) if args.memory_max else None
+        except ValueError as e:
+            print(f"runnerd check-config: --memory-max: {e}", file=sys.stderr)
+            return 2
+        problems, warnings = check_config(args.config, memory_max)
         for problem in problems:
             print(problem, file=sys.stderr)
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         if not problems:
             print(f"{args.config}: ok")
         return 2 if problems else 0
     from runnerd.daemon import serve_forever
+
+    _configure_logs()
 
     try:
         return asyncio.run(serve_forever(args.config))

@@ -131,6 +131,13 @@ def run_sizing(args: argparse.Namespace) -> int:
     return 0
 
 
+def cpu_factors(config: RunnerdConfig, asked: list[float]) -> list[float]:
+    """The ``cpu ×N`` rows: the config's cpu_overcommit whenever it sets one, then each
+    ``--cpu-overcommit`` asked for, each factor once."""
+    factors = [config.host.cpu_overcommit] if config.host.cpu_overcommit is not None else []
+    return list(dict.fromkeys([*factors, *asked]))
+
+
 def run_simulate(args: argparse.Namespace) -> int:
     from runnerd.simulate.command import SimulateRequest, simulate
 
@@ -144,7 +151,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                 "runnerd simulate: the slice has no MemoryMax; pass --memory-max", file=sys.stderr
             )
             return 2
-        if args.cpu_overcommit and cpus is None:
+        factors = cpu_factors(config, args.cpu_overcommit)
+        if factors and cpus is None:
             print(
                 "runnerd simulate: the slice's CPUs could not be read; pass --cpus", file=sys.stderr
             )
@@ -156,9 +164,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 print(f"runnerd simulate: --slots {item}: use PROFILE=N", file=sys.stderr)
                 return 2
             slots[name] = int(count)
-        request = SimulateRequest(
-            memory_max, cpus, _duration(args.since), slots, args.cpu_overcommit
-        )
+        request = SimulateRequest(memory_max, cpus, _duration(args.since), slots, factors)
         report = simulate(config, str(db), request, time.time())
     except ConfigError as e:
         for problem in e.problems:

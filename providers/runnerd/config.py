@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,17 @@ class RuntimeKind(StrEnum):
     DOCKER = "docker"
 
 
+class Isolation(StrEnum):
+    """How the docker runtime isolates a runner's own Docker Engine from the host."""
+
+    SYSBOX = "sysbox"  # runtime sysbox-runc: unprivileged, in its own user namespace
+    UNSAFE_DIND = "unsafe-dind"  # runtime runc, privileged: root in it is root on the host
+
+
+# A profile's ``image_stage`` names a build stage of the runner image; this is its reference.
+RUNNER_IMAGE = "ghcr.io/ayagmar/runnerd-runner:{stage}-0.0.20"
+
+
 @dataclass(frozen=True, slots=True)
 class HostConfig:
     slice: str = "runnerd.slice"
@@ -41,7 +52,11 @@ class HostConfig:
     admission: Policy = Policy.CAPS
     cpu_overcommit: float | None = None  # None: no CPU admission
     cpus: float | None = None  # the slice's CPUs; None: read them
-    runtime: RuntimeKind = RuntimeKind.PROCESS
+    runtime: RuntimeKind = RuntimeKind.PROCESS  # docker when isolation or image_stage is set
+    isolation: Isolation | None = None  # docker only; None: the Engine's default runtime
+    allow_unsafe: bool = False  # unsafe-dind needs it, so a copied config cannot turn it on
+    runner_image: str = RUNNER_IMAGE  # what a profile's image_stage names a stage of
+    metrics_listen: str = ""  # host:port for Prometheus metrics; "" = none
     state_dir: str = "/var/lib/runnerd"
     socket: str = ""  # provider gRPC on a unix socket; "" = state_dir/provider.sock
     api_socket: str = ""  # runnerctl's HTTP/JSON API; "" = state_dir/runnerd.sock
@@ -105,6 +120,7 @@ class Profile:
     memory: int
     slots: int
     image: str = ""
+    image_stage: str = ""  # a build stage of [host] runner_image; image is resolved from it
     command: tuple[str, ...] = ()
     disk: int = 0
     min_memory: int | None = None
@@ -148,6 +164,8 @@ HOST_STRINGS = (
     "proc_root",
     "docker_socket",
     "disk_path",
+    "runner_image",
+    "metrics_listen",
 )
 HOST_FLOATS = ("cpu_overcommit", "cpus", "high_water", "stall_enter", "stall_leave")
 PROFILE_KEYS = {
@@ -213,13 +231,19 @@ def parse_config(text: str, file: str = "runnerd.toml") -> RunnerdConfig:
     sizing = _parse_sizing(data.get("sizing", {}), problems, lines)
     profiles: dict[str, Profile] = {}
     raw_profiles = data.get("profiles", {})
-    if not isinstance(raw_profiles, dict) or not raw_profiles:
-        problems.add(START, "profiles", "needs at least one [profiles.NAME]")
+    if not isinstance(raw_profiles, dict):
+        problems.add(START, "profiles", "must be tables [profiles.NAME]")
     else:
         for name, raw in raw_profiles.items():
             profile = _parse_profile(name, raw, problems, lines)
             if profile is not None:
+                if profile.image_stage:
+                    stage_image = host.runner_image.replace("{stage}", profile.image_stage)
+                    profile = replace(profile, image=stage_image)
                 profiles[name] = profile
+    raw_host = data.get("host", {})
+    runtime_set = isinstance(raw_host, dict) and "runtime" in raw_host
+    host = _runtime_for(host, profiles, runtime_set, problems, lines)
     problems.raise_if_any()
     return RunnerdConfig(host, sizing, profiles, file)
 
@@ -249,6 +273,12 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
                 values[key] = Policy(value)
             elif key == "runtime":
                 values[key] = RuntimeKind(value)
+            elif key == "isolation":
+                values[key] = Isolation(value)
+            elif key == "allow_unsafe":
+                if not isinstance(value, bool):
+                    raise ValueError(f"{value!r} is not true or false")
+                values[key] = value
             elif key == "margin_share":
                 values[key] = _count(value, least=1)
         except ValueError as e:
@@ -257,7 +287,54 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
         problems.add(
             lines.of("host", "listen"), "host.listen", "gRPC over TCP needs tls_cert and tls_key"
         )
+    if values.get("isolation") is Isolation.UNSAFE_DIND and not values.get("allow_unsafe"):
+        problems.add(
+            lines.of("host", "isolation"),
+            "host.isolation",
+            '"unsafe-dind" runs each runner privileged (root in it is root on the host); set '
+            "allow_unsafe = true to mean it",
+        )
+    runner_image = values.get("runner_image")
+    if runner_image is not None and "{stage}" not in runner_image:
+        problems.add(
+            lines.of("host", "runner_image"),
+            "host.runner_image",
+            "must hold {stage}, where a profile's image_stage goes",
+        )
     return HostConfig(**values)
+
+
+def _runtime_for(
+    host: HostConfig,
+    profiles: Mapping[str, Profile],
+    runtime_set: bool,
+    problems: Problems,
+    lines: _Lines,
+) -> HostConfig:
+    """isolation and image_stage are the docker runtime's: a config that sets either without
+    ``runtime`` runs it; ``runtime = "process"`` cannot apply them and is refused."""
+    staged = [p.name for p in profiles.values() if p.image_stage]
+    if host.isolation is None and not staged:
+        return host
+    if not runtime_set:
+        return replace(host, runtime=RuntimeKind.DOCKER)
+    if host.runtime is RuntimeKind.PROCESS:
+        if host.isolation is not None:
+            problems.add(
+                lines.of("host", "isolation"),
+                "host.isolation",
+                f'the process runtime runs no containers, so it cannot apply "{host.isolation}"; '
+                'remove runtime = "process" (isolation runs the docker runtime) or isolation',
+            )
+        for name in staged:
+            table = f"profiles.{name}"
+            problems.add(
+                lines.of(table, "image_stage"),
+                f"{table}.image_stage",
+                "names a stage of the runner image, which only the docker runtime runs; remove "
+                'runtime = "process" or use command',
+            )
+    return host
 
 
 def _parse_sizing(raw: Any, problems: Problems, lines: _Lines) -> SizingConfig:
@@ -310,7 +387,14 @@ def _parse_profile(name: str, raw: Any, problems: Problems, lines: _Lines) -> Pr
             elif key in ("slots", "max_slots"):
                 values[key] = _count(value, least=1)
             elif key in ("image", "image_stage"):
-                values["image"] = _string(value)
+                values[key] = _string(value)
+                if not values[key]:
+                    raise ValueError("must not be empty")
+                if key == "image_stage" and not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value):
+                    raise ValueError(
+                        f"{value!r} is not a stage name (a build stage of the runner image, "
+                        "such as node or jvm, not an image reference)"
+                    )
             elif key == "command":
                 values[key] = _command(value)
             elif key == "env":
@@ -321,6 +405,12 @@ def _parse_profile(name: str, raw: Any, problems: Problems, lines: _Lines) -> Pr
                 values[key] = dict(value)
         except ValueError as e:
             problems.add(mark, path, _sentence(key, e))
+    if "image" in raw and "image_stage" in raw:
+        problems.add(
+            lines.of(table, "image_stage"),
+            f"{table}.image_stage",
+            "set image or image_stage, not both",
+        )
     for required in ("cpus", "memory", "slots"):
         if required not in raw:
             problems.add(lines.of(table), f"{table}.{required}", "is required")
@@ -427,4 +517,6 @@ def _sentence(key: str, error: ValueError) -> str:
         return f"{text}; use caps or measured"
     if key == "runtime":
         return f"{text}; use process or docker"
+    if key == "isolation":
+        return f"{text}; use sysbox or unsafe-dind"
     return text

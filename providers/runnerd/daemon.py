@@ -99,7 +99,8 @@ def make_runtime(config: RunnerdConfig) -> Runtime:
     if host.runtime is RuntimeKind.DOCKER:
         from runnerd.runtime.docker import DockerRuntime
 
-        return DockerRuntime(host.docker_socket, host.slice, host.cgroup_root)
+        isolation = host.isolation.value if host.isolation is not None else None
+        return DockerRuntime(host.docker_socket, host.slice, host.cgroup_root, isolation=isolation)
     from runnerd.runtime.process import ProcessRuntime
 
     return ProcessRuntime(host.slice, host.state_dir, host.cgroup_root, proc_root=host.proc_root)
@@ -210,12 +211,49 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     return 0
 
 
-def check_config(config_path: str) -> list[str]:
-    """Problems with the config against the slice; empty when it would run."""
+def check_config(config_path: str, memory_max: int | None = None) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the config against the slice; no problems when it would run.
+
+    It needs no running Docker Engine: with the docker runtime it asks the Engine only to warn
+    when none answers, or when it lacks the runtime ``isolation`` names."""
     try:
         config = load_config(config_path)
-        memory_max, cpus = slice_limits(config)
-        check_budget(config, memory_max, cpus, Path(config_path).read_text())
+        read_max, cpus = slice_limits(config)
+        check_budget(config, memory_max or read_max, cpus, Path(config_path).read_text())
     except ConfigError as e:
-        return e.problems
+        return e.problems, []
+    warnings = []
+    if not config.profiles:
+        warnings.append(f"{config_path}: no [profiles.NAME]: runnerd refuses every runner")
+    if config.host.runtime is RuntimeKind.DOCKER:
+        warnings += docker_warnings(config)
+    return [], warnings
+
+
+def docker_warnings(config: RunnerdConfig, timeout: float = 2.0) -> list[str]:
+    """What the Docker Engine at ``docker_socket`` lacks for this config, asked read-only."""
+    import httpx
+
+    from runnerd.runtime.docker import ISOLATIONS
+
+    host = config.host
+    transport = httpx.HTTPTransport(uds=host.docker_socket)
+    try:
+        with httpx.Client(transport=transport, base_url="http://docker", timeout=timeout) as c:
+            c.get("/_ping").raise_for_status()
+            info = c.get("/info").json() if host.isolation is not None else {}
+    except (httpx.HTTPError, ValueError) as e:
+        return [
+            f"no Docker Engine answers at {host.docker_socket} ({type(e).__name__}); "
+            "runnerd serve needs one for the docker runtime"
+        ]
+    if host.isolation is None:
+        return []
+    runtime = ISOLATIONS[host.isolation.value][0]
+    runtimes = info.get("Runtimes") or {}
+    if runtime not in runtimes:
+        return [
+            f"the Docker Engine at {host.docker_socket} has no {runtime} runtime, which "
+            f'isolation = "{host.isolation}" runs runners under; it has {", ".join(runtimes)}'
+        ]
     return []
