@@ -83,10 +83,14 @@ def _load(args: argparse.Namespace) -> tuple[RunnerdConfig, Path]:
 
 
 def _limits(config: RunnerdConfig, memory_max: str | None) -> tuple[int | None, float | None]:
-    from runnerd.daemon import slice_limits
+    from runnerd.provider import slice_limits
 
     read_max, cpus = slice_limits(config)
     return (parse_bytes(memory_max) if memory_max else read_max), cpus
+
+
+def _warn(sentence: str) -> None:
+    print(f"warning: {sentence}", file=sys.stderr)
 
 
 def _duration(text: str) -> float:
@@ -119,7 +123,7 @@ def run_sizing(args: argparse.Namespace) -> int:
             change = undo_command(Path(_config_path(args)), db, args.profile, memory_max, cpus, now)
             print(f"undone: {change.describe()}")
             return 0
-        report = sizing_report(config, db, memory_max, now)
+        report = sizing_report(config, db, memory_max, now, on_stale=_warn)
     except ConfigError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
@@ -164,7 +168,9 @@ def run_simulate(args: argparse.Namespace) -> int:
                 print(f"runnerd simulate: --slots {item}: use PROFILE=N", file=sys.stderr)
                 return 2
             slots[name] = int(count)
-        request = SimulateRequest(memory_max, cpus, _duration(args.since), slots, factors)
+        request = SimulateRequest(
+            memory_max, cpus, _duration(args.since), slots, factors, on_stale=_warn
+        )
         report = simulate(config, str(db), request, time.time())
     except ConfigError as e:
         for problem in e.problems:

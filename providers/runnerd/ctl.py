@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,30 @@ def fetch_status(socket: str) -> dict[str, Any]:
         response.raise_for_status()
         result: dict[str, Any] = response.json()
         return result
+
+
+def fetch_events(socket: str, after: int = 0, wait: float = 0.0) -> list[dict[str, Any]]:
+    transport = httpx.HTTPTransport(uds=socket)
+    with httpx.Client(
+        transport=transport, base_url="http://runnerd", timeout=wait + 10.0
+    ) as client:
+        response = client.get("/events", params={"after": after, "wait": wait})
+        response.raise_for_status()
+        events: list[dict[str, Any]] = response.json()["events"]
+        return events
+
+
+def follow_events(socket: str, after: int = 0, wait: float = 25.0) -> Iterator[dict[str, Any]]:
+    """Every event after ``after``, then each new one as it comes (``runnerctl events -f``)."""
+    while True:
+        for event in fetch_events(socket, after, wait):
+            after = max(after, int(event["id"]))
+            yield event
+
+
+def render_event(event: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event["at"]))
+    return f"{when}  {event['kind']:<15} {event['message']}"
 
 
 def render_status(status: dict[str, Any]) -> str:
@@ -198,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     job.add_argument("ident", help="GitHub job id or history row id")
     job.add_argument("--json", action="store_true")
     sub.add_parser("doctor", help="check cgroup v2, the slice, the runtime and host memory")
+    events = sub.add_parser("events", help="runnerd's events (sizing.changed, ...)")
+    events.add_argument("-f", "--follow", action="store_true", help="follow new events")
+    events.add_argument("--after", type=int, default=0, help="only events after this id")
+    events.add_argument("--json", action="store_true", help="one JSON object a line")
     add_runnerctl_commands(sub)
     args = p.parse_args(argv)
     if hasattr(args, "func"):  # sizing [apply|undo]
@@ -217,6 +246,14 @@ def main(argv: list[str] | None = None) -> int:
             while True:
                 print("\033[2J\033[H" + render_status(fetch_status(socket)), flush=True)
                 time.sleep(args.interval)
+        elif args.command == "events":
+            listed = (
+                follow_events(socket, args.after)
+                if args.follow
+                else iter(fetch_events(socket, args.after))
+            )
+            for event in listed:
+                print(json.dumps(event) if args.json else render_event(event), flush=True)
         elif args.command == "job":
             return _job(config, args.ident, args.json)
         else:

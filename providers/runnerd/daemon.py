@@ -22,12 +22,13 @@ from rungar.errors import ConfigError
 from rungar.model.machine import MachineState
 from runnerd import readers
 from runnerd.config import RunnerdConfig, RuntimeKind, check_budget, load_config
+from runnerd.events import EventLog
 from runnerd.history import History, JobEnd
-from runnerd.provider import RunnerdProvider, RunnerState
+from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
 from runnerd.runtime.base import NAME_LABEL, PROFILE_LABEL, SCALE_SET_LABEL, Runtime
 from runnerd.sampler import Sampler
 from runnerd.sizing.autorun import AutoSizer
-from runnerd.sizing.changes import Change
+from runnerd.sizing.changes import Change, Values
 
 log = structlog.get_logger("runnerd.daemon")
 
@@ -38,6 +39,7 @@ class Daemon:
     provider: RunnerdProvider
     sampler: Sampler
     history: History
+    sizer: AutoSizer | None = None
 
     async def close(self) -> None:
         provider = self.provider
@@ -49,12 +51,14 @@ class Daemon:
         closing = getattr(self.provider.runtime, "close", None)
         if closing is not None:
             await closing()
+        if self.provider.events is not None:
+            self.provider.events.close()
         self.history.close()
 
     def reconfigure(self, config: RunnerdConfig) -> None:
         """Run with ``config`` from now on: new admissions use its profiles."""
         self.config = config
-        self.provider.reconfigure(config)
+        self.provider.reconfigure(config, *slice_limits(config))
 
 
 def start_auto_sizing(
@@ -67,6 +71,25 @@ def start_auto_sizing(
 
     def written(config: RunnerdConfig, change: Change) -> None:
         daemon.reconfigure(config)
+        provider.record_event(
+            "sizing.changed",
+            change.profile,
+            change.describe(),
+            source=change.source,
+            change=change.kind,
+            reason=change.reason,
+            old=_values(change.old),
+            new=_values(change.new),
+        )
+
+    def refused(change: Change, why: str) -> None:
+        provider.record_event(
+            "sizing.refused",
+            change.profile,
+            f"{change.profile}: {change.kind} to {change.new.describe()} not written: {why}",
+            change=change.kind,
+            new=_values(change.new),
+        )
 
     sizer = AutoSizer(
         Path(config_path),
@@ -76,22 +99,39 @@ def start_auto_sizing(
         limits=lambda: slice_limits(daemon.config),
         running=provider.running_per_profile,
         on_written=written,
+        on_refused=refused,
         started_at=clock.now(),
     )
     sizer.start()
+    daemon.sizer = sizer
     if not daemon.config.sizing.auto:
         return None
     return asyncio.create_task(sizer.run_forever())
 
 
-def slice_limits(config: RunnerdConfig) -> tuple[int | None, float | None]:
-    """The slice's MemoryMax and CPUs: the config's when set, else read from its cgroup."""
-    host = config.host
-    memory_max = host.memory_max
-    if memory_max is None:
-        memory_max = readers.read_slice_limit(host.cgroup_root, host.slice)
-    cpus = host.cpus or readers.read_slice_cpus(host.cgroup_root, host.slice)
-    return memory_max, cpus
+def _values(values: Values) -> dict[str, float]:
+    return {"memory": values.memory, "slots": values.slots, "cpus": values.cpus}
+
+
+def reload(daemon: Daemon, config_path: str) -> list[str]:
+    """SIGHUP (``systemctl reload runnerd``): run with the config file as it is now, checked
+    against the slice read again; problems leave the daemon on the config it runs with."""
+    try:
+        text = Path(config_path).read_text()
+        config = load_config(config_path)
+        memory_max, cpus = slice_limits(config)
+        check_budget(config, memory_max, cpus, text)
+    except ConfigError as e:
+        log.warning("runnerd.reload_refused", problems=e.problems)
+        return e.problems
+    except OSError as e:
+        log.warning("runnerd.reload_refused", problems=[str(e)])
+        return [str(e)]
+    daemon.reconfigure(config)
+    if daemon.sizer is not None:
+        daemon.sizer.running_text = text  # runnerd runs with the edit: auto sizing may go on
+    log.info("runnerd.reloaded", config=config_path)
+    return []
 
 
 def make_runtime(config: RunnerdConfig) -> Runtime:
@@ -128,6 +168,7 @@ async def open_daemon(
         cpus,
         host_memory=meminfo.total if meminfo else None,
     )
+    provider.events = EventLog(config.host.history_path())
     await adopt(provider)
     sampler = Sampler(provider, clock)
     await sampler.tick()
@@ -182,6 +223,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     daemon = await open_daemon(config, clock, config_text=text)
+    loop.add_signal_handler(signal.SIGHUP, reload, daemon, config_path)
     host = config.host
     servers = [await serve(daemon.provider, f"unix://{Path(host.socket_path()).resolve()}")]
     if host.listen:
@@ -207,6 +249,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         stop_wait.cancel()
         await asyncio.gather(*waits, stop_wait, return_exceptions=True)
         await api.stop()
+        loop.remove_signal_handler(signal.SIGHUP)
         await daemon.close()
     return 0
 

@@ -17,7 +17,7 @@ from rungar.clock import Clock
 from runnerd import readers
 from runnerd.admission import HostReading, SliceReading
 from runnerd.admission.model import Holder
-from runnerd.provider import RunnerdProvider, RunnerState
+from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
 from runnerd.runtime.base import Usage
 
 log = structlog.get_logger("runnerd.sampler")
@@ -63,6 +63,8 @@ class Sampler:
     async def _read_host(self, now: float) -> None:
         provider = self.provider
         host = provider.config.host
+        # A MemoryMax or CPUQuota changed by systemctl daemon-reload counts from this tick.
+        provider.set_slice(*slice_limits(provider.config))
         slice_usage = await provider.runtime.slice_usage()
         if slice_usage is not None:
             provider.readings.slice = SliceReading(now, slice_usage.memory)

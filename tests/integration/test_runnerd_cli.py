@@ -100,6 +100,26 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
         doctor = await asyncio.to_thread(runnerctl, config, "doctor")
         assert "ok: MemoryMax 1G" in doctor.stdout
         assert "process runtime" in doctor.stdout
+
+        # runnerctl events -f follows; a reload (SIGHUP) re-reads the config and the slice.
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "runnerd.ctl", "-c", str(config), "events", "-f", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            config.write_text(config.read_text().replace('memory_max = "1G"', 'memory_max = "2G"'))
+            daemon.send_signal(signal.SIGHUP)
+            assert follower.stdout is not None
+            line = await asyncio.wait_for(asyncio.to_thread(follower.stdout.readline), 20)
+            event = json.loads(line)
+            assert event["kind"] == "slice.changed" and event["data"]["memory_max"] == 2 * 1024**3
+        finally:
+            follower.terminate()
+            follower.communicate(timeout=10)
+        status = await asyncio.to_thread(runnerctl, config, "status")
+        assert status.stdout.splitlines()[0] == "budget: 512M of 2G reserved (caps), 1.5G free"
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:

@@ -1,5 +1,6 @@
-"""Auto sizing inside the running daemon: a look 5 minutes in rewrites the TOML (comments kept)
-and the provider admits new runners with the new memory cap at once (seed 000, "Auto sizing")."""
+"""Auto sizing inside the running daemon: its first look, at start, rewrites the TOML (comments
+kept), the provider admits new runners with the new memory cap at once, and the change is a
+``sizing.changed`` event; the next look comes 5 minutes later."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ async def settle_until(condition: object, tries: int = 200) -> None:
         await asyncio.sleep(0)
 
 
-async def test_a_look_five_minutes_in_rewrites_the_file_and_new_runners_get_the_new_cap(
+async def test_the_first_look_at_start_rewrites_the_file_and_new_runners_get_the_new_cap(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "runnerd.toml"
@@ -64,16 +65,12 @@ async def test_a_look_five_minutes_in_rewrites_the_file_and_new_runners_get_the_
     light_history(tmp_path / "state" / "history.db")
     clock = FakeClock(NOW)
     daemon = await open_daemon(load_config(str(path)), clock, FakeRuntime(), config_text=text)
+    before = await daemon.provider.create(request("before"))
+    assert isinstance(before, Created)
     task = start_auto_sizing(daemon, str(path), text)
     assert task is not None
     try:
-        before = await daemon.provider.create(request("before"))
-        assert isinstance(before, Created)
-        clock.advance(299)
-        await settle_until(lambda: False, 20)
-        assert path.read_text() == text  # nothing before the first look
-        clock.advance(1)
-        await settle_until(lambda: path.read_text() != text)
+        await settle_until(lambda: path.read_text() != text)  # no clock advance: at start
         written = path.read_text()
         assert 'memory = "5.25G"   # still each container\'s hard limit' in written
         assert "# runnerd on the build host" in written and "auto = true   # runnerd" in written
@@ -86,6 +83,11 @@ async def test_a_look_five_minutes_in_rewrites_the_file_and_new_runners_get_the_
         assert runners["before"].profile.memory == 7 * G  # a running runner keeps its own
         with ChangeLog(tmp_path / "state" / "history.db") as log:
             assert [c.state for c in log.changes("node")] == [DONE]
+        assert daemon.provider.events is not None
+        (event,) = [e for e in daemon.provider.events.after(0) if e.kind == "sizing.changed"]
+        assert event.subject == "node" and event.data["new"]["memory"] == int(5.25 * G)
+        assert event.data["old"]["memory"] == 7 * G and event.data["source"] == "auto"
+        assert event.message.startswith("node: memory 7G → 5.25G (auto lower)")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -1,0 +1,79 @@
+"""A waiting runner's reservation follows the heaviest job its scale set has queued."""
+
+from __future__ import annotations
+
+from runnerd.events import EventLog
+from runnerd.history import JobKey
+from runnerd.provider import RunnerdProvider
+
+from rungar.model.machine import Created, JobHint, MachineState, Refusal
+from rungar.testing.clock import FakeClock
+from tests.unit.test_runnerd_provider import (
+    FakeRuntime,
+    G,
+    request,
+    seed_history,
+    setup,
+)
+
+__all__ = ["setup"]  # the fixture, shared with the provider's tests
+
+LINT = JobHint("octo/app", "ci", "lint")
+E2E = JobHint("octo/app", "ci", "e2e")
+
+
+def with_history(provider: RunnerdProvider, clock: FakeClock) -> None:
+    seed_history(
+        provider.history, clock.now(), JobKey("node", "octo/app", "ci", "lint"), [1.0] * 20
+    )
+    seed_history(provider.history, clock.now(), JobKey("node", "octo/app", "ci", "e2e"), [5.0] * 20)
+
+
+async def test_a_waiting_runner_is_re_reserved_when_a_heavier_job_queues_for_its_scale_set(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, _, clock = setup
+    with_history(provider, clock)
+    assert isinstance(await provider.create(request("a", hints=(LINT,))), Created)
+    assert provider.runners["a"].reserved == 2 * G
+    # The next create of the scale set brings its queue, now with a heavier job in it.
+    assert isinstance(await provider.create(request("b", hints=(LINT, E2E))), Created)
+    waiting = provider.runners["a"]
+    assert waiting.reserved == 6 * G
+    assert waiting.basis.startswith("the largest prediction of its scale set's 2 queued jobs")
+    # Once its job is known it reserves that job's prediction, and the queue no longer moves it.
+    await provider.update_runner("a", JobHint("octo/app", "ci", "lint", "7"))
+    await provider.create(request("c", hints=(E2E, E2E, E2E)))
+    assert provider.runners["a"].reserved == 2 * G
+
+
+async def test_a_waiting_runner_whose_new_reservation_no_longer_fits_is_stopped(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    with_history(provider, clock)
+    provider.events = EventLog(provider.history.path)
+    for name in ("x", "y"):  # 2 × 14G at their caps: 5G of the 33G is left
+        assert isinstance(await provider.create(request(name, scale_set="jvm")), Created)
+    assert isinstance(await provider.create(request("a", hints=(LINT,))), Created)
+    refused = await provider.create(request("b", hints=(LINT, E2E)))
+    assert isinstance(refused, Refusal) and refused.resource == "memory"
+    assert runtime.stopped == ["a"]
+    (listed,) = await provider.list({"rungar.sh/runner": "a"})
+    assert listed.state is MachineState.STOPPED  # Rungar lets it go and removes its registration
+    (event,) = provider.events.after(0)
+    assert event.kind == "runner.stopped" and "a heavier job queued for node" in event.message
+    provider.events.close()
+
+
+async def test_a_runner_with_its_job_is_never_stopped_for_the_queue(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    with_history(provider, clock)
+    for name in ("x", "y"):
+        await provider.create(request(name, scale_set="jvm"))
+    await provider.create(request("a", hints=(LINT,)))
+    await provider.update_runner("a", JobHint("octo/app", "ci", "lint", "9"))
+    await provider.create(request("b", hints=(LINT, E2E)))
+    assert runtime.stopped == [] and provider.runners["a"].state is MachineState.RUNNING
