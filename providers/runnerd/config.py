@@ -12,6 +12,7 @@ refused when the slice's CPUs cannot be read. Problems name the file, line and k
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping
@@ -283,6 +284,23 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
                 values[key] = _count(value, least=1)
         except ValueError as e:
             problems.add(mark, path, _sentence(key, e))
+    metrics_listen = values.get("metrics_listen")
+    if metrics_listen:
+        mark = lines.of("host", "metrics_listen")
+        try:
+            split_address(metrics_listen)
+        except ValueError as e:
+            problems.add(mark, "host.metrics_listen", str(e))
+        else:
+            if not is_loopback(metrics_listen) and not (
+                values.get("tls_cert") and values.get("tls_key")
+            ):
+                problems.add(
+                    mark,
+                    "host.metrics_listen",
+                    "beyond loopback needs tls_cert and tls_key, as listen does (then tls_ca "
+                    "or token_file decides who may read it)",
+                )
     if "listen" in values and values["listen"] and not values.get("tls_cert"):
         problems.add(
             lines.of("host", "listen"), "host.listen", "gRPC over TCP needs tls_cert and tls_key"
@@ -475,6 +493,27 @@ def check_budget(
             f"needs the slice's CPUs, which could not be read for {host.slice}; set host.cpus",
         )
     problems.raise_if_any()
+
+
+def is_loopback(address: str) -> bool:
+    host = split_address(address)[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:9100`` for IPv6); a bare port binds loopback."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", address
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) < 65536:  # 0: the system picks one
+        raise ValueError(f"{address!r} is not host:port")
+    return host, int(port)
 
 
 def _number(value: Any) -> float:

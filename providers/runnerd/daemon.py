@@ -214,6 +214,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     from rungar.rpc.server import serve
     from rungar.rpc.tls import ServerTls
     from runnerd.api import serve_api
+    from runnerd.metrics import serve_metrics
 
     text = Path(config_path).read_text()
     config = load_config(config_path)
@@ -231,6 +232,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         tls = ServerTls(host.tls_cert, host.tls_key, host.tls_ca)
         servers.append(await serve(daemon.provider, host.listen, tls=tls, token=token))
     api = await serve_api(daemon.provider, host.api_socket_path())
+    metrics = await serve_metrics(daemon.provider.metrics, host) if host.metrics_listen else None
     sampling = asyncio.create_task(daemon.sampler.run())
     sizing = start_auto_sizing(daemon, config_path, text)
     log.info("runnerd.serving", socket=host.socket_path(), listen=host.listen or None)
@@ -249,6 +251,8 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         stop_wait.cancel()
         await asyncio.gather(*waits, stop_wait, return_exceptions=True)
         await api.stop()
+        if metrics is not None:
+            await metrics.stop()
         loop.remove_signal_handler(signal.SIGHUP)
         await daemon.close()
     return 0

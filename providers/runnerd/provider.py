@@ -48,6 +48,7 @@ from runnerd.admission.predict import PredictionRules
 from runnerd.config import Profile, RunnerdConfig
 from runnerd.events import EventLog
 from runnerd.history import History, JobEnd, JobKey, JobStart
+from runnerd.metrics import RunnerdMetrics, SliceCounters
 from runnerd.predictor import Predictor
 from runnerd.runtime.base import (
     MANAGED_LABEL,
@@ -135,6 +136,7 @@ class Readings:
     host: HostReading | None = None
     disk_free: int | None = None
     disk_at: float = 0.0
+    counters: SliceCounters | None = None  # the slice's CPU and IO, for the metrics
 
 
 def _size(value: int | None) -> str:
@@ -204,6 +206,8 @@ class RunnerdProvider:
         self.runners: dict[str, RunnerState] = {}
         self.waiting: dict[str, Waiting] = {}
         self.events: EventLog | None = None  # the daemon's; None in tools and some tests
+        self.metrics = RunnerdMetrics()
+        self.metrics.watch(self)
         self._lock = asyncio.Lock()
 
     def reconfigure(
@@ -332,6 +336,7 @@ class RunnerdProvider:
         self.guard = outcome.state
         decision = outcome.decision
         if isinstance(decision, Refuse):
+            self.metrics.refusals.labels(profile.name, decision.resource).inc()
             self._note_wait(request.scale_set, now, decision.wait)
             log.info(
                 "runner.refused",
@@ -406,6 +411,7 @@ class RunnerdProvider:
             used_at=now,
         )
         self.runners[request.runner_name] = state
+        self.metrics.admissions.labels(profile.name, record.policy.value).inc()
         log.info("runner.admitted", runner=request.runner_name, admission=record.line())
         return Created(state.machine(self.name))
 
@@ -586,6 +592,10 @@ class RunnerdProvider:
         )
         await self.history.run(self.history.finish, state.row, end)
         key = state.key()
+        if key is not None and state.reserved > 0:
+            self.metrics.prediction_ratio.labels(state.profile.name).observe(
+                state.peak / state.reserved
+            )
         if key is not None:
             self.predictor.add(
                 key,

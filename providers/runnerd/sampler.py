@@ -17,6 +17,7 @@ from rungar.clock import Clock
 from runnerd import readers
 from runnerd.admission import HostReading, SliceReading
 from runnerd.admission.model import Holder
+from runnerd.metrics import read_slice_counters
 from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
 from runnerd.runtime.base import Usage
 
@@ -66,6 +67,9 @@ class Sampler:
         # A MemoryMax or CPUQuota changed by systemctl daemon-reload counts from this tick.
         provider.set_slice(*slice_limits(provider.config))
         slice_usage = await provider.runtime.slice_usage()
+        provider.readings.counters = read_slice_counters(
+            host.cgroup_root, host.slice, now, provider.readings.counters, provider.slice_cpus
+        )
         if slice_usage is not None:
             provider.readings.slice = SliceReading(now, slice_usage.memory)
         if now - self.holders_at >= self.holders_interval:

@@ -1,14 +1,20 @@
-"""A waiting runner's reservation follows the heaviest job its scale set has queued."""
+"""A waiting runner's reservation follows the heaviest job its scale set has queued; the slice's
+MemoryMax and CPUs are read again as they change."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from runnerd.config import parse_config
 from runnerd.events import EventLog
-from runnerd.history import JobKey
-from runnerd.provider import RunnerdProvider
+from runnerd.history import History, JobKey
+from runnerd.provider import RunnerdProvider, slice_limits
+from runnerd.sampler import Sampler
 
 from rungar.model.machine import Created, JobHint, MachineState, Refusal
 from rungar.testing.clock import FakeClock
 from tests.unit.test_runnerd_provider import (
+    CONFIG,
     FakeRuntime,
     G,
     request,
@@ -77,3 +83,33 @@ async def test_a_runner_with_its_job_is_never_stopped_for_the_queue(
     await provider.update_runner("a", JobHint("octo/app", "ci", "lint", "9"))
     await provider.create(request("b", hints=(LINT, E2E)))
     assert runtime.stopped == [] and provider.runners["a"].state is MachineState.RUNNING
+
+
+async def test_a_memory_max_changed_by_a_systemd_reload_counts_from_the_next_sample(
+    tmp_path: Path,
+) -> None:
+    slice_dir = tmp_path / "cgroup" / "runnerd.slice"
+    slice_dir.mkdir(parents=True)
+    (slice_dir / "memory.max").write_text(f"{8 * G}\n")
+    (slice_dir / "cpu.max").write_text("400000 100000\n")
+    (slice_dir / "cpuset.cpus.effective").write_text("0-15\n")
+    text = CONFIG.replace('memory_max = "33G"\n', "").replace("cpus = 32\n", "")
+    text = text.replace(
+        "[host]", f'[host]\nstate_dir = "{tmp_path}"\ncgroup_root = "{tmp_path}/cgroup"'
+    )
+    config = parse_config(text)
+    history = History(tmp_path / "history.db")
+    clock = FakeClock()
+    provider = RunnerdProvider(config, FakeRuntime(), history, clock, *slice_limits(config))
+    provider.events = EventLog(history.path)
+    try:
+        assert (provider.limits.memory_max, provider.limits.cpu_budget) == (8 * G, 4.0)
+        (slice_dir / "memory.max").write_text(f"{16 * G}\n")  # systemctl daemon-reload
+        (slice_dir / "cpu.max").write_text("800000 100000\n")
+        await Sampler(provider, clock).tick()
+        assert (provider.limits.memory_max, provider.limits.cpu_budget) == (16 * G, 8.0)
+        (event,) = provider.events.after(0)
+        assert event.kind == "slice.changed" and "MemoryMax 16G (was 8G)" in event.message
+    finally:
+        provider.events.close()
+        history.close()
