@@ -1,4 +1,4 @@
-"""``runnerd``: ``serve -c runnerd.toml`` and ``check-config -c runnerd.toml`` (issue 6).
+"""``runnerd``: ``serve``, ``check-config``, ``doctor``, ``init``, ``simulate``, ``history``.
 
 Exit 2 for config and usage errors, 1 for runtime errors (STYLE.md).
 """
@@ -45,6 +45,18 @@ def parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-config", help="check runnerd.toml against the slice")
     check.add_argument("-c", "--config", default=DEFAULT_CONFIG)
     check.add_argument("--memory-max", help="check against this MemoryMax (default: the slice's)")
+    doctor = sub.add_parser("doctor", help="what the host lacks, read-only (= runnerctl doctor)")
+    doctor.add_argument("-c", "--config", default=DEFAULT_CONFIG)
+    doctor.add_argument("--json", action="store_true", help="print JSON")
+    init = sub.add_parser(
+        "init", help="write a commented runnerd.toml for this host, then check it"
+    )
+    init.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="the file to write")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.add_argument("--slice", default="runnerd.slice")
+    init.add_argument("--state-dir", default="/var/lib/runnerd")
+    init.add_argument("--cgroup-root", default="/sys/fs/cgroup")
+    init.add_argument("--proc-root", default="/proc")
     add_runnerd_commands(sub)
     return p
 
@@ -54,6 +66,20 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "func"):  # simulate, history generate
         result: int = args.func(args)
         return result
+    if args.command == "doctor":
+        from runnerd.config import load_config
+        from runnerd.ctl import run_doctor
+
+        try:
+            config = load_config(args.config)
+        except ConfigError as e:
+            print("\n".join(e.problems), file=sys.stderr)
+            return 2
+        return run_doctor(config, args.json)
+    if args.command == "init":
+        from runnerd.init import run_init
+
+        return run_init(args)
     if args.command == "check-config":
         from rungar.model.units import parse_bytes
         from runnerd.daemon import check_config
