@@ -89,6 +89,19 @@ def _limits(config: RunnerdConfig, memory_max: str | None) -> tuple[int | None, 
     return (parse_bytes(memory_max) if memory_max else read_max), cpus
 
 
+def _sent(db: Path, change: Any, now: float) -> None:
+    """A change written by hand is a ``sizing.changed`` event too (runnerctl events -f)."""
+    from runnerd.events import EventLog
+
+    events = EventLog(db)
+    try:
+        events.record(
+            now, "sizing.changed", change.profile, change.describe(), **change.event_data()
+        )
+    finally:
+        events.close()
+
+
 def _warn(sentence: str) -> None:
     print(f"warning: {sentence}", file=sys.stderr)
 
@@ -116,11 +129,13 @@ def run_sizing(args: argparse.Namespace) -> int:
             change = apply_command(
                 Path(_config_path(args)), db, config, args.profile, memory_max, cpus, now
             )
+            _sent(db, change, now)
             print(f"applied {change.describe()}")
             print("runnerd runs with it once restarted")
             return 0
         if args.action == "undo":
             change = undo_command(Path(_config_path(args)), db, args.profile, memory_max, cpus, now)
+            _sent(db, change, now)
             print(f"undone: {change.describe()}")
             return 0
         report = sizing_report(config, db, memory_max, now, on_stale=_warn)

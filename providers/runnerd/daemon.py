@@ -3,7 +3,8 @@
 Issue 6, "runnerd serve": the provider protocol on a unix socket (plaintext there only) and,
 with ``listen``, over TCP with TLS (mutual when ``tls_ca`` is set) or a bearer token over TLS;
 runnerctl's HTTP/JSON API on ``api_socket``; the sampler every ``sample_interval``; auto sizing
-(issue 7) every 5 minutes, each change it writes taken up live by :meth:`Daemon.reconfigure`.
+at start and every 5 minutes, each change it writes taken up live by :meth:`Daemon.reconfigure`
+and sent as a ``sizing.changed`` event; SIGHUP reloads the config; the metrics listener.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
 from runnerd.runtime.base import NAME_LABEL, PROFILE_LABEL, SCALE_SET_LABEL, Runtime
 from runnerd.sampler import Sampler
 from runnerd.sizing.autorun import AutoSizer
-from runnerd.sizing.changes import Change, Values
+from runnerd.sizing.changes import Change
 
 log = structlog.get_logger("runnerd.daemon")
 
@@ -72,14 +73,7 @@ def start_auto_sizing(
     def written(config: RunnerdConfig, change: Change) -> None:
         daemon.reconfigure(config)
         provider.record_event(
-            "sizing.changed",
-            change.profile,
-            change.describe(),
-            source=change.source,
-            change=change.kind,
-            reason=change.reason,
-            old=_values(change.old),
-            new=_values(change.new),
+            "sizing.changed", change.profile, change.describe(), **change.event_data()
         )
 
     def refused(change: Change, why: str) -> None:
@@ -88,7 +82,7 @@ def start_auto_sizing(
             change.profile,
             f"{change.profile}: {change.kind} to {change.new.describe()} not written: {why}",
             change=change.kind,
-            new=_values(change.new),
+            new=change.event_data()["new"],
         )
 
     sizer = AutoSizer(
@@ -107,10 +101,6 @@ def start_auto_sizing(
     if not daemon.config.sizing.auto:
         return None
     return asyncio.create_task(sizer.run_forever())
-
-
-def _values(values: Values) -> dict[str, float]:
-    return {"memory": values.memory, "slots": values.slots, "cpus": values.cpus}
 
 
 def reload(daemon: Daemon, config_path: str) -> list[str]:

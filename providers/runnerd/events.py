@@ -21,6 +21,7 @@ Table ``events`` in the history's database file (its own connection, as the sizi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from dataclasses import dataclass, field
@@ -94,20 +95,21 @@ class EventLog:
         ).fetchall()
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
 
-    async def wait(self, after: int, timeout: float) -> list[Event]:
-        """Events newer than ``after``; waits up to ``timeout`` seconds for one."""
-        found = self.after(after)
-        if found or timeout <= 0:
-            return found
+    async def wait(self, after: int, timeout: float, poll: float = 1.0) -> list[Event]:
+        """Events newer than ``after``; waits up to ``timeout`` seconds for one. The daemon's
+        own events wake it at once; another writer's (``runnerctl sizing apply``) within
+        ``poll`` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         changed = self._condition()
-        async with changed:
-            try:
-                await asyncio.wait_for(
-                    changed.wait_for(lambda: bool(self.after(after, 1))), timeout
-                )
-            except TimeoutError:
-                return []
-        return self.after(after)
+        while True:
+            found = self.after(after)
+            left = deadline - loop.time()
+            if found or left <= 0:
+                return found
+            async with changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), min(poll, left))
 
     def _condition(self) -> asyncio.Condition:
         if self._changed is None:

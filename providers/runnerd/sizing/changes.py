@@ -81,6 +81,20 @@ class Change:
     state: str = PENDING
     id: int = 0
 
+    def event_data(self) -> dict[str, object]:
+        """What a ``sizing.changed`` event carries of it."""
+
+        def values(v: Values) -> dict[str, float]:
+            return {"memory": v.memory, "slots": v.slots, "cpus": v.cpus}
+
+        return {
+            "source": self.source,
+            "change": self.kind,
+            "reason": self.reason,
+            "old": values(self.old),
+            "new": values(self.new),
+        }
+
     def describe(self) -> str:
         """``node: memory 7G → 6G (auto lower); replaced memory 7G, slots 2, cpus 8``."""
         parts = []
