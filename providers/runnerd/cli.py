@@ -67,11 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         result: int = args.func(args)
         return result
     if args.command == "doctor":
-        from runnerd.config import load_config
-        from runnerd.ctl import run_doctor
+        from runnerd.ctl import doctor_config, run_doctor
 
         try:
-            config = load_config(args.config)
+            config = doctor_config(args.config)
         except ConfigError as e:
             print("\n".join(e.problems), file=sys.stderr)
             return 2

@@ -124,6 +124,14 @@ def job_sentence(row: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def doctor_config(path: str) -> RunnerdConfig:
+    """The config doctor checks the host with: the file, or the defaults when there is none
+    yet (doctor says so), so a host can be checked before ``runnerd init``."""
+    from runnerd.config import parse_config
+
+    return load_config(path) if Path(path).exists() else parse_config("", path)
+
+
 def run_doctor(config: RunnerdConfig, as_json: bool) -> int:
     """``runnerctl doctor`` and ``runnerd doctor``: the same checks, read-only."""
     from runnerd.doctor import doctor
@@ -159,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     try:
-        config = load_config(args.config)
+        config = (
+            doctor_config(args.config) if args.command == "doctor" else load_config(args.config)
+        )
     except ConfigError as e:
         print("\n".join(e.problems), file=sys.stderr)
         return 2

@@ -222,6 +222,11 @@ def checks(config: RunnerdConfig, facts: HostFacts, sizing: list[Check]) -> Repo
     """Every check from the gathered facts and the sizing check's result (pure)."""
     host = config.host
     found: list[Check] = []
+    if not Path(config.file).exists():
+        found.append(
+            Check(WARNING, "config", f"no {config.file}: the host is checked with the defaults; "
+                  f"runnerd init -c {config.file} writes one for it")
+        )  # fmt: skip
     if facts.controllers is None:
         found.append(
             Check(WARNING, "cgroup", f"no cgroup v2 at {host.cgroup_root}: memory is sampled "

@@ -142,8 +142,15 @@ def run_init(args: argparse.Namespace) -> int:
         print(f"runnerd init: {e}", file=sys.stderr)
         return 1
     sized = size_for(host)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(args, host, sized, time.time()))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(args, host, sized, time.time()))
+    except OSError as e:
+        print(
+            f"runnerd init: cannot write {path}: {e.strerror}; -c names another file",
+            file=sys.stderr,
+        )
+        return 1
     print(
         f"wrote {path}: profile default, {sized.slots} × {format_bytes(sized.memory)} "
         f"({sized.cpus:g} CPUs each) in a {format_bytes(sized.budget)} budget; auto sizing on"

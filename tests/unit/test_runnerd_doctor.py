@@ -174,3 +174,18 @@ def test_init_writes_a_commented_config_sized_for_this_host_and_checks_it(
     assert parse_config(text, str(path)) == written
     assert runnerd_main(args) == 2  # an existing file is kept
     assert "exists; --force replaces it" in capsys.readouterr().err
+
+
+def test_doctor_checks_the_host_before_there_is_a_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "runnerd.toml"
+    assert runnerd_main(["doctor", "-c", str(missing), "--json"]) in (0, 1)
+    report = json.loads(capsys.readouterr().out)
+    assert report["checks"][0] == {
+        "level": "warning",
+        "name": "config",
+        "message": f"no {missing}: the host is checked with the defaults; runnerd init -c "
+        f"{missing} writes one for it",
+    }
+    assert not missing.exists()
