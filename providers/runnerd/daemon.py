@@ -104,7 +104,7 @@ def start_auto_sizing(
 
 
 def reload(daemon: Daemon, config_path: str) -> list[str]:
-    """SIGHUP (``systemctl reload runnerd``): run with the config file as it is now, checked
+    """SIGHUP (``systemctl kill -s HUP runnerd``): run with the config file as it is now, checked
     against the slice read again; problems leave the daemon on the config it runs with."""
     try:
         text = Path(config_path).read_text()
