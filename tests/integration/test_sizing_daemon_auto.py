@@ -8,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 from runnerd.config import load_config
-from runnerd.daemon import open_daemon, start_auto_sizing
+from runnerd.daemon import open_daemon, reload, start_auto_sizing
 from runnerd.sizing.changes import DONE, PENDING, UNSURE, Change, ChangeLog, Values
 
 from rungar.model.machine import Created, CreateRequest
@@ -112,5 +112,27 @@ async def test_with_auto_off_a_change_a_crash_left_is_settled_and_nothing_looks(
         assert path.read_text() == text
         with ChangeLog(db) as log:
             assert [c.state for c in log.changes("node")] == [UNSURE]
+    finally:
+        await daemon.close()
+
+
+async def test_a_reload_runs_the_edited_file_and_a_file_that_fails_the_check_is_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runnerd.toml"
+    text = TOML.format(state=tmp_path / "state", auto="false")
+    path.write_text(text)
+    daemon = await open_daemon(load_config(str(path)), FakeClock(NOW), FakeRuntime(), text)
+    try:
+        start_auto_sizing(daemon, str(path), text)
+        assert daemon.sizer is not None
+        path.write_text(text.replace("slots = 2", "slots = 3"))
+        assert reload(daemon, str(path)) == []
+        assert daemon.provider.config.profiles["node"].slots == 3
+        assert daemon.sizer.running_text == path.read_text()  # auto sizing may go on
+        path.write_text(text.replace('memory = "7G"', 'memory = "34G"'))  # over the 33G
+        problems = reload(daemon, str(path))
+        assert len(problems) == 1 and "more than the slice's MemoryMax of 33G" in problems[0]
+        assert daemon.provider.config.profiles["node"].memory == 7 * G  # still as it ran
     finally:
         await daemon.close()
