@@ -204,7 +204,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     from rungar.rpc.server import serve
     from rungar.rpc.tls import ServerTls
     from runnerd.api import serve_api
-    from runnerd.metrics import serve_metrics
+    from runnerd.metrics_http import serve_metrics
 
     text = Path(config_path).read_text()
     config = load_config(config_path)

@@ -10,7 +10,8 @@ import httpx
 import pytest
 import trustme
 from runnerd.config import HostConfig, parse_config
-from runnerd.metrics import RunnerdMetrics, serve_metrics
+from runnerd.metrics import RunnerdMetrics
+from runnerd.metrics_http import serve_metrics
 
 from rungar.errors import ConfigError
 
