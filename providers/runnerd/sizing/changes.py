@@ -141,6 +141,13 @@ class ChangeLog:
         self.read_only = read_only
         if read_only:
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+            except sqlite3.OperationalError:
+                # A reader that may not create -shm next to a WAL database reads the file alone,
+                # as the runs are read (runnerd.sizing.runs.open_read_only).
+                self._db.close()
+                self._db = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True)
         else:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=10.0)
