@@ -56,7 +56,8 @@ class Capacity:
 
     def sentence(self) -> str:
         parts = ", ".join(f"{resource} {count}" for resource, count in self.fits.items())
-        return f"{self.profile}: {self.runners} runners at once, bound by {self.binding} ({parts})"
+        runners = "1 runner" if self.runners == 1 else f"{self.runners} runners"
+        return f"{self.profile}: {runners} at once, bound by {self.binding} ({parts})"
 
     def to_json(self) -> dict[str, Any]:
         return {
