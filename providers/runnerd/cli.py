@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         for problem in e.problems:
             print(problem, file=sys.stderr)
         return 2
-    except (RungarError, OSError) as e:
-        print(f"runnerd: {e}", file=sys.stderr)
+    except (RungarError, OSError, RuntimeError) as e:  # RuntimeError: a runtime that cannot
+        print(f"runnerd: {e}", file=sys.stderr)  # start, e.g. no Docker Engine answers
         return 1
     except KeyboardInterrupt:
         return 0
