@@ -224,6 +224,10 @@ class RunnerdProvider:
         self.config = config
         self.set_slice(memory_max, slice_cpus)
         self.limits = limits_of(config, memory_max, slice_cpus)
+        host = config.host
+        rules = PredictionRules(config.sizing.margin, config.sizing.min_jobs, host.hold_for)
+        if rules != self.predictor.rules:  # a reload changed [sizing]: read the history again
+            self.predictor = Predictor(rules, host.history_window, host.reread)
         log.info("runnerd.reconfigured", profiles=changed)
 
     def set_slice(self, memory_max: int | None, slice_cpus: float | None) -> bool:
