@@ -119,7 +119,7 @@ def test_the_example_config_parses() -> None:
 
 
 # The three runnerd.toml examples of the admission and sizing documentation, as written.
-SEED_AUTO = """\
+DOCS_AUTO = """\
 [sizing]
 auto = true
 
@@ -131,7 +131,7 @@ slots = 2
 min_memory = "2G"   # optional: never lower than this
 max_slots = 6       # optional: never more slots than this
 """
-SEED_MEASURED = """\
+DOCS_MEASURED = """\
 [host]
 slice = "runnerd.slice"
 isolation = "sysbox"
@@ -143,7 +143,7 @@ cpus = 8
 memory = "7G"   # still each container's hard limit
 slots = 8       # how many run at once; 8 × 7G may exceed MemoryMax
 """
-SEED_CPU = """\
+DOCS_CPU = """\
 [host]
 slice = "runnerd.slice"
 isolation = "sysbox"
@@ -153,39 +153,39 @@ cpu_overcommit = 1.0
 
 
 def test_the_documentations_three_examples_load_as_written() -> None:
-    auto = parse_config(SEED_AUTO)
+    auto = parse_config(DOCS_AUTO)
     assert auto.sizing.auto and auto.profiles["node"].max_slots == 6
-    measured = parse_config(SEED_MEASURED)
+    measured = parse_config(DOCS_MEASURED)
     assert measured.host.isolation is Isolation.SYSBOX
     assert measured.profiles["node"].image_stage == "node"
-    cpu = parse_config(SEED_CPU)
+    cpu = parse_config(DOCS_CPU)
     assert cpu.host.cpu_overcommit == 1.0 and not cpu.profiles
 
 
 def test_isolation_or_image_stage_without_runtime_runs_the_docker_runtime() -> None:
-    assert parse_config(SEED_MEASURED).host.runtime is RuntimeKind.DOCKER
-    staged = SEED_AUTO.replace('image = "ghcr.io/ayagmar/runnerd-runner:node-0.0.20"', "")
+    assert parse_config(DOCS_MEASURED).host.runtime is RuntimeKind.DOCKER
+    staged = DOCS_AUTO.replace('image = "ghcr.io/ayagmar/runnerd-runner:node-0.0.20"', "")
     staged = staged.replace("[profiles.node]", '[profiles.node]\nimage_stage = "jvm"')
     assert parse_config(staged).host.runtime is RuntimeKind.DOCKER
-    assert parse_config(SEED_AUTO).host.runtime is RuntimeKind.PROCESS
+    assert parse_config(DOCS_AUTO).host.runtime is RuntimeKind.PROCESS
 
 
 def test_image_stage_names_a_stage_of_the_runner_image_not_an_image() -> None:
-    node = parse_config(SEED_MEASURED).profiles["node"]
+    node = parse_config(DOCS_MEASURED).profiles["node"]
     assert node.image == "ghcr.io/ayagmar/runnerd-runner:node-0.0.20"
-    own = SEED_MEASURED.replace(
+    own = DOCS_MEASURED.replace(
         'isolation = "sysbox"',
         'isolation = "sysbox"\nrunner_image = "registry.local/runner:{stage}"',
     )
     assert parse_config(own).profiles["node"].image == "registry.local/runner:node"
     with pytest.raises(ConfigError) as e:
-        parse_config(SEED_MEASURED.replace('image_stage = "node"', 'image_stage = "ghcr.io/x:1"'))
+        parse_config(DOCS_MEASURED.replace('image_stage = "node"', 'image_stage = "ghcr.io/x:1"'))
     assert "runnerd.toml:7:1: profiles.node.image_stage" in e.value.problems[0]
     assert "not an image reference" in e.value.problems[0]
 
 
 def test_the_process_runtime_with_isolation_or_image_stage_is_refused_clearly() -> None:
-    text = SEED_MEASURED.replace(
+    text = DOCS_MEASURED.replace(
         'admission = "measured"', 'admission = "measured"\nruntime = "process"'
     )
     with pytest.raises(ConfigError) as e:
@@ -196,7 +196,7 @@ def test_the_process_runtime_with_isolation_or_image_stage_is_refused_clearly() 
 
 
 def test_unsafe_dind_needs_allow_unsafe() -> None:
-    text = SEED_MEASURED.replace('"sysbox"', '"unsafe-dind"')
+    text = DOCS_MEASURED.replace('"sysbox"', '"unsafe-dind"')
     with pytest.raises(ConfigError) as e:
         parse_config(text)
     assert "set allow_unsafe = true" in e.value.problems[0]
@@ -207,7 +207,7 @@ def test_unsafe_dind_needs_allow_unsafe() -> None:
 def test_image_and_image_stage_together_are_refused() -> None:
     with pytest.raises(ConfigError) as e:
         parse_config(
-            SEED_MEASURED.replace('image_stage = "node"', 'image_stage = "node"\nimage = "x"')
+            DOCS_MEASURED.replace('image_stage = "node"', 'image_stage = "node"\nimage = "x"')
         )
     assert "set image or image_stage, not both" in e.value.problems[0]
 
@@ -215,7 +215,7 @@ def test_image_and_image_stage_together_are_refused() -> None:
 def test_the_documentations_examples_pass_check_config_without_a_docker_engine(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name, text in (("auto", SEED_AUTO), ("measured", SEED_MEASURED), ("cpu", SEED_CPU)):
+    for name, text in (("auto", DOCS_AUTO), ("measured", DOCS_MEASURED), ("cpu", DOCS_CPU)):
         path = tmp_path / f"{name}.toml"
         # This machine has no runnerd.slice: MemoryMax is given, as --memory-max does.
         path.write_text(
