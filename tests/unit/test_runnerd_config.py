@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,13 @@ isolation = "sysbox"
 admission = "measured"
 cpu_overcommit = 1.0
 """
+
+
+def test_the_three_examples_are_in_docs_runnerd_md_as_written() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "runnerd.md").read_text()
+    blocks = re.findall(r"^```toml\n(.*?)^```", docs, flags=re.M | re.S)
+    for example in (DOCS_AUTO, DOCS_MEASURED, DOCS_CPU):
+        assert example in blocks
 
 
 def test_the_documentations_three_examples_load_as_written() -> None:
