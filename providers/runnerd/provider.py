@@ -466,10 +466,10 @@ class RunnerdProvider:
 
     async def _follow_queue(self, scale_set: str, hints: Sequence[JobHint], now: float) -> None:
         """Each runner of ``scale_set`` still waiting for its job may be given any of ``hints``
-        (the scale set's queued jobs, as a create brings them), so it reserves the largest of
-        their predictions. When that no longer fits beside the other runners, it is stopped
-        and listed as stopped, so Rungar removes its registration and the job waits for a
-        runner that fits."""
+        (the scale set's queued jobs, as a create brings them), so a heavier one among them
+        raises its reservation to that job's prediction. When that no longer fits beside the
+        other runners, it is stopped and listed as stopped, so Rungar removes its registration
+        and the job waits for a runner that fits."""
         for state in list(self.runners.values()):
             if state.scale_set != scale_set or state.job is not None:
                 continue
@@ -491,13 +491,14 @@ class RunnerdProvider:
                     h.repository for r in others if r.job is None for h in r.hints
                 ),
             )
-            if (prediction.memory, prediction.cpu) == (state.reserved, state.reserved_cpu):
-                state.hints = tuple(hints)
+            # Only ever up: a job that left the queue may be this runner's, not yet told.
+            memory = max(prediction.memory, state.reserved)
+            cpu = max(prediction.cpu, state.reserved_cpu)
+            if (memory, cpu) == (state.reserved, state.reserved_cpu):
                 continue
-            heavier = prediction.memory > state.reserved or prediction.cpu > state.reserved_cpu
-            if heavier and not fits_beside(
-                prediction.memory,
-                prediction.cpu,
+            if not fits_beside(
+                memory,
+                cpu,
                 [r.running() for r in others],
                 self.readings.slice,
                 self.readings.host,
@@ -505,17 +506,19 @@ class RunnerdProvider:
                 self.guard,
                 now,
             ):
-                await self._stop_waiting(state, prediction.memory, now)
+                await self._stop_waiting(state, memory, now)
                 continue
             log.info(
                 "runner.rereserved",
                 runner=state.name,
                 was=state.reserved,
-                reserved=prediction.memory,
+                reserved=memory,
                 basis=prediction.basis,
             )
-            state.reserved, state.reserved_cpu = prediction.memory, prediction.cpu
-            state.basis, state.hints = prediction.basis, tuple(hints)
+            if memory > state.reserved:
+                state.basis = prediction.basis
+            state.reserved, state.reserved_cpu = memory, cpu
+            state.hints = tuple(dict.fromkeys((*state.hints, *hints)))
 
     async def _stop_waiting(self, state: RunnerState, needs: int, now: float) -> None:
         await self.runtime.stop(state.handle)

@@ -47,6 +47,9 @@ async def test_a_waiting_runner_is_re_reserved_when_a_heavier_job_queues_for_its
     waiting = provider.runners["a"]
     assert waiting.reserved == 6 * G
     assert waiting.basis.startswith("the largest prediction of its scale set's 2 queued jobs")
+    # The heavy job leaving the queue does not lower it: it may be this runner's, not yet told.
+    await provider.create(request("d", hints=(LINT,)))
+    assert waiting.reserved == 6 * G
     # Once its job is known it reserves that job's prediction, and the queue no longer moves it.
     await provider.update_runner("a", JobHint("octo/app", "ci", "lint", "7"))
     await provider.create(request("c", hints=(E2E, E2E, E2E)))
