@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from runnerd.admission import GuardState, HostReading, Limits, Policy, Running, SliceReading
+from runnerd.admission.admit import fits_beside
 from runnerd.config import parse_config
 from runnerd.events import EventLog
 from runnerd.history import History, JobKey
@@ -116,3 +119,26 @@ async def test_a_memory_max_changed_by_a_systemd_reload_counts_from_the_next_sam
     finally:
         provider.events.close()
         history.close()
+
+
+OTHER = Running("x", "jvm", "jvm", 14 * G, 8.0, 10 * G, 4.0, used=2 * G, used_at=0.0)
+MEASURED = Limits(policy=Policy.MEASURED, memory_max=33 * G, cpu_budget=16.0)
+
+
+@pytest.mark.parametrize(
+    ("memory", "cpu", "host", "limits", "fits"),
+    [
+        (23 * G, 4.0, None, MEASURED, True),  # 10G reserved beside it: 23G of 33G is left
+        (24 * G, 4.0, None, MEASURED, False),  # past MemoryMax
+        (8 * G, 12.1, None, MEASURED, False),  # past the CPU budget of 16, 4 reserved
+        (8 * G, 12.0, None, Limits(policy=Policy.MEASURED, memory_max=33 * G), True),
+        # The host leaves the slice 2G held + 12G available - the 4G margin = 10G: 0 beside 10G.
+        (1 * G, 1.0, HostReading(0.0, 64 * G, 12 * G, 0.0, 2 * G), MEASURED, False),
+        (1 * G, 1.0, HostReading(0.0, 64 * G, 20 * G, 0.0, 2 * G), MEASURED, True),
+    ],
+)
+def test_a_new_reservation_fits_beside_the_others_by_memory_max_host_and_cpu(
+    memory: int, cpu: float, host: HostReading | None, limits: Limits, fits: bool
+) -> None:
+    reading = SliceReading(0.0, 12 * G)
+    assert fits_beside(memory, cpu, [OTHER], reading, host, limits, GuardState(), 0.0) is fits

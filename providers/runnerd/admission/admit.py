@@ -290,7 +290,7 @@ def fits_beside(
     if limits.memory_max is not None and memory > limits.memory_max - limits.mirror - reserved:
         return False
     if host_reading is not None and is_fresh(host_reading.at, now, limits):
-        room = hostguard.room(host_reading, limits, state.widened, len(others) + 1)
+        room = hostguard.room(host_reading, limits, state.widened, len(others))
         if memory > room - reserved:
             return False
     if limits.cpu_budget is not None:
