@@ -92,7 +92,7 @@ slice = "{args.slice}"        # every runner's cgroup lives under it; its Memory
 {budget_line}
 admission = "caps"             # each runner reserves its profile's memory; "measured": its
                                # job's predicted peak (try `runnerd simulate` first)
-runtime = "process"            # or isolation = "sysbox" for one container per runner
+runtime = "process"            # or remove it and set isolation = "sysbox": a container per runner
 state_dir = "{args.state_dir}" # history.db, provider.sock, runnerd.sock
 {roots}
 [sizing]
