@@ -134,15 +134,14 @@ def test_doctor_leaves_no_cgroup_behind_and_answers_json(
         f'[host]\nslice = "{name}"\nmemory_max = "4G"\nstate_dir = "{tmp_path / "state"}"\n\n'
         '[profiles.node]\ncommand = ["true"]\ncpus = 1\nmemory = "1G"\nslots = 2\n'
     )
-    before = {p.name for p in Path("/sys/fs/cgroup").rglob("*.slice")}
     assert runnerd_main(["doctor", "-c", str(path), "--json"]) in (0, 1)
     report = json.loads(capsys.readouterr().out)
     assert runnerctl_main(["-c", str(path), "doctor", "--json"]) in (0, 1)
     again = json.loads(capsys.readouterr().out)  # runnerctl doctor is the same thing
     assert [c["name"] for c in again["checks"]] == [c["name"] for c in report["checks"]]
     assert again["capacity"][0]["fits"]["slots"] == report["capacity"][0]["fits"]["slots"]
-    after = {p.name for p in Path("/sys/fs/cgroup").rglob("*.slice")}
-    assert name not in after and after == before
+    # Other tests on this machine make and remove slices: only this one's name is looked for.
+    assert name not in {p.name for p in Path("/sys/fs/cgroup").rglob("*.slice")}
     assert not (tmp_path / "state").exists()
     assert report["capacity"][0]["profile"] == "node"
     assert report["binding"] in ("memory", "cpu", "slots", "disk")
