@@ -2,7 +2,8 @@
 
 Seed 000, "The host's memory" (the host line beside the budget) and issue 6 (``runnerctl
 status``, ``watch``). Read-only: ``GET /status`` is the daemon's live view, ``GET /jobs/{id}``
-a job's record. The socket is created 0600: runnerd's API is root-equivalent on its host.
+a job's record, ``GET /events?after=ID&wait=S`` the events after ``ID`` (``runnerctl
+events``). The socket is created 0600: runnerd's API is root-equivalent on its host.
 ``runnerctl job`` also works without the daemon by reading the history read-only.
 """
 
@@ -25,6 +26,8 @@ from rungar.model.units import format_bytes
 from runnerd.admission import counted_memory, cpu_line
 from runnerd.admission import host as hostguard
 from runnerd.provider import RunnerdProvider
+
+MAX_WAIT = 60.0  # the longest a GET /events waits for a new event
 
 
 def status(provider: RunnerdProvider) -> dict[str, Any]:
@@ -89,7 +92,26 @@ def app(provider: RunnerdProvider) -> Starlette:
             return JSONResponse({"error": f"no job {ident} in the history"}, status_code=404)
         return JSONResponse(row)
 
-    return Starlette(routes=[Route("/status", get_status), Route("/jobs/{ident}", get_job)])
+    async def get_events(request: Request) -> JSONResponse:
+        """``?after=ID`` (default 0) and ``?wait=SECONDS`` (default 0, at most 60): a long poll."""
+        events = provider.events
+        if events is None:
+            return JSONResponse({"events": []})
+        try:
+            after = int(request.query_params.get("after", "0"))
+            wait = min(MAX_WAIT, max(0.0, float(request.query_params.get("wait", "0"))))
+        except ValueError:
+            return JSONResponse({"error": "after and wait must be numbers"}, status_code=400)
+        found = await events.wait(after, wait)
+        return JSONResponse({"events": [e.to_json() for e in found]})
+
+    return Starlette(
+        routes=[
+            Route("/status", get_status),
+            Route("/jobs/{ident}", get_job),
+            Route("/events", get_events),
+        ]
+    )
 
 
 class _QuietServer(uvicorn.Server):

@@ -1,4 +1,4 @@
-"""``runnerd``: ``serve -c runnerd.toml`` and ``check-config -c runnerd.toml`` (issue 6).
+"""``runnerd``: ``serve``, ``check-config``, ``doctor``, ``init``, ``simulate``, ``history``.
 
 Exit 2 for config and usage errors, 1 for runtime errors (STYLE.md).
 """
@@ -50,6 +50,19 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also print every path runnerd will open, resolved against the file's folder",
     )
+    check.add_argument("--memory-max", help="check against this MemoryMax (default: the slice's)")
+    doctor = sub.add_parser("doctor", help="what the host lacks, read-only (= runnerctl doctor)")
+    doctor.add_argument("-c", "--config", default=DEFAULT_CONFIG)
+    doctor.add_argument("--json", action="store_true", help="print JSON")
+    init = sub.add_parser(
+        "init", help="write a commented runnerd.toml for this host, then check it"
+    )
+    init.add_argument("-c", "--config", default=DEFAULT_CONFIG, help="the file to write")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.add_argument("--slice", default="runnerd.slice")
+    init.add_argument("--state-dir", default="/var/lib/runnerd")
+    init.add_argument("--cgroup-root", default="/sys/fs/cgroup")
+    init.add_argument("--proc-root", default="/proc")
     add_runnerd_commands(sub)
     return p
 
@@ -59,13 +72,33 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(args, "func"):  # simulate, history generate
         result: int = args.func(args)
         return result
-    _configure_logs()
+    if args.command == "doctor":
+        from runnerd.ctl import doctor_config, run_doctor
+
+        try:
+            config = doctor_config(args.config)
+        except ConfigError as e:
+            print("\n".join(e.problems), file=sys.stderr)
+            return 2
+        return run_doctor(config, args.json)
+    if args.command == "init":
+        from runnerd.init import run_init
+
+        return run_init(args)
     if args.command == "check-config":
+        from rungar.model.units import parse_bytes
         from runnerd.daemon import check_config
 
-        problems = check_config(args.config)
+        try:
+            memory_max = parse_bytes(args.memory_max) if args.memory_max else None
+        except ValueError as e:
+            print(f"runnerd check-config: --memory-max: {e}", file=sys.stderr)
+            return 2
+        problems, warnings = check_config(args.config, memory_max)
         for problem in problems:
             print(problem, file=sys.stderr)
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         if not problems:
             print(f"{args.config}: ok")
             if args.verbose:
@@ -78,14 +111,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if problems else 0
     from runnerd.daemon import serve_forever
 
+    _configure_logs()
+
     try:
         return asyncio.run(serve_forever(args.config))
     except ConfigError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
         return 2
-    except (RungarError, OSError) as e:
-        print(f"runnerd: {e}", file=sys.stderr)
+    except (RungarError, OSError, RuntimeError) as e:  # RuntimeError: a runtime that cannot
+        print(f"runnerd: {e}", file=sys.stderr)  # start, e.g. no Docker Engine answers
         return 1
     except KeyboardInterrupt:
         return 0

@@ -83,10 +83,27 @@ def _load(args: argparse.Namespace) -> tuple[RunnerdConfig, Path]:
 
 
 def _limits(config: RunnerdConfig, memory_max: str | None) -> tuple[int | None, float | None]:
-    from runnerd.daemon import slice_limits
+    from runnerd.provider import slice_limits
 
     read_max, cpus = slice_limits(config)
     return (parse_bytes(memory_max) if memory_max else read_max), cpus
+
+
+def _sent(db: Path, change: Any, now: float) -> None:
+    """A change written by hand is a ``sizing.changed`` event too (runnerctl events -f)."""
+    from runnerd.events import EventLog
+
+    events = EventLog(db)
+    try:
+        events.record(
+            now, "sizing.changed", change.profile, change.describe(), **change.event_data()
+        )
+    finally:
+        events.close()
+
+
+def _warn(sentence: str) -> None:
+    print(f"warning: {sentence}", file=sys.stderr)
 
 
 def _duration(text: str) -> float:
@@ -112,14 +129,16 @@ def run_sizing(args: argparse.Namespace) -> int:
             change = apply_command(
                 Path(_config_path(args)), db, config, args.profile, memory_max, cpus, now
             )
+            _sent(db, change, now)
             print(f"applied {change.describe()}")
             print("runnerd runs with it once restarted")
             return 0
         if args.action == "undo":
             change = undo_command(Path(_config_path(args)), db, args.profile, memory_max, cpus, now)
+            _sent(db, change, now)
             print(f"undone: {change.describe()}")
             return 0
-        report = sizing_report(config, db, memory_max, now)
+        report = sizing_report(config, db, memory_max, now, on_stale=_warn)
     except ConfigError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)
@@ -129,6 +148,13 @@ def run_sizing(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
     return 0
+
+
+def cpu_factors(config: RunnerdConfig, asked: list[float]) -> list[float]:
+    """The ``cpu ×N`` rows: the config's cpu_overcommit whenever it sets one, then each
+    ``--cpu-overcommit`` asked for, each factor once."""
+    factors = [config.host.cpu_overcommit] if config.host.cpu_overcommit is not None else []
+    return list(dict.fromkeys([*factors, *asked]))
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -144,7 +170,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                 "runnerd simulate: the slice has no MemoryMax; pass --memory-max", file=sys.stderr
             )
             return 2
-        if args.cpu_overcommit and cpus is None:
+        factors = cpu_factors(config, args.cpu_overcommit)
+        if factors and cpus is None:
             print(
                 "runnerd simulate: the slice's CPUs could not be read; pass --cpus", file=sys.stderr
             )
@@ -157,7 +184,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 return 2
             slots[name] = int(count)
         request = SimulateRequest(
-            memory_max, cpus, _duration(args.since), slots, args.cpu_overcommit
+            memory_max, cpus, _duration(args.since), slots, factors, on_stale=_warn
         )
         report = simulate(config, str(db), request, time.time())
     except ConfigError as e:

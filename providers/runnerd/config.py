@@ -13,6 +13,7 @@ Every relative path of ``[host]`` is relative to the folder of runnerd.toml (``H
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import tomllib
 from collections.abc import Mapping
@@ -36,6 +37,17 @@ class RuntimeKind(StrEnum):
     DOCKER = "docker"
 
 
+class Isolation(StrEnum):
+    """How the docker runtime isolates a runner's own Docker Engine from the host."""
+
+    SYSBOX = "sysbox"  # runtime sysbox-runc: unprivileged, in its own user namespace
+    UNSAFE_DIND = "unsafe-dind"  # runtime runc, privileged: root in it is root on the host
+
+
+# A profile's ``image_stage`` names a build stage of the runner image; this is its reference.
+RUNNER_IMAGE = "ghcr.io/ayagmar/runnerd-runner:{stage}-0.0.20"
+
+
 @dataclass(frozen=True, slots=True)
 class HostConfig:
     slice: str = "runnerd.slice"
@@ -43,7 +55,11 @@ class HostConfig:
     admission: Policy = Policy.CAPS
     cpu_overcommit: float | None = None  # None: no CPU admission
     cpus: float | None = None  # the slice's CPUs; None: read them
-    runtime: RuntimeKind = RuntimeKind.PROCESS
+    runtime: RuntimeKind = RuntimeKind.PROCESS  # docker when isolation or image_stage is set
+    isolation: Isolation | None = None  # docker only; None: the Engine's default runtime
+    allow_unsafe: bool = False  # unsafe-dind needs it, so a copied config cannot turn it on
+    runner_image: str = RUNNER_IMAGE  # what a profile's image_stage names a stage of
+    metrics_listen: str = ""  # host:port for Prometheus metrics; "" = none
     state_dir: str = "/var/lib/runnerd"
     socket: str = ""  # provider gRPC on a unix socket; "" = state_dir/provider.sock
     api_socket: str = ""  # runnerctl's HTTP/JSON API; "" = state_dir/runnerd.sock
@@ -107,6 +123,7 @@ class Profile:
     memory: int
     slots: int
     image: str = ""
+    image_stage: str = ""  # a build stage of [host] runner_image; image is resolved from it
     command: tuple[str, ...] = ()
     disk: int = 0
     min_memory: int | None = None
@@ -150,6 +167,8 @@ HOST_STRINGS = (
     "proc_root",
     "docker_socket",
     "disk_path",
+    "runner_image",
+    "metrics_listen",
 )
 HOST_FLOATS = ("cpu_overcommit", "cpus", "high_water", "stall_enter", "stall_leave")
 PROFILE_KEYS = {
@@ -215,13 +234,19 @@ def parse_config(text: str, file: str = "runnerd.toml") -> RunnerdConfig:
     sizing = _parse_sizing(data.get("sizing", {}), problems, lines)
     profiles: dict[str, Profile] = {}
     raw_profiles = data.get("profiles", {})
-    if not isinstance(raw_profiles, dict) or not raw_profiles:
-        problems.add(START, "profiles", "needs at least one [profiles.NAME]")
+    if not isinstance(raw_profiles, dict):
+        problems.add(START, "profiles", "must be tables [profiles.NAME]")
     else:
         for name, raw in raw_profiles.items():
             profile = _parse_profile(name, raw, problems, lines)
             if profile is not None:
+                if profile.image_stage:
+                    stage_image = host.runner_image.replace("{stage}", profile.image_stage)
+                    profile = replace(profile, image=stage_image)
                 profiles[name] = profile
+    raw_host = data.get("host", {})
+    runtime_set = isinstance(raw_host, dict) and "runtime" in raw_host
+    host = _runtime_for(host, profiles, runtime_set, problems, lines)
     problems.raise_if_any()
     host = resolve_host_paths(host, base_of(file))
     return RunnerdConfig(host, sizing, profiles, file)
@@ -289,15 +314,85 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
                 values[key] = Policy(value)
             elif key == "runtime":
                 values[key] = RuntimeKind(value)
+            elif key == "isolation":
+                values[key] = Isolation(value)
+            elif key == "allow_unsafe":
+                if not isinstance(value, bool):
+                    raise ValueError(f"{value!r} is not true or false")
+                values[key] = value
             elif key == "margin_share":
                 values[key] = _count(value, least=1)
         except ValueError as e:
             problems.add(mark, path, _sentence(key, e))
+    metrics_listen = values.get("metrics_listen")
+    if metrics_listen:
+        mark = lines.of("host", "metrics_listen")
+        try:
+            split_address(metrics_listen)
+        except ValueError as e:
+            problems.add(mark, "host.metrics_listen", str(e))
+        else:
+            if not is_loopback(metrics_listen) and not (
+                values.get("tls_cert") and values.get("tls_key")
+            ):
+                problems.add(
+                    mark,
+                    "host.metrics_listen",
+                    "beyond loopback needs tls_cert and tls_key, as listen does (then tls_ca "
+                    "or token_file decides who may read it)",
+                )
     if "listen" in values and values["listen"] and not values.get("tls_cert"):
         problems.add(
             lines.of("host", "listen"), "host.listen", "gRPC over TCP needs tls_cert and tls_key"
         )
+    if values.get("isolation") is Isolation.UNSAFE_DIND and not values.get("allow_unsafe"):
+        problems.add(
+            lines.of("host", "isolation"),
+            "host.isolation",
+            '"unsafe-dind" runs each runner privileged (root in it is root on the host); set '
+            "allow_unsafe = true to mean it",
+        )
+    runner_image = values.get("runner_image")
+    if runner_image is not None and "{stage}" not in runner_image:
+        problems.add(
+            lines.of("host", "runner_image"),
+            "host.runner_image",
+            "must hold {stage}, where a profile's image_stage goes",
+        )
     return HostConfig(**values)
+
+
+def _runtime_for(
+    host: HostConfig,
+    profiles: Mapping[str, Profile],
+    runtime_set: bool,
+    problems: Problems,
+    lines: _Lines,
+) -> HostConfig:
+    """isolation and image_stage are the docker runtime's: a config that sets either without
+    ``runtime`` runs it; ``runtime = "process"`` cannot apply them and is refused."""
+    staged = [p.name for p in profiles.values() if p.image_stage]
+    if host.isolation is None and not staged:
+        return host
+    if not runtime_set:
+        return replace(host, runtime=RuntimeKind.DOCKER)
+    if host.runtime is RuntimeKind.PROCESS:
+        if host.isolation is not None:
+            problems.add(
+                lines.of("host", "isolation"),
+                "host.isolation",
+                f'the process runtime runs no containers, so it cannot apply "{host.isolation}"; '
+                'remove runtime = "process" (isolation runs the docker runtime) or isolation',
+            )
+        for name in staged:
+            table = f"profiles.{name}"
+            problems.add(
+                lines.of(table, "image_stage"),
+                f"{table}.image_stage",
+                "names a stage of the runner image, which only the docker runtime runs; remove "
+                'runtime = "process" or use command',
+            )
+    return host
 
 
 def _parse_sizing(raw: Any, problems: Problems, lines: _Lines) -> SizingConfig:
@@ -350,7 +445,14 @@ def _parse_profile(name: str, raw: Any, problems: Problems, lines: _Lines) -> Pr
             elif key in ("slots", "max_slots"):
                 values[key] = _count(value, least=1)
             elif key in ("image", "image_stage"):
-                values["image"] = _string(value)
+                values[key] = _string(value)
+                if not values[key]:
+                    raise ValueError("must not be empty")
+                if key == "image_stage" and not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", value):
+                    raise ValueError(
+                        f"{value!r} is not a stage name (a build stage of the runner image, "
+                        "such as node or jvm, not an image reference)"
+                    )
             elif key == "command":
                 values[key] = _command(value)
             elif key == "env":
@@ -361,6 +463,12 @@ def _parse_profile(name: str, raw: Any, problems: Problems, lines: _Lines) -> Pr
                 values[key] = dict(value)
         except ValueError as e:
             problems.add(mark, path, _sentence(key, e))
+    if "image" in raw and "image_stage" in raw:
+        problems.add(
+            lines.of(table, "image_stage"),
+            f"{table}.image_stage",
+            "set image or image_stage, not both",
+        )
     for required in ("cpus", "memory", "slots"):
         if required not in raw:
             problems.add(lines.of(table), f"{table}.{required}", "is required")
@@ -427,6 +535,27 @@ def check_budget(
     problems.raise_if_any()
 
 
+def is_loopback(address: str) -> bool:
+    host = split_address(address)[0]
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:9100`` for IPv6); a bare port binds loopback."""
+    host, sep, port = address.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", address
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) < 65536:  # 0: the system picks one
+        raise ValueError(f"{address!r} is not host:port")
+    return host, int(port)
+
+
 def _number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{value!r} is not a number")
@@ -467,4 +596,6 @@ def _sentence(key: str, error: ValueError) -> str:
         return f"{text}; use caps or measured"
     if key == "runtime":
         return f"{text}; use process or docker"
+    if key == "isolation":
+        return f"{text}; use sysbox or unsafe-dind"
     return text

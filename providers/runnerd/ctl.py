@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,9 @@ import httpx
 
 from rungar.errors import ConfigError
 from rungar.model.units import format_bytes, format_duration
-from runnerd import readers
-from runnerd.admission import AdmissionRecord, HostReading, Limits, Policy
-from runnerd.admission import host as hostguard
+from runnerd.admission import AdmissionRecord, Policy
 from runnerd.cli_sizing import add_runnerctl_commands
-from runnerd.config import RunnerdConfig, RuntimeKind, load_config
+from runnerd.config import RunnerdConfig, load_config
 
 DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "/etc/runnerd/runnerd.toml")
 
@@ -35,6 +34,30 @@ def fetch_status(socket: str) -> dict[str, Any]:
         response.raise_for_status()
         result: dict[str, Any] = response.json()
         return result
+
+
+def fetch_events(socket: str, after: int = 0, wait: float = 0.0) -> list[dict[str, Any]]:
+    transport = httpx.HTTPTransport(uds=socket)
+    with httpx.Client(
+        transport=transport, base_url="http://runnerd", timeout=wait + 10.0
+    ) as client:
+        response = client.get("/events", params={"after": after, "wait": wait})
+        response.raise_for_status()
+        events: list[dict[str, Any]] = response.json()["events"]
+        return events
+
+
+def follow_events(socket: str, after: int = 0, wait: float = 25.0) -> Iterator[dict[str, Any]]:
+    """Every event after ``after``, then each new one as it comes (``runnerctl events -f``)."""
+    while True:
+        for event in fetch_events(socket, after, wait):
+            after = max(after, int(event["id"]))
+            yield event
+
+
+def render_event(event: dict[str, Any]) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event["at"]))
+    return f"{when}  {event['kind']:<15} {event['message']}"
 
 
 def render_status(status: dict[str, Any]) -> str:
@@ -101,88 +124,21 @@ def job_sentence(row: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def doctor(config: RunnerdConfig) -> list[tuple[str, str]]:
-    """(level, sentence) pairs: ok, warning or problem."""
-    host = config.host
-    found: list[tuple[str, str]] = []
-    controllers = Path(host.cgroup_root) / "cgroup.controllers"
-    if controllers.exists():
-        names = controllers.read_text().split()
-        level = "ok" if "memory" in names else "warning"
-        found.append((level, f"cgroup v2 at {host.cgroup_root}, controllers: {' '.join(names)}"))
-    else:
-        found.append(
-            ("warning", f"no cgroup v2 at {host.cgroup_root}: job memory is sampled otherwise")
-        )
-    slice_dir = Path(host.cgroup_root) / readers.slice_dir(host.slice)
-    limit = host.memory_max or readers.read_slice_limit(host.cgroup_root, host.slice)
-    if slice_dir.is_dir():
-        found.append(("ok", f"slice {host.slice} at {slice_dir}"))
-    else:
-        found.append(("warning", f"slice {host.slice} has no cgroup at {slice_dir}"))
-    found.append(
-        ("ok", f"MemoryMax {format_bytes(limit)}")
-        if limit
-        else ("warning", "no MemoryMax: only the host bounds the slice")
-    )
-    if host.runtime is RuntimeKind.DOCKER:
-        present = Path(host.docker_socket).exists()
-        found.append(
-            (
-                "ok" if present else "problem",
-                f"docker socket {host.docker_socket}" + ("" if present else " is missing"),
-            )
-        )
-    else:
-        from runnerd.runtime.process import ProcessRuntime
+def doctor_config(path: str) -> RunnerdConfig:
+    """The config doctor checks the host with: the file, or the defaults when there is none
+    yet (doctor says so), so a host can be checked before ``runnerd init``."""
+    from runnerd.config import parse_config
 
-        found.append(
-            (
-                "ok",
-                ProcessRuntime(
-                    host.slice, host.state_dir, host.cgroup_root, proc_root=host.proc_root
-                ).describe(),
-            )
-        )
-    meminfo = readers.read_meminfo(host.proc_root)
-    pressure = readers.read_pressure(host.proc_root)
-    if meminfo is not None:
-        holders = readers.biggest_holders(
-            readers.read_processes(host.proc_root), host.slice, host.holder_min
-        )
-        reading = HostReading(
-            0.0,
-            meminfo.total,
-            meminfo.available,
-            pressure.full_avg10 if pressure else 0.0,
-            0,
-            tuple(holders),
-        )
-        limits = Limits(
-            margin_min=host.margin_min, margin_share=host.margin_share, memory_max=limit
-        )
-        spare = meminfo.available - hostguard.margin(meminfo.total, limits)
-        others = f"; {hostguard.programs(reading)}" if hostguard.outside(reading) else ""
-        smallest = min(p.memory for p in config.profiles.values())
-        if spare < smallest:
-            found.append(
-                (
-                    "warning",
-                    f"the host has {format_bytes(max(0, spare))} to spare, less than the smallest "
-                    f"profile's {format_bytes(smallest)}{others}",
-                )
-            )
-        else:
-            found.append(("ok", hostguard.host_line(reading, limits, 0)))
-        if pressure is not None and pressure.full_avg10 >= host.stall_enter:
-            found.append(
-                (
-                    "warning",
-                    f"the host stalls short of memory ({pressure.full_avg10:g}% full pressure); "
-                    f"{others.removeprefix('; ') or 'nothing outside the slice holds much'}",
-                )
-            )
-    return found
+    return load_config(path) if Path(path).exists() else parse_config("", path)
+
+
+def run_doctor(config: RunnerdConfig, as_json: bool) -> int:
+    """``runnerctl doctor`` and ``runnerd doctor``: the same checks, read-only."""
+    from runnerd.doctor import doctor
+
+    report = doctor(config)
+    print(json.dumps(report.to_json(), indent=2) if as_json else report.text())
+    return 1 if report.failed else 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,14 +153,23 @@ def main(argv: list[str] | None = None) -> int:
     job = sub.add_parser("job", help="a job's admission record as a sentence")
     job.add_argument("ident", help="GitHub job id or history row id")
     job.add_argument("--json", action="store_true")
-    sub.add_parser("doctor", help="check cgroup v2, the slice, the runtime and host memory")
+    doctor = sub.add_parser(
+        "doctor", help="what the host lacks: the slice, the runtime, memory, CPU, slots, disk"
+    )
+    doctor.add_argument("--json", action="store_true")
+    events = sub.add_parser("events", help="runnerd's events (sizing.changed, ...)")
+    events.add_argument("-f", "--follow", action="store_true", help="follow new events")
+    events.add_argument("--after", type=int, default=0, help="only events after this id")
+    events.add_argument("--json", action="store_true", help="one JSON object a line")
     add_runnerctl_commands(sub)
     args = p.parse_args(argv)
     if hasattr(args, "func"):  # sizing [apply|undo]
         code: int = args.func(args)
         return code
     try:
-        config = load_config(args.config)
+        config = (
+            doctor_config(args.config) if args.command == "doctor" else load_config(args.config)
+        )
     except ConfigError as e:
         print("\n".join(e.problems), file=sys.stderr)
         return 2
@@ -217,13 +182,18 @@ def main(argv: list[str] | None = None) -> int:
             while True:
                 print("\033[2J\033[H" + render_status(fetch_status(socket)), flush=True)
                 time.sleep(args.interval)
+        elif args.command == "events":
+            listed = (
+                follow_events(socket, args.after)
+                if args.follow
+                else iter(fetch_events(socket, args.after))
+            )
+            for event in listed:
+                print(json.dumps(event) if args.json else render_event(event), flush=True)
         elif args.command == "job":
             return _job(config, args.ident, args.json)
         else:
-            found = doctor(config)
-            for level, sentence in found:
-                print(f"{level}: {sentence}")
-            return 1 if any(level == "problem" for level, _ in found) else 0
+            return run_doctor(config, args.json)
     except httpx.HTTPError as e:
         print(f"runnerctl: runnerd does not answer on {socket}: {e}", file=sys.stderr)
         return 1

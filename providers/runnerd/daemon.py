@@ -3,7 +3,8 @@
 Issue 6, "runnerd serve": the provider protocol on a unix socket (plaintext there only) and,
 with ``listen``, over TCP with TLS (mutual when ``tls_ca`` is set) or a bearer token over TLS;
 runnerctl's HTTP/JSON API on ``api_socket``; the sampler every ``sample_interval``; auto sizing
-(issue 7) every 5 minutes, each change it writes taken up live by :meth:`Daemon.reconfigure`.
+at start and every 5 minutes, each change it writes taken up live by :meth:`Daemon.reconfigure`
+and sent as a ``sizing.changed`` event; SIGHUP reloads the config; the metrics listener.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from rungar.errors import ConfigError
 from rungar.model.machine import MachineState
 from runnerd import readers
 from runnerd.config import RunnerdConfig, RuntimeKind, check_budget, load_config
+from runnerd.events import EventLog
 from runnerd.history import History, JobEnd
-from runnerd.provider import RunnerdProvider, RunnerState
+from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
 from runnerd.runtime.base import NAME_LABEL, PROFILE_LABEL, SCALE_SET_LABEL, Runtime
 from runnerd.sampler import Sampler
 from runnerd.sizing.autorun import AutoSizer
@@ -38,6 +40,7 @@ class Daemon:
     provider: RunnerdProvider
     sampler: Sampler
     history: History
+    sizer: AutoSizer | None = None
 
     async def close(self) -> None:
         provider = self.provider
@@ -49,12 +52,14 @@ class Daemon:
         closing = getattr(self.provider.runtime, "close", None)
         if closing is not None:
             await closing()
+        if self.provider.events is not None:
+            self.provider.events.close()
         self.history.close()
 
     def reconfigure(self, config: RunnerdConfig) -> None:
         """Run with ``config`` from now on: new admissions use its profiles."""
         self.config = config
-        self.provider.reconfigure(config)
+        self.provider.reconfigure(config, *slice_limits(config))
 
 
 def start_auto_sizing(
@@ -67,6 +72,18 @@ def start_auto_sizing(
 
     def written(config: RunnerdConfig, change: Change) -> None:
         daemon.reconfigure(config)
+        provider.record_event(
+            "sizing.changed", change.profile, change.describe(), **change.event_data()
+        )
+
+    def refused(change: Change, why: str) -> None:
+        provider.record_event(
+            "sizing.refused",
+            change.profile,
+            f"{change.profile}: {change.kind} to {change.new.describe()} not written: {why}",
+            change=change.kind,
+            new=change.event_data()["new"],
+        )
 
     sizer = AutoSizer(
         Path(config_path),
@@ -76,22 +93,35 @@ def start_auto_sizing(
         limits=lambda: slice_limits(daemon.config),
         running=provider.running_per_profile,
         on_written=written,
+        on_refused=refused,
         started_at=clock.now(),
     )
     sizer.start()
+    daemon.sizer = sizer
     if not daemon.config.sizing.auto:
         return None
     return asyncio.create_task(sizer.run_forever())
 
 
-def slice_limits(config: RunnerdConfig) -> tuple[int | None, float | None]:
-    """The slice's MemoryMax and CPUs: the config's when set, else read from its cgroup."""
-    host = config.host
-    memory_max = host.memory_max
-    if memory_max is None:
-        memory_max = readers.read_slice_limit(host.cgroup_root, host.slice)
-    cpus = host.cpus or readers.read_slice_cpus(host.cgroup_root, host.slice)
-    return memory_max, cpus
+def reload(daemon: Daemon, config_path: str) -> list[str]:
+    """SIGHUP (``systemctl kill -s HUP runnerd``): run with the config file as it is now, checked
+    against the slice read again; problems leave the daemon on the config it runs with."""
+    try:
+        text = Path(config_path).read_text()
+        config = load_config(config_path)
+        memory_max, cpus = slice_limits(config)
+        check_budget(config, memory_max, cpus, text)
+    except ConfigError as e:
+        log.warning("runnerd.reload_refused", problems=e.problems)
+        return e.problems
+    except OSError as e:
+        log.warning("runnerd.reload_refused", problems=[str(e)])
+        return [str(e)]
+    daemon.reconfigure(config)
+    if daemon.sizer is not None:
+        daemon.sizer.running_text = text  # runnerd runs with the edit: auto sizing may go on
+    log.info("runnerd.reloaded", config=config_path)
+    return []
 
 
 def make_runtime(config: RunnerdConfig) -> Runtime:
@@ -99,7 +129,8 @@ def make_runtime(config: RunnerdConfig) -> Runtime:
     if host.runtime is RuntimeKind.DOCKER:
         from runnerd.runtime.docker import DockerRuntime
 
-        return DockerRuntime(host.docker_socket, host.slice, host.cgroup_root)
+        isolation = host.isolation.value if host.isolation is not None else None
+        return DockerRuntime(host.docker_socket, host.slice, host.cgroup_root, isolation=isolation)
     from runnerd.runtime.process import ProcessRuntime
 
     return ProcessRuntime(host.slice, host.state_dir, host.cgroup_root, proc_root=host.proc_root)
@@ -127,6 +158,7 @@ async def open_daemon(
         cpus,
         host_memory=meminfo.total if meminfo else None,
     )
+    provider.events = EventLog(config.host.history_path())
     await adopt(provider)
     sampler = Sampler(provider, clock)
     await sampler.tick()
@@ -172,6 +204,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     from rungar.rpc.server import serve
     from rungar.rpc.tls import ServerTls
     from runnerd.api import serve_api
+    from runnerd.metrics_http import serve_metrics
 
     text = Path(config_path).read_text()
     config = load_config(config_path)
@@ -181,6 +214,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stopping.set)
     daemon = await open_daemon(config, clock, config_text=text)
+    loop.add_signal_handler(signal.SIGHUP, reload, daemon, config_path)
     host = config.host
     servers = [await serve(daemon.provider, f"unix://{Path(host.socket_path()).resolve()}")]
     if host.listen:
@@ -188,6 +222,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         tls = ServerTls(host.tls_cert, host.tls_key, host.tls_ca)
         servers.append(await serve(daemon.provider, host.listen, tls=tls, token=token))
     api = await serve_api(daemon.provider, host.api_socket_path())
+    metrics = await serve_metrics(daemon.provider.metrics, host) if host.metrics_listen else None
     sampling = asyncio.create_task(daemon.sampler.run())
     sizing = start_auto_sizing(daemon, config_path, text)
     log.info("runnerd.serving", socket=host.socket_path(), listen=host.listen or None)
@@ -206,16 +241,56 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         stop_wait.cancel()
         await asyncio.gather(*waits, stop_wait, return_exceptions=True)
         await api.stop()
+        if metrics is not None:
+            await metrics.stop()
+        loop.remove_signal_handler(signal.SIGHUP)
         await daemon.close()
     return 0
 
 
-def check_config(config_path: str) -> list[str]:
-    """Problems with the config against the slice; empty when it would run."""
+def check_config(config_path: str, memory_max: int | None = None) -> tuple[list[str], list[str]]:
+    """(problems, warnings) of the config against the slice; no problems when it would run.
+
+    It needs no running Docker Engine: with the docker runtime it asks the Engine only to warn
+    when none answers, or when it lacks the runtime ``isolation`` names."""
     try:
         config = load_config(config_path)
-        memory_max, cpus = slice_limits(config)
-        check_budget(config, memory_max, cpus, Path(config_path).read_text())
+        read_max, cpus = slice_limits(config)
+        check_budget(config, memory_max or read_max, cpus, Path(config_path).read_text())
     except ConfigError as e:
-        return e.problems
+        return e.problems, []
+    warnings = []
+    if not config.profiles:
+        warnings.append(f"{config_path}: no [profiles.NAME]: runnerd refuses every runner")
+    if config.host.runtime is RuntimeKind.DOCKER:
+        warnings += docker_warnings(config)
+    return [], warnings
+
+
+def docker_warnings(config: RunnerdConfig, timeout: float = 2.0) -> list[str]:
+    """What the Docker Engine at ``docker_socket`` lacks for this config, asked read-only."""
+    import httpx
+
+    from runnerd.runtime.docker import ISOLATIONS
+
+    host = config.host
+    transport = httpx.HTTPTransport(uds=host.docker_socket)
+    try:
+        with httpx.Client(transport=transport, base_url="http://docker", timeout=timeout) as c:
+            c.get("/_ping").raise_for_status()
+            info = c.get("/info").json() if host.isolation is not None else {}
+    except (httpx.HTTPError, ValueError) as e:
+        return [
+            f"no Docker Engine answers at {host.docker_socket} ({type(e).__name__}); "
+            "runnerd serve needs one for the docker runtime"
+        ]
+    if host.isolation is None:
+        return []
+    runtime = ISOLATIONS[host.isolation.value][0]
+    runtimes = info.get("Runtimes") or {}
+    if runtime not in runtimes:
+        return [
+            f"the Docker Engine at {host.docker_socket} has no {runtime} runtime, which "
+            f'isolation = "{host.isolation}" runs runners under; it has {", ".join(runtimes)}'
+        ]
     return []

@@ -11,7 +11,7 @@ the same room. Sampling (every ``sample_interval``) lives in :mod:`runnerd.sampl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from rungar.model.machine import (
 )
 from rungar.model.runner_block import RunnerBlock
 from rungar.model.units import format_bytes
+from runnerd import readers
 from runnerd.admission import (
     Candidate,
     GuardState,
@@ -41,10 +42,13 @@ from runnerd.admission import (
     SliceReading,
     decide,
 )
+from runnerd.admission.admit import fits_beside
 from runnerd.admission.model import Run
 from runnerd.admission.predict import PredictionRules
 from runnerd.config import Profile, RunnerdConfig
+from runnerd.events import EventLog
 from runnerd.history import History, JobEnd, JobKey, JobStart
+from runnerd.metrics import RunnerdMetrics, SliceCounters
 from runnerd.predictor import Predictor
 from runnerd.runtime.base import (
     MANAGED_LABEL,
@@ -132,6 +136,46 @@ class Readings:
     host: HostReading | None = None
     disk_free: int | None = None
     disk_at: float = 0.0
+    counters: SliceCounters | None = None  # the slice's CPU and IO, for the metrics
+
+
+def _size(value: int | None) -> str:
+    return "none" if value is None else format_bytes(value)
+
+
+def _cpus(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}"
+
+
+def slice_limits(config: RunnerdConfig) -> tuple[int | None, float | None]:
+    """The slice's MemoryMax and CPUs: the config's when set, else read from its cgroup."""
+    host = config.host
+    memory_max = host.memory_max
+    if memory_max is None:
+        memory_max = readers.read_slice_limit(host.cgroup_root, host.slice)
+    cpus = host.cpus or readers.read_slice_cpus(host.cgroup_root, host.slice)
+    return memory_max, cpus
+
+
+def limits_of(config: RunnerdConfig, memory_max: int | None, slice_cpus: float | None) -> Limits:
+    """The [host] settings admission applies, with the slice's MemoryMax and CPUs."""
+    host = config.host
+    budget = slice_cpus * host.cpu_overcommit if slice_cpus and host.cpu_overcommit else None
+    return Limits(
+        policy=host.admission,
+        memory_max=memory_max,
+        mirror=host.mirror_memory,
+        high_water=host.high_water,
+        fresh_for=host.fresh_for,
+        cpu_budget=budget,
+        cpu_starvation=host.cpu_starvation,
+        cpu_wait_forget=host.cpu_wait_forget,
+        stall_enter=host.stall_enter,
+        stall_leave=host.stall_leave,
+        margin_min=host.margin_min,
+        margin_share=host.margin_share,
+        disk_reserve=host.disk_reserve,
+    )
 
 
 class RunnerdProvider:
@@ -152,42 +196,68 @@ class RunnerdProvider:
         self.clock = clock
         self.name = name
         self.host_memory = host_memory
-        host = config.host
-        budget = slice_cpus * host.cpu_overcommit if slice_cpus and host.cpu_overcommit else None
         self.slice_cpus = slice_cpus
-        self.limits = Limits(
-            policy=host.admission,
-            memory_max=memory_max,
-            mirror=host.mirror_memory,
-            high_water=host.high_water,
-            fresh_for=host.fresh_for,
-            cpu_budget=budget,
-            cpu_starvation=host.cpu_starvation,
-            cpu_wait_forget=host.cpu_wait_forget,
-            stall_enter=host.stall_enter,
-            stall_leave=host.stall_leave,
-            margin_min=host.margin_min,
-            margin_share=host.margin_share,
-            disk_reserve=host.disk_reserve,
-        )
+        self.limits = limits_of(config, memory_max, slice_cpus)
+        host = config.host
         rules = PredictionRules(config.sizing.margin, config.sizing.min_jobs, host.hold_for)
         self.predictor = Predictor(rules, host.history_window, host.reread)
         self.readings = Readings()
         self.guard = GuardState()
         self.runners: dict[str, RunnerState] = {}
         self.waiting: dict[str, Waiting] = {}
+        self.events: EventLog | None = None  # the daemon's; None in tools and some tests
+        self.metrics = RunnerdMetrics()
+        self.metrics.watch(self)
         self._lock = asyncio.Lock()
 
-    def reconfigure(self, config: RunnerdConfig) -> None:
-        """Admit new runners by ``config``'s profiles (auto sizing wrote new values). A running
-        runner keeps the profile it was admitted with: its container's limits do not move."""
+    def reconfigure(
+        self, config: RunnerdConfig, memory_max: int | None, slice_cpus: float | None
+    ) -> None:
+        """Admit new runners by ``config``'s profiles (auto sizing wrote new values) and the
+        slice's MemoryMax and CPUs as read again. A running runner keeps the profile it was
+        admitted with: its container's limits do not move."""
         changed = sorted(
             name
             for name, profile in config.profiles.items()
             if self.config.profiles.get(name) != profile
         )
         self.config = config
+        self.set_slice(memory_max, slice_cpus)
+        self.limits = limits_of(config, memory_max, slice_cpus)
+        host = config.host
+        rules = PredictionRules(config.sizing.margin, config.sizing.min_jobs, host.hold_for)
+        if rules != self.predictor.rules:  # a reload changed [sizing]: read the history again
+            self.predictor = Predictor(rules, host.history_window, host.reread)
         log.info("runnerd.reconfigured", profiles=changed)
+
+    def set_slice(self, memory_max: int | None, slice_cpus: float | None) -> bool:
+        """Take the slice's MemoryMax and CPUs as read now (a ``systemctl daemon-reload`` may
+        have changed them); True when they changed."""
+        if (memory_max, slice_cpus) == (self.limits.memory_max, self.slice_cpus):
+            return False
+        log.info(
+            "runnerd.slice_changed",
+            memory_max=memory_max,
+            was=self.limits.memory_max,
+            cpus=slice_cpus,
+            cpus_were=self.slice_cpus,
+        )
+        before = self.limits.memory_max, self.slice_cpus
+        self.slice_cpus = slice_cpus
+        self.limits = limits_of(self.config, memory_max, slice_cpus)
+        self.record_event(
+            "slice.changed",
+            self.config.host.slice,
+            f"{self.config.host.slice}: MemoryMax {_size(memory_max)} (was {_size(before[0])}), "
+            f"{_cpus(slice_cpus)} CPUs (were {_cpus(before[1])})",
+            memory_max=memory_max,
+            cpus=slice_cpus,
+        )
+        return True
+
+    def record_event(self, kind: str, subject: str, message: str, **data: Any) -> None:
+        if self.events is not None:
+            self.events.record(self.clock.now(), kind, subject, message, **data)
 
     def running_per_profile(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -231,6 +301,8 @@ class RunnerdProvider:
         profile = resolved
         now = self.clock.now()
         await self._refresh_predictor(now)
+        if request.job_hints and self.limits.policy is Policy.MEASURED:
+            await self._follow_queue(request.scale_set, request.job_hints, now)
         running = [r for r in self.runners.values() if r.state is not MachineState.STOPPED]
         prediction = self.predictor.predict_runner(
             profile.name,
@@ -268,6 +340,7 @@ class RunnerdProvider:
         self.guard = outcome.state
         decision = outcome.decision
         if isinstance(decision, Refuse):
+            self.metrics.refusals.labels(profile.name, decision.resource).inc()
             self._note_wait(request.scale_set, now, decision.wait)
             log.info(
                 "runner.refused",
@@ -342,6 +415,7 @@ class RunnerdProvider:
             used_at=now,
         )
         self.runners[request.runner_name] = state
+        self.metrics.admissions.labels(profile.name, record.policy.value).inc()
         log.info("runner.admitted", runner=request.runner_name, admission=record.line())
         return Created(state.machine(self.name))
 
@@ -387,6 +461,75 @@ class RunnerdProvider:
             state.reserved_cpu,
             state.basis,
         )
+
+    # ---- a waiting runner follows its scale set's queue ---------------------------------
+
+    async def _follow_queue(self, scale_set: str, hints: Sequence[JobHint], now: float) -> None:
+        """Each runner of ``scale_set`` still waiting for its job may be given any of ``hints``
+        (the scale set's queued jobs, as a create brings them), so a heavier one among them
+        raises its reservation to that job's prediction. When that no longer fits beside the
+        other runners, it is stopped and listed as stopped, so Rungar removes its registration
+        and the job waits for a runner that fits."""
+        for state in list(self.runners.values()):
+            if state.scale_set != scale_set or state.job is not None:
+                continue
+            if state.state is MachineState.STOPPED:
+                continue
+            others = [
+                r
+                for r in self.runners.values()
+                if r is not state and r.state is not MachineState.STOPPED
+            ]
+            prediction = self.predictor.predict_runner(
+                state.profile.name,
+                hints,
+                state.profile.memory,
+                state.profile.cpus,
+                now,
+                busy_keys=frozenset(k for r in others if (k := r.key()) is not None),
+                busy_repositories=frozenset(
+                    h.repository for r in others if r.job is None for h in r.hints
+                ),
+            )
+            # Only ever up: a job that left the queue may be this runner's, not yet told.
+            memory = max(prediction.memory, state.reserved)
+            cpu = max(prediction.cpu, state.reserved_cpu)
+            if (memory, cpu) == (state.reserved, state.reserved_cpu):
+                continue
+            if not fits_beside(
+                memory,
+                cpu,
+                [r.running() for r in others],
+                self.readings.slice,
+                self.readings.host,
+                self.limits,
+                self.guard,
+                now,
+            ):
+                await self._stop_waiting(state, memory, now)
+                continue
+            log.info(
+                "runner.rereserved",
+                runner=state.name,
+                was=state.reserved,
+                reserved=memory,
+                basis=prediction.basis,
+            )
+            if memory > state.reserved:
+                state.basis = prediction.basis
+            state.reserved, state.reserved_cpu = memory, cpu
+            state.hints = tuple(dict.fromkeys((*state.hints, *hints)))
+
+    async def _stop_waiting(self, state: RunnerState, needs: int, now: float) -> None:
+        await self.runtime.stop(state.handle)
+        message = (
+            f"{state.name} stopped before it took a job: a heavier job queued for "
+            f"{state.scale_set}, and its {format_bytes(needs)} no longer fits beside the other "
+            "runners"
+        )
+        log.info("runner.stopped_for_queue", runner=state.name, needs=needs)
+        self.record_event("runner.stopped", state.name, message, needs=needs)
+        await self.finish(state, "cancelled", now)
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -456,6 +599,10 @@ class RunnerdProvider:
         )
         await self.history.run(self.history.finish, state.row, end)
         key = state.key()
+        if key is not None and state.reserved > 0:
+            self.metrics.prediction_ratio.labels(state.profile.name).observe(
+                state.peak / state.reserved
+            )
         if key is not None:
             self.predictor.add(
                 key,

@@ -17,7 +17,8 @@ from rungar.clock import Clock
 from runnerd import readers
 from runnerd.admission import HostReading, SliceReading
 from runnerd.admission.model import Holder
-from runnerd.provider import RunnerdProvider, RunnerState
+from runnerd.metrics import read_slice_counters
+from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
 from runnerd.runtime.base import Usage
 
 log = structlog.get_logger("runnerd.sampler")
@@ -63,7 +64,12 @@ class Sampler:
     async def _read_host(self, now: float) -> None:
         provider = self.provider
         host = provider.config.host
+        # A MemoryMax or CPUQuota changed by systemctl daemon-reload counts from this tick.
+        provider.set_slice(*slice_limits(provider.config))
         slice_usage = await provider.runtime.slice_usage()
+        provider.readings.counters = read_slice_counters(
+            host.cgroup_root, host.slice, now, provider.readings.counters, provider.slice_cpus
+        )
         if slice_usage is not None:
             provider.readings.slice = SliceReading(now, slice_usage.memory)
         if now - self.holders_at >= self.holders_interval:

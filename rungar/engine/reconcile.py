@@ -308,6 +308,11 @@ async def reconcile(engine: Engine) -> None:
             continue
         record.machine = listed[1].state
         if listed[1].state is MachineState.STOPPED:
+            if record.runner_id and not record.view().busy and not record.job_id:
+                # Stopped before it took a job (a host stopped a runner its queue outgrew):
+                # its registration goes now, not at the next orphan sweep.
+                with contextlib.suppress(GitHubError):
+                    await engine.github.remove_runner(record.runner_id)
             engine.let_go(record, "ended")
             continue
         if registrations is not None and record.scale_set in registrations:

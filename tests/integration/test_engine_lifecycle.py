@@ -213,6 +213,19 @@ async def test_a_stopped_machine_ends_its_runner(world: World) -> None:
     assert world.on("compute1") == []
 
 
+async def test_a_machine_stopped_before_its_runner_took_a_job_has_its_registration_removed(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    runner_id = world.engine.runners.get(name).runner_id  # type: ignore[union-attr]
+    assert runner_id in world.github.runners
+    world.providers["compute1"].set_state(name, MachineState.STOPPED)
+    await reconcile(world.engine)
+    assert runner_id not in world.github.runners
+    assert name not in [r.name for r in world.engine.runners]
+
+
 async def test_backoffs_and_holds_survive_a_restart(world: World) -> None:
     world.providers["compute1"].refuse(RefusalKind.FULL, resource="memory")
     await world.demand(1)

@@ -7,11 +7,13 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
 from pathlib import Path
 
+import httpx
 from runnerd import ctl
 
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
@@ -21,8 +23,15 @@ from rungar.rpc.client import GrpcProvider
 SLEEP = "import time\ntime.sleep(60)\n"
 
 
-def write_config(tmp_path: Path) -> Path:
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_config(tmp_path: Path, metrics_port: int = 0) -> Path:
     path = tmp_path / "runnerd.toml"
+    metrics = f'metrics_listen = "127.0.0.1:{metrics_port}"' if metrics_port else ""
     path.write_text(
         f"""
 [host]
@@ -30,6 +39,7 @@ slice = "rdcli{uuid.uuid4().hex[:8]}.slice"
 memory_max = "1G"
 cpus = 2
 state_dir = "{tmp_path / "state"}"
+{metrics}
 
 [profiles.node]
 command = [{json.dumps(sys.executable)}, "-c", {json.dumps(SLEEP)}]
@@ -52,7 +62,8 @@ def runnerctl(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
-    config = write_config(tmp_path)
+    port = free_port()
+    config = write_config(tmp_path, metrics_port=port)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "runnerd.cli", "serve", "-c", str(config)],
         stdout=subprocess.PIPE,
@@ -97,9 +108,34 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
             in job.stdout
         )
 
+        async with httpx.AsyncClient() as http:
+            scraped = await http.get(f"http://127.0.0.1:{port}/metrics")
+        assert 'runnerd_concurrency_utilization{profile="node"} 1.0' in scraped.text
+        assert 'runnerd_refusals_total{profile="node",resource="slots"} 1.0' in scraped.text
+
         doctor = await asyncio.to_thread(runnerctl, config, "doctor")
         assert "ok: MemoryMax 1G" in doctor.stdout
         assert "process runtime" in doctor.stdout
+
+        # runnerctl events -f follows; a reload (SIGHUP) re-reads the config and the slice.
+        follower = subprocess.Popen(
+            [sys.executable, "-m", "runnerd.ctl", "-c", str(config), "events", "-f", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            config.write_text(config.read_text().replace('memory_max = "1G"', 'memory_max = "2G"'))
+            daemon.send_signal(signal.SIGHUP)
+            assert follower.stdout is not None
+            line = await asyncio.wait_for(asyncio.to_thread(follower.stdout.readline), 20)
+            event = json.loads(line)
+            assert event["kind"] == "slice.changed" and event["data"]["memory_max"] == 2 * 1024**3
+        finally:
+            follower.terminate()
+            follower.communicate(timeout=10)
+        status = await asyncio.to_thread(runnerctl, config, "status")
+        assert status.stdout.splitlines()[0] == "budget: 512M of 2G reserved (caps), 1.5G free"
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:

@@ -48,7 +48,12 @@ class FakeEngine:
             self.containers[ident] = {
                 "Id": ident,
                 "Name": request.query_params["name"],
-                "Config": {"Labels": body["Labels"], "Env": body["Env"], "Cmd": body.get("Cmd")},
+                "Config": {
+                    "Labels": body["Labels"],
+                    "Env": body["Env"],
+                    "Cmd": body.get("Cmd"),
+                    "Image": body["Image"],
+                },
                 "HostConfig": body["HostConfig"],
                 "State": {"Status": "created", "Running": False, "ExitCode": 0, "OOMKilled": False},
                 "usage": 300 * M,
@@ -246,3 +251,62 @@ slots = 4
     await second.provider.delete("r1")
     assert await second.provider.list({}) == []
     await second.close()
+
+
+@pytest.mark.parametrize(
+    ("isolation", "runtime_name", "privileged"),
+    [("sysbox", "sysbox-runc", False), ("unsafe-dind", "runc", True)],
+)
+async def test_isolation_picks_the_runners_oci_runtime_and_labels_the_container(
+    engine: tuple[FakeEngine, str], isolation: str, runtime_name: str, privileged: bool
+) -> None:
+    fake, socket = engine
+    runtime = DockerRuntime(socket, "runnerd.slice", isolation=isolation)
+    handle = await runtime.start(spec())
+    host = fake.containers[handle]["HostConfig"]
+    assert (host["Runtime"], host["Privileged"]) == (runtime_name, privileged)
+    assert host["CgroupParent"] == "runnerd.slice"  # every isolation keeps the slice and caps
+    assert host["Memory"] == 512 * M
+    assert fake.containers[handle]["Config"]["Labels"]["runnerd.isolation"] == isolation
+    await runtime.close()
+
+
+async def test_a_config_with_isolation_and_image_stage_runs_the_docker_runtime_with_them(
+    engine: tuple[FakeEngine, str], tmp_path: Path
+) -> None:
+    fake, socket = engine
+    fake.images.add("ghcr.io/ayagmar/runnerd-runner:node-0.0.20")
+    text = f"""
+[host]
+slice = "runnerd.slice"
+isolation = "sysbox"
+docker_socket = "{socket}"
+memory_max = "33G"
+cpus = 16
+state_dir = "{tmp_path / "state"}"
+cgroup_root = "{tmp_path / "no-cgroup"}"
+
+[profiles.node]
+image_stage = "node"
+cpus = 8
+memory = "7G"
+slots = 2
+"""
+    config = parse_config(text)
+    daemon = await open_daemon(config, SystemClock(), config_text=text)
+    request = CreateRequest(
+        runner_name="r1",
+        request_id="q1",
+        scale_set="node",
+        labels={"rungar.sh/managed": "true"},
+        runner=RunnerBlock(),
+        jit_config="jit",
+    )
+    assert isinstance(await daemon.provider.create(request), Created)
+    (container,) = fake.containers.values()
+    assert container["HostConfig"]["Runtime"] == "sysbox-runc"
+    assert container["Config"]["Image"] == "ghcr.io/ayagmar/runnerd-runner:node-0.0.20"
+    assert fake.pulls == []  # the stage's image, not an image named "node"
+    assert container["Config"]["Labels"]["runnerd.isolation"] == "sysbox"
+    await daemon.provider.delete("r1")
+    await daemon.close()

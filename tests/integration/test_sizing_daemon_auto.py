@@ -1,5 +1,6 @@
-"""Auto sizing inside the running daemon: a look 5 minutes in rewrites the TOML (comments kept)
-and the provider admits new runners with the new memory cap at once (seed 000, "Auto sizing")."""
+"""Auto sizing inside the running daemon: its first look, at start, rewrites the TOML (comments
+kept), the provider admits new runners with the new memory cap at once, and the change is a
+``sizing.changed`` event; the next look comes 5 minutes later."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from pathlib import Path
 
 from runnerd.config import load_config
-from runnerd.daemon import open_daemon, start_auto_sizing
+from runnerd.daemon import open_daemon, reload, start_auto_sizing
 from runnerd.sizing.changes import DONE, PENDING, UNSURE, Change, ChangeLog, Values
 
 from rungar.model.machine import Created, CreateRequest
@@ -54,7 +55,7 @@ async def settle_until(condition: object, tries: int = 200) -> None:
         await asyncio.sleep(0)
 
 
-async def test_a_look_five_minutes_in_rewrites_the_file_and_new_runners_get_the_new_cap(
+async def test_the_first_look_at_start_rewrites_the_file_and_new_runners_get_the_new_cap(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "runnerd.toml"
@@ -64,16 +65,12 @@ async def test_a_look_five_minutes_in_rewrites_the_file_and_new_runners_get_the_
     light_history(tmp_path / "state" / "history.db")
     clock = FakeClock(NOW)
     daemon = await open_daemon(load_config(str(path)), clock, FakeRuntime(), config_text=text)
+    before = await daemon.provider.create(request("before"))
+    assert isinstance(before, Created)
     task = start_auto_sizing(daemon, str(path), text)
     assert task is not None
     try:
-        before = await daemon.provider.create(request("before"))
-        assert isinstance(before, Created)
-        clock.advance(299)
-        await settle_until(lambda: False, 20)
-        assert path.read_text() == text  # nothing before the first look
-        clock.advance(1)
-        await settle_until(lambda: path.read_text() != text)
+        await settle_until(lambda: path.read_text() != text)  # no clock advance: at start
         written = path.read_text()
         assert 'memory = "5.25G"   # still each container\'s hard limit' in written
         assert "# runnerd on the build host" in written and "auto = true   # runnerd" in written
@@ -86,6 +83,11 @@ async def test_a_look_five_minutes_in_rewrites_the_file_and_new_runners_get_the_
         assert runners["before"].profile.memory == 7 * G  # a running runner keeps its own
         with ChangeLog(tmp_path / "state" / "history.db") as log:
             assert [c.state for c in log.changes("node")] == [DONE]
+        assert daemon.provider.events is not None
+        (event,) = [e for e in daemon.provider.events.after(0) if e.kind == "sizing.changed"]
+        assert event.subject == "node" and event.data["new"]["memory"] == int(5.25 * G)
+        assert event.data["old"]["memory"] == 7 * G and event.data["source"] == "auto"
+        assert event.message.startswith("node: memory 7G → 5.25G (auto lower)")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -110,5 +112,27 @@ async def test_with_auto_off_a_change_a_crash_left_is_settled_and_nothing_looks(
         assert path.read_text() == text
         with ChangeLog(db) as log:
             assert [c.state for c in log.changes("node")] == [UNSURE]
+    finally:
+        await daemon.close()
+
+
+async def test_a_reload_runs_the_edited_file_and_a_file_that_fails_the_check_is_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "runnerd.toml"
+    text = TOML.format(state=tmp_path / "state", auto="false")
+    path.write_text(text)
+    daemon = await open_daemon(load_config(str(path)), FakeClock(NOW), FakeRuntime(), text)
+    try:
+        start_auto_sizing(daemon, str(path), text)
+        assert daemon.sizer is not None
+        path.write_text(text.replace("slots = 2", "slots = 3"))
+        assert reload(daemon, str(path)) == []
+        assert daemon.provider.config.profiles["node"].slots == 3
+        assert daemon.sizer.running_text == path.read_text()  # auto sizing may go on
+        path.write_text(text.replace('memory = "7G"', 'memory = "34G"'))  # over the 33G
+        problems = reload(daemon, str(path))
+        assert len(problems) == 1 and "more than the slice's MemoryMax of 33G" in problems[0]
+        assert daemon.provider.config.profiles["node"].memory == 7 * G  # still as it ran
     finally:
         await daemon.close()

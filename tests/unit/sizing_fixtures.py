@@ -86,11 +86,11 @@ def config(
     )
 
 
-def light_history(db: Path, n: int = 30) -> None:
+def light_history(db: Path, n: int = 30, now: float = NOW) -> None:
     """``n`` runs of one job peaking at 2G under a 7G cap, the last day: auto sizing lowers it."""
     rows = []
     for i in range(n):
-        at = NOW - 86400 + i * 600
+        at = now - 86400 + i * 600
         start = JobStart(
             f"r{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300,
             queued_at=at - 300,

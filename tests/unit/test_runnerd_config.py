@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from runnerd.admission.model import Policy
-from runnerd.config import GiB, RuntimeKind, check_budget, parse_config
+from runnerd.cli import main as runnerd_main
+from runnerd.config import GiB, Isolation, RuntimeKind, check_budget, parse_config
 
 from rungar.errors import ConfigError
 
@@ -113,3 +117,121 @@ def test_the_example_config_parses() -> None:
     config = load_config(example)
     assert config.profiles["node"].command == ("rungar", "fake-runner")
     check_budget(config, 33 * GiB, 8.0, example.read_text())
+
+
+# The three runnerd.toml examples of the admission and sizing documentation, as written.
+DOCS_AUTO = """\
+[sizing]
+auto = true
+
+[profiles.node]
+image = "ghcr.io/ayagmar/runnerd-runner:node-0.0.20"
+cpus = 8
+memory = "7G"
+slots = 2
+min_memory = "2G"   # optional: never lower than this
+max_slots = 6       # optional: never more slots than this
+"""
+DOCS_MEASURED = """\
+[host]
+slice = "runnerd.slice"
+isolation = "sysbox"
+admission = "measured"
+
+[profiles.node]
+image_stage = "node"
+cpus = 8
+memory = "7G"   # still each container's hard limit
+slots = 8       # how many run at once; 8 × 7G may exceed MemoryMax
+"""
+DOCS_CPU = """\
+[host]
+slice = "runnerd.slice"
+isolation = "sysbox"
+admission = "measured"
+cpu_overcommit = 1.0
+"""
+
+
+def test_the_three_examples_are_in_docs_runnerd_md_as_written() -> None:
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "runnerd.md").read_text()
+    blocks = re.findall(r"^```toml\n(.*?)^```", docs, flags=re.M | re.S)
+    for example in (DOCS_AUTO, DOCS_MEASURED, DOCS_CPU):
+        assert example in blocks
+
+
+def test_the_documentations_three_examples_load_as_written() -> None:
+    auto = parse_config(DOCS_AUTO)
+    assert auto.sizing.auto and auto.profiles["node"].max_slots == 6
+    measured = parse_config(DOCS_MEASURED)
+    assert measured.host.isolation is Isolation.SYSBOX
+    assert measured.profiles["node"].image_stage == "node"
+    cpu = parse_config(DOCS_CPU)
+    assert cpu.host.cpu_overcommit == 1.0 and not cpu.profiles
+
+
+def test_isolation_or_image_stage_without_runtime_runs_the_docker_runtime() -> None:
+    assert parse_config(DOCS_MEASURED).host.runtime is RuntimeKind.DOCKER
+    staged = DOCS_AUTO.replace('image = "ghcr.io/ayagmar/runnerd-runner:node-0.0.20"', "")
+    staged = staged.replace("[profiles.node]", '[profiles.node]\nimage_stage = "jvm"')
+    assert parse_config(staged).host.runtime is RuntimeKind.DOCKER
+    assert parse_config(DOCS_AUTO).host.runtime is RuntimeKind.PROCESS
+
+
+def test_image_stage_names_a_stage_of_the_runner_image_not_an_image() -> None:
+    node = parse_config(DOCS_MEASURED).profiles["node"]
+    assert node.image == "ghcr.io/ayagmar/runnerd-runner:node-0.0.20"
+    own = DOCS_MEASURED.replace(
+        'isolation = "sysbox"',
+        'isolation = "sysbox"\nrunner_image = "registry.local/runner:{stage}"',
+    )
+    assert parse_config(own).profiles["node"].image == "registry.local/runner:node"
+    with pytest.raises(ConfigError) as e:
+        parse_config(DOCS_MEASURED.replace('image_stage = "node"', 'image_stage = "ghcr.io/x:1"'))
+    assert "runnerd.toml:7:1: profiles.node.image_stage" in e.value.problems[0]
+    assert "not an image reference" in e.value.problems[0]
+
+
+def test_the_process_runtime_with_isolation_or_image_stage_is_refused_clearly() -> None:
+    text = DOCS_MEASURED.replace(
+        'admission = "measured"', 'admission = "measured"\nruntime = "process"'
+    )
+    with pytest.raises(ConfigError) as e:
+        parse_config(text)
+    problems = "\n".join(e.value.problems)
+    assert "runnerd.toml:3:1: host.isolation: the process runtime runs no containers" in problems
+    assert "profiles.node.image_stage: names a stage of the runner image" in problems
+
+
+def test_unsafe_dind_needs_allow_unsafe() -> None:
+    text = DOCS_MEASURED.replace('"sysbox"', '"unsafe-dind"')
+    with pytest.raises(ConfigError) as e:
+        parse_config(text)
+    assert "set allow_unsafe = true" in e.value.problems[0]
+    allowed = parse_config(text.replace("[host]", "[host]\nallow_unsafe = true"))
+    assert allowed.host.isolation is Isolation.UNSAFE_DIND
+
+
+def test_image_and_image_stage_together_are_refused() -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config(
+            DOCS_MEASURED.replace('image_stage = "node"', 'image_stage = "node"\nimage = "x"')
+        )
+    assert "set image or image_stage, not both" in e.value.problems[0]
+
+
+def test_the_documentations_examples_pass_check_config_without_a_docker_engine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name, text in (("auto", DOCS_AUTO), ("measured", DOCS_MEASURED), ("cpu", DOCS_CPU)):
+        path = tmp_path / f"{name}.toml"
+        # This machine has no runnerd.slice: MemoryMax is given, as --memory-max does.
+        path.write_text(
+            text.replace("[host]\n", f'[host]\ndocker_socket = "{tmp_path}/none.sock"\n')
+        )
+        assert runnerd_main(["check-config", "-c", str(path), "--memory-max", "33G"]) == 0, name
+        err = capsys.readouterr().err
+        if name != "auto":
+            assert f"warning: no Docker Engine answers at {tmp_path}/none.sock" in err
+    # Without a MemoryMax, measured admission has no budget: that one is a problem.
+    assert runnerd_main(["check-config", "-c", str(tmp_path / "measured.toml")]) == 2

@@ -51,6 +51,22 @@ def test_a_percent_margin_is_added_and_rounded_up_to_256M() -> None:
     assert memory == round_up(int(1.15 * G)) == 1280 * M
 
 
+def test_the_p95_tier_starts_at_min_jobs_successful_runs_not_twenty() -> None:
+    # 12 successes with min_jobs = 10: the p95 of those 12 (the largest, under 20 values),
+    # not the larger of the job's own largest and its profile's p95 (5G) that 20 would ask for.
+    history = runs([1.0] * 11 + [1.5])
+    memory, basis = predict_memory(history, PROFILE, CAP, RULES, NOW)
+    assert memory == round_up(int(2.5 * G))
+    assert basis == "the p95 peak of its job's last 12 runs + the margin"
+
+
+def test_the_p95_reads_only_the_last_twenty_successful_runs_once_there_are_more() -> None:
+    history = runs([9.0] * 5 + [1.0] * 20)
+    memory, basis = predict_memory(history, PROFILE, CAP, RULES, NOW)
+    assert memory == 2 * G
+    assert basis == "the p95 peak of its job's last 20 runs + the margin"
+
+
 def test_min_jobs_above_twenty_raises_the_runs_a_p95_needs() -> None:
     rules = PredictionRules(margin=Margin(0.0, 1 * G), min_jobs=30)
     history = runs([1.0] * 25)

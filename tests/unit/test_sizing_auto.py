@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from runnerd.admission.model import Policy
 from runnerd.config import RunnerdConfig
@@ -74,6 +75,17 @@ def test_a_run_that_meets_the_lowered_cap_takes_the_lowering_back_at_once() -> N
     assert change.kind == "take_back"  # 10 minutes after the lowering: no raise_interval wait
     assert change.new == Values(8 * G, 2, 8.0)
     assert change.floor_memory == 8 * G and change.floor_until == NOW + 30 * 86400
+
+
+def test_a_take_back_never_drops_a_slot_a_runner_is_in() -> None:
+    # The lowering added a slot (2 → 3 under caps); three runners run when it is taken back.
+    cfg = config(profile(memory=6, slots=3))
+    runs = [*series(20, 1.0), run(NOW - 60, 6.0, cap=6, met_cap=True, result="failure")]
+    lowering = replace(lowered(NOW - 600), new=Values(6 * G, 3, 8.0))
+    change = plan_one(cfg, runs, [lowering], running=3).changes[0]
+    assert change.kind == "take_back" and change.new == Values(8 * G, 3, 8.0)
+    idle = plan_one(cfg, runs, [lowering], running=1).changes[0]
+    assert idle.new == Values(8 * G, 2, 8.0)
 
 
 def test_no_lowering_goes_under_a_taken_back_memory_for_30_days() -> None:

@@ -270,3 +270,29 @@ def cpu_line(running: Sequence[Running], limits: Limits, state: GuardState) -> s
     taken = sum(counted_cpu(r, limits) for r in running)
     text = f"CPU {taken:g} of {limits.cpu_budget:g} CPUs reserved"
     return text + "; a job waits for CPU" if state.cpu_waiting else text
+
+
+def fits_beside(
+    memory: int,
+    cpu: float,
+    others: Sequence[Running],
+    slice_reading: SliceReading | None,
+    host_reading: HostReading | None,
+    limits: Limits,
+    state: GuardState,
+    now: float,
+) -> bool:
+    """Whether a waiting runner may reserve ``memory`` and ``cpu`` beside ``others`` (every
+    other runner): the MemoryMax, the host's room and the CPU budget, as :func:`decide` counts
+    them. A heavier job queued for its scale set asks this; slots and disk do not change."""
+    slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
+    _, reserved, taken = _totals(others, "", limits, slice_fresh, now)
+    if limits.memory_max is not None and memory > limits.memory_max - limits.mirror - reserved:
+        return False
+    if host_reading is not None and is_fresh(host_reading.at, now, limits):
+        room = hostguard.room(host_reading, limits, state.widened, len(others))
+        if memory > room - reserved:
+            return False
+    if limits.cpu_budget is not None:
+        return min(cpu, limits.cpu_budget) <= limits.cpu_budget - taken + 1e-9
+    return True

@@ -28,6 +28,7 @@ from runnerd.admission.predict import (
     PredictionRules,
     job_facts,
     needed_successes,
+    recent_successes,
 )
 
 
@@ -187,10 +188,9 @@ class JobRuns:
         counted_from = bisect.bisect_left(self._counted_at, start)
         counted = len(self._counted_at) - counted_from
         successes = len(self._success_at) - bisect.bisect_left(self._success_at, start)
-        needed = needed_successes(rules)
         recent_p95 = recent_runs = 0
-        if successes >= needed:
-            oldest = self.ends[self._success_at[-needed]]
+        if successes >= needed_successes(rules):
+            oldest = self.ends[self._success_at[-min(successes, recent_successes(rules))]]
             first = max(start, bisect.bisect_left(self.ends, oldest))
             window = sorted(self._counted_peaks[bisect.bisect_left(self._counted_at, first) :])
             recent_runs = len(window)

@@ -4,8 +4,9 @@
 Memory, in the seed's order:
 - a run that met its cap or was killed for memory puts its job back on its cap until 3 of its
   runs in a row succeed clear of it (cancelled runs count), 7 days at most;
-- with max(20, min_jobs) successful runs: the p95 (nearest rank) of their peaks, failed runs
-  among them included, plus the margin, rounded up to 256M;
+- with min_jobs successful runs: the p95 (nearest rank) of the peaks of its last 20 successful
+  runs (or min_jobs when that is more), failed runs among them included, plus the margin,
+  rounded up to 256M;
 - fewer: the larger of the profile's p95 and the job's own largest peak, plus the margin; once 2
   succeeded, one copy at a time reserves its own largest instead, and a copy beside another
   takes the larger;
@@ -112,7 +113,7 @@ class JobFacts:
     on_hold: bool = False
     counted: int = 0  # runs not cancelled, or that met their cap
     successes: int = 0
-    recent_p95: int = 0  # with max(20, min_jobs) successes: the p95 of the recent counted peaks
+    recent_p95: int = 0  # with min_jobs successes: the p95 of the recent counted peaks
     recent_runs: int = 0  # how many counted runs that p95 is over
     own: int = 0  # the largest counted peak
     over_peak: int | None = None  # the largest peak of a run past its reservation, recently
@@ -122,6 +123,12 @@ class JobFacts:
 
 
 def needed_successes(rules: PredictionRules) -> int:
+    """Successful runs the p95 tier starts at."""
+    return rules.min_jobs
+
+
+def recent_successes(rules: PredictionRules) -> int:
+    """How many of the newest successful runs the p95 reads: 20, or min_jobs when more."""
     return max(RECENT_RUNS, rules.min_jobs)
 
 
@@ -129,10 +136,9 @@ def job_facts(runs: Sequence[Run], rules: PredictionRules, now: float) -> JobFac
     """The facts by a scan of ``runs`` (the job's runs in the window, oldest first)."""
     counted = [r for r in runs if not r.cancelled or r.met_cap]
     successes = [r for r in counted if r.succeeded]
-    needed = needed_successes(rules)
     recent_p95 = recent_runs = 0
-    if len(successes) >= needed:
-        oldest = successes[-needed].finished_at
+    if len(successes) >= needed_successes(rules):
+        oldest = successes[-min(len(successes), recent_successes(rules))].finished_at
         window = [r.counted_peak for r in counted if r.finished_at >= oldest]
         recent_p95, recent_runs = int(p95(window)), len(window)
     over = [

@@ -4,6 +4,9 @@ Seed 000, "What a job's memory is"; reference runnerd.md §1.1 (a container per 
 slice, with the profile's limits and runnerd's labels). Each container gets the profile's
 memory as Memory and MemorySwap (no swap past the cap), its cpus as NanoCpus, the slice as its
 CgroupParent, the JIT config in its environment, and labels so a restarted runnerd adopts it.
+``[host] isolation`` picks the OCI runtime its own Docker Engine runs under: ``sysbox``
+(sysbox-runc, unprivileged) or ``unsafe-dind`` (runc, privileged); the container is labelled
+``runnerd.isolation`` with it, and every isolation keeps the same slice, limits and labels.
 
 Memory is read from the container's cgroup v2 directory when the host exposes it (job memory,
 memory.events.local ``oom`` for "met its cap", ``sock_throttled``), else from the Engine's
@@ -30,6 +33,9 @@ from runnerd.runtime.base import (
 )
 
 API = "/v1.43"
+ISOLATION_LABEL = "runnerd.isolation"
+# [host] isolation → (the Engine's runtime name, privileged)
+ISOLATIONS = {"sysbox": ("sysbox-runc", False), "unsafe-dind": ("runc", True)}
 
 
 class DockerRuntime:
@@ -42,7 +48,11 @@ class DockerRuntime:
         cgroup_root: str = "/sys/fs/cgroup",
         transport: httpx.AsyncBaseTransport | None = None,
         stop_timeout: int = 10,
+        isolation: str | None = None,
     ) -> None:
+        if isolation is not None and isolation not in ISOLATIONS:
+            raise ValueError(f"unknown isolation {isolation!r}")
+        self.isolation = isolation
         self.socket = socket
         self.slice = slice_name
         self.cgroup_root = cgroup_root
@@ -55,7 +65,8 @@ class DockerRuntime:
         self._cpu_seconds: dict[str, float] = {}
 
     def describe(self) -> str:
-        return f"docker runtime: Engine API at {self.socket}, containers in {self.slice}"
+        how = f", isolation {self.isolation}" if self.isolation else ""
+        return f"docker runtime: Engine API at {self.socket}, containers in {self.slice}{how}"
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -78,6 +89,11 @@ class DockerRuntime:
                 "CgroupParent": self.slice,
             },
         }
+        if self.isolation is not None:
+            runtime, privileged = ISOLATIONS[self.isolation]
+            body["HostConfig"]["Runtime"] = runtime
+            body["HostConfig"]["Privileged"] = privileged
+            body["Labels"][ISOLATION_LABEL] = self.isolation
         if spec.command:
             body["Cmd"] = list(spec.command)
         created = await self._call(

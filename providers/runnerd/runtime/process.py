@@ -134,16 +134,15 @@ class ProcessRuntime:
         self._children: dict[str, _Child] = {}
         self.mode = "proc"
         self.parent: Path | None = None
-        v2 = Path(cgroup_root) / readers.slice_dir(slice_name)
-        v1 = Path(memory_v1_root) / slice_name
-        if use_cgroups and _controls_memory(v2):
-            self.mode, self.parent = "v2", v2
-        elif use_cgroups and os.access(memory_v1_root, os.W_OK):
+        mode, where = cgroup_mode(slice_name, cgroup_root, memory_v1_root, use_cgroups)
+        if mode == "v2":
+            self.mode, self.parent = "v2", where
+        elif mode == "v1" and where is not None:
             try:
-                v1.mkdir(exist_ok=True)
-                self.mode, self.parent = "v1", v1
+                where.mkdir(exist_ok=True)
+                self.mode, self.parent = "v1", where
             except OSError as e:
-                log.warning("runtime.cgroup_unusable", path=str(v1), error=str(e))
+                log.warning("runtime.cgroup_unusable", path=str(where), error=str(e))
 
     def describe(self) -> str:
         where = {
@@ -447,6 +446,20 @@ def _whole(value: Any, least: int = 0) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < least:
         raise ValueError(f"{value!r} is not a whole number")
     return value
+
+
+def cgroup_mode(
+    slice_name: str, cgroup_root: str, memory_v1_root: str, use_cgroups: bool = True
+) -> tuple[str, Path | None]:
+    """Which cgroup runners would go under, worked out without making one: ``v2`` (the slice
+    controls memory), ``v1`` (a writable v1 memory controller; the slice's directory is made at
+    start) or ``proc``."""
+    v2 = Path(cgroup_root) / readers.slice_dir(slice_name)
+    if use_cgroups and _controls_memory(v2):
+        return "v2", v2
+    if use_cgroups and os.access(memory_v1_root, os.W_OK):
+        return "v1", Path(memory_v1_root) / slice_name
+    return "proc", None
 
 
 def _controls_memory(path: Path) -> bool:

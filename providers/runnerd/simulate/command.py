@@ -8,7 +8,7 @@ default. Predictions may read the 30 days before the window, as the daemon's wou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from runnerd.admission import Limits, PredictionRules
@@ -27,6 +27,7 @@ class SimulateRequest:
     slots: Mapping[str, int] | None = None
     cpu_factors: Sequence[float] = ()
     workers: int | None = None  # processes replaying rows at once; None: the usable CPUs
+    on_stale: Callable[[str], None] | None = None  # told when the history lacks its -wal
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ def simulate(
     if unknown:
         raise ValueError(f"--slots names no profile of the config: {', '.join(sorted(unknown))}")
     start = now - request.since
-    with open_read_only(history_path) as db:
+    with open_read_only(history_path, request.on_stale) as db:
         runs = read_runs(db, start - config.host.history_window, now)
     warm = [r for r in runs if r.finished_at < start]
     jobs = replayable([r for r in runs if r.arrived_at >= start], profiles)

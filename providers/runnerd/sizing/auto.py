@@ -165,7 +165,7 @@ def _profile_change(
             **extra,  # type: ignore[arg-type]
         )
 
-    taken_back = _take_back(look, profile, current, last, since, runs)
+    taken_back = _take_back(look, profile, current, last, since, runs, history.running)
     if taken_back is not None:
         new, reason = taken_back
         return make("take_back", reason, new, floor_memory=new.memory, floor_until=now + FLOOR_FOR)
@@ -221,15 +221,17 @@ def _take_back(
     last: Change | None,
     since: Sequence[SizingRun],
     runs: Sequence[SizingRun],
+    running: int,
 ) -> tuple[Values, str] | None:
-    """A lowering by auto sizing that went too far, still in effect."""
+    """A lowering by auto sizing that went too far, still in effect. Under caps its slots go
+    back too, but never under the runners running now: a take-back drops no slot in use."""
     if last is None or last.source != "auto" or last.kind != "lower":
         return None
     if current.memory != last.new.memory:
         return None  # memory was set by hand since: not taken back
     met = [r for r in since if r.met_cap and r.cap == current.memory]
     slots = last.old.slots if look.policy is Policy.CAPS else current.slots
-    back = Values(last.old.memory, max(slots, 0), current.cpus)
+    back = Values(last.old.memory, max(slots, running), current.cpus)
     if met:
         return back, f"a run met the lowered cap of {_b(current.memory)}"
     for key, job_runs in by_job(since).items():

@@ -71,6 +71,7 @@ class AutoSizer:
     limits: Callable[[], tuple[int | None, float | None]]  # MemoryMax and CPUs, read each look
     running: Callable[[], Mapping[str, int]] = dict  # runners running now, per profile
     on_written: Callable[[RunnerdConfig, Change], None] | None = None
+    on_refused: Callable[[Change, str], None] | None = None  # a change not written, and why
     started_at: float = 0.0  # since when runnerd runs the current cpus
     window: float = 30 * DAY
     before_write: Callable[[Change], None] | None = None  # tests crash here
@@ -119,13 +120,21 @@ class AutoSizer:
         refused: list[str] = []
         for change in decided.changes:
             text = self.config_path.read_text()
+            in_use = self.running().get(change.profile, 0)
             try:
+                if change.new.slots < in_use:  # as it writes: runners may have started since
+                    raise ConfigError(
+                        [f"it would drop slots to {change.new.slots}; {in_use} runners run"]
+                    )
                 done, config = write(
                     self.config_path, text, change, changes, memory_max, cpus, self.before_write
                 )
             except ConfigError as e:
-                refused.append(f"{change.profile}: {'; '.join(e.problems)}")
+                why = "; ".join(e.problems)
+                refused.append(f"{change.profile}: {why}")
                 log.warning("sizing.refused", profile=change.profile, problems=e.problems)
+                if self.on_refused is not None:
+                    self.on_refused(change, why)
                 continue
             self.running_text = self.config_path.read_text()
             log.info("sizing.changed", profile=done.profile, change=done.describe())
@@ -137,10 +146,10 @@ class AutoSizer:
         return LookResult(tuple(written), tuple(refused), decided.notes)
 
     async def run_forever(self) -> None:
-        """A look every 5 minutes, the first 5 minutes in; :meth:`start` settles before."""
+        """A look at start and every 5 minutes after; :meth:`start` settles before."""
         while True:
-            await self.clock.sleep(LOOK_EVERY)
             try:
                 self.look()
             except (OSError, ConfigError, sqlite3.Error) as e:
                 log.warning("sizing.look_failed", error=str(e))
+            await self.clock.sleep(LOOK_EVERY)

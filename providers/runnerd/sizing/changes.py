@@ -81,6 +81,20 @@ class Change:
     state: str = PENDING
     id: int = 0
 
+    def event_data(self) -> dict[str, object]:
+        """What a ``sizing.changed`` event carries of it."""
+
+        def values(v: Values) -> dict[str, float]:
+            return {"memory": v.memory, "slots": v.slots, "cpus": v.cpus}
+
+        return {
+            "source": self.source,
+            "change": self.kind,
+            "reason": self.reason,
+            "old": values(self.old),
+            "new": values(self.new),
+        }
+
     def describe(self) -> str:
         """``node: memory 7G → 6G (auto lower); replaced memory 7G, slots 2, cpus 8``."""
         parts = []
@@ -127,6 +141,13 @@ class ChangeLog:
         self.read_only = read_only
         if read_only:
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+            except sqlite3.OperationalError:
+                # A reader that may not create -shm next to a WAL database reads the file alone,
+                # as the runs are read (runnerd.sizing.runs.open_read_only).
+                self._db.close()
+                self._db = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True)
         else:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=10.0)

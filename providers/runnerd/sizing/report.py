@@ -8,6 +8,7 @@ Seed 000, "Sizing" and "Auto sizing". Reads the config and the history read-only
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,9 +75,14 @@ def memory_since(changes: list[Change]) -> dict[str, float]:
 
 
 def sizing_report(
-    config: RunnerdConfig, db: Path, memory_max: int | None, now: float, window: float = 30 * DAY
+    config: RunnerdConfig,
+    db: Path,
+    memory_max: int | None,
+    now: float,
+    window: float = 30 * DAY,
+    on_stale: Callable[[str], None] | None = None,
 ) -> SizingReport:
-    with open_read_only(db) as conn:
+    with open_read_only(db, on_stale) as conn:
         runs = read_runs(conn, now - window, now)
     with ChangeLog(db, read_only=True) as log:
         changes = log.changes(since=now - window)

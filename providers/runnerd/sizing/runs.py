@@ -11,13 +11,14 @@ apart.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from runnerd.admission.model import CANCELLED, SUCCESS, Run
 from runnerd.history import JobKey
+from runnerd.wal import wal_holds_changes
 
 DAY = 86400.0
 
@@ -82,18 +83,33 @@ _COLUMNS = (
 )
 
 
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    db.execute("SELECT 1 FROM jobs LIMIT 1")
+    return db
+
+
 @contextmanager
-def open_read_only(path: str | Path) -> Iterator[sqlite3.Connection]:
-    """The history opened read-only; where the WAL files cannot be made, the file alone."""
+def open_read_only(
+    path: str | Path, on_stale: Callable[[str], None] | None = None
+) -> Iterator[sqlite3.Connection]:
+    """The history opened read-only; where the WAL files cannot be made, the file alone.
+
+    Reading the file alone, it checks whether the ``-wal`` holds changes the file lacks, and
+    if so tells ``on_stale`` in a sentence (runnerd doctor then skips its sizing check)."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no job history here")
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        db.execute("SELECT 1 FROM jobs LIMIT 1")
+        db = _connect_read_only(path)
     except sqlite3.OperationalError:
         # A reader that may not create -shm next to a WAL database reads the file alone.
         db = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
+        if on_stale is not None and wal_holds_changes(path):
+            on_stale(
+                f"{path}: read without the changes its -wal holds (this user may not write "
+                "there); run as the user who runs the daemon to read them"
+            )
     try:
         yield db
     finally:

@@ -1,0 +1,60 @@
+"""runnerd's events: kept in the history, followed by a long poll, written by every sizing
+change whoever makes it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+from runnerd.ctl import main as runnerctl_main
+from runnerd.events import EventLog
+
+from tests.unit.sizing_fixtures import light_history
+
+
+async def test_a_follower_gets_an_event_another_writer_recorded(tmp_path: Path) -> None:
+    db = tmp_path / "history.db"
+    daemon_side = EventLog(db)
+    other = EventLog(db)  # runnerctl sizing apply, in its own process
+    try:
+        first = daemon_side.record(1.0, "slice.changed", "runnerd.slice", "MemoryMax 8G")
+        waiting = asyncio.create_task(daemon_side.wait(first.id, timeout=30, poll=0.01))
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        other.record(2.0, "sizing.changed", "node", "node: memory 7G → 6G", source="apply")
+        (event,) = await asyncio.wait_for(waiting, 10)
+        assert (event.kind, event.data["source"]) == ("sizing.changed", "apply")
+        assert [e.id for e in daemon_side.after(0)] == [first.id, event.id]
+    finally:
+        daemon_side.close()
+        other.close()
+
+
+async def test_a_wait_with_nothing_new_answers_none_after_its_timeout(tmp_path: Path) -> None:
+    events = EventLog(tmp_path / "history.db")
+    try:
+        assert await events.wait(0, timeout=0) == []
+    finally:
+        events.close()
+
+
+def test_sizing_apply_by_hand_is_a_sizing_changed_event(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "history.db"
+    light_history(db, now=time.time())  # runnerctl reads the last 30 days back from now
+    path = tmp_path / "runnerd.toml"
+    path.write_text(
+        f'[host]\nmemory_max = "33G"\nhistory = "{db}"\n\n[profiles.node]\n'
+        'command = ["true"]\ncpus = 8\nmemory = "7G"\nslots = 2\n'
+    )
+    assert runnerctl_main(["-c", str(path), "sizing", "apply", "node"]) == 0, capsys.readouterr()
+    events = EventLog(db)
+    try:
+        (event,) = events.after(0)
+    finally:
+        events.close()
+    assert (event.kind, event.subject, event.data["source"]) == ("sizing.changed", "node", "apply")
+    assert event.data["old"]["memory"] == 7 * 1024**3 and event.data["new"]["memory"] == 3 * 1024**3
