@@ -27,7 +27,7 @@ from rungar.engine.records import RunnerRecord
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
 from rungar.model import labels as L
-from rungar.model.machine import Machine, MachineState
+from rungar.model.machine import Machine, MachineState, Removal
 from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
 from rungar.scaling.decide import decide_removal
 
@@ -104,7 +104,8 @@ def _adopt(engine: Engine, provider: str, machine: Machine, now: float) -> None:
         record.state = RunnerState.STARTING
     engine.runners.add(record)
     if record.state is RunnerState.LEAVING:
-        record.removal_reason = "ended"
+        record.removal_reason = RemovalReason.ENDED.value
+        record.removal = Removal(RemovalReason.ENDED)
     engine.events.record(
         "runner",
         machine.name,
@@ -206,11 +207,11 @@ async def reconcile(engine: Engine) -> None:
             continue
         if listed is None:
             if record.created_at <= pass_began:
-                engine.let_go(record, "ended")
+                engine.let_go(record, RemovalReason.ENDED)
             continue
         record.machine = listed[1].state
         if listed[1].state is MachineState.STOPPED:
-            engine.let_go(record, "ended")
+            engine.let_go(record, RemovalReason.ENDED)
             continue
         if registrations is not None and record.scale_set in registrations:
             _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
@@ -228,7 +229,7 @@ async def reconcile(engine: Engine) -> None:
     for record in list(engine.runners):
         gone = record.scale_set not in engine.sets
         if gone and record.state is not RunnerState.LEAVING and not record.view().busy:
-            await engine.remove(record, RemovalReason.SCALED_DOWN)
+            await engine.remove(record, RemovalReason.SCALE_SET_REMOVED)
 
     # 5. leaving machines
     for record in list(engine.runners):

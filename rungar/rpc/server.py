@@ -240,7 +240,7 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
         started = self._clock.now()
         result = "error"
         try:
-            await self._provider.delete(runner)
+            await self._provider.delete(runner, convert.removal_from_pb(request))
             result = "ok"
             return pb.DeleteResponse()
         except Exception as e:

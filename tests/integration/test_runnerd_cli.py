@@ -114,14 +114,14 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
 def test_a_job_record_reads_as_sentences() -> None:
     row = {
         "id": 7, "job_id": "4242", "repository": "octo/app", "workflow": "ci", "job_name": "build",
-        "runner": "r1", "profile": "node", "result": "success", "peak_memory": 1024**3,
+        "runner": "r1", "profile": "node", "result": "succeeded", "peak_memory": 1024**3,
         "cap_memory": 7 * 1024**3, "avg_cpu": 0.8, "met_cap": 0, "killed_for_memory": 0,
         "sock_throttled": 2, "policy": "measured", "reserved_memory": 1280 * 1024**2,
         "basis": "the p95 peak of its job's last 10 runs + the margin", "budget_free": 10 * 1024**3,
         "slot_wait": 65.0, "host_wait": 0.0, "cpu_wait": 0.0,
     }  # fmt: skip
     assert ctl.job_sentence(row).splitlines() == [
-        "job 4242: octo/app ci/build, runner r1 in profile node: success",
+        "job 4242: octo/app ci/build, runner r1 in profile node: succeeded",
         "peak 1G of its 7G cap, average CPU 0.80; its sockets were throttled 2 times",
         "admitted by measured peaks: reserved 1.25G, the p95 peak of its job's last 10 runs + the "
         "margin; 10G of the budget was free",
