@@ -1,4 +1,4 @@
-"""``runnerctl``: status, watch, job ID, doctor (seed 000; issue 6).
+"""``runnerctl``: status, watch, job ID, jobs, sizing, doctor (seed 000; issue 6).
 
 ``status`` and ``watch`` ask the daemon over its HTTP/JSON API on ``api_socket``. ``job`` reads
 the job history read-only, so it works without the daemon. ``doctor`` reads the host itself:
@@ -22,6 +22,7 @@ from rungar.model.units import format_bytes, format_duration
 from runnerd import readers
 from runnerd.admission import AdmissionRecord, HostReading, Limits, Policy
 from runnerd.admission import host as hostguard
+from runnerd.cli_jobs import add_jobs_command
 from runnerd.cli_sizing import add_runnerctl_commands
 from runnerd.config import RunnerdConfig, RuntimeKind, load_config
 
@@ -199,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     job.add_argument("--json", action="store_true")
     sub.add_parser("doctor", help="check cgroup v2, the slice, the runtime and host memory")
     add_runnerctl_commands(sub)
+    add_jobs_command(sub)
     args = p.parse_args(argv)
-    if hasattr(args, "func"):  # sizing [apply|undo]
+    if hasattr(args, "func"):  # sizing [apply|undo], jobs
         code: int = args.func(args)
         return code
     try:

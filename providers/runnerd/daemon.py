@@ -187,6 +187,7 @@ async def adopt(provider: RunnerdProvider) -> None:
             row["sock_throttled"],
             row["finished_at"] or now,
             row["exit_code"],
+            row["peak_cpu"],
         )
         history.finish(int(row["id"]), end)
 

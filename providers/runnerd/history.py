@@ -18,6 +18,7 @@ ran but never became known has empty job columns and is left out of predictions:
     cap_memory         INTEGER  its memory limit, bytes;  cap_cpus REAL  its CPU limit
     peak_memory        INTEGER  largest sampled job memory (memory.current − file LRU), bytes
     avg_cpu            REAL     CPU time ÷ run time, CPUs; NULL when not measured
+    peak_cpu           REAL     the most CPUs it used between two samples; NULL: not measured
     met_cap            INTEGER  1 when its own limit ran out of memory (events.local oom)
     killed_for_memory  INTEGER  1 when an oom kill hit it while its own limit held
     sock_throttled     INTEGER  sockets throttled during reclaim; NULL where the kernel lacks it
@@ -63,7 +64,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     result TEXT, exit_code INTEGER,
     cap_memory INTEGER NOT NULL, cap_cpus REAL NOT NULL,
     peak_memory INTEGER NOT NULL DEFAULT 0,
-    avg_cpu REAL,
+    avg_cpu REAL, peak_cpu REAL,
     met_cap INTEGER NOT NULL DEFAULT 0,
     killed_for_memory INTEGER NOT NULL DEFAULT 0,
     sock_throttled INTEGER,
@@ -85,6 +86,7 @@ _MIGRATE_1_TO_2 = """
 ALTER TABLE jobs ADD COLUMN branch TEXT;
 ALTER TABLE jobs ADD COLUMN run_id TEXT;
 ALTER TABLE jobs ADD COLUMN exit_code INTEGER;
+ALTER TABLE jobs ADD COLUMN peak_cpu REAL;
 UPDATE jobs SET result = 'succeeded' WHERE result = 'success';
 UPDATE jobs SET result = 'failed' WHERE result = 'failure';
 UPDATE meta SET value = '2' WHERE key = 'schema';
@@ -131,6 +133,7 @@ class JobEnd:
     sock_throttled: int | None
     finished_at: float
     exit_code: int | None = None
+    peak_cpu: float | None = None
 
 
 class History:
@@ -216,10 +219,10 @@ class History:
         Rungar's word (``end.result`` is not written)."""
         self._db.execute(
             "UPDATE jobs SET peak_memory = ?, avg_cpu = ?, met_cap = ?, killed_for_memory = ?,"
-            " sock_throttled = ?, finished_at = ?, exit_code = ? WHERE id = ?",
+            " sock_throttled = ?, finished_at = ?, exit_code = ?, peak_cpu = ? WHERE id = ?",
             (
                 end.peak_memory, end.avg_cpu, int(end.met_cap), int(end.killed_for_memory),
-                end.sock_throttled, end.finished_at, end.exit_code, row,
+                end.sock_throttled, end.finished_at, end.exit_code, end.peak_cpu, row,
             ),
         )  # fmt: skip
         self._db.commit()
@@ -227,12 +230,12 @@ class History:
     def finish(self, row: int, end: JobEnd) -> None:
         self._db.execute(
             "UPDATE jobs SET result = ?, peak_memory = ?, avg_cpu = ?, met_cap = ?,"
-            " killed_for_memory = ?, sock_throttled = ?, finished_at = ?, exit_code = ?"
-            " WHERE id = ?",
+            " killed_for_memory = ?, sock_throttled = ?, finished_at = ?, exit_code = ?,"
+            " peak_cpu = ? WHERE id = ?",
             (
                 end.result, end.peak_memory, end.avg_cpu, int(end.met_cap),
                 int(end.killed_for_memory), end.sock_throttled, end.finished_at, end.exit_code,
-                row,
+                end.peak_cpu, row,
             ),
         )  # fmt: skip
         self._db.commit()

@@ -94,6 +94,8 @@ class RunnerState:
     killed_for_memory: bool = False
     sock_throttled: int | None = None
     exit_code: int | None = None
+    peak_cpu: float = 0.0  # the most CPUs it used between two samples
+    cpu_at: float = 0.0  # when cpu_seconds was last read
     ended_at: float | None = None  # when it exited by itself or was stopped
     exited: bool = False  # it ended by itself, not stopped by runnerd
 
@@ -489,7 +491,11 @@ class RunnerdProvider:
         if not usage.exited:
             state.used, state.used_at, state.held = usage.memory, now, usage.held
         state.peak = max(state.peak, usage.memory)
-        state.cpu_seconds = max(state.cpu_seconds, usage.cpu_seconds)
+        if state.cpu_at and now > state.cpu_at and usage.cpu_seconds > state.cpu_seconds:
+            rate = (usage.cpu_seconds - state.cpu_seconds) / (now - state.cpu_at)
+            state.peak_cpu = max(state.peak_cpu, rate)
+        if usage.cpu_seconds >= state.cpu_seconds:
+            state.cpu_seconds, state.cpu_at = usage.cpu_seconds, now
         state.met_cap = state.met_cap or usage.met_cap
         state.killed_for_memory = state.killed_for_memory or usage.killed_for_memory
         if usage.sock_throttled is not None:
@@ -517,6 +523,7 @@ class RunnerdProvider:
             sock_throttled=state.sock_throttled,
             finished_at=finished,
             exit_code=state.exit_code,
+            peak_cpu=round(state.peak_cpu, 3) if state.peak_cpu else None,
         )
 
     async def record(self, state: RunnerState, removal: Removal | None) -> None:

@@ -9,15 +9,18 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
+import pytest
 from runnerd import ctl
 
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
 
+M = 1024**2
 SLEEP = "import time\ntime.sleep(60)\n"
 
 
@@ -202,3 +205,48 @@ async def test_a_runnerd_killed_and_restarted_lists_its_runner_again(tmp_path: P
     assert not (tmp_path / "state" / "runners" / "r1.json").exists()  # stopped with runnerd
     stat = Path(f"/proc/{pid}/stat")
     assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_runnerctl_jobs_lists_each_recorded_job_with_its_conclusion_and_leaves_out_old_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runnerd.history import History, JobEnd, JobKey, JobStart
+
+    config = write_config(tmp_path)
+    (tmp_path / "state").mkdir()
+    history = History(tmp_path / "state" / "history.db")
+    now = time.time()
+
+    def start(runner: str, at: float) -> JobStart:
+        return JobStart(runner, "node", "node", 256 * M, 1.0, "caps", 256 * M, 1.0,
+                        "its profile's memory", None, None, at, queued_at=at - 4)  # fmt: skip
+
+    key = JobKey("node", "octo/app", ".github/workflows/ci.yml", "build")
+    for runner, result, at in (("old", "succeeded", now - 40 * 86400), ("r1", "failed", now - 60)):
+        row = history.start(start(runner, at))
+        history.took_job(row, key, f"job-{runner}", 256 * M, 1.0, "x", "main", "77")
+        history.finish(
+            row, JobEnd(result, 100 * M, 0.5, False, False, None, at + 30, 0, peak_cpu=0.9)
+        )
+    history.start(start("running", now))  # no result yet: not listed
+    history.close()
+
+    assert ctl.main(["-c", str(config), "jobs", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert {k: entry[k] for k in ("id", "repository", "workflow", "job", "runner")} == {
+        "id": "job-r1",
+        "repository": "octo/app",
+        "workflow": ".github/workflows/ci.yml",
+        "job": "build",
+        "runner": "r1",
+    }
+    assert (entry["conclusion"], entry["peak_memory"], entry["peak_cpu"]) == (
+        "failed",
+        100 * M,
+        0.9,
+    )
+    assert (entry["waited"], entry["duration"], entry["branch"]) == (4.0, 30.0, "main")
+    assert ctl.main(["-c", str(config), "jobs", "--since", "60d"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:6] == ["ID", "REPOSITORY", "WORKFLOW", "JOB", "RUNNER", "CONCLUSION"]
+    assert [line.split()[0] for line in table[1:]] == ["job-old", "job-r1"]
