@@ -211,6 +211,11 @@ async def reconcile(engine: Engine) -> None:
             continue
         record.machine = listed[1].state
         if listed[1].state is MachineState.STOPPED:
+            record.stopped_at = record.stopped_at or now
+            # A runner exits right after its job; GitHub's word on how the job ended may be a
+            # moment behind. Its provider is told that word, so it is awaited for one pass.
+            if record.job_id and now - record.stopped_at < timing.reconcile_interval:
+                continue
             engine.let_go(record, RemovalReason.ENDED)
             continue
         if registrations is not None and record.scale_set in registrations:

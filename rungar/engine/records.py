@@ -25,6 +25,7 @@ class RunnerRecord:
     job_id: str = ""
     machine: MachineState = MachineState.STARTING
     unreachable_since: float | None = None  # its provider could not be listed since then
+    stopped_at: float | None = None  # first listed stopped, its job's completion not yet heard
     left_at: float = 0.0  # when it started leaving
     removal_reason: str = ""
     removal: Removal | None = None  # what its provider is told when its machine is deleted

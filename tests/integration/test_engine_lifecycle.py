@@ -241,6 +241,40 @@ async def test_a_stopped_machine_ends_its_runner(world: World) -> None:
     assert world.on("compute1") == []
 
 
+async def test_a_busy_runners_stopped_machine_waits_a_pass_for_its_jobs_conclusion(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "build"))
+    world.providers["compute1"].set_state(name, MachineState.STOPPED)
+    await reconcile(world.engine)
+    assert world.on("compute1") == [name]  # its job's completion may be a moment behind
+    world.engine.on_job_completed("linux", "j1", name, Conclusion.CANCELLED)
+    await world.engine.drain_tasks()
+    removal = world.providers["compute1"].removals[name]
+    assert (removal.reason, removal.conclusion) == (
+        RemovalReason.JOB_COMPLETED,
+        Conclusion.CANCELLED,
+    )
+
+
+async def test_a_busy_runners_stopped_machine_ends_it_when_no_conclusion_comes(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "build"))
+    world.providers["compute1"].set_state(name, MachineState.STOPPED)
+    await reconcile(world.engine)
+    world.clock.advance(world.cfg.timing.reconcile_interval)
+    await reconcile(world.engine)
+    assert world.on("compute1") == []
+    assert world.providers["compute1"].removals[name].reason is RemovalReason.ENDED
+
+
 async def test_backoffs_and_holds_survive_a_restart(world: World) -> None:
     world.providers["compute1"].refuse(RefusalKind.FULL, resource="memory")
     await world.demand(1)
