@@ -363,7 +363,7 @@ class RunnerdProvider:
         if state is None:
             return
         if removal is not None and removal.job is not None and state.job is None:
-            await self.update_runner(name, removal.job)  # its UpdateRunner never came
+            await self._learn_job(state, removal.job)  # its UpdateRunner never came
         if state.ended_at is None and waits_for_exit(removal):
             await self._await_exit(state)
         async with self._lock:
@@ -421,6 +421,23 @@ class RunnerdProvider:
             job.branch,
             job.run_id,
         )
+
+    async def _learn_job(self, state: RunnerState, job: JobHint) -> None:
+        """Name the job a runner ran, keeping what it reserved: its admission is over."""
+        state.job = job
+        key = state.key()
+        if key is not None:
+            await self.history.run(
+                self.history.took_job,
+                state.row,
+                key,
+                job.job_id,
+                state.reserved,
+                state.reserved_cpu,
+                state.basis,
+                job.branch,
+                job.run_id,
+            )
 
     # ---- helpers -----------------------------------------------------------------------
 

@@ -332,3 +332,4 @@ async def test_a_job_rungar_names_in_the_delete_is_recorded_when_its_update_neve
     await provider.delete("a", Removal(RemovalReason.JOB_COMPLETED, Conclusion.TIMED_OUT, hint))
     row = provider.history.job("5")
     assert row is not None and (row["job_name"], row["result"]) == ("lint", "timed_out")
+    assert row["basis"] == "its cap, as its profile has fewer than 10 runs"  # its admission's
