@@ -7,6 +7,7 @@ elsewhere runnerd samples /proc and kills it itself. Either way the history says
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import uuid
@@ -180,3 +181,50 @@ async def test_without_a_memory_cgroup_runnerd_kills_a_runner_over_its_cap_itsel
     finally:
         await d.provider.delete("hog")
         await d.close()
+
+
+# Takes the first SIGTERM as a shell that has not started its command yet would; the second
+# ends it cleanly, and says so.
+DEAF_ONCE = (
+    "import os, pathlib, signal, sys, time\n"
+    "out = pathlib.Path(os.environ['RELEASE_DIR'])\n"
+    "terms = []\n"
+    "def term(*_):\n"
+    "    terms.append(1)\n"
+    "    if len(terms) > 1:\n"
+    "        (out / 'second-term').touch()\n"
+    "        sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, term)\n"
+    "(out / 'ready').touch()\n"
+    "time.sleep(60)\n"
+)
+
+
+async def test_a_stop_repeats_sigterm_so_a_runner_that_missed_the_first_ends_cleanly(
+    tmp_path: Path,
+) -> None:
+    from runnerd.runtime.base import RunnerSpec
+    from runnerd.runtime.process import ProcessRuntime
+
+    runtime = ProcessRuntime(
+        f"rdterm{uuid.uuid4().hex[:8]}.slice", str(tmp_path), use_cgroups=False
+    )
+    spec = RunnerSpec(
+        name="deaf",
+        profile="work",
+        scale_set="work",
+        image="",
+        command=(sys.executable, "-c", DEAF_ONCE),
+        cpus=1,
+        memory=256 * 1024**2,
+        labels={},
+        env={"RELEASE_DIR": str(tmp_path)},
+    )
+    handle = await runtime.start(spec)
+    for _ in range(500):
+        if (tmp_path / "ready").exists():
+            break
+        await asyncio.sleep(0.02)
+    await runtime.stop(handle)
+    assert (tmp_path / "second-term").exists(), "it was killed, not stopped"
+    await runtime.close()
