@@ -94,7 +94,7 @@ async def run_server(cert_dir: Path) -> None:
             self.n += 1
             return answer(self.n)
 
-        async def delete(self, name: str) -> None:
+        async def delete(self, name: str, removal: Any = None) -> None:
             return None
 
         async def list(self, selector: Any) -> list[Machine]:

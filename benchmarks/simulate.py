@@ -87,7 +87,7 @@ def bench_advice(profiles: int, until: float) -> None:
             for i in range(80):
                 at = until - 29 * DAY + i * 30000 + j
                 peak = int(rng.uniform(1, 6) * G)
-                runs.append(SizingRun(key, "success", peak, 8 * G, 4.0, at - 600, at, at - 660))
+                runs.append(SizingRun(key, "succeeded", peak, 8 * G, 4.0, at - 600, at, at - 660))
     runs.sort(key=lambda r: r.finished_at)
     config = parse_config("\n".join(lines))
     started = time.perf_counter()

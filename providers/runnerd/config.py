@@ -78,6 +78,7 @@ class HostConfig:
     disk_per_runner: int = 8 * GiB  # a profile's footprint when it sets no disk
     # Timing (seconds), the seed's values by default.
     sample_interval: float = 2.0
+    exit_grace: float = 5.0  # a runner whose job completed may exit by itself before it is stopped
     holders_interval: float = 30.0
     fresh_for: float = 6.0  # "the last few seconds": three samples
     cpu_starvation: float = 120.0
@@ -144,6 +145,7 @@ HOST_SIZES = ("memory_max", "mirror_memory", "disk_reserve", "disk_per_runner", 
 HOST_SIZES_EXTRA = ("holder_min",)
 HOST_DURATIONS = (
     "sample_interval",
+    "exit_grace",
     "holders_interval",
     "fresh_for",
     "cpu_starvation",

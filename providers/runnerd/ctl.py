@@ -1,4 +1,4 @@
-"""``runnerctl``: status, watch, job ID, doctor (seed 000; issue 6).
+"""``runnerctl``: status, watch, job ID, jobs, sizing, doctor (seed 000; issue 6).
 
 ``status`` and ``watch`` ask the daemon over its HTTP/JSON API on ``api_socket``. ``job`` reads
 the job history read-only, so it works without the daemon. ``doctor`` reads the host itself:
@@ -21,6 +21,7 @@ import httpx
 from rungar.errors import ConfigError
 from rungar.model.units import format_bytes, format_duration
 from runnerd.admission import AdmissionRecord, Policy
+from runnerd.cli_jobs import add_jobs_command
 from runnerd.cli_sizing import add_runnerctl_commands
 from runnerd.config import RunnerdConfig, load_config
 
@@ -162,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     events.add_argument("--after", type=int, default=0, help="only events after this id")
     events.add_argument("--json", action="store_true", help="one JSON object a line")
     add_runnerctl_commands(sub)
+    add_jobs_command(sub)
     args = p.parse_args(argv)
-    if hasattr(args, "func"):  # sizing [apply|undo]
+    if hasattr(args, "func"):  # sizing [apply|undo], jobs
         code: int = args.func(args)
         return code
     try:

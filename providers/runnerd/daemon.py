@@ -25,6 +25,7 @@ from runnerd import readers
 from runnerd.config import RunnerdConfig, RuntimeKind, check_budget, load_config
 from runnerd.events import EventLog
 from runnerd.history import History, JobEnd
+from runnerd.outcome import Ending, recorded_result
 from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
 from runnerd.runtime.base import NAME_LABEL, PROFILE_LABEL, SCALE_SET_LABEL, Runtime
 from runnerd.sampler import Sampler
@@ -47,8 +48,11 @@ class Daemon:
         now = provider.clock.now()
         if provider.runtime.kind == "process":  # its runners stop with it: close their jobs
             for state in list(provider.runners.values()):
-                if state.state is not MachineState.STOPPED:
-                    await provider.finish(state, "cancelled", now)
+                if state.ended_at is None:
+                    state.state, state.ended_at = MachineState.STOPPED, now
+                # Rungar has not said how their jobs ended: a running job was stopped, an
+                # ended one has only its exit status to tell.
+                await provider.record(state, None)
         closing = getattr(self.provider.runtime, "close", None)
         if closing is not None:
             await closing()
@@ -166,7 +170,9 @@ async def open_daemon(
 
 
 async def adopt(provider: RunnerdProvider) -> None:
-    """Count again the runners a previous runnerd left running; close the rest as lost."""
+    """Count again the runners a previous runnerd left running; close the rest as lost: a job
+    that ran is recorded by what runnerd saw of it (Rungar can no longer say), one that never
+    got a job leaves no row."""
     history = provider.history
     now = provider.clock.now()
     open_rows = {row["runner"]: row for row in history.open_jobs()}
@@ -194,9 +200,28 @@ async def adopt(provider: RunnerdProvider) -> None:
         )
         log.info("runner.adopted", runner=found.labels.get(NAME_LABEL, found.name))
     for row in open_rows.values():
-        history.finish(
-            int(row["id"]), JobEnd("cancelled", row["peak_memory"], None, False, False, None, now)
+        ending = Ending(
+            took_job=row["repository"] is not None,
+            exited=row["finished_at"] is not None,
+            exit_code=row["exit_code"],
+            met_cap=bool(row["met_cap"]),
         )
+        result = recorded_result(None, ending)
+        if result is None:
+            history.drop(int(row["id"]))
+            continue
+        end = JobEnd(
+            result,
+            row["peak_memory"],
+            row["avg_cpu"],
+            bool(row["met_cap"]),
+            bool(row["killed_for_memory"]),
+            row["sock_throttled"],
+            row["finished_at"] or now,
+            row["exit_code"],
+            row["peak_cpu"],
+        )
+        history.finish(int(row["id"]), end)
 
 
 async def serve_forever(config_path: str, clock: Clock | None = None) -> int:

@@ -2,18 +2,23 @@
 
 This docstring is the schema's one description; sizing and ``runnerd simulate`` read it too.
 
-Table ``jobs`` — one row per runner runnerd started (a runner whose job never became known has
-empty job columns and is left out of predictions):
+Table ``jobs`` — one row per runner runnerd started. A runner Rungar removes without a job
+(scaled down, never connected, drained, ...) leaves no row: it ran no job. A runner whose job
+ran but never became known has empty job columns and is left out of predictions:
 
     id                 INTEGER  row id; ``runnerctl job ID`` takes it, or the GitHub job id
     runner             TEXT     runner name (unique per start)
     scale_set          TEXT     the Rungar scale set that asked for it
     profile            TEXT     the [profiles.NAME] it ran in
     repository, workflow, job_name, job_id   TEXT  the job it took (UpdateRunner), or NULL
-    result             TEXT     success | failure | cancelled | timed_out; NULL while running
+    branch, run_id     TEXT     the job's branch and workflow run id, when Rungar sent them
+    result             TEXT     succeeded | failed | cancelled | timed_out, as GitHub concluded
+                                (Rungar's Delete says); NULL until Rungar removes the runner
+    exit_code          INTEGER  how its runner's process or container exited; NULL: stopped
     cap_memory         INTEGER  its memory limit, bytes;  cap_cpus REAL  its CPU limit
     peak_memory        INTEGER  largest sampled job memory (memory.current − file LRU), bytes
     avg_cpu            REAL     CPU time ÷ run time, CPUs; NULL when not measured
+    peak_cpu           REAL     the most CPUs it used between two samples; NULL: not measured
     met_cap            INTEGER  1 when its own limit ran out of memory (events.local oom)
     killed_for_memory  INTEGER  1 when an oom kill hit it while its own limit held
     sock_throttled     INTEGER  sockets throttled during reclaim; NULL where the kernel lacks it
@@ -24,9 +29,12 @@ empty job columns and is left out of predictions):
     basis              TEXT     why, as the admission record's phrase
     budget_free        INTEGER  what of the budget was free before it, bytes; NULL: unbounded
     slice_memory       INTEGER  the slice (docker stats count) at admission; NULL: no sample
-    queued_at, started_at, finished_at  REAL  epoch seconds
+    queued_at, started_at, finished_at  REAL  epoch seconds; finished_at is when the runner
+                                         ended (exited, or was stopped)
 
-Table ``meta`` (key, value): ``schema`` = 1. No secret is ever stored: no JIT config, no token.
+Table ``meta`` (key, value): ``schema`` = 2. Schema 1 (results ``success``/``failure``, no
+branch, run id or exit code) is migrated when the daemon opens it. No secret is ever stored: no
+JIT config, no token.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from typing import Any, TypeVar
 
 from runnerd.admission.model import Run
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -52,10 +60,11 @@ CREATE TABLE IF NOT EXISTS jobs (
     scale_set TEXT NOT NULL,
     profile TEXT NOT NULL,
     repository TEXT, workflow TEXT, job_name TEXT, job_id TEXT,
-    result TEXT,
+    branch TEXT, run_id TEXT,
+    result TEXT, exit_code INTEGER,
     cap_memory INTEGER NOT NULL, cap_cpus REAL NOT NULL,
     peak_memory INTEGER NOT NULL DEFAULT 0,
-    avg_cpu REAL,
+    avg_cpu REAL, peak_cpu REAL,
     met_cap INTEGER NOT NULL DEFAULT 0,
     killed_for_memory INTEGER NOT NULL DEFAULT 0,
     sock_throttled INTEGER,
@@ -70,6 +79,17 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE INDEX IF NOT EXISTS jobs_key ON jobs (profile, repository, workflow, job_name, finished_at);
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at);
 CREATE INDEX IF NOT EXISTS jobs_job_id ON jobs (job_id);
+"""
+# Schema 1 to 2: one vocabulary for a job's conclusion (GitHub's, as Rungar passes it on), and
+# the branch and run id auto sizing's take-back reads.
+_MIGRATE_1_TO_2 = """
+ALTER TABLE jobs ADD COLUMN branch TEXT;
+ALTER TABLE jobs ADD COLUMN run_id TEXT;
+ALTER TABLE jobs ADD COLUMN exit_code INTEGER;
+ALTER TABLE jobs ADD COLUMN peak_cpu REAL;
+UPDATE jobs SET result = 'succeeded' WHERE result = 'success';
+UPDATE jobs SET result = 'failed' WHERE result = 'failure';
+UPDATE meta SET value = '2' WHERE key = 'schema';
 """
 
 
@@ -112,6 +132,8 @@ class JobEnd:
     killed_for_memory: bool
     sock_throttled: int | None
     finished_at: float
+    exit_code: int | None = None
+    peak_cpu: float | None = None
 
 
 class History:
@@ -128,6 +150,7 @@ class History:
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            _migrate(self._db)
             self._db.executescript(_SCHEMA)
             self._db.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)",
@@ -170,24 +193,56 @@ class History:
         return int(cursor.lastrowid or 0)
 
     def took_job(
-        self, row: int, key: JobKey, job_id: str, reserved: int, reserved_cpu: float, basis: str
+        self,
+        row: int,
+        key: JobKey,
+        job_id: str,
+        reserved: int,
+        reserved_cpu: float,
+        basis: str,
+        branch: str = "",
+        run_id: str = "",
     ) -> None:
         self._db.execute(
             "UPDATE jobs SET repository = ?, workflow = ?, job_name = ?, job_id = ?,"
-            " reserved_memory = ?, reserved_cpu = ?, basis = ? WHERE id = ?",
-            (key.repository, key.workflow, key.job, job_id, reserved, reserved_cpu, basis, row),
-        )
+            " reserved_memory = ?, reserved_cpu = ?, basis = ?, branch = ?, run_id = ?"
+            " WHERE id = ?",
+            (
+                key.repository, key.workflow, key.job, job_id, reserved, reserved_cpu, basis,
+                branch or None, run_id or None, row,
+            ),
+        )  # fmt: skip
+        self._db.commit()
+
+    def ended(self, row: int, end: JobEnd) -> None:
+        """The runner ended: its peaks, exit code and end time, kept while its result waits for
+        Rungar's word (``end.result`` is not written)."""
+        self._db.execute(
+            "UPDATE jobs SET peak_memory = ?, avg_cpu = ?, met_cap = ?, killed_for_memory = ?,"
+            " sock_throttled = ?, finished_at = ?, exit_code = ?, peak_cpu = ? WHERE id = ?",
+            (
+                end.peak_memory, end.avg_cpu, int(end.met_cap), int(end.killed_for_memory),
+                end.sock_throttled, end.finished_at, end.exit_code, end.peak_cpu, row,
+            ),
+        )  # fmt: skip
         self._db.commit()
 
     def finish(self, row: int, end: JobEnd) -> None:
         self._db.execute(
             "UPDATE jobs SET result = ?, peak_memory = ?, avg_cpu = ?, met_cap = ?,"
-            " killed_for_memory = ?, sock_throttled = ?, finished_at = ? WHERE id = ?",
+            " killed_for_memory = ?, sock_throttled = ?, finished_at = ?, exit_code = ?,"
+            " peak_cpu = ? WHERE id = ?",
             (
                 end.result, end.peak_memory, end.avg_cpu, int(end.met_cap),
-                int(end.killed_for_memory), end.sock_throttled, end.finished_at, row,
+                int(end.killed_for_memory), end.sock_throttled, end.finished_at, end.exit_code,
+                end.peak_cpu, row,
             ),
         )  # fmt: skip
+        self._db.commit()
+
+    def drop(self, row: int) -> None:
+        """The runner ran no job: it leaves no job run behind."""
+        self._db.execute("DELETE FROM jobs WHERE id = ?", (row,))
         self._db.commit()
 
     def insert_finished(self, rows: Iterable[tuple[JobStart, JobKey, JobEnd]]) -> None:
@@ -227,7 +282,7 @@ class History:
         args = (key.profile, key.repository, key.workflow, key.job, since)
         oldest = self._db.execute(
             "SELECT finished_at FROM jobs WHERE profile = ? AND repository = ? AND workflow = ?"
-            " AND job_name = ? AND finished_at >= ? AND result = 'success'"
+            " AND job_name = ? AND finished_at >= ? AND result = 'succeeded'"
             " ORDER BY finished_at DESC LIMIT 1 OFFSET ?",
             (*args, successes - 1),
         ).fetchone()
@@ -259,6 +314,25 @@ class History:
 
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+
+    def recorded_since(self, since: float) -> list[dict[str, Any]]:
+        """Every job recorded (with a result) that finished since ``since``, oldest first."""
+        rows = self._db.execute(
+            "SELECT * FROM jobs WHERE result IS NOT NULL AND finished_at >= ?"
+            " ORDER BY finished_at, id",
+            (since,),
+        ).fetchall()
+        return [dict(r) for r in rows]
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring an older history up to this schema, in one transaction."""
+    exists = db.execute("SELECT name FROM sqlite_master WHERE name = 'meta'").fetchone()
+    version = (
+        db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone() if exists else None
+    )
+    if version is not None and version[0] == "1":
+        db.executescript("BEGIN;" + _MIGRATE_1_TO_2 + "COMMIT;")  # SQLite's DDL is transactional
 
 
 def _run(r: Sequence[Any]) -> Run:

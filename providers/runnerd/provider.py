@@ -6,6 +6,11 @@ the pure :func:`runnerd.admission.decide` with the latest readings, and starts t
 runtime, or refuses: FULL with the resource and the seed's sentence, INVALID for an unknown
 profile or a runner larger than the host. Creates are serialized so two admissions never take
 the same room. Sampling (every ``sample_interval``) lives in :mod:`runnerd.sampler`.
+
+A runner's job is recorded when Rungar deletes the runner, with the conclusion its Delete
+carries (:mod:`runnerd.outcome`). A runner whose job completed gets ``exit_grace`` to exit by
+itself, sampled to the end, before it is stopped; one that exits before the Delete comes keeps
+its peaks, exit status and end time in the history until then.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from rungar.model.machine import (
     ProviderInfo,
     Refusal,
     RefusalKind,
+    Removal,
 )
 from rungar.model.runner_block import RunnerBlock
 from rungar.model.units import format_bytes
@@ -49,6 +55,7 @@ from runnerd.config import Profile, RunnerdConfig
 from runnerd.events import EventLog
 from runnerd.history import History, JobEnd, JobKey, JobStart
 from runnerd.metrics import RunnerdMetrics, SliceCounters
+from runnerd.outcome import Ending, recorded_result, waits_for_exit
 from runnerd.predictor import Predictor
 from runnerd.runtime.base import (
     MANAGED_LABEL,
@@ -57,6 +64,7 @@ from runnerd.runtime.base import (
     SCALE_SET_LABEL,
     RunnerSpec,
     Runtime,
+    Usage,
 )
 from runnerd.version import VERSION
 
@@ -90,6 +98,10 @@ class RunnerState:
     killed_for_memory: bool = False
     sock_throttled: int | None = None
     exit_code: int | None = None
+    peak_cpu: float = 0.0  # the most CPUs it used between two samples
+    cpu_at: float = 0.0  # when cpu_seconds was last read
+    ended_at: float | None = None  # when it exited by itself or was stopped
+    exited: bool = False  # it ended by itself, not stopped by runnerd
 
     def key(self) -> JobKey | None:
         if self.job is None or not self.job.job:
@@ -419,14 +431,34 @@ class RunnerdProvider:
         log.info("runner.admitted", runner=request.runner_name, admission=record.line())
         return Created(state.machine(self.name))
 
-    async def delete(self, name: str) -> None:
-        async with self._lock:
-            state = self.runners.pop(name, None)
+    async def delete(self, name: str, removal: Removal | None = None) -> None:
+        """Stop the runner and record its job as Rungar's ``removal`` says it ended."""
+        state = self.runners.get(name)
         if state is None:
             return
+        if removal is not None and removal.job is not None and state.job is None:
+            await self._learn_job(state, removal.job)  # its UpdateRunner never came
+        if state.ended_at is None and waits_for_exit(removal):
+            await self._await_exit(state)
+        async with self._lock:
+            if self.runners.get(name) is not state:
+                return  # a concurrent delete recorded it
+            del self.runners[name]
         await self.runtime.stop(state.handle)
-        if state.state is not MachineState.STOPPED:
-            await self.finish(state, "cancelled", self.clock.now())
+        if state.ended_at is None:
+            state.state, state.ended_at = MachineState.STOPPED, self.clock.now()
+        await self.record(state, removal)
+
+    async def _await_exit(self, state: RunnerState) -> None:
+        """Sample the runner until it exits by itself, for at most ``exit_grace``."""
+        host = self.config.host
+        deadline = self.clock.now() + host.exit_grace
+        poll = min(host.sample_interval, host.exit_grace / 20)
+        while state.ended_at is None:
+            await self.sample_runner(state)
+            if state.ended_at is not None or self.clock.now() >= deadline:
+                return
+            await self.clock.sleep(poll)
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:
         return [
@@ -460,6 +492,8 @@ class RunnerdProvider:
             state.reserved,
             state.reserved_cpu,
             state.basis,
+            job.branch,
+            job.run_id,
         )
 
     # ---- a waiting runner follows its scale set's queue ---------------------------------
@@ -529,7 +563,25 @@ class RunnerdProvider:
         )
         log.info("runner.stopped_for_queue", runner=state.name, needs=needs)
         self.record_event("runner.stopped", state.name, message, needs=needs)
-        await self.finish(state, "cancelled", now)
+        # Listed as stopped until Rungar deletes it; it ran no job, so it records no job run.
+        state.state, state.ended_at = MachineState.STOPPED, now
+
+    async def _learn_job(self, state: RunnerState, job: JobHint) -> None:
+        """Name the job a runner ran, keeping what it reserved: its admission is over."""
+        state.job = job
+        key = state.key()
+        if key is not None:
+            await self.history.run(
+                self.history.took_job,
+                state.row,
+                key,
+                job.job_id,
+                state.reserved,
+                state.reserved_cpu,
+                state.basis,
+                job.branch,
+                job.run_id,
+            )
 
     # ---- helpers -----------------------------------------------------------------------
 
@@ -583,20 +635,69 @@ class RunnerdProvider:
         waiting.tick(now, waiting.kind)
         return waiting
 
-    async def finish(self, state: RunnerState, result: str, now: float) -> None:
-        """Record how the runner's job ended, and teach the predictor."""
-        state.state = MachineState.STOPPED
-        elapsed = max(1e-9, now - state.created_at)
-        avg_cpu = state.cpu_seconds / elapsed if state.cpu_seconds else None
-        end = JobEnd(
+    # ---- a runner's end ----------------------------------------------------------------
+
+    async def sample_runner(self, state: RunnerState) -> None:
+        """One sample of a running runner; notes its end when it has exited."""
+        now = self.clock.now()
+        usage = await self.runtime.sample(state.handle)
+        if usage is None:  # the runtime lost it: its series just ends
+            await self.runner_ended(state, None, now)
+            return
+        self._apply(state, usage, now)
+        if usage.exited:
+            await self.runner_ended(state, usage.exit_code, now)
+
+    def _apply(self, state: RunnerState, usage: Usage, now: float) -> None:
+        if not usage.exited:
+            state.used, state.used_at, state.held = usage.memory, now, usage.held
+        state.peak = max(state.peak, usage.memory)
+        if state.cpu_at and now > state.cpu_at and usage.cpu_seconds > state.cpu_seconds:
+            rate = (usage.cpu_seconds - state.cpu_seconds) / (now - state.cpu_at)
+            state.peak_cpu = max(state.peak_cpu, rate)
+        if usage.cpu_seconds >= state.cpu_seconds:
+            state.cpu_seconds, state.cpu_at = usage.cpu_seconds, now
+        state.met_cap = state.met_cap or usage.met_cap
+        state.killed_for_memory = state.killed_for_memory or usage.killed_for_memory
+        if usage.sock_throttled is not None:
+            state.sock_throttled = usage.sock_throttled
+
+    async def runner_ended(self, state: RunnerState, exit_code: int | None, now: float) -> None:
+        """It ended by itself: it stops counting, and what it showed is kept in the history
+        until Rungar's Delete says how its job ended."""
+        if state.ended_at is not None:
+            return
+        state.state, state.ended_at, state.exit_code = MachineState.STOPPED, now, exit_code
+        state.exited = True
+        await self.history.run(self.history.ended, state.row, self._end(state, ""))
+        log.info("runner.exited", runner=state.name, exit_code=exit_code, peak=state.peak)
+
+    def _end(self, state: RunnerState, result: str) -> JobEnd:
+        finished = state.ended_at if state.ended_at is not None else self.clock.now()
+        elapsed = max(1e-9, finished - state.created_at)
+        return JobEnd(
             result=result,
             peak_memory=state.peak,
-            avg_cpu=avg_cpu,
+            avg_cpu=state.cpu_seconds / elapsed if state.cpu_seconds else None,
             met_cap=state.met_cap,
             killed_for_memory=state.killed_for_memory,
             sock_throttled=state.sock_throttled,
-            finished_at=now,
+            finished_at=finished,
+            exit_code=state.exit_code,
+            peak_cpu=round(state.peak_cpu, 3) if state.peak_cpu else None,
         )
+
+    async def record(self, state: RunnerState, removal: Removal | None) -> None:
+        """Record how the runner's job ended, and teach the predictor; a runner that ran no
+        job leaves no row."""
+        ending = Ending(state.job is not None, state.exited, state.exit_code, state.met_cap)
+        result = recorded_result(removal, ending)
+        why = removal.describe() if removal is not None else "not said"
+        if result is None:
+            await self.history.run(self.history.drop, state.row)
+            log.info("runner.removed_without_job", runner=state.name, why=why)
+            return
+        end = self._end(state, result)
         await self.history.run(self.history.finish, state.row, end)
         key = state.key()
         if key is not None and state.reserved > 0:
@@ -607,14 +708,14 @@ class RunnerdProvider:
             self.predictor.add(
                 key,
                 Run(
-                    now,
+                    end.finished_at,
                     result,
                     state.peak,
                     state.profile.memory,
-                    avg_cpu,
+                    end.avg_cpu,
                     state.met_cap,
                     state.killed_for_memory,
                     state.reserved,
                 ),
             )
-        log.info("runner.finished", runner=state.name, result=result, peak=state.peak)
+        log.info("runner.finished", runner=state.name, result=result, peak=state.peak, why=why)

@@ -3,8 +3,8 @@
 Seed 000, "What a job's memory is" and "The host's memory": runners and the slice every
 ``sample_interval``; MemAvailable and /proc/pressure/memory on the same tick; the programs
 outside the slice holding 512M or more every ``holders_interval``. A runner whose process or
-container ended is recorded in the history with its result, peak, average CPU and whether it
-met its cap, and stops counting against the budget.
+container ended stops counting against the budget; its peak, average CPU, exit status and
+whether it met its cap wait in the history for Rungar's Delete to say how its job ended.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from runnerd import readers
 from runnerd.admission import HostReading, SliceReading
 from runnerd.admission.model import Holder
 from runnerd.metrics import read_slice_counters
-from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
-from runnerd.runtime.base import Usage
+from runnerd.provider import RunnerdProvider, slice_limits
 
 log = structlog.get_logger("runnerd.sampler")
 
@@ -39,27 +38,9 @@ class Sampler:
         provider = self.provider
         now = self.clock.now()
         for state in list(provider.runners.values()):
-            if state.state.value == "stopped":
-                continue
-            usage = await provider.runtime.sample(state.handle)
-            if usage is None:
-                await provider.finish(state, "failure", now)
-                continue
-            self._apply(state, usage, now)
-            if usage.exited:
-                result = "success" if usage.exit_code == 0 and not state.met_cap else "failure"
-                await provider.finish(state, result, now)
+            if state.ended_at is None:
+                await provider.sample_runner(state)
         await self._read_host(now)
-
-    def _apply(self, state: RunnerState, usage: Usage, now: float) -> None:
-        if not usage.exited:
-            state.used, state.used_at, state.held = usage.memory, now, usage.held
-        state.peak = max(state.peak, usage.memory)
-        state.cpu_seconds = max(state.cpu_seconds, usage.cpu_seconds)
-        state.met_cap = state.met_cap or usage.met_cap
-        state.killed_for_memory = state.killed_for_memory or usage.killed_for_memory
-        if usage.sock_throttled is not None:
-            state.sock_throttled = usage.sock_throttled
 
     async def _read_host(self, now: float) -> None:
         provider = self.provider

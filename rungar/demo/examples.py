@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rungar.demo.cloudboot import Booted
+from rungar.demo.learning import settled_learning
 from rungar.demo.scenario import Summary, collect
 from rungar.demo.stack import Host, Stack
 from rungar.testing.github_emulator.model import JobSpec, JobState
@@ -137,6 +138,8 @@ class Outcome:
         out.append(f"  refusals seen by rungar: {refusals or 'none'}")
         if s.holds:
             out.append(f"  priority holds: {s.holds_text()}")
+        for host in s.learning:
+            out.append(f"  {host.host} learnt: {host.text()}")
         for machine in sorted(self.cloud_machines.values(), key=lambda m: m.machine):
             market = "spot" if machine.spot else "on-demand"
             out.append(f"  cloud machine {machine.machine}: {machine.place}, {market}")
@@ -183,7 +186,11 @@ async def run_example(example: Example, *, keep_dir: bool = False) -> Outcome:
             await asyncio.sleep(0.25)
         control = Daemon.running.get(stack.socket)
         events = control.engine.events.recent() if control is not None else []
+        learning = await settled_learning(
+            [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts]
+        )
         outcome = Outcome(example.name, collect(stack, events, started))
+        outcome.summary.learning = learning
         placed = {
             e.name: e.provider
             for e in events

@@ -26,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rungar.cli.status import render_status
+from rungar.demo.learning import HostLearning, settled_learning
 from rungar.demo.stack import Stack
 from rungar.engine.events import Event
 from rungar.testing.github_emulator.model import JobSpec, JobState
@@ -52,8 +53,11 @@ class Burst:
                 duration=rng.uniform(60, 200),
                 memory_bytes=rng.randint(40, 130) * MIB,
                 cpu=0.05,
+                # Every tenth fails on GitHub, though its runner exits 0 like the others: the
+                # hosts record GitHub's conclusion, not the runner's exit status.
+                result="failed" if i % 10 == 9 else "succeeded",
             )
-            for _ in range(self.small)
+            for i in range(self.small)
         ]
 
     def large_jobs(self, rng: random.Random) -> list[JobSpec]:
@@ -79,6 +83,7 @@ class Summary:
     runners_by_provider: Counter[str] = field(default_factory=Counter)
     refusals: Counter[tuple[str, str]] = field(default_factory=Counter)
     holds: list[str] = field(default_factory=list)
+    learning: list[HostLearning] = field(default_factory=list)  # per runnerd host
     seconds: float = 0.0
 
     @property
@@ -107,6 +112,8 @@ class Summary:
             or "none",
         )
         table.add_row("priority holds", self.holds_text())
+        for host in self.learning:
+            table.add_row(f"{host.host} learnt", host.text())
         return table
 
     def holds_text(self) -> str:
@@ -178,7 +185,11 @@ async def run_demo(
                     break
                 await asyncio.sleep(0.5)
         events = control_engine.engine.events.recent() if control_engine else []
+        learning = await settled_learning(
+            [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts]
+        )
         summary = collect(stack, events, started)
+        summary.learning = learning
         console.print(Text(render_status(control_engine.status())) if control_engine else "")
         console.print(summary.table())
         if keep:

@@ -182,7 +182,7 @@ class Control:
         while True:
             for record in self.engine.runners.live(name):
                 provider = record.provider
-                if await self.engine.remove(record, RemovalReason.REQUESTED):
+                if await self.engine.remove(record, RemovalReason.SCALE_SET_REMOVED):
                     lines.append(f"Removed runner {record.name} from {provider}")
             if not self.engine.runners.live(name) or not wait:
                 break
@@ -216,7 +216,7 @@ class Control:
         self.engine.draining_providers.add(name)
         for record in list(self.engine.runners):
             if record.provider == name and not record.view().busy:
-                await self.engine.remove(record, RemovalReason.REQUESTED)
+                await self.engine.remove(record, RemovalReason.DRAINED)
         while wait:
             left = [r for r in self.engine.runners if r.provider == name]
             if not left:
@@ -227,7 +227,7 @@ class Control:
                 if record.state is RunnerState.LEAVING:
                     await self.engine.settle_leaving(record)
                 elif not record.view().busy:
-                    await self.engine.remove(record, RemovalReason.REQUESTED)
+                    await self.engine.remove(record, RemovalReason.DRAINED)
         if not [r for r in self.engine.runners if r.provider == name]:
             lines.append(f"{name} is drained: no runner is left on it")
         return lines

@@ -30,7 +30,15 @@ from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, read_secret
 from rungar.errors import ConfigError
 from rungar.model.caller import Caller
-from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
+from rungar.model.machine import (
+    Created,
+    CreateRequest,
+    JobHint,
+    Machine,
+    ProviderInfo,
+    Refusal,
+    Removal,
+)
 from rungar.model.provider import Provider
 from rungar.model.units import parse_bytes
 from rungar.store.sqlite import SqliteStore
@@ -171,8 +179,8 @@ class PluginProvider:
     async def create(self, request: CreateRequest) -> Created | Refusal:
         return await self.client.create(request)
 
-    async def delete(self, name: str) -> None:
-        await self.client.delete(name)
+    async def delete(self, name: str, removal: Removal | None = None) -> None:
+        await self.client.delete(name, removal)
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:
         return await self.client.list(selector)

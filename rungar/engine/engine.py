@@ -34,7 +34,7 @@ from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.errors import GitHubError, ProviderError, RungarError
 from rungar.github.interface import GitHub, JobTimes, RemoveOutcome
 from rungar.model.labels import machine_labels
-from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
+from rungar.model.machine import Conclusion, Created, CreateRequest, JobHint, Refusal, Removal
 from rungar.model.provider import Provider
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
@@ -331,7 +331,8 @@ class Engine:
                 provider,
                 "delete",
                 asyncio.wait_for(
-                    self.providers[provider].delete(name), self.config.timing.delete_timeout
+                    self.providers[provider].delete(name, Removal(RemovalReason.NOT_PLACED)),
+                    self.config.timing.delete_timeout,
                 ),
             )
 
@@ -346,7 +347,7 @@ class Engine:
             if isinstance(answer, Unsettled):
                 return None
             with contextlib.suppress(ProviderError):
-                await self.providers[provider].delete(name)
+                await self.providers[provider].delete(name, Removal(RemovalReason.NOT_PLACED))
                 self.runners.left.pop(name, None)
             return None
 
@@ -466,33 +467,39 @@ class Engine:
                 return False
         elif record.view().busy and not forced:
             return False
-        self.let_go(record, reason.value)
+        self.let_go(record, reason)
         if delete:
             await self.settle_leaving(record)
         return True
 
-    def let_go(self, record: RunnerRecord, reason: str) -> None:
+    def let_go(
+        self, record: RunnerRecord, reason: RemovalReason, conclusion: Conclusion | None = None
+    ) -> None:
         """The runner stops counting for its scale set; its machine still counts for the
-        provider until deleted."""
+        provider until deleted, and the provider is told why (its job's conclusion, or the
+        reason) with every delete until one succeeds."""
         if record.state is RunnerState.LEAVING:
             return
         record.state = RunnerState.LEAVING
         record.left_at = self.clock.now()
-        record.removal_reason = reason
+        record.removal_reason = reason.value
+        record.removal = Removal(reason, conclusion, record.hint)
         self.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
-        self.metrics.removed.labels(record.scale_set, record.provider, reason).inc()
+        self.metrics.removed.labels(record.scale_set, record.provider, reason.value).inc()
         self.events.record(
             "runner",
             record.name,
             "removed",
             scale_set=record.scale_set,
             provider=record.provider,
-            message=reason,
-            reason=reason,
+            message=record.removal.describe(),
+            reason=reason.value,
+            **({"conclusion": conclusion.value} if conclusion else {}),
         )
         log.info(
             "removing runner",
-            reason=reason,
+            reason=reason.value,
+            conclusion=conclusion.value if conclusion else None,
             scale_set=record.scale_set,
             provider=record.provider,
             runner=record.name,
@@ -515,7 +522,8 @@ class Engine:
                     record.provider,
                     "delete",
                     asyncio.wait_for(
-                        provider.delete(record.name), self.config.timing.delete_timeout
+                        provider.delete(record.name, record.removal),
+                        self.config.timing.delete_timeout,
                     ),
                 )
         except (ProviderError, TimeoutError) as e:
@@ -588,6 +596,7 @@ class Engine:
             record.github = GitHubState.BUSY
             record.job = f"{hint.repository}: {hint.job}" if hint.repository else hint.job
             record.job_id = job_id
+            record.hint = replace(hint, job_id=job_id)
             self.events.record(
                 "runner",
                 runner,
@@ -618,8 +627,20 @@ class Engine:
         own = config.timeout if config is not None else 0.0
         return own or self.config.timing.provider_timeout
 
-    def on_job_completed(self, name: str, job_id: str, runner: str, result: str) -> None:
-        self.metrics.jobs_completed.labels(name, result or "unknown").inc()
+    def on_job_completed(
+        self,
+        name: str,
+        job_id: str,
+        runner: str,
+        conclusion: Conclusion | None,
+        hint: JobHint | None = None,
+    ) -> None:
+        """GitHub reported the job completed: its runner goes, and its provider learns how the
+        job ended (``conclusion``, already in Rungar's vocabulary; None when GitHub's word is
+        not one Rungar knows)."""
+        self.metrics.jobs_completed.labels(
+            name, conclusion.value if conclusion else "unknown"
+        ).inc()
         state = self.sets.get(name)
         if state is not None:
             state.queued.pop(job_id, None)
@@ -627,8 +648,10 @@ class Engine:
         record = self.runners.get(runner)
         if record is None or record.state is RunnerState.LEAVING:
             return
+        if record.hint is None and hint is not None and (hint.job or hint.repository):
+            record.hint = replace(hint, job_id=job_id)  # its start was missed
         # An ephemeral runner takes one job; GitHub removes its registration itself.
-        self.let_go(record, RemovalReason.JOB_COMPLETED.value)
+        self.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
         self.spawn(self._settle_soon(record))
 
     async def _settle_soon(self, record: RunnerRecord) -> None:

@@ -29,7 +29,7 @@ from rungar.engine.records import RunnerRecord
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
 from rungar.model import labels as L
-from rungar.model.machine import Machine, MachineState
+from rungar.model.machine import Machine, MachineState, Removal
 from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
 from rungar.scaling.decide import decide_removal
 from rungar.store.sqlite import CreateIntent
@@ -146,7 +146,8 @@ def _adopt(engine: Engine, provider: str, machine: Machine, now: float, why: str
         record.state = RunnerState.STARTING
     engine.runners.add(record)
     if record.state is RunnerState.LEAVING:
-        record.removal_reason = "ended"
+        record.removal_reason = RemovalReason.ENDED.value
+        record.removal = Removal(RemovalReason.ENDED)
     engine.events.record(
         "runner",
         machine.name,
@@ -304,16 +305,21 @@ async def reconcile(engine: Engine) -> None:
         if listed is None:
             if record.created_at <= pass_began:
                 _machine_gone(engine, record)
-                engine.let_go(record, "ended")
+                engine.let_go(record, RemovalReason.ENDED)
             continue
         record.machine = listed[1].state
         if listed[1].state is MachineState.STOPPED:
+            record.stopped_at = record.stopped_at or now
+            # A runner exits right after its job; GitHub's word on how the job ended may be a
+            # moment behind. Its provider is told that word, so it is awaited for one pass.
+            if record.job_id and now - record.stopped_at < timing.reconcile_interval:
+                continue
             if record.runner_id and not record.view().busy and not record.job_id:
                 # Stopped before it took a job (a host stopped a runner its queue outgrew):
                 # its registration goes now, not at the next orphan sweep.
                 with contextlib.suppress(GitHubError):
                     await engine.github.remove_runner(record.runner_id)
-            engine.let_go(record, "ended")
+            engine.let_go(record, RemovalReason.ENDED)
             continue
         if registrations is not None and record.scale_set in registrations:
             _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
@@ -331,7 +337,7 @@ async def reconcile(engine: Engine) -> None:
     for record in list(engine.runners):
         gone = record.scale_set not in engine.sets
         if gone and record.state is not RunnerState.LEAVING and not record.view().busy:
-            await engine.remove(record, RemovalReason.SCALED_DOWN, delete=False)
+            await engine.remove(record, RemovalReason.SCALE_SET_REMOVED, delete=False)
 
     # 5. leaving machines, all at once (bounded); those on unreachable providers wait for them
     leaving = [r for r in engine.runners if r.state is RunnerState.LEAVING]

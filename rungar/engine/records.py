@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from rungar.model.machine import MachineState
+from rungar.model.machine import JobHint, MachineState, Removal
 from rungar.model.runner import GitHubState, RunnerState, RunnerView
 
 
@@ -25,8 +25,11 @@ class RunnerRecord:
     job_id: str = ""
     machine: MachineState = MachineState.STARTING
     unreachable_since: float | None = None  # its provider could not be listed since then
+    stopped_at: float | None = None  # first listed stopped, its job's completion not yet heard
     left_at: float = 0.0  # when it started leaving
     removal_reason: str = ""
+    removal: Removal | None = None  # what its provider is told when its machine is deleted
+    hint: JobHint | None = None  # the job it took, as GitHub reported it
     adopted: bool = False
 
     def view(self) -> RunnerView:

@@ -93,7 +93,9 @@ class RunLoop:
         elif event.kind is JobEventKind.STARTED:
             engine.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
         elif event.kind is JobEventKind.COMPLETED:
-            engine.on_job_completed(name, event.job_id, event.runner_name, event.result)
+            engine.on_job_completed(
+                name, event.job_id, event.runner_name, event.conclusion, event.hint
+            )
 
     async def _reconcile_forever(self) -> None:
         engine = self.engine

@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from rungar.config.model import ScaleSetConfig
-from rungar.model.machine import JobHint
+from rungar.model.machine import Conclusion, JobHint
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +66,15 @@ class JobEvent:
     hint: JobHint
     runner_name: str = ""
     runner_id: int = 0
-    result: str = ""  # lower-cased: "succeeded", "failed", "canceled", …
+    # For COMPLETED: how the job ended, mapped from GitHub's word once, by the listener; None
+    # for a word Rungar has none for.
+    conclusion: Conclusion | None = None
     at: float = 0.0
     times: JobTimes = JobTimes()
 
     @property
     def canceled(self) -> bool:
-        return self.result in ("canceled", "cancelled")
+        return self.conclusion is Conclusion.CANCELLED
 
 
 ListenerEvent = Demand | JobEvent

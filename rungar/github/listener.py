@@ -40,7 +40,7 @@ from rungar.github.jobs import JobTracker
 from rungar.github.session import MessageSession, SessionStore
 from rungar.github.timing import GitHubTiming
 from rungar.github.wire import JOB_MESSAGES, JobMessage, Message, Statistics
-from rungar.model.machine import JobHint
+from rungar.model.machine import JobHint, conclusion_from_github
 
 log = structlog.get_logger("rungar.github")
 
@@ -271,15 +271,10 @@ class Listener:
             kind=kind,
             scale_set=self.config.name,
             job_id=job.key,
-            hint=JobHint(
-                repository=f"{job.owner}/{job.repository}" if job.owner else job.repository,
-                workflow=job.workflow_ref,
-                job=job.display_name,
-                job_id=job.key,
-            ),
+            hint=job_hint(job),
             runner_name=job.runner_name,
             runner_id=job.runner_id,
-            result=job.result.lower(),
+            conclusion=conclusion_from_github(job.result),
             at=self._clock.now(),
             times=JobTimes(
                 queued=job.queue_time,
@@ -309,3 +304,15 @@ class Listener:
                 job_id=event.job_id,
                 error=str(e),
             )
+
+
+def job_hint(job: JobMessage) -> JobHint:
+    """What the job's runner's provider is told of it: where it comes from and which run."""
+    return JobHint(
+        repository=f"{job.owner}/{job.repository}" if job.owner else job.repository,
+        workflow=job.workflow,
+        job=job.display_name,
+        job_id=job.key,
+        branch=job.branch,
+        run_id=str(job.workflow_run_id) if job.workflow_run_id else "",
+    )

@@ -201,6 +201,23 @@ class JobMessage:
         """Jobs are keyed by ``jobId``; ``runnerRequestId`` only when the broker left it empty."""
         return self.job_id or f"request:{self.runner_request_id}"
 
+    @property
+    def workflow(self) -> str:
+        """The workflow file within its repository (``.github/workflows/ci.yml``), from
+        ``jobWorkflowRef`` (``owner/repo/.github/workflows/ci.yml@refs/heads/main``): the same
+        for every branch, so a job is known by it across branches."""
+        path = self.workflow_ref.split("@", 1)[0]
+        repository = f"{self.owner}/{self.repository}" if self.owner else self.repository
+        if repository and path.startswith(repository + "/"):
+            return path[len(repository) + 1 :]
+        return path
+
+    @property
+    def branch(self) -> str:
+        """The branch of the workflow's ref (``main``); another ref as it is; empty without."""
+        ref = self.workflow_ref.split("@", 1)[1] if "@" in self.workflow_ref else ""
+        return ref.removeprefix("refs/heads/")
+
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> JobMessage:
         labels = d.get("requestLabels")

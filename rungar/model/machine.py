@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
 
 
@@ -66,6 +67,56 @@ class JobHint:
     workflow: str = ""
     job: str = ""
     job_id: str = ""
+    branch: str = ""
+    run_id: str = ""
+
+
+class Conclusion(StrEnum):
+    """How a job ended: one vocabulary from GitHub's edge to runnerd's history."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # cancelled on GitHub, or stopped while it ran
+    TIMED_OUT = "timed_out"
+
+
+# GitHub says it two ways: the scale-set messages "succeeded/failed/canceled" (in any case), the
+# REST API and webhooks "success/failure/cancelled/timed_out". Read only at the edge.
+_GITHUB_CONCLUSIONS = {
+    "succeeded": Conclusion.SUCCEEDED,
+    "success": Conclusion.SUCCEEDED,
+    "failed": Conclusion.FAILED,
+    "failure": Conclusion.FAILED,
+    "startup_failure": Conclusion.FAILED,
+    "canceled": Conclusion.CANCELLED,
+    "cancelled": Conclusion.CANCELLED,
+    "timed_out": Conclusion.TIMED_OUT,
+    "timedout": Conclusion.TIMED_OUT,
+}
+
+
+def conclusion_from_github(word: str) -> Conclusion | None:
+    """GitHub's word for how a job ended, in Rungar's vocabulary; None for one it has no word
+    for (``skipped``, ``neutral``, a new one) or none at all."""
+    return _GITHUB_CONCLUSIONS.get(word.strip().lower())
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """Why Rungar removes a runner, as Delete tells its provider.
+
+    ``conclusion`` is set only with ``JOB_COMPLETED``; ``job`` is the job the runner ran as far
+    as Rungar knows it. A runner's exit status is no substitute: a runner exits 0 after a
+    failed job."""
+
+    reason: RemovalReason
+    conclusion: Conclusion | None = None
+    job: JobHint | None = None
+
+    def describe(self) -> str:
+        if self.reason is RemovalReason.JOB_COMPLETED:
+            return f"its job {self.conclusion.value if self.conclusion else 'completed'}"
+        return self.reason.value.replace("_", " ")
 
 
 @dataclass(frozen=True, slots=True)

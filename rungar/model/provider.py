@@ -10,7 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
+from rungar.model.machine import (
+    Created,
+    CreateRequest,
+    JobHint,
+    Machine,
+    ProviderInfo,
+    Refusal,
+    Removal,
+)
 
 
 class Provider(Protocol):
@@ -24,8 +32,9 @@ class Provider(Protocol):
         """Create and start the machine, or refuse. Idempotent by name and request id."""
         ...
 
-    async def delete(self, name: str) -> None:
-        """Stop and delete the machine; an unknown name is success."""
+    async def delete(self, name: str, removal: Removal | None = None) -> None:
+        """Stop and delete the machine; an unknown name is success. ``removal`` says why, when
+        Rungar knows: the job's conclusion, or the reason it goes without one."""
         ...
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:

@@ -23,16 +23,23 @@ class GitHubState(StrEnum):
 
 
 class RemovalReason(StrEnum):
-    JOB_COMPLETED = "job_completed"
-    SCALED_DOWN = "scaled_down"
+    """Why a runner goes; every one but ORPHANED crosses the provider protocol in Delete."""
+
+    JOB_COMPLETED = "job_completed"  # its job completed: the removal carries the conclusion
+    SCALED_DOWN = "scaled_down"  # idle, and fewer jobs than runners
+    IDLE_TOO_LONG = "idle_too_long"  # idle past max_idle_age
     NEVER_CONNECTED = "never_connected"
     UNREGISTERED = "unregistered"
     DISCONNECTED = "disconnected"
-    STUCK = "stuck"
+    STUCK = "stuck"  # busy but offline too long: its job is lost
     OUTDATED = "outdated"
-    EXPIRED = "expired"
-    REQUESTED = "requested"
-    ORPHANED = "orphaned"
+    EXPIRED = "expired"  # past max_age, busy or not
+    SCALE_SET_REMOVED = "scale_set_removed"
+    DRAINED = "drained"  # its provider is drained
+    REQUESTED = "requested"  # an operator's `rungar runners rm`
+    ENDED = "ended"  # its machine stopped or vanished by itself
+    NOT_PLACED = "not_placed"  # the leftover of a create given up on
+    ORPHANED = "orphaned"  # a registration with no machine: nothing to tell a provider
 
 
 class LossReason(StrEnum):

@@ -32,7 +32,15 @@ import grpc.aio
 
 from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
 from rungar.model.caller import Caller
-from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
+from rungar.model.machine import (
+    Created,
+    CreateRequest,
+    JobHint,
+    Machine,
+    ProviderInfo,
+    Refusal,
+    Removal,
+)
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc import convert
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
@@ -181,8 +189,9 @@ class GrpcProvider:
             raise map_rpc_error(self.name, "Create", e) from e
         return convert.create_response_from_pb(answer, provider=self.name)
 
-    async def delete(self, name: str) -> None:
-        await self._call("Delete", pb.DeleteRequest(name=name), self._delete_timeout)
+    async def delete(self, name: str, removal: Removal | None = None) -> None:
+        request = convert.delete_request_to_pb(name, removal)
+        await self._call("Delete", request, self._delete_timeout)
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:
         answer = await self._call("List", pb.ListRequest(selector=dict(selector)), self._timeout)

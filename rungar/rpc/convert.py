@@ -16,6 +16,7 @@ from typing import Any
 from google.protobuf import struct_pb2, timestamp_pb2
 
 from rungar.model.machine import (
+    Conclusion,
     Created,
     CreateRequest,
     JobHint,
@@ -24,7 +25,9 @@ from rungar.model.machine import (
     ProviderInfo,
     Refusal,
     RefusalKind,
+    Removal,
 )
+from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
 
@@ -40,6 +43,30 @@ _STATE_TO_PB = {
     MachineState.STOPPED: pb.Machine.STOPPED,
 }
 _STATE_FROM_PB = {int(v): k for k, v in _STATE_TO_PB.items()}
+_REASON_TO_PB = {
+    RemovalReason.JOB_COMPLETED: pb.Removal.JOB_COMPLETED,
+    RemovalReason.SCALED_DOWN: pb.Removal.SCALED_DOWN,
+    RemovalReason.IDLE_TOO_LONG: pb.Removal.IDLE_TOO_LONG,
+    RemovalReason.NEVER_CONNECTED: pb.Removal.NEVER_CONNECTED,
+    RemovalReason.EXPIRED: pb.Removal.EXPIRED,
+    RemovalReason.SCALE_SET_REMOVED: pb.Removal.SCALE_SET_REMOVED,
+    RemovalReason.DRAINED: pb.Removal.DRAINED,
+    RemovalReason.REQUESTED: pb.Removal.REQUESTED,
+    RemovalReason.OUTDATED: pb.Removal.OUTDATED,
+    RemovalReason.UNREGISTERED: pb.Removal.UNREGISTERED,
+    RemovalReason.DISCONNECTED: pb.Removal.DISCONNECTED,
+    RemovalReason.STUCK: pb.Removal.STUCK,
+    RemovalReason.ENDED: pb.Removal.ENDED,
+    RemovalReason.NOT_PLACED: pb.Removal.NOT_PLACED,
+}
+_REASON_FROM_PB = {int(v): k for k, v in _REASON_TO_PB.items()}
+_CONCLUSION_TO_PB = {
+    Conclusion.SUCCEEDED: pb.Removal.SUCCEEDED,
+    Conclusion.FAILED: pb.Removal.FAILED,
+    Conclusion.CANCELLED: pb.Removal.CANCELLED,
+    Conclusion.TIMED_OUT: pb.Removal.TIMED_OUT,
+}
+_CONCLUSION_FROM_PB = {int(v): k for k, v in _CONCLUSION_TO_PB.items()}
 
 
 def timestamp_to_pb(seconds: float) -> Any:
@@ -168,7 +195,12 @@ def runner_from_pb(message: Any) -> RunnerBlock:
 
 def hint_to_pb(hint: JobHint) -> Any:
     return pb.JobHint(
-        repository=hint.repository, workflow=hint.workflow, job=hint.job, job_id=hint.job_id
+        repository=hint.repository,
+        workflow=hint.workflow,
+        job=hint.job,
+        job_id=hint.job_id,
+        branch=hint.branch,
+        run_id=hint.run_id,
     )
 
 
@@ -178,6 +210,37 @@ def hint_from_pb(message: Any) -> JobHint:
         workflow=str(message.workflow),
         job=str(message.job),
         job_id=str(message.job_id),
+        branch=str(message.branch),
+        run_id=str(message.run_id),
+    )
+
+
+def delete_request_to_pb(name: str, removal: Removal | None) -> Any:
+    message = pb.DeleteRequest(name=name)
+    if removal is not None:
+        target = message.removal
+        target.reason = _REASON_TO_PB.get(removal.reason, pb.Removal.REASON_UNSPECIFIED)
+        if removal.conclusion is not None:
+            target.conclusion = _CONCLUSION_TO_PB[removal.conclusion]
+        if removal.job is not None:
+            target.job.CopyFrom(hint_to_pb(removal.job))
+        target.SetInParent()
+    return message
+
+
+def removal_from_pb(message: Any) -> Removal | None:
+    """The removal a DeleteRequest carries; None when it carries none or a reason this side
+    does not know (a newer Rungar's): the provider then decides alone, as with an older one."""
+    if not message.HasField("removal"):
+        return None
+    removal = message.removal
+    reason = _REASON_FROM_PB.get(removal.reason)
+    if reason is None:
+        return None
+    return Removal(
+        reason=reason,
+        conclusion=_CONCLUSION_FROM_PB.get(removal.conclusion),
+        job=hint_from_pb(removal.job) if removal.HasField("job") else None,
     )
 
 

@@ -272,7 +272,7 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
         started, token = self._begin(context)
         result = "error"
         try:
-            await self._provider.delete(runner)
+            await self._provider.delete(runner, convert.removal_from_pb(request))
             result = "ok"
             return pb.DeleteResponse()
         except Exception as e:

@@ -57,13 +57,18 @@ def _offline_too_long(runner: RunnerView, grace: float, now: float) -> bool:
     )
 
 
-def _expired(runner: RunnerView, config: ScaleSetConfig, now: float, *, busy: bool) -> bool:
+def _expired(
+    runner: RunnerView, config: ScaleSetConfig, now: float, *, busy: bool
+) -> RemovalReason | None:
+    """EXPIRED past max_age; IDLE_TOO_LONG for an idle runner past max_idle_age."""
     if runner.created_at <= 0:
-        return False
+        return None
     age = now - runner.created_at
     if config.max_age is not None and age > config.max_age:
-        return True
-    return not busy and config.max_idle_age is not None and age > config.max_idle_age
+        return RemovalReason.EXPIRED
+    if not busy and config.max_idle_age is not None and age > config.max_idle_age:
+        return RemovalReason.IDLE_TOO_LONG
+    return None
 
 
 def decide_one(
@@ -96,8 +101,9 @@ def decide_one(
         return Removal(runner.name, RemovalReason.DISCONNECTED)
     if current_revision and runner.revision and runner.revision != current_revision:
         return Removal(runner.name, RemovalReason.OUTDATED, replacement=True)
-    if _expired(runner, config, now, busy=False):
-        return Removal(runner.name, RemovalReason.EXPIRED, replacement=True)
+    expired = _expired(runner, config, now, busy=False)
+    if expired is not None:
+        return Removal(runner.name, expired, replacement=True)
     return None
 
 

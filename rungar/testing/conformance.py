@@ -21,14 +21,18 @@ from dataclasses import dataclass, field
 
 from rungar.model import labels as label_keys
 from rungar.model.machine import (
+    Conclusion,
     Created,
     CreateRequest,
+    JobHint,
     Machine,
     MachineState,
     Refusal,
     RefusalKind,
+    Removal,
 )
 from rungar.model.provider import Provider
+from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
 
 
@@ -101,6 +105,37 @@ async def check_delete_of_an_unknown_name_succeeds(provider: Provider, run: Run)
         await provider.delete(f"conf-never-created-{uuid.uuid4().hex[:8]}")
     except Exception as e:
         raise _fail(f"delete of an unknown name failed: {type(e).__name__}: {e}") from e
+
+
+async def check_delete_with_a_removal_deletes_the_machine(provider: Provider, run: Run) -> None:
+    """Delete says why (a job's conclusion, or a reason without a job); whatever a provider
+    makes of it, the machine is gone and the call succeeds, also for an unknown name."""
+    removals = [
+        Removal(
+            RemovalReason.JOB_COMPLETED,
+            Conclusion.FAILED,
+            JobHint("conf/repo", ".github/workflows/ci.yml", "build", "1", "main", "7"),
+        ),
+        Removal(RemovalReason.SCALED_DOWN),
+    ]
+    for removal in removals:
+        request = run.request()
+        outcome = run.saw(await provider.create(request))
+        if not isinstance(outcome, Created):
+            raise _fail(f"create of a runner that fits was refused: {outcome.message}")
+        try:
+            await provider.delete(request.runner_name, removal)
+        except Exception as e:
+            await provider.delete(request.runner_name)
+            raise _fail(
+                f"delete with a removal ({removal.describe()}) failed: {type(e).__name__}: {e}"
+            ) from e
+        if request.runner_name in {m.name for m in await _ours(provider, run)}:
+            raise _fail(f"list still shows {request.runner_name} after its delete with a removal")
+    try:
+        await provider.delete(f"conf-never-created-{uuid.uuid4().hex[:8]}", removals[0])
+    except Exception as e:
+        raise _fail(f"delete of an unknown name with a removal failed: {e}") from e
 
 
 async def check_list_shows_our_machines_with_their_labels(provider: Provider, run: Run) -> None:
@@ -209,6 +244,7 @@ def check_every_refusal_has_a_human_message(run: Run) -> None:
 CHECKS: dict[str, Callable[[Provider, Run], Awaitable[None]]] = {
     "repeated_create": check_repeated_create_returns_the_same_machine,
     "delete_unknown": check_delete_of_an_unknown_name_succeeds,
+    "delete_with_removal": check_delete_with_a_removal_deletes_the_machine,
     "list_labels": check_list_shows_our_machines_with_their_labels,
     "full_refusal": check_a_full_provider_refuses_full_with_a_resource,
     "invalid_refusal": check_an_impossible_runner_is_refused_invalid,

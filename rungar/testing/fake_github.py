@@ -24,7 +24,7 @@ from rungar.github.interface import (
     RunnerStatus,
     SessionPhase,
 )
-from rungar.model.machine import JobHint
+from rungar.model.machine import JobHint, conclusion_from_github
 
 
 @dataclass(slots=True)
@@ -84,7 +84,7 @@ class FakeGitHub:
             hint=JobHint(repository="octo-org/app", workflow="ci.yml", job="build", job_id=job_id),
             runner_name=runner_name,
             runner_id=runner_id,
-            result=result.lower(),
+            conclusion=conclusion_from_github(result),
         )
         self.queue(scale_set).put_nowait(event)
         return event

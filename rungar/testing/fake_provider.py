@@ -31,6 +31,7 @@ from rungar.model.machine import (
     ProviderInfo,
     Refusal,
     RefusalKind,
+    Removal,
 )
 from rungar.model.runner_block import TYPED_KEYS, RunnerBlock
 from rungar.model.units import format_bytes
@@ -96,6 +97,7 @@ class FakeProvider:
         self.calls: Counter[str] = Counter()
         self.created = 0  # machines actually made (repeats and refusals excluded)
         self.jobs: dict[str, JobHint] = {}
+        self.removals: dict[str, Removal] = {}  # why each machine was deleted, when told
         self._clock: Clock = clock or SystemClock()
         self._held: dict[str, _Held] = {}
         self._refuse = _RefusalScript()
@@ -293,8 +295,10 @@ class FakeProvider:
         await self._wait()
         return self.create_now(request, self._clock.now())
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, removal: Removal | None = None) -> None:
         await self._wait()
+        if removal is not None and name in self._held:
+            self.removals[name] = removal
         self.delete_now(name)
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:

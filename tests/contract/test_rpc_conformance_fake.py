@@ -14,13 +14,15 @@ from pathlib import Path
 import pytest
 import trustme
 
-from rungar.model.machine import Created, CreateRequest, Refusal
+from rungar.errors import ProviderError
+from rungar.model.machine import Conclusion, Created, CreateRequest, JobHint, Refusal, Removal
 from rungar.model.provider import Provider
+from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
 from rungar.rpc.server import ProviderServer, serve
 from rungar.rpc.tls import ClientTls, ServerTls
-from rungar.testing.conformance import ConformanceFailure, check_provider
+from rungar.testing.conformance import ConformanceFailure, Run, check_provider
 from rungar.testing.fake_provider import GIB, FakeProvider
 
 CAPACITY_RUNNER = RunnerBlock(vcpus=2, memory_bytes=2 * GIB)
@@ -91,7 +93,7 @@ async def test_the_fake_provider_conforms_over_loopback_mtls(
         )
     finally:
         await server.stop(None)
-    assert len(passed) == 7
+    assert len(passed) == 8
     assert fake.machines == []  # every check cleaned up after itself
 
 
@@ -165,3 +167,41 @@ async def test_the_kit_reports_a_provider_that_overcommits_under_concurrency() -
         await check_provider(
             make_client, capacity_runner=CAPACITY_RUNNER, impossible_runner=IMPOSSIBLE_RUNNER
         )
+
+
+async def test_the_kit_reports_a_provider_that_fails_a_delete_that_says_why() -> None:
+    class Picky(FakeProvider):
+        """Refuses a Delete that carries a removal: what an old server kit must never do."""
+
+        async def delete(self, name: str, removal: Removal | None = None) -> None:
+            if removal is not None:
+                raise ProviderError(f"{name}: cannot delete for {removal.describe()}")
+            await super().delete(name)
+
+    picky = Picky(vcpus=8, memory_bytes=16 * GIB)
+
+    async def make_client() -> Provider:
+        return picky
+
+    with pytest.raises(ConformanceFailure, match="delete_with_removal"):
+        await check_provider(
+            make_client, capacity_runner=CAPACITY_RUNNER, impossible_runner=IMPOSSIBLE_RUNNER
+        )
+
+
+async def test_a_delete_carries_the_jobs_conclusion_and_hint_over_grpc(
+    unix_server: ProviderServer, fake: FakeProvider
+) -> None:
+    client = GrpcProvider("fake", unix_server.address)
+    try:
+        request = Run(CAPACITY_RUNNER, IMPOSSIBLE_RUNNER).request()
+        assert isinstance(await client.create(request), Created)
+        hint = JobHint("o/r", ".github/workflows/ci.yml", "build", "9", "main", "77")
+        removal = Removal(RemovalReason.JOB_COMPLETED, Conclusion.TIMED_OUT, hint)
+        await client.delete(request.runner_name, removal)
+        unknown = Removal(RemovalReason.DRAINED)
+        await client.delete("never-made", unknown)
+    finally:
+        await client.close()
+    assert fake.removals[request.runner_name] == removal
+    assert "never-made" not in fake.removals

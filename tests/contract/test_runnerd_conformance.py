@@ -40,6 +40,7 @@ slice = "rdconf{uuid.uuid4().hex[:8]}.slice"
 memory_max = "1G"
 cpus = 2
 state_dir = "{tmp_path / "state"}"
+exit_grace = "0.5s"  # its runners sleep on after a completed job: the grace runs out
 
 [profiles.conformance]
 command = [{json.dumps(sys.executable)}, "-c", {json.dumps(SLEEP)}]

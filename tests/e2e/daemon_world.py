@@ -23,7 +23,15 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
+from rungar.model.machine import (
+    Created,
+    CreateRequest,
+    JobHint,
+    Machine,
+    ProviderInfo,
+    Refusal,
+    Removal,
+)
 from rungar.rpc.server import ProviderServer, serve
 from rungar.testing.fake_provider import FakeProvider
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
@@ -55,8 +63,8 @@ class RunningProvider:
             )
         return result
 
-    async def delete(self, name: str) -> None:
-        await self.fake.delete(name)
+    async def delete(self, name: str, removal: Removal | None = None) -> None:
+        await self.fake.delete(name, removal)
         process = self.runners.pop(name, None)
         if process is not None and process.poll() is None:
             process.terminate()

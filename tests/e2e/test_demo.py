@@ -1,4 +1,5 @@
-"""`make demo` as a newcomer sees it: every provider used, FULL for memory, a priority hold.
+"""`make demo` as a newcomer sees it: every provider used, FULL for memory, a priority hold,
+and what each host learnt.
 
 The whole loopback world runs: the GitHub emulator, three `runnerd serve` processes whose
 runners are real `rungar fake-runner` processes, AWS on moto's server, and the daemon.
@@ -21,6 +22,12 @@ async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hol
     assert set(summary.runners_by_provider) == {"host1", "host2", "host3", "aws"}
     assert summary.refusals[("FULL", "memory")] > 0
     assert summary.holds, "the large scale set held a full host"
+    # Each host recorded its jobs with GitHub's conclusions, none wrongly cancelled, and
+    # measured admission predicted some before the end.
+    assert [h.host for h in summary.learning] == ["host1", "host2", "host3"]
+    assert sum(h.jobs for h in summary.learning) > 0
+    assert not any(h.conclusions["cancelled"] for h in summary.learning)
+    assert sum(h.predicted for h in summary.learning) > 0
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "rungar demo: what happened" in out
 

@@ -70,6 +70,8 @@ async def test_01_one_host_runs_every_job_and_refuses_past_its_slots() -> None:
     outcome = await run("01-single-host")
     assert outcome.providers_of("ci") == {"host1": 5}
     assert outcome.summary.refusals[("FULL", "slots")] >= 1
+    (host,) = outcome.summary.learning  # runnerd recorded every job as GitHub concluded it
+    assert (host.host, dict(host.conclusions)) == ("host1", {"succeeded": 5})
 
 
 @pytest.mark.timeout(90)

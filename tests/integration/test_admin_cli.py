@@ -23,7 +23,7 @@ from rungar.config.loader import parse_scale_sets
 from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.model.machine import JobHint
+from rungar.model.machine import Conclusion, JobHint
 from rungar.rpc.admin_server import AdminServer, serve_admin
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
@@ -196,7 +196,7 @@ async def test_pause_wait_reports_runners_left_until_none_is(
     while "Waiting" not in capsys.readouterr().out and not command.done():
         await asyncio.sleep(0.02)
     daemon.github.finish_runner(name)
-    daemon.engine.on_job_completed("linux", "j1", name, "succeeded")
+    daemon.engine.on_job_completed("linux", "j1", name, Conclusion.SUCCEEDED)
     assert await command == 0
     assert outputs(capsys)[0].splitlines()[-1] == "linux is paused, and no runner of it is left"
 
@@ -286,7 +286,7 @@ async def test_drain_streams_progress_until_the_provider_is_empty(
     assert seen.startswith("Provider compute1 is disabled until the daemon restarts.\n")
     assert idle not in daemon.runner_names(), "the idle runner goes at once"
     daemon.github.finish_runner(busy)
-    daemon.engine.on_job_completed("linux", "j1", busy, "succeeded")
+    daemon.engine.on_job_completed("linux", "j1", busy, Conclusion.SUCCEEDED)
     assert await command == 0
     seen += capsys.readouterr().out
     assert seen.splitlines()[-1] == "compute1 is drained: no runner is left on it"

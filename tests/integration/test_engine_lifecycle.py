@@ -6,6 +6,7 @@ Driven step by step (demand, drain the creates, reconcile) so every assertion is
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,14 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.engine.control import Control
 from rungar.engine.daemon import StoreCursors
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.reconcile import reconcile
 from rungar.github.interface import JobTimes
-from rungar.model.machine import JobHint, Machine, MachineState, RefusalKind
-from rungar.model.runner import RunnerState
+from rungar.model.machine import Conclusion, JobHint, Machine, MachineState, RefusalKind
+from rungar.model.runner import RemovalReason, RunnerState
 from rungar.store.sqlite import CreateIntent, SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
@@ -136,10 +138,38 @@ async def test_a_job_that_completes_has_its_machine_deleted(world: World) -> Non
     record = world.engine.runners.get(name)
     assert record is not None and record.state is RunnerState.BUSY
     world.github.finish_runner(name)
-    world.engine.on_job_completed("linux", "j1", name, "succeeded")
+    world.engine.on_job_completed("linux", "j1", name, Conclusion.SUCCEEDED)
     await world.engine.drain_tasks()
     assert world.on("compute1") == []
     assert name not in world.engine.runners
+
+
+async def test_the_provider_is_told_the_completed_jobs_conclusion_and_which_job_it_was(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    hint = JobHint("octo/app", ".github/workflows/ci.yml", "build", branch="main", run_id="42")
+    world.engine.on_job_started("linux", "j1", name, hint)
+    world.github.finish_runner(name)
+    world.engine.on_job_completed("linux", "j1", name, Conclusion.FAILED)
+    await world.engine.drain_tasks()
+    removal = world.providers["compute1"].removals[name]
+    assert (removal.reason, removal.conclusion) == (RemovalReason.JOB_COMPLETED, Conclusion.FAILED)
+    assert removal.job == replace(hint, job_id="j1")
+
+
+async def test_an_idle_runner_removed_by_a_drain_tells_its_provider_it_ran_no_job(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name, busy=False)
+    await reconcile(world.engine)
+    await Control(world.engine).drain("compute1", wait=False)
+    removal = world.providers["compute1"].removals[name]
+    assert (removal.reason, removal.conclusion, removal.job) == (RemovalReason.DRAINED, None, None)
 
 
 async def test_idle_surplus_is_removed_and_busy_runners_are_spared(world: World) -> None:
@@ -224,6 +254,40 @@ async def test_a_machine_stopped_before_its_runner_took_a_job_has_its_registrati
     await reconcile(world.engine)
     assert runner_id not in world.github.runners
     assert name not in [r.name for r in world.engine.runners]
+
+
+async def test_a_busy_runners_stopped_machine_waits_a_pass_for_its_jobs_conclusion(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "build"))
+    world.providers["compute1"].set_state(name, MachineState.STOPPED)
+    await reconcile(world.engine)
+    assert world.on("compute1") == [name]  # its job's completion may be a moment behind
+    world.engine.on_job_completed("linux", "j1", name, Conclusion.CANCELLED)
+    await world.engine.drain_tasks()
+    removal = world.providers["compute1"].removals[name]
+    assert (removal.reason, removal.conclusion) == (
+        RemovalReason.JOB_COMPLETED,
+        Conclusion.CANCELLED,
+    )
+
+
+async def test_a_busy_runners_stopped_machine_ends_it_when_no_conclusion_comes(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "build"))
+    world.providers["compute1"].set_state(name, MachineState.STOPPED)
+    await reconcile(world.engine)
+    world.clock.advance(world.cfg.timing.reconcile_interval)
+    await reconcile(world.engine)
+    assert world.on("compute1") == []
+    assert world.providers["compute1"].removals[name].reason is RemovalReason.ENDED
 
 
 async def test_backoffs_and_holds_survive_a_restart(world: World) -> None:

@@ -4,6 +4,7 @@ service misbehaves (protocol spec §4.2–§4.6, §6, §7.6)."""
 from __future__ import annotations
 
 from rungar.github.interface import Demand, InMemoryCursorStore, JobEvent, JobEventKind
+from rungar.model.machine import Conclusion
 from rungar.testing.github_emulator import Fault, FaultKind, InstantClock, JobSpec, JobState
 from rungar.testing.github_emulator.harness import (
     Recorder,
@@ -43,7 +44,7 @@ async def test_jobs_flow_through_as_demand_and_deduplicated_events() -> None:
         await eventually(lambda: rec.kinds(job.job_id) == [A, S, C], what="started and completed")
         await eventually(lambda: rec.demands[-1].assigned == 0, what="demand back to zero")
     done = next(e for e in rec.jobs if e.kind is C)
-    assert done.result == "succeeded" and done.runner_name == "linux-1"
+    assert done.conclusion is Conclusion.SUCCEEDED and done.runner_name == "linux-1"
     polls = [r for r in emu.state.requests if r["route"] == "MQ_GET"]
     assert polls and all(r["headers"]["x-scalesetmaxcapacity"] == "7" for r in polls)
     assert not emu.state.scale_sets[lis.scale_set_id].unacked  # every message was acked

@@ -10,16 +10,19 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 from runnerd import ctl
 
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
 
+M = 1024**2
 SLEEP = "import time\ntime.sleep(60)\n"
 
 
@@ -150,14 +153,14 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
 def test_a_job_record_reads_as_sentences() -> None:
     row = {
         "id": 7, "job_id": "4242", "repository": "octo/app", "workflow": "ci", "job_name": "build",
-        "runner": "r1", "profile": "node", "result": "success", "peak_memory": 1024**3,
+        "runner": "r1", "profile": "node", "result": "succeeded", "peak_memory": 1024**3,
         "cap_memory": 7 * 1024**3, "avg_cpu": 0.8, "met_cap": 0, "killed_for_memory": 0,
         "sock_throttled": 2, "policy": "measured", "reserved_memory": 1280 * 1024**2,
         "basis": "the p95 peak of its job's last 10 runs + the margin", "budget_free": 10 * 1024**3,
         "slot_wait": 65.0, "host_wait": 0.0, "cpu_wait": 0.0,
     }  # fmt: skip
     assert ctl.job_sentence(row).splitlines() == [
-        "job 4242: octo/app ci/build, runner r1 in profile node: success",
+        "job 4242: octo/app ci/build, runner r1 in profile node: succeeded",
         "peak 1G of its 7G cap, average CPU 0.80; its sockets were throttled 2 times",
         "admitted by measured peaks: reserved 1.25G, the p95 peak of its job's last 10 runs + the "
         "margin; 10G of the budget was free",
@@ -261,3 +264,48 @@ async def test_runnerd_started_from_another_folder_keeps_its_state_next_to_its_c
         assert list(elsewhere.iterdir()) == [], "nothing is made in the working directory"
     finally:
         stop_serving(daemon)
+
+
+def test_runnerctl_jobs_lists_each_recorded_job_with_its_conclusion_and_leaves_out_old_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runnerd.history import History, JobEnd, JobKey, JobStart
+
+    config = write_config(tmp_path)
+    (tmp_path / "state").mkdir()
+    history = History(tmp_path / "state" / "history.db")
+    now = time.time()
+
+    def start(runner: str, at: float) -> JobStart:
+        return JobStart(runner, "node", "node", 256 * M, 1.0, "caps", 256 * M, 1.0,
+                        "its profile's memory", None, None, at, queued_at=at - 4)  # fmt: skip
+
+    key = JobKey("node", "octo/app", ".github/workflows/ci.yml", "build")
+    for runner, result, at in (("old", "succeeded", now - 40 * 86400), ("r1", "failed", now - 60)):
+        row = history.start(start(runner, at))
+        history.took_job(row, key, f"job-{runner}", 256 * M, 1.0, "x", "main", "77")
+        history.finish(
+            row, JobEnd(result, 100 * M, 0.5, False, False, None, at + 30, 0, peak_cpu=0.9)
+        )
+    history.start(start("running", now))  # no result yet: not listed
+    history.close()
+
+    assert ctl.main(["-c", str(config), "jobs", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert {k: entry[k] for k in ("id", "repository", "workflow", "job", "runner")} == {
+        "id": "job-r1",
+        "repository": "octo/app",
+        "workflow": ".github/workflows/ci.yml",
+        "job": "build",
+        "runner": "r1",
+    }
+    assert (entry["conclusion"], entry["peak_memory"], entry["peak_cpu"]) == (
+        "failed",
+        100 * M,
+        0.9,
+    )
+    assert (entry["waited"], entry["duration"], entry["branch"]) == (4.0, 30.0, "main")
+    assert ctl.main(["-c", str(config), "jobs", "--since", "60d"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split()[:6] == ["ID", "REPOSITORY", "WORKFLOW", "JOB", "RUNNER", "CONCLUSION"]
+    assert [line.split()[0] for line in table[1:]] == ["job-old", "job-r1"]

@@ -7,6 +7,7 @@ elsewhere runnerd samples /proc and kills it itself. Either way the history says
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import uuid
@@ -18,7 +19,17 @@ from runnerd.config import parse_config
 from runnerd.daemon import Daemon, open_daemon
 
 from rungar.clock import SystemClock
-from rungar.model.machine import Created, CreateRequest, JobHint, MachineState, Refusal, RefusalKind
+from rungar.model.machine import (
+    Conclusion,
+    Created,
+    CreateRequest,
+    JobHint,
+    MachineState,
+    Refusal,
+    RefusalKind,
+    Removal,
+)
+from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
 
 # Holds 40M, then waits for its release file; exits 0. Never sees the JIT config on stdout.
@@ -128,8 +139,9 @@ async def test_runnerd_refuses_full_for_memory_then_admits_once_a_runner_finishe
     await wait_until_stopped(d, "r1")
     admitted = await provider.create(request("r3"))
     assert isinstance(admitted, Created)
+    await provider.delete("r1", Removal(RemovalReason.JOB_COMPLETED, Conclusion.SUCCEEDED))
     row = d.history.job("1")
-    assert row is not None and row["result"] == "success" and row["runner"] == "r1"
+    assert row is not None and row["result"] == "succeeded" and row["runner"] == "r1"
     assert row["peak_memory"] >= 40 * 1024**2  # its 40M block, sampled while it ran
     assert "secret-jit-config" not in Path(d.config.host.history_path()).read_bytes().decode(
         "latin-1"
@@ -143,9 +155,9 @@ async def test_a_runner_over_its_memory_cap_is_killed_and_recorded_as_having_met
     created = await d.provider.create(request("hog", profile="greedy"))
     assert isinstance(created, Created)
     await wait_until_stopped(d, "hog")
-    row = d.history.job("1")
+    row = d.history.job("1")  # kept with what it showed until Rungar says how its job ended
     assert row is not None
-    assert (row["result"], row["met_cap"]) == ("failure", 1)
+    assert (row["result"], row["met_cap"], row["exit_code"]) == (None, 1, -9)
 
 
 async def test_without_a_memory_cgroup_runnerd_kills_a_runner_over_its_cap_itself(
@@ -164,8 +176,55 @@ async def test_without_a_memory_cgroup_runnerd_kills_a_runner_over_its_cap_itsel
         await wait_until_stopped(d, "hog")
         row = d.history.job("1")
         assert row is not None
-        assert (row["result"], row["met_cap"]) == ("failure", 1)
+        assert (row["result"], row["met_cap"]) == (None, 1)
         assert row["peak_memory"] > 128 * 1024**2
     finally:
         await d.provider.delete("hog")
         await d.close()
+
+
+# Takes the first SIGTERM as a shell that has not started its command yet would; the second
+# ends it cleanly, and says so.
+DEAF_ONCE = (
+    "import os, pathlib, signal, sys, time\n"
+    "out = pathlib.Path(os.environ['RELEASE_DIR'])\n"
+    "terms = []\n"
+    "def term(*_):\n"
+    "    terms.append(1)\n"
+    "    if len(terms) > 1:\n"
+    "        (out / 'second-term').touch()\n"
+    "        sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, term)\n"
+    "(out / 'ready').touch()\n"
+    "time.sleep(60)\n"
+)
+
+
+async def test_a_stop_repeats_sigterm_so_a_runner_that_missed_the_first_ends_cleanly(
+    tmp_path: Path,
+) -> None:
+    from runnerd.runtime.base import RunnerSpec
+    from runnerd.runtime.process import ProcessRuntime
+
+    runtime = ProcessRuntime(
+        f"rdterm{uuid.uuid4().hex[:8]}.slice", str(tmp_path), use_cgroups=False
+    )
+    spec = RunnerSpec(
+        name="deaf",
+        profile="work",
+        scale_set="work",
+        image="",
+        command=(sys.executable, "-c", DEAF_ONCE),
+        cpus=1,
+        memory=256 * 1024**2,
+        labels={},
+        env={"RELEASE_DIR": str(tmp_path)},
+    )
+    handle = await runtime.start(spec)
+    for _ in range(500):
+        if (tmp_path / "ready").exists():
+            break
+        await asyncio.sleep(0.02)
+    await runtime.stop(handle)
+    assert (tmp_path / "second-term").exists(), "it was killed, not stopped"
+    await runtime.close()

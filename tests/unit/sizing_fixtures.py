@@ -22,7 +22,7 @@ def run(
     cap: float = 8,
     job: str = "build",
     profile: str = "node",
-    result: str = "success",
+    result: str = "succeeded",
     met_cap: bool = False,
     killed: bool = False,
     slot_wait: float = 0.0,
@@ -95,6 +95,6 @@ def light_history(db: Path, n: int = 30, now: float = NOW) -> None:
             f"r{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300,
             queued_at=at - 300,
         )  # fmt: skip
-        end = JobEnd("success", 2 * G, None, False, False, 0, at)
+        end = JobEnd("succeeded", 2 * G, None, False, False, 0, at)
         rows.append(GeneratedJob(start, JobKey("node", "a/b", "ci", "t"), end, str(i)))
     write_history(db, rows)

@@ -124,3 +124,44 @@ def test_a_list_answer_counts_what_it_says_it_found() -> None:
     assert list_answer({"count": 2, "value": [{"id": 1}]}) == (2, [{"id": 1}])
     assert list_answer({"value": [{"id": 1}, {"id": 2}]})[0] == 2
     assert list_answer(None) == (0, [])
+
+
+def test_a_job_hint_carries_the_workflow_file_its_branch_and_its_run() -> None:
+    from rungar.github.listener import job_hint
+
+    message = JobMessage.from_json(
+        {
+            "messageType": "JobStarted",
+            "jobId": "j1",
+            "ownerName": "octo-org",
+            "repositoryName": "app",
+            "jobWorkflowRef": "octo-org/app/.github/workflows/ci.yml@refs/heads/feature/x",
+            "jobDisplayName": "build",
+            "workflowRunId": 4321,
+        }
+    )
+    hint = job_hint(message)
+    assert (hint.repository, hint.workflow, hint.job) == (
+        "octo-org/app",
+        ".github/workflows/ci.yml",
+        "build",
+    )
+    assert (hint.branch, hint.run_id, hint.job_id) == ("feature/x", "4321", "j1")
+    pull = JobMessage.from_json(
+        {"jobWorkflowRef": "o/r/.github/workflows/ci.yml@refs/pull/3/merge"}
+    )
+    assert pull.branch == "refs/pull/3/merge"
+
+
+def test_githubs_two_words_for_each_conclusion_map_to_one_and_unknown_words_to_none() -> None:
+    from rungar.model.machine import Conclusion, conclusion_from_github
+
+    assert [conclusion_from_github(w) for w in ("Succeeded", "success")] == [
+        Conclusion.SUCCEEDED
+    ] * 2
+    assert [conclusion_from_github(w) for w in ("failed", "failure")] == [Conclusion.FAILED] * 2
+    assert [conclusion_from_github(w) for w in ("canceled", "cancelled")] == [
+        Conclusion.CANCELLED
+    ] * 2
+    assert conclusion_from_github("timed_out") is Conclusion.TIMED_OUT
+    assert conclusion_from_github("skipped") is None and conclusion_from_github("") is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rungar.model.machine import (
+    Conclusion,
     Created,
     CreateRequest,
     JobHint,
@@ -11,7 +12,9 @@ from rungar.model.machine import (
     ProviderInfo,
     Refusal,
     RefusalKind,
+    Removal,
 )
+from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc import convert
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
@@ -72,3 +75,27 @@ def test_an_unspecified_machine_state_reads_as_starting_and_the_provider_is_stam
 def test_info_round_trips() -> None:
     info = ProviderInfo("host-a", "runnerd", "1.2.3", ("vcpus", "feature:job-hints"))
     assert convert.info_from_pb(convert.info_to_pb(info)) == info
+
+
+def test_every_removal_reason_and_conclusion_round_trips_through_a_delete_request() -> None:
+    hint = JobHint("o/r", ".github/workflows/ci.yml", "build", "9", "main", "77")
+    for reason in RemovalReason:
+        if reason is RemovalReason.ORPHANED:
+            continue  # a registration without a machine: nothing is deleted
+        removal = Removal(reason, None, None)
+        message = convert.delete_request_to_pb("r1", removal)
+        assert convert.removal_from_pb(message) == removal
+    for conclusion in Conclusion:
+        removal = Removal(RemovalReason.JOB_COMPLETED, conclusion, hint)
+        message = pb.DeleteRequest.FromString(
+            convert.delete_request_to_pb("r1", removal).SerializeToString()
+        )
+        assert (message.name, convert.removal_from_pb(message)) == ("r1", removal)
+
+
+def test_a_delete_without_a_removal_or_with_a_reason_from_a_newer_rungar_says_nothing() -> None:
+    assert convert.removal_from_pb(pb.DeleteRequest(name="r1")) is None
+    newer = pb.DeleteRequest(name="r1")
+    newer.removal.reason = 99  # type: ignore[assignment]  # a value this side has no name for
+    newer.removal.conclusion = pb.Removal.SUCCEEDED
+    assert convert.removal_from_pb(newer) is None

@@ -83,7 +83,7 @@ def heavy_history(db: Path, peak: float) -> None:
         start = JobStart(
             f"r{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300
         )
-        end = JobEnd("success", int(peak * G), None, False, False, 0, at)
+        end = JobEnd("succeeded", int(peak * G), None, False, False, 0, at)
         rows.append(GeneratedJob(start, JobKey("node", "acme/web", "ci", "e2e"), end, str(i)))
     write_history(db, rows)
 

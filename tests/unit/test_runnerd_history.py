@@ -80,3 +80,41 @@ def test_the_schema_has_no_column_for_a_secret(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "h.db") as db:
         columns = {r[1] for r in db.execute("PRAGMA table_info(jobs)")}
     assert not {c for c in columns if "jit" in c or "token" in c or "secret" in c}
+
+
+def test_a_schema_1_history_is_migrated_to_one_conclusion_vocabulary_with_branch_and_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema', '1');"
+        "CREATE TABLE jobs (id INTEGER PRIMARY KEY, runner TEXT NOT NULL, scale_set TEXT NOT NULL,"
+        " profile TEXT NOT NULL, repository TEXT, workflow TEXT, job_name TEXT, job_id TEXT,"
+        " result TEXT, cap_memory INTEGER NOT NULL, cap_cpus REAL NOT NULL,"
+        " peak_memory INTEGER NOT NULL DEFAULT 0, avg_cpu REAL,"
+        " met_cap INTEGER NOT NULL DEFAULT 0, killed_for_memory INTEGER NOT NULL DEFAULT 0,"
+        " sock_throttled INTEGER, slot_wait REAL NOT NULL DEFAULT 0,"
+        " host_wait REAL NOT NULL DEFAULT 0, cpu_wait REAL NOT NULL DEFAULT 0,"
+        " policy TEXT NOT NULL, reserved_memory INTEGER NOT NULL,"
+        " reserved_cpu REAL NOT NULL DEFAULT 0, basis TEXT NOT NULL, budget_free INTEGER,"
+        " slice_memory INTEGER, queued_at REAL, started_at REAL NOT NULL, finished_at REAL);"
+    )
+    for i, result in enumerate(("success", "failure", "cancelled", "timed_out")):
+        db.execute(
+            "INSERT INTO jobs (runner, scale_set, profile, repository, workflow, job_name,"
+            " result, cap_memory, cap_cpus, policy, reserved_memory, basis, started_at,"
+            " finished_at) VALUES (?, 's', 'node', 'o/r', 'ci', 'build', ?, 1, 1, 'caps', 1,"
+            " '', 0, ?)",
+            (f"r{i}", result, float(i)),
+        )
+    db.commit()
+    db.close()
+    history = History(path)
+    try:
+        rows = history.recorded_since(0.0)
+        assert [r["result"] for r in rows] == ["succeeded", "failed", "cancelled", "timed_out"]
+        assert all(r["branch"] is None and r["exit_code"] is None for r in rows)
+    finally:
+        history.close()

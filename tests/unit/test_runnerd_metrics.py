@@ -15,9 +15,14 @@ from runnerd.provider import RunnerdProvider
 from runnerd.runtime.base import SliceUsage, Usage
 from runnerd.sampler import Sampler
 
-from rungar.model.machine import Created, JobHint, Refusal
+from rungar.model.machine import Conclusion, Created, JobHint, Refusal, Removal
+from rungar.model.runner import RemovalReason
 from rungar.testing.clock import FakeClock
 from tests.unit.test_runnerd_provider import CONFIG, FakeRuntime, G, request
+
+COMPLETED = Removal(
+    RemovalReason.JOB_COMPLETED, Conclusion.SUCCEEDED, JobHint("octo/app", "ci", "build", "1")
+)
 
 
 def samples(provider: RunnerdProvider) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -95,6 +100,8 @@ async def test_metrics_put_resource_and_concurrency_utilization_side_by_side(
         runtime.usage["a"] = Usage(memory=7 * G, held=0, cpu_seconds=2.0, exited=True, exit_code=0)
         clock.set(clock.now() + 2)
         await sampler.tick()
+        # Recorded once Rungar removes it and says how its job ended.
+        await provider.delete("a", COMPLETED)
         found = samples(provider)
         ratio = (("le", "0.5"), ("profile", "jvm"))
         assert found[("runnerd_prediction_ratio_bucket", ratio)] == 1
@@ -133,6 +140,7 @@ async def test_the_grafana_dashboard_loads_and_queries_only_metrics_runnerd_expo
         runtime.usage["a"] = Usage(memory=G, held=0, cpu_seconds=1.0, exited=True, exit_code=0)
         clock.set(clock.now() + 2)
         await sampler.tick()
+        await provider.delete("a", COMPLETED)
         exported = {
             family.name + suffix
             for family in text_string_to_metric_families(provider.metrics.text().decode())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +14,17 @@ from runnerd.provider import RunnerdProvider
 from runnerd.runtime.base import Adopted, RunnerSpec, SliceUsage, Usage
 from runnerd.sampler import Sampler
 
-from rungar.model.machine import Created, CreateRequest, JobHint, MachineState, Refusal, RefusalKind
+from rungar.model.machine import (
+    Conclusion,
+    Created,
+    CreateRequest,
+    JobHint,
+    MachineState,
+    Refusal,
+    RefusalKind,
+    Removal,
+)
+from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
 from rungar.testing.clock import FakeClock
 
@@ -205,44 +216,120 @@ async def test_a_refusal_is_full_with_its_resource_and_the_wait_is_recorded_by_k
     assert row is not None and row["runner"] == "c" and row["slot_wait"] == 30.0
 
 
-async def test_a_finished_job_teaches_the_predictor_at_once(
+async def test_a_finished_job_teaches_the_predictor_once_rungar_says_how_it_ended(
     setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
 ) -> None:
     provider, runtime, clock = setup
     key = JobKey("node", "octo/app", "ci", "build")
     await provider.create(request("a"))
     await provider.update_runner("a", JobHint("octo/app", "ci", "build", "1"))
+    reserved = provider.runners["a"].reserved
     runtime.usage["a"] = Usage(memory=int(1.5 * G), held=0, cpu_seconds=60.0)
     sampler = Sampler(provider, clock)
     await sampler.tick()
     clock.set(clock.now() + 60)
+    ended = clock.now()
     runtime.usage["a"] = Usage(memory=G, held=0, cpu_seconds=120.0, exited=True, exit_code=0)
     await sampler.tick()
+    assert list(provider.predictor.runs(key, clock.now())) == []  # no word from Rungar yet
+    clock.set(clock.now() + 1)
+    await provider.delete("a", Removal(RemovalReason.JOB_COMPLETED, Conclusion.SUCCEEDED))
     runs = provider.predictor.runs(key, clock.now())
-    assert list(runs) == [
-        Run(
-            clock.now(),
-            SUCCESS,
-            int(1.5 * G),
-            7 * G,
-            2.0,
-            False,
-            False,
-            provider.runners["a"].reserved,
-        )
-    ]
+    assert list(runs) == [Run(ended, SUCCESS, int(1.5 * G), 7 * G, 2.0, False, False, reserved)]
     row = provider.history.job("1")
     assert row is not None and (row["peak_memory"], row["avg_cpu"]) == (int(1.5 * G), 2.0)
+    assert (row["finished_at"], row["exit_code"]) == (ended, 0)
 
 
-async def test_delete_stops_the_runner_and_records_a_running_job_as_cancelled(
+async def test_delete_stops_the_runner_and_a_runner_removed_without_a_job_records_no_job_run(
     setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
 ) -> None:
     provider, runtime, _ = setup
     await provider.create(request("a"))
-    await provider.delete("a")
-    await provider.delete("never-existed")
+    await provider.delete("a", Removal(RemovalReason.SCALED_DOWN))
+    await provider.delete("never-existed", Removal(RemovalReason.SCALED_DOWN))
     assert runtime.stopped == ["a"]
     assert await provider.list({}) == []
+    assert provider.history.job("1") is None and provider.history.count() == 0
+
+
+async def test_a_job_is_recorded_with_rungars_conclusion_not_its_runners_exit_status(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    await provider.create(request("a"))
+    hint = JobHint("octo/app", ".github/workflows/ci.yml", "build", "9", "feature/x", "4321")
+    await provider.update_runner("a", hint)
+    runtime.usage["a"] = Usage(memory=2 * G, held=0, cpu_seconds=1.0, exited=True, exit_code=0)
+    await Sampler(provider, clock).tick()
+    await provider.delete("a", Removal(RemovalReason.JOB_COMPLETED, Conclusion.FAILED, hint))
+    row = provider.history.job("9")
+    assert row is not None
+    assert (row["result"], row["exit_code"], row["peak_memory"]) == ("failed", 0, 2 * G)
+    assert (row["branch"], row["run_id"]) == ("feature/x", "4321")
+
+
+async def test_a_runner_whose_job_completed_is_given_the_grace_to_exit_and_sampled_to_the_end(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    await provider.create(request("a"))
+    await provider.update_runner("a", JobHint("octo/app", "ci", "build", "1"))
+    runtime.usage["a"] = Usage(memory=G, held=G, cpu_seconds=1.0)
+    deleting = asyncio.create_task(
+        provider.delete("a", Removal(RemovalReason.JOB_COMPLETED, Conclusion.SUCCEEDED))
+    )
+    await clock.run_for(1.0)
+    assert not deleting.done() and runtime.stopped == []  # still within its grace
+    runtime.usage["a"] = Usage(memory=3 * G, held=0, cpu_seconds=2.0)
+    await clock.run_for(1.0)
+    runtime.usage["a"] = Usage(memory=0, held=0, cpu_seconds=2.0, exited=True, exit_code=0)
+    await clock.run_for(1.0)
+    await deleting
+    row = provider.history.job("1")
+    assert row is not None and (row["result"], row["peak_memory"]) == ("succeeded", 3 * G)
+    assert row["exit_code"] == 0
+
+
+async def test_a_runner_still_running_after_the_grace_is_stopped_and_keeps_its_jobs_conclusion(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    await provider.create(request("a"))
+    await provider.update_runner("a", JobHint("octo/app", "ci", "build", "1"))
+    started = clock.now()
+    deleting = asyncio.create_task(
+        provider.delete("a", Removal(RemovalReason.JOB_COMPLETED, Conclusion.SUCCEEDED))
+    )
+    await clock.run_for(provider.config.host.exit_grace + 1)
+    await deleting
+    assert runtime.stopped == ["a"]
+    row = provider.history.job("1")
+    assert row is not None and (row["result"], row["exit_code"]) == ("succeeded", None)
+    assert row["finished_at"] == started + provider.config.host.exit_grace
+
+
+async def test_a_job_stopped_while_running_by_a_forced_removal_is_recorded_cancelled(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, _ = setup
+    await provider.create(request("a"))
+    await provider.update_runner("a", JobHint("octo/app", "ci", "build", "1"))
+    await provider.delete("a", Removal(RemovalReason.EXPIRED))
+    assert runtime.stopped == ["a"]
     row = provider.history.job("1")
     assert row is not None and row["result"] == "cancelled"
+
+
+async def test_a_job_rungar_names_in_the_delete_is_recorded_when_its_update_never_came(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    await provider.create(request("a"))
+    runtime.usage["a"] = Usage(memory=G, held=0, cpu_seconds=1.0, exited=True, exit_code=0)
+    await Sampler(provider, clock).tick()
+    hint = JobHint("octo/app", "ci", "lint", "5", "main", "77")
+    await provider.delete("a", Removal(RemovalReason.JOB_COMPLETED, Conclusion.TIMED_OUT, hint))
+    row = provider.history.job("5")
+    assert row is not None and (row["job_name"], row["result"]) == ("lint", "timed_out")
+    assert row["basis"] == "its cap, as its profile has fewer than 10 runs"  # its admission's

@@ -56,7 +56,8 @@ def test_caps_hold_slots_times_memory_to_memory_max() -> None:
 
 
 def test_the_window_predictor_answers_what_profile_stats_computes() -> None:
-    runs = [run(NOW + i, 0.5 + (i * 37 % 11) / 4, result=("cancelled" if i % 9 == 0 else "success"),
+    runs = [run(NOW + i, 0.5 + (i * 37 % 11) / 4,
+                result=("cancelled" if i % 9 == 0 else "succeeded"),
                 avg_cpu=(i % 5) or None) for i in range(200)]  # fmt: skip
     predictor = WindowPredictor(PredictionRules(), window=100.0)
     for r in runs:
@@ -74,7 +75,7 @@ def test_the_window_predictor_follows_peaks_that_drift_up_and_down() -> None:
     for i in range(9000):
         climb = i % 6000 if i % 6000 < 3000 else 6000 - i % 6000
         level = 1 + climb / 300
-        result = "failure" if i % 13 == 0 else "cancelled" if i % 17 == 0 else "success"
+        result = "failed" if i % 13 == 0 else "cancelled" if i % 17 == 0 else "succeeded"
         avg_cpu = None if i % 11 == 0 else level / 4 + (i * 31 % 7) / 8  # many ties
         finished = run(NOW + i, level + (i * 7919 % 101) / 100, cap=16, result=result,
                        met_cap=i % 19 == 0, avg_cpu=avg_cpu).as_run()  # fmt: skip

@@ -162,7 +162,7 @@ def test_profile_figures_kept_between_finishes_drop_the_runs_that_left_the_windo
     key = JobKey("node", "acme/web", "ci", "build")
     peaks = [(1 + k % 7) * G for k in range(60)]
     warm = [
-        SizingRun(key, "success", peak, 8 * G, 4.0, 100.0 * k, 100.0 * k + 60, avg_cpu=k % 3)
+        SizingRun(key, "succeeded", peak, 8 * G, 4.0, 100.0 * k, 100.0 * k + 60, avg_cpu=k % 3)
         for k, peak in enumerate(peaks)
     ]
     limits = Limits(policy=Policy.MEASURED, memory_max=64 * G)
@@ -212,7 +212,7 @@ def test_a_prediction_read_later_is_the_one_due_then() -> None:
     key = JobKey("node", "acme/web", "ci", "build")
     cap = 8 * G
     for k in range(6):
-        predictor.add(key, Run(1000.0 * k, "success", (2 + k) * G, cap, 1.0 + k))
+        predictor.add(key, Run(1000.0 * k, "succeeded", (2 + k) * G, cap, 1.0 + k))
     then = 5500.0
     stats = predictor.profile("node", then)
     due = predictor.predict_job(key, cap, 4.0, then)

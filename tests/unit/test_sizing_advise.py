@@ -77,7 +77,7 @@ def test_a_job_that_needed_more_at_a_larger_cap_keeps_the_memory_and_says_so() -
 
 
 def test_a_run_that_met_its_own_limit_counts_at_least_its_cap_and_raises() -> None:
-    runs = [*series(20, 3.0), run(NOW - 60, 2.0, met_cap=True, result="failure")]
+    runs = [*series(20, 3.0), run(NOW - 60, 2.0, met_cap=True, result="failed")]
     advice = advise_one(runs, memory_max=None)
     assert advice.jobs[0].largest == 8 * G
     assert advice.action is Action.RAISE and advice.new_memory == need(8 * G, Margin(15.0))
@@ -85,14 +85,14 @@ def test_a_run_that_met_its_own_limit_counts_at_least_its_cap_and_raises() -> No
 
 
 def test_a_raise_reads_only_runs_since_the_profile_got_its_memory() -> None:
-    runs = [*series(20, 3.0), run(NOW - 5 * 86400, 2.0, met_cap=True, result="failure")]
+    runs = [*series(20, 3.0), run(NOW - 5 * 86400, 2.0, met_cap=True, result="failed")]
     advice = advise_one(runs, memory_since=NOW - 86400)
     assert advice.action is not Action.RAISE
 
 
 def test_a_job_on_its_cap_blocks_lowering_until_3_clean_runs_in_a_row() -> None:
     base = series(20, 3.0, start=NOW - 10 * 86400)
-    hit = [run(NOW - 5 * 86400, 3.0, killed=True, result="failure")]
+    hit = [run(NOW - 5 * 86400, 3.0, killed=True, result="failed")]
     two = [run(NOW - 4 * 86400 + i, 3.0) for i in range(2)]
     held = advise_one(base + hit + two)
     assert held.action is Action.NONE and held.on_cap == 1
@@ -104,9 +104,9 @@ def test_a_job_on_its_cap_blocks_lowering_until_3_clean_runs_in_a_row() -> None:
 def test_a_failure_between_clean_runs_restarts_the_count() -> None:
     runs = [
         *series(20, 3.0, start=NOW - 10 * 86400),
-        run(NOW - 5 * 86400, 3.0, killed=True, result="failure"),
+        run(NOW - 5 * 86400, 3.0, killed=True, result="failed"),
         run(NOW - 4 * 86400, 3.0),
-        run(NOW - 4 * 86400 + 1, 3.0, result="failure"),
+        run(NOW - 4 * 86400 + 1, 3.0, result="failed"),
         run(NOW - 4 * 86400 + 2, 3.0),
         run(NOW - 4 * 86400 + 3, 3.0),
     ]
@@ -144,7 +144,7 @@ def test_slots_busy_half_the_time_add_slots() -> None:
 
 
 def test_a_raise_lowers_slots_only_when_memory_max_cannot_hold_them() -> None:
-    runs = [*series(20, 3.0), run(NOW - 60, 8.0, met_cap=True, result="failure")]
+    runs = [*series(20, 3.0), run(NOW - 60, 8.0, met_cap=True, result="failed")]
     advice = advise_one(runs, slots=3, memory_max=33)  # 3 × 9.25G = 27.75G fits 33G
     assert (advice.new_memory, advice.new_slots) == (int(9.25 * G), 3)
     tight = advise_one(runs, slots=3, memory_max=20)
@@ -153,7 +153,7 @@ def test_a_raise_lowers_slots_only_when_memory_max_cannot_hold_them() -> None:
 
 
 def test_when_memory_max_cannot_hold_one_the_advice_is_to_grow_the_slice() -> None:
-    runs = [*series(20, 3.0), run(NOW - 60, 8.0, met_cap=True, result="failure")]
+    runs = [*series(20, 3.0), run(NOW - 60, 8.0, met_cap=True, result="failed")]
     advice = advise_one(runs, memory_max=9)
     assert advice.action is Action.GROW_SLICE and not advice.applicable
     assert advice.line.startswith("grow the slice first") and "nothing to apply" in advice.line
@@ -165,7 +165,7 @@ def test_under_measured_admission_advice_never_changes_slots() -> None:
     assert advice.new_slots == 2 and advice.action is Action.LOWER
     assert "more slots may fit" in advice.line and "runnerd simulate --slots node=3" in advice.line
     raised = advise_one(
-        [*runs, run(NOW - 60, 8.0, met_cap=True, result="failure")],
+        [*runs, run(NOW - 60, 8.0, met_cap=True, result="failed")],
         policy=Policy.MEASURED,
         memory_max=10,
         slots=4,
@@ -175,7 +175,7 @@ def test_under_measured_admission_advice_never_changes_slots() -> None:
 
 def test_advise_reads_every_profile_against_the_others_caps() -> None:
     cfg = config(profile("jvm", memory=10, slots=2), profile("node", memory=8, slots=1))
-    runs = [run(NOW - 60, 8.0, met_cap=True, result="failure"), *series(20, 3.0)]
+    runs = [run(NOW - 60, 8.0, met_cap=True, result="failed"), *series(20, 3.0)]
     result = {a.profile: a for a in advise(cfg, runs, 33 * G, NOW)}
     assert result["node"].new_slots == 1  # 33G - 20G for jvm holds one 9.25G node
     assert result["jvm"].action is Action.TOO_FEW

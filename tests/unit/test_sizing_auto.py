@@ -64,13 +64,13 @@ def test_min_memory_bounds_a_lowering() -> None:
 
 
 def test_a_lowering_waits_while_a_job_is_on_its_cap() -> None:
-    runs = [*series(20, 1.0), run(NOW - 60, 1.0, killed=True, result="failure")]
+    runs = [*series(20, 1.0), run(NOW - 60, 1.0, killed=True, result="failed")]
     assert plan_one(config(profile(memory=8)), runs).changes == ()
 
 
 def test_a_run_that_meets_the_lowered_cap_takes_the_lowering_back_at_once() -> None:
     cfg = config(profile(memory=6, slots=3))
-    runs = [*series(20, 1.0), run(NOW - 60, 6.0, cap=6, met_cap=True, result="failure")]
+    runs = [*series(20, 1.0), run(NOW - 60, 6.0, cap=6, met_cap=True, result="failed")]
     change = plan_one(cfg, runs, [lowered(NOW - 600, slots=2)]).changes[0]
     assert change.kind == "take_back"  # 10 minutes after the lowering: no raise_interval wait
     assert change.new == Values(8 * G, 2, 8.0)
@@ -80,7 +80,7 @@ def test_a_run_that_meets_the_lowered_cap_takes_the_lowering_back_at_once() -> N
 def test_a_take_back_never_drops_a_slot_a_runner_is_in() -> None:
     # The lowering added a slot (2 → 3 under caps); three runners run when it is taken back.
     cfg = config(profile(memory=6, slots=3))
-    runs = [*series(20, 1.0), run(NOW - 60, 6.0, cap=6, met_cap=True, result="failure")]
+    runs = [*series(20, 1.0), run(NOW - 60, 6.0, cap=6, met_cap=True, result="failed")]
     lowering = replace(lowered(NOW - 600), new=Values(6 * G, 3, 8.0))
     change = plan_one(cfg, runs, [lowering], running=3).changes[0]
     assert change.kind == "take_back" and change.new == Values(8 * G, 3, 8.0)
@@ -100,7 +100,7 @@ def test_no_lowering_goes_under_a_taken_back_memory_for_30_days() -> None:
 
 def test_a_memory_set_by_hand_is_not_taken_back_but_raised_to_the_need() -> None:
     cfg = config(profile(memory=5))  # by hand, after the auto lowering to 6G
-    runs = [*series(20, 1.0), run(NOW - 60, 5.0, cap=5, met_cap=True, result="failure")]
+    runs = [*series(20, 1.0), run(NOW - 60, 5.0, cap=5, met_cap=True, result="failed")]
     change = plan_one(cfg, runs, [lowered(NOW - 2 * HOUR)]).changes[0]
     assert change.kind == "raise" and change.new.memory == 6 * G  # 5G + 1G
 
@@ -109,7 +109,7 @@ def test_three_failures_in_a_row_on_two_branches_take_a_lowering_back() -> None:
     cfg = config(profile(memory=6))
     before = series(20, 1.0, cap=8, start=NOW - 5 * 86400)
     fails = [
-        run(NOW - 300 + i, 1.0, cap=6, result="failure", branch=b, run_id=str(i))
+        run(NOW - 300 + i, 1.0, cap=6, result="failed", branch=b, run_id=str(i))
         for i, b in enumerate(["main", "fix", "main"])
     ]
     change = plan_one(cfg, before + fails, [lowered(NOW - 600)]).changes[0]
@@ -118,7 +118,7 @@ def test_three_failures_in_a_row_on_two_branches_take_a_lowering_back() -> None:
 
 def test_failures_on_one_branch_or_of_one_workflow_run_do_not_take_it_back() -> None:
     one_branch = [
-        run(NOW - 9 + i, 1.0, result="failure", branch="main", run_id=str(i)) for i in range(3)
+        run(NOW - 9 + i, 1.0, result="failed", branch="main", run_id=str(i)) for i in range(3)
     ]
     assert not failing_in_a_row(one_branch)
     retries = [
@@ -134,19 +134,19 @@ def test_failures_on_one_branch_or_of_one_workflow_run_do_not_take_it_back() -> 
 
 def test_a_raise_goes_straight_to_the_need_and_waits_raise_interval() -> None:
     cfg = config(profile(memory=4))
-    runs = [*series(20, 1.0, cap=4), run(NOW - 60, 4.0, cap=4, met_cap=True, result="failure")]
+    runs = [*series(20, 1.0, cap=4), run(NOW - 60, 4.0, cap=4, met_cap=True, result="failed")]
     assert plan_one(cfg, runs).changes[0].new.memory == 5 * G  # 4G + 1G, no max_step
     other = Change(
         "node", NOW - 0.5 * HOUR, "apply", "lower", "", Values(5 * G, 2, 8.0),
         Values(4 * G, 2, 8.0), state=DONE,
     )  # fmt: skip
-    runs_since = [*runs[:-1], run(NOW - 60, 4.0, cap=4, met_cap=True, result="failure")]
+    runs_since = [*runs[:-1], run(NOW - 60, 4.0, cap=4, met_cap=True, result="failed")]
     assert plan_one(cfg, runs_since, [other]).changes == ()
 
 
 def test_max_memory_bounds_a_raise() -> None:
     cfg = config(profile(memory=4, max_memory=4 * G))
-    runs = [*series(20, 1.0, cap=4), run(NOW - 60, 4.0, cap=4, met_cap=True, result="failure")]
+    runs = [*series(20, 1.0, cap=4), run(NOW - 60, 4.0, cap=4, met_cap=True, result="failed")]
     result = plan_one(cfg, runs)
     assert result.changes == () and "max_memory" in result.notes[0]
 

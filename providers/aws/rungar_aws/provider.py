@@ -35,6 +35,7 @@ from rungar.model.machine import (
     ProviderInfo,
     Refusal,
     RefusalKind,
+    Removal,
 )
 from rungar_aws.api import Ec2, Ec2Instance
 from rungar_aws.errors import classify, resource_of
@@ -171,11 +172,13 @@ class AwsProvider:
             provider=self._s.name,
         )
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, removal: Removal | None = None) -> None:
+        """A cloud machine learns nothing from its job: ``removal`` is only logged."""
         ids = [inst.instance_id for inst in await self._ours({}, name)]
         if ids:
             await self._api.terminate(ids)
-            log.info("aws.delete.done", runner=name, instances=len(ids))
+            why = removal.describe() if removal else None
+            log.info("aws.delete.done", runner=name, instances=len(ids), why=why)
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:
         return [self._machine(inst) for inst in await self._ours(selector)]

@@ -41,6 +41,7 @@ from rungar.model.machine import (
     ProviderInfo,
     Refusal,
     RefusalKind,
+    Removal,
 )
 from rungar_gcp.api import GceApi, Instance, InstanceSpec
 from rungar_gcp.errors import classify, is_already_exists
@@ -284,13 +285,15 @@ class GcpProvider:
             provider=self._s.name,
         )
 
-    async def delete(self, name: str) -> None:
+    async def delete(self, name: str, removal: Removal | None = None) -> None:
+        """A cloud machine learns nothing from its job: ``removal`` is only logged."""
         iname = instance_name(name)
         if iname is None:
             return  # no instance can carry a name GCE refuses
+        why = removal.describe() if removal else None
         for inst in await self._ours({}, iname):
             await self._api.delete(inst.zone, inst.name, str(uuid.uuid4()))
-            log.info("gcp.delete.done", runner=name, zone=inst.zone)
+            log.info("gcp.delete.done", runner=name, zone=inst.zone, why=why)
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:
         return [self._machine(inst) for inst in await self._ours(selector)]

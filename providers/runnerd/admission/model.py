@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from rungar.model.machine import Conclusion
 from rungar.model.units import format_bytes
 
 
@@ -41,10 +42,11 @@ class Holder:
     bytes: int
 
 
-SUCCESS = "success"
-FAILURE = "failure"
-CANCELLED = "cancelled"
-TIMED_OUT = "timed_out"
+# A job's conclusion in the history: GitHub's, in the one vocabulary Rungar passes on.
+SUCCESS = Conclusion.SUCCEEDED.value
+FAILURE = Conclusion.FAILED.value
+CANCELLED = Conclusion.CANCELLED.value
+TIMED_OUT = Conclusion.TIMED_OUT.value
 
 
 @dataclass(frozen=True, slots=True)

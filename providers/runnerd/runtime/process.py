@@ -126,10 +126,12 @@ class ProcessRuntime:
         proc_root: str = "/proc",
         stop_grace: float = 10.0,
         use_cgroups: bool = True,
+        term_every: float = 0.5,
     ) -> None:
         self.slice = slice_name
         self.proc_root = proc_root
         self.stop_grace = stop_grace
+        self.term_every = term_every
         self.logs = Path(state_dir) / "runners"
         self._children: dict[str, _Child] = {}
         self.mode = "proc"
@@ -277,17 +279,31 @@ class ProcessRuntime:
         if child is None:
             return
         if not child.waiter.done():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(asyncio.shield(child.waiter), self.stop_grace)
-            except TimeoutError:
+            await self._terminate(child)
+            if not child.waiter.done():
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(child.pid, signal.SIGKILL)
                 await child.waiter
         self._discard_record(handle)
         if child.cgroup is not None:
             await _remove_when_empty(child.cgroup)
+
+    async def _terminate(self, child: _Child) -> None:
+        """SIGTERM to the runner's group every ``term_every`` for ``stop_grace``. Again and
+        again, because a runner stopped as it starts may take the first: its shell keeps a
+        trapped signal from the command it has not started yet."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.stop_grace
+        while not child.waiter.done():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.shield(child.waiter), min(self.term_every, remaining)
+                )
 
     async def close(self) -> None:
         """Stop every child, as a graceful stop of runnerd does (it records their jobs as

@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!rungar/provider/v1/provider.proto\x12\x12rungar.provider.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"|\n\nRunnerSpec\x12\r\n\x05vcpus\x18\x01 \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x02 \x01(\x03\x12\x12\n\ndisk_bytes\x18\x03 \x01(\x03\x12\r\n\x05image\x18\x04 \x01(\t\x12&\n\x05\x65xtra\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"L\n\x07JobHint\x12\x12\n\nrepository\x18\x01 \x01(\t\x12\x10\n\x08workflow\x18\x02 \x01(\t\x12\x0b\n\x03job\x18\x03 \x01(\t\x12\x0e\n\x06job_id\x18\x04 \x01(\t\"\r\n\x0bInfoRequest\"Q\n\x0cInfoResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\"G\n\x15ValidateRunnerRequest\x12.\n\x06runner\x18\x01 \x01(\x0b\x32\x1e.rungar.provider.v1.RunnerSpec\"*\n\x16ValidateRunnerResponse\x12\x10\n\x08problems\x18\x01 \x03(\t\"\xd7\x02\n\rCreateRequest\x12\x13\n\x0brunner_name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tscale_set\x18\x03 \x01(\t\x12=\n\x06labels\x18\x04 \x03(\x0b\x32-.rungar.provider.v1.CreateRequest.LabelsEntry\x12.\n\x06runner\x18\x05 \x01(\x0b\x32\x1e.rungar.provider.v1.RunnerSpec\x12\x12\n\njit_config\x18\x06 \x01(\t\x12*\n\x05hints\x18\x07 \x03(\x0b\x32\x1b.rungar.provider.v1.JobHint\x12,\n\x08\x64\x65\x61\x64line\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"{\n\x0e\x43reateResponse\x12.\n\x07\x63reated\x18\x01 \x01(\x0b\x32\x1b.rungar.provider.v1.CreatedH\x00\x12.\n\x07refused\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.RefusedH\x00\x42\t\n\x07outcome\"7\n\x07\x43reated\x12,\n\x07machine\x18\x01 \x01(\x0b\x32\x1b.rungar.provider.v1.Machine\"\x9d\x01\n\x07Refused\x12.\n\x04kind\x18\x01 \x01(\x0e\x32 .rungar.provider.v1.Refused.Kind\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"?\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04\x46ULL\x10\x01\x12\x0b\n\x07INVALID\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\"\xb7\x02\n\x07Machine\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x30\n\x05state\x18\x02 \x01(\x0e\x32!.rungar.provider.v1.Machine.State\x12\x37\n\x06labels\x18\x03 \x03(\x0b\x32\'.rungar.provider.v1.Machine.LabelsEntry\x12\x0c\n\x04size\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"F\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08STARTING\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\x0b\n\x07STOPPED\x10\x03\"\x1d\n\rDeleteRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x10\n\x0e\x44\x65leteResponse\"\x7f\n\x0bListRequest\x12?\n\x08selector\x18\x01 \x03(\x0b\x32-.rungar.provider.v1.ListRequest.SelectorEntry\x1a/\n\rSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"=\n\x0cListResponse\x12-\n\x08machines\x18\x01 \x03(\x0b\x32\x1b.rungar.provider.v1.Machine\"T\n\x13UpdateRunnerRequest\x12\x13\n\x0brunner_name\x18\x01 \x01(\t\x12(\n\x03job\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.JobHint\"\x16\n\x14UpdateRunnerResponse2\x8e\x04\n\x08Provider\x12I\n\x04Info\x12\x1f.rungar.provider.v1.InfoRequest\x1a .rungar.provider.v1.InfoResponse\x12g\n\x0eValidateRunner\x12).rungar.provider.v1.ValidateRunnerRequest\x1a*.rungar.provider.v1.ValidateRunnerResponse\x12O\n\x06\x43reate\x12!.rungar.provider.v1.CreateRequest\x1a\".rungar.provider.v1.CreateResponse\x12O\n\x06\x44\x65lete\x12!.rungar.provider.v1.DeleteRequest\x1a\".rungar.provider.v1.DeleteResponse\x12I\n\x04List\x12\x1f.rungar.provider.v1.ListRequest\x1a .rungar.provider.v1.ListResponse\x12\x61\n\x0cUpdateRunner\x12\'.rungar.provider.v1.UpdateRunnerRequest\x1a(.rungar.provider.v1.UpdateRunnerResponseB/Z-rungar.sh/proto/rungar/provider/v1;providerv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!rungar/provider/v1/provider.proto\x12\x12rungar.provider.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"|\n\nRunnerSpec\x12\r\n\x05vcpus\x18\x01 \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x02 \x01(\x03\x12\x12\n\ndisk_bytes\x18\x03 \x01(\x03\x12\r\n\x05image\x18\x04 \x01(\t\x12&\n\x05\x65xtra\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"l\n\x07JobHint\x12\x12\n\nrepository\x18\x01 \x01(\t\x12\x10\n\x08workflow\x18\x02 \x01(\t\x12\x0b\n\x03job\x18\x03 \x01(\t\x12\x0e\n\x06job_id\x18\x04 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\"\r\n\x0bInfoRequest\"Q\n\x0cInfoResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\"G\n\x15ValidateRunnerRequest\x12.\n\x06runner\x18\x01 \x01(\x0b\x32\x1e.rungar.provider.v1.RunnerSpec\"*\n\x16ValidateRunnerResponse\x12\x10\n\x08problems\x18\x01 \x03(\t\"\xd7\x02\n\rCreateRequest\x12\x13\n\x0brunner_name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tscale_set\x18\x03 \x01(\t\x12=\n\x06labels\x18\x04 \x03(\x0b\x32-.rungar.provider.v1.CreateRequest.LabelsEntry\x12.\n\x06runner\x18\x05 \x01(\x0b\x32\x1e.rungar.provider.v1.RunnerSpec\x12\x12\n\njit_config\x18\x06 \x01(\t\x12*\n\x05hints\x18\x07 \x03(\x0b\x32\x1b.rungar.provider.v1.JobHint\x12,\n\x08\x64\x65\x61\x64line\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"{\n\x0e\x43reateResponse\x12.\n\x07\x63reated\x18\x01 \x01(\x0b\x32\x1b.rungar.provider.v1.CreatedH\x00\x12.\n\x07refused\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.RefusedH\x00\x42\t\n\x07outcome\"7\n\x07\x43reated\x12,\n\x07machine\x18\x01 \x01(\x0b\x32\x1b.rungar.provider.v1.Machine\"\x9d\x01\n\x07Refused\x12.\n\x04kind\x18\x01 \x01(\x0e\x32 .rungar.provider.v1.Refused.Kind\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"?\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04\x46ULL\x10\x01\x12\x0b\n\x07INVALID\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\"\xb7\x02\n\x07Machine\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x30\n\x05state\x18\x02 \x01(\x0e\x32!.rungar.provider.v1.Machine.State\x12\x37\n\x06labels\x18\x03 \x03(\x0b\x32\'.rungar.provider.v1.Machine.LabelsEntry\x12\x0c\n\x04size\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"F\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08STARTING\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\x0b\n\x07STOPPED\x10\x03\"K\n\rDeleteRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x07removal\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.Removal\"\x8d\x04\n\x07Removal\x12\x32\n\x06reason\x18\x01 \x01(\x0e\x32\".rungar.provider.v1.Removal.Reason\x12:\n\nconclusion\x18\x02 \x01(\x0e\x32&.rungar.provider.v1.Removal.Conclusion\x12(\n\x03job\x18\x03 \x01(\x0b\x32\x1b.rungar.provider.v1.JobHint\"\x84\x02\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x11\n\rJOB_COMPLETED\x10\x01\x12\x0f\n\x0bSCALED_DOWN\x10\x02\x12\x11\n\rIDLE_TOO_LONG\x10\x03\x12\x13\n\x0fNEVER_CONNECTED\x10\x04\x12\x0b\n\x07\x45XPIRED\x10\x05\x12\x15\n\x11SCALE_SET_REMOVED\x10\x06\x12\x0b\n\x07\x44RAINED\x10\x07\x12\r\n\tREQUESTED\x10\x08\x12\x0c\n\x08OUTDATED\x10\t\x12\x10\n\x0cUNREGISTERED\x10\n\x12\x10\n\x0c\x44ISCONNECTED\x10\x0b\x12\t\n\x05STUCK\x10\x0c\x12\t\n\x05\x45NDED\x10\r\x12\x0e\n\nNOT_PLACED\x10\x0e\"a\n\nConclusion\x12\x1a\n\x16\x43ONCLUSION_UNSPECIFIED\x10\x00\x12\r\n\tSUCCEEDED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\r\n\tCANCELLED\x10\x03\x12\r\n\tTIMED_OUT\x10\x04\"\x10\n\x0e\x44\x65leteResponse\"\x7f\n\x0bListRequest\x12?\n\x08selector\x18\x01 \x03(\x0b\x32-.rungar.provider.v1.ListRequest.SelectorEntry\x1a/\n\rSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"=\n\x0cListResponse\x12-\n\x08machines\x18\x01 \x03(\x0b\x32\x1b.rungar.provider.v1.Machine\"T\n\x13UpdateRunnerRequest\x12\x13\n\x0brunner_name\x18\x01 \x01(\t\x12(\n\x03job\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.JobHint\"\x16\n\x14UpdateRunnerResponse2\x8e\x04\n\x08Provider\x12I\n\x04Info\x12\x1f.rungar.provider.v1.InfoRequest\x1a .rungar.provider.v1.InfoResponse\x12g\n\x0eValidateRunner\x12).rungar.provider.v1.ValidateRunnerRequest\x1a*.rungar.provider.v1.ValidateRunnerResponse\x12O\n\x06\x43reate\x12!.rungar.provider.v1.CreateRequest\x1a\".rungar.provider.v1.CreateResponse\x12O\n\x06\x44\x65lete\x12!.rungar.provider.v1.DeleteRequest\x1a\".rungar.provider.v1.DeleteResponse\x12I\n\x04List\x12\x1f.rungar.provider.v1.ListRequest\x1a .rungar.provider.v1.ListResponse\x12\x61\n\x0cUpdateRunner\x12\'.rungar.provider.v1.UpdateRunnerRequest\x1a(.rungar.provider.v1.UpdateRunnerResponseB/Z-rungar.sh/proto/rungar/provider/v1;providerv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,47 +44,53 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNNERSPEC']._serialized_start=120
   _globals['_RUNNERSPEC']._serialized_end=244
   _globals['_JOBHINT']._serialized_start=246
-  _globals['_JOBHINT']._serialized_end=322
-  _globals['_INFOREQUEST']._serialized_start=324
-  _globals['_INFOREQUEST']._serialized_end=337
-  _globals['_INFORESPONSE']._serialized_start=339
-  _globals['_INFORESPONSE']._serialized_end=420
-  _globals['_VALIDATERUNNERREQUEST']._serialized_start=422
-  _globals['_VALIDATERUNNERREQUEST']._serialized_end=493
-  _globals['_VALIDATERUNNERRESPONSE']._serialized_start=495
-  _globals['_VALIDATERUNNERRESPONSE']._serialized_end=537
-  _globals['_CREATEREQUEST']._serialized_start=540
-  _globals['_CREATEREQUEST']._serialized_end=883
-  _globals['_CREATEREQUEST_LABELSENTRY']._serialized_start=838
-  _globals['_CREATEREQUEST_LABELSENTRY']._serialized_end=883
-  _globals['_CREATERESPONSE']._serialized_start=885
-  _globals['_CREATERESPONSE']._serialized_end=1008
-  _globals['_CREATED']._serialized_start=1010
-  _globals['_CREATED']._serialized_end=1065
-  _globals['_REFUSED']._serialized_start=1068
-  _globals['_REFUSED']._serialized_end=1225
-  _globals['_REFUSED_KIND']._serialized_start=1162
-  _globals['_REFUSED_KIND']._serialized_end=1225
-  _globals['_MACHINE']._serialized_start=1228
-  _globals['_MACHINE']._serialized_end=1539
-  _globals['_MACHINE_LABELSENTRY']._serialized_start=838
-  _globals['_MACHINE_LABELSENTRY']._serialized_end=883
-  _globals['_MACHINE_STATE']._serialized_start=1469
-  _globals['_MACHINE_STATE']._serialized_end=1539
-  _globals['_DELETEREQUEST']._serialized_start=1541
-  _globals['_DELETEREQUEST']._serialized_end=1570
-  _globals['_DELETERESPONSE']._serialized_start=1572
-  _globals['_DELETERESPONSE']._serialized_end=1588
-  _globals['_LISTREQUEST']._serialized_start=1590
-  _globals['_LISTREQUEST']._serialized_end=1717
-  _globals['_LISTREQUEST_SELECTORENTRY']._serialized_start=1670
-  _globals['_LISTREQUEST_SELECTORENTRY']._serialized_end=1717
-  _globals['_LISTRESPONSE']._serialized_start=1719
-  _globals['_LISTRESPONSE']._serialized_end=1780
-  _globals['_UPDATERUNNERREQUEST']._serialized_start=1782
-  _globals['_UPDATERUNNERREQUEST']._serialized_end=1866
-  _globals['_UPDATERUNNERRESPONSE']._serialized_start=1868
-  _globals['_UPDATERUNNERRESPONSE']._serialized_end=1890
-  _globals['_PROVIDER']._serialized_start=1893
-  _globals['_PROVIDER']._serialized_end=2419
+  _globals['_JOBHINT']._serialized_end=354
+  _globals['_INFOREQUEST']._serialized_start=356
+  _globals['_INFOREQUEST']._serialized_end=369
+  _globals['_INFORESPONSE']._serialized_start=371
+  _globals['_INFORESPONSE']._serialized_end=452
+  _globals['_VALIDATERUNNERREQUEST']._serialized_start=454
+  _globals['_VALIDATERUNNERREQUEST']._serialized_end=525
+  _globals['_VALIDATERUNNERRESPONSE']._serialized_start=527
+  _globals['_VALIDATERUNNERRESPONSE']._serialized_end=569
+  _globals['_CREATEREQUEST']._serialized_start=572
+  _globals['_CREATEREQUEST']._serialized_end=915
+  _globals['_CREATEREQUEST_LABELSENTRY']._serialized_start=870
+  _globals['_CREATEREQUEST_LABELSENTRY']._serialized_end=915
+  _globals['_CREATERESPONSE']._serialized_start=917
+  _globals['_CREATERESPONSE']._serialized_end=1040
+  _globals['_CREATED']._serialized_start=1042
+  _globals['_CREATED']._serialized_end=1097
+  _globals['_REFUSED']._serialized_start=1100
+  _globals['_REFUSED']._serialized_end=1257
+  _globals['_REFUSED_KIND']._serialized_start=1194
+  _globals['_REFUSED_KIND']._serialized_end=1257
+  _globals['_MACHINE']._serialized_start=1260
+  _globals['_MACHINE']._serialized_end=1571
+  _globals['_MACHINE_LABELSENTRY']._serialized_start=870
+  _globals['_MACHINE_LABELSENTRY']._serialized_end=915
+  _globals['_MACHINE_STATE']._serialized_start=1501
+  _globals['_MACHINE_STATE']._serialized_end=1571
+  _globals['_DELETEREQUEST']._serialized_start=1573
+  _globals['_DELETEREQUEST']._serialized_end=1648
+  _globals['_REMOVAL']._serialized_start=1651
+  _globals['_REMOVAL']._serialized_end=2176
+  _globals['_REMOVAL_REASON']._serialized_start=1817
+  _globals['_REMOVAL_REASON']._serialized_end=2077
+  _globals['_REMOVAL_CONCLUSION']._serialized_start=2079
+  _globals['_REMOVAL_CONCLUSION']._serialized_end=2176
+  _globals['_DELETERESPONSE']._serialized_start=2178
+  _globals['_DELETERESPONSE']._serialized_end=2194
+  _globals['_LISTREQUEST']._serialized_start=2196
+  _globals['_LISTREQUEST']._serialized_end=2323
+  _globals['_LISTREQUEST_SELECTORENTRY']._serialized_start=2276
+  _globals['_LISTREQUEST_SELECTORENTRY']._serialized_end=2323
+  _globals['_LISTRESPONSE']._serialized_start=2325
+  _globals['_LISTRESPONSE']._serialized_end=2386
+  _globals['_UPDATERUNNERREQUEST']._serialized_start=2388
+  _globals['_UPDATERUNNERREQUEST']._serialized_end=2472
+  _globals['_UPDATERUNNERRESPONSE']._serialized_start=2474
+  _globals['_UPDATERUNNERRESPONSE']._serialized_end=2496
+  _globals['_PROVIDER']._serialized_start=2499
+  _globals['_PROVIDER']._serialized_end=3025
 # @@protoc_insertion_point(module_scope)

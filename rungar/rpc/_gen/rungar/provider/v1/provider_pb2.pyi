@@ -27,16 +27,20 @@ class RunnerSpec(_message.Message):
     def __init__(self, vcpus: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., image: _Optional[str] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class JobHint(_message.Message):
-    __slots__ = ("repository", "workflow", "job", "job_id")
+    __slots__ = ("repository", "workflow", "job", "job_id", "branch", "run_id")
     REPOSITORY_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     repository: str
     workflow: str
     job: str
     job_id: str
-    def __init__(self, repository: _Optional[str] = ..., workflow: _Optional[str] = ..., job: _Optional[str] = ..., job_id: _Optional[str] = ...) -> None: ...
+    branch: str
+    run_id: str
+    def __init__(self, repository: _Optional[str] = ..., workflow: _Optional[str] = ..., job: _Optional[str] = ..., job_id: _Optional[str] = ..., branch: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class InfoRequest(_message.Message):
     __slots__ = ()
@@ -159,10 +163,66 @@ class Machine(_message.Message):
     def __init__(self, name: _Optional[str] = ..., state: _Optional[_Union[Machine.State, str]] = ..., labels: _Optional[_Mapping[str, str]] = ..., size: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DeleteRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "removal")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    REMOVAL_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    removal: Removal
+    def __init__(self, name: _Optional[str] = ..., removal: _Optional[_Union[Removal, _Mapping]] = ...) -> None: ...
+
+class Removal(_message.Message):
+    __slots__ = ("reason", "conclusion", "job")
+    class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REASON_UNSPECIFIED: _ClassVar[Removal.Reason]
+        JOB_COMPLETED: _ClassVar[Removal.Reason]
+        SCALED_DOWN: _ClassVar[Removal.Reason]
+        IDLE_TOO_LONG: _ClassVar[Removal.Reason]
+        NEVER_CONNECTED: _ClassVar[Removal.Reason]
+        EXPIRED: _ClassVar[Removal.Reason]
+        SCALE_SET_REMOVED: _ClassVar[Removal.Reason]
+        DRAINED: _ClassVar[Removal.Reason]
+        REQUESTED: _ClassVar[Removal.Reason]
+        OUTDATED: _ClassVar[Removal.Reason]
+        UNREGISTERED: _ClassVar[Removal.Reason]
+        DISCONNECTED: _ClassVar[Removal.Reason]
+        STUCK: _ClassVar[Removal.Reason]
+        ENDED: _ClassVar[Removal.Reason]
+        NOT_PLACED: _ClassVar[Removal.Reason]
+    REASON_UNSPECIFIED: Removal.Reason
+    JOB_COMPLETED: Removal.Reason
+    SCALED_DOWN: Removal.Reason
+    IDLE_TOO_LONG: Removal.Reason
+    NEVER_CONNECTED: Removal.Reason
+    EXPIRED: Removal.Reason
+    SCALE_SET_REMOVED: Removal.Reason
+    DRAINED: Removal.Reason
+    REQUESTED: Removal.Reason
+    OUTDATED: Removal.Reason
+    UNREGISTERED: Removal.Reason
+    DISCONNECTED: Removal.Reason
+    STUCK: Removal.Reason
+    ENDED: Removal.Reason
+    NOT_PLACED: Removal.Reason
+    class Conclusion(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        CONCLUSION_UNSPECIFIED: _ClassVar[Removal.Conclusion]
+        SUCCEEDED: _ClassVar[Removal.Conclusion]
+        FAILED: _ClassVar[Removal.Conclusion]
+        CANCELLED: _ClassVar[Removal.Conclusion]
+        TIMED_OUT: _ClassVar[Removal.Conclusion]
+    CONCLUSION_UNSPECIFIED: Removal.Conclusion
+    SUCCEEDED: Removal.Conclusion
+    FAILED: Removal.Conclusion
+    CANCELLED: Removal.Conclusion
+    TIMED_OUT: Removal.Conclusion
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CONCLUSION_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    reason: Removal.Reason
+    conclusion: Removal.Conclusion
+    job: JobHint
+    def __init__(self, reason: _Optional[_Union[Removal.Reason, str]] = ..., conclusion: _Optional[_Union[Removal.Conclusion, str]] = ..., job: _Optional[_Union[JobHint, _Mapping]] = ...) -> None: ...
 
 class DeleteResponse(_message.Message):
     __slots__ = ()

@@ -100,6 +100,8 @@ class ProviderServicer:
     def Delete(self, request, context):
         """Stops and deletes a machine by name. A name the provider does not know (already deleted,
         never created) is success. Answer only once the machine no longer runs the runner.
+        DeleteRequest.removal says why: a provider that learns from its jobs (runnerd) records the
+        job's conclusion from it, never from how the runner's process exited.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,131 @@
+"""``runnerctl jobs [--since D] [--json]``: the jobs runnerd recorded, as it learnt them.
+
+Each job Rungar removed a runner for, with the conclusion GitHub gave it (README, "How runnerd
+learns under Rungar"): what sizing and measured admission read, without opening SQLite. It
+reads the history read-only, so it works with or without the daemon. Register it with
+``add_jobs_command(subparsers)``; the parser sets ``func(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rungar.errors import ConfigError
+from rungar.model.units import format_bytes, format_duration, parse_duration
+from runnerd.config import load_config
+
+COLUMNS = (
+    "ID",
+    "REPOSITORY",
+    "WORKFLOW",
+    "JOB",
+    "RUNNER",
+    "CONCLUSION",
+    "PEAK MEM",
+    "PEAK CPU",
+    "WAITED",
+    "STARTED",
+    "DURATION",
+)
+
+
+def add_jobs_command(subparsers: Any) -> None:
+    jobs = subparsers.add_parser("jobs", help="the jobs runnerd recorded, with their conclusions")
+    jobs.add_argument("--since", default="30d", help="how far back: 12h, 7d, 2w (default 30d)")
+    jobs.add_argument("--json", action="store_true", help="print JSON")
+    jobs.add_argument("--db", help="the job history (default: the config's [host] history)")
+    jobs.set_defaults(func=run_jobs)
+
+
+def window(text: str) -> float:
+    """Seconds in ``--since``: a duration, weeks included. ValueError when it is none."""
+    if text.endswith("w"):
+        return float(text[:-1]) * 7 * 86400
+    return parse_duration(text)
+
+
+def job_entry(row: dict[str, Any]) -> dict[str, Any]:
+    """One recorded job as ``--json`` prints it: sizes in bytes, times in epoch seconds."""
+    started = float(row["started_at"])
+    queued = row["queued_at"]
+    finished = row["finished_at"]
+    return {
+        "id": row["job_id"] or str(row["id"]),
+        "repository": row["repository"],
+        "workflow": row["workflow"],
+        "job": row["job_name"],
+        "branch": row["branch"],
+        "run_id": row["run_id"],
+        "runner": row["runner"],
+        "profile": row["profile"],
+        "conclusion": row["result"],
+        "peak_memory": row["peak_memory"],
+        "peak_cpu": row["peak_cpu"],
+        "avg_cpu": row["avg_cpu"],
+        "waited": max(0.0, started - float(queued)) if queued is not None else 0.0,
+        "started": started,
+        "duration": max(0.0, float(finished) - started) if finished is not None else None,
+        "exit_code": row["exit_code"],
+        "policy": row["policy"],
+        "reserved_memory": row["reserved_memory"],
+        "basis": row["basis"],
+    }
+
+
+def render_jobs(entries: list[dict[str, Any]]) -> str:
+    if not entries:
+        return "no jobs recorded in that time"
+    rows = [COLUMNS] + [
+        (
+            e["id"],
+            e["repository"] or "-",
+            e["workflow"] or "-",
+            e["job"] or "-",
+            e["runner"],
+            e["conclusion"],
+            format_bytes(e["peak_memory"]),
+            f"{e['peak_cpu']:.2f}" if e["peak_cpu"] is not None else "-",
+            format_duration(e["waited"]),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["started"])),
+            format_duration(e["duration"]) if e["duration"] is not None else "-",
+        )
+        for e in entries
+    ]
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(COLUMNS))]
+    return "\n".join(
+        "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def run_jobs(args: argparse.Namespace) -> int:
+    from runnerd.history import History
+
+    try:
+        since = window(args.since)
+    except ValueError as e:
+        print(f"runnerctl jobs: --since: {e}", file=sys.stderr)
+        return 2
+    db = args.db
+    if not db:
+        try:
+            db = load_config(args.config).host.history_path()
+        except ConfigError as e:
+            print("\n".join(e.problems), file=sys.stderr)
+            return 2
+    if not Path(db).exists():
+        print(f"runnerctl: no job history at {db}", file=sys.stderr)
+        return 1
+    history = History(db, read_only=True)
+    try:
+        rows = history.recorded_since(time.time() - since)
+    finally:
+        history.close()
+    entries = [job_entry(row) for row in rows]
+    print(json.dumps(entries, indent=2) if args.json else render_jobs(entries))
+    return 0
