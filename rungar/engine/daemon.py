@@ -26,6 +26,7 @@ from rungar.engine.metrics import Metrics
 from rungar.engine.naming import installation_id
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, read_secret
+from rungar.engine.shipped_plugins import is_shipped, shipped_command
 from rungar.errors import ConfigError
 from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 from rungar.model.provider import Provider
@@ -68,7 +69,8 @@ def make_provider(
     config: ProviderConfig, clock: Clock, plugins: list[Any], installation: str = ""
 ) -> Provider:
     """A provider of any type: in-process fake, gRPC address, or a local plugin to start
-    (handed :func:`plugin_settings`)."""
+    (handed :func:`plugin_settings`): its ``command:``, or for gcp and aws with neither
+    address nor command, the shipped plugin (:mod:`rungar.engine.shipped_plugins`)."""
     options = config.options
     if config.type == "fake" and not config.address and not config.command:
         from rungar.testing.fake_provider import FakeProvider
@@ -83,11 +85,14 @@ def make_provider(
     tls = ClientTls(**tls_options) if tls_options else None
     token = Path(options["token_file"]).read_text().strip() if options.get("token_file") else ""
     timeout = config.timeout or 10.0
-    if config.command:
+    command = config.command
+    if not command and not config.address and is_shipped(config.type):
+        command = shipped_command(config.type)
+    if command:
         from rungar.rpc.plugin import PluginProcess
 
         plugin = PluginProcess(
-            list(config.command),
+            list(command),
             name=config.name,
             clock=clock,
             settings=plugin_settings(config, installation),
