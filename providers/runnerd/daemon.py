@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import structlog
 from rungar.clock import Clock, SystemClock
 from rungar.errors import ConfigError
 from rungar.model.machine import MachineState
+from rungar.stopping import stop_on_signals
 from runnerd import readers
 from runnerd.config import RunnerdConfig, RuntimeKind, check_budget, load_config
 from runnerd.history import History, JobEnd
@@ -177,9 +177,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     config = load_config(config_path)
     # SIGINT/SIGTERM end the daemon through the cleanup below (runners stopped, jobs closed).
     stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stopping.set)
+    stop_on_signals(stopping)  # a second one: exit 130 at once, the runners left to adoption
     daemon = await open_daemon(config, clock, config_text=text)
     host = config.host
     servers = [await serve(daemon.provider, f"unix://{Path(host.socket_path()).resolve()}")]

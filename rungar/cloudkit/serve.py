@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
-import signal
 import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +36,7 @@ from rungar.cloudkit.settings import SettingsProblems
 from rungar.errors import ConfigError
 from rungar.model.provider import Provider
 from rungar.rpc.plugin import SETTINGS_ENV
+from rungar.stopping import stop_on_signals
 
 SettingsT = TypeVar("SettingsT")
 
@@ -151,13 +152,19 @@ async def serve_until_stopped(provider: Provider, args: argparse.Namespace) -> N
     token = Path(args.token_file).read_text().strip() if args.token_file else ""
     server = await serve(provider, args.listen, tls, token)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop_on_signals(stop)
     try:
         await stop.wait()
     finally:
         await server.stop(5.0)
+        _remove_socket(args.listen)
+
+
+def _remove_socket(address: str) -> None:
+    """A unix socket the server made is removed when it stops: the next start binds anew."""
+    if address.startswith("unix://"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(address[len("unix://") :])
 
 
 def run_provider_server(

@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rungar.cli.status import render_status
-from rungar.demo.stack import Stack
+from rungar.demo.stack import Stack, StackStopped
 from rungar.engine.events import Event
 from rungar.testing.github_emulator.model import JobSpec, JobState
 
@@ -80,6 +80,7 @@ class Summary:
     refusals: Counter[tuple[str, str]] = field(default_factory=Counter)
     holds: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    stopped: bool = False  # asked to stop (Ctrl-C, SIGTERM) before every job finished
 
     @property
     def ok(self) -> bool:
@@ -137,11 +138,28 @@ def collect(stack: Stack, events: list[Event], started: float) -> Summary:
 
 
 async def run_demo(
-    console: Console, *, keep: bool = False, burst: Burst | None = None, live: bool = True
+    console: Console,
+    *,
+    keep: bool = False,
+    burst: Burst | None = None,
+    live: bool = True,
+    stop: asyncio.Event | None = None,
 ) -> Summary:
+    """Run the burst, then (``keep``) wait; ``stop`` ends either early, and everything the demo
+    started is stopped and removed on the way out (a kept folder stays)."""
     burst = burst or Burst()
+    stop = stop or asyncio.Event()
+    try:
+        return await _run(console, keep, burst, live, stop)
+    except StackStopped:
+        return Summary(stopped=True)
+
+
+async def _run(
+    console: Console, keep: bool, burst: Burst, live: bool, stop: asyncio.Event
+) -> Summary:
     rng = random.Random(burst.seed)
-    async with Stack(keep_dir=keep) as stack:
+    async with Stack(stop_event=stop) as stack:  # its folder goes when it stops
         assert stack.emulator is not None
         control_engine = _engine_of(stack)
         console.print(f"[bold]rungar demo[/] on loopback, files in {stack.dir}")
@@ -163,7 +181,7 @@ async def run_demo(
         task = progress.add_task("jobs", total=len(large) + burst.small)
         queued_large = False
         with Live(console=console, refresh_per_second=4, transient=True, auto_refresh=live) as view:
-            while time.monotonic() - started < burst.deadline:
+            while time.monotonic() - started < burst.deadline and not stop.is_set():
                 if not queued_large and time.monotonic() - started > burst.large_after:
                     for spec in large:
                         stack.emulator.state.queue_job(spec)
@@ -176,18 +194,22 @@ async def run_demo(
                     view.update(Group(Text(status), progress))
                 if queued_large and done == len(jobs):
                     break
-                await asyncio.sleep(0.5)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.5)
         events = control_engine.engine.events.recent() if control_engine else []
         summary = collect(stack, events, started)
+        summary.stopped = stop.is_set()
         console.print(Text(render_status(control_engine.status())) if control_engine else "")
         console.print(summary.table())
-        if keep:
+        if keep and not stop.is_set():
             console.print(
                 f"\nStill running. In another shell: rungar status --socket {stack.socket}\n"
-                "Press Ctrl-C to stop."
+                "Press Ctrl-C to stop.",
+                highlight=False,
             )
-            with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-                await asyncio.Event().wait()
+            await stop.wait()
+        if stop.is_set():
+            console.print("Stopping: the daemon, the hosts and their runners, the clouds.")
     return summary
 
 

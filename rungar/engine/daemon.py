@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -246,7 +245,11 @@ class Daemon:
         receiver = WebhookReceiver(
             secret, labels, wake, max_body=self.settings.webhook.max_body_bytes, on_outcome=count
         )
-        server = uvicorn.Server(uvicorn.Config(receiver.app(), log_level="warning", lifespan="off"))
+        from rungar.stopping import signal_free_server  # the daemon owns SIGINT and SIGTERM
+
+        server = signal_free_server(
+            uvicorn.Config(receiver.app(), log_level="warning", lifespan="off")
+        )
         self._webhook_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
         return server
 
@@ -311,11 +314,15 @@ class Daemon:
             providers=len(config.providers),
             installation=engine.installation,
         )
-        stop = stop or asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
+        if stop is None:  # a caller that passes its own event owns the signals
+            from rungar.stopping import stop_on_signals, terminate_group
+
+            def plugins_at_once() -> None:
+                for plugin in plugins:
+                    terminate_group(plugin.pid)
+
+            stop = asyncio.Event()
+            stop_on_signals(stop, at_once=plugins_at_once)
         try:
             await stop.wait()
         finally:
