@@ -17,6 +17,7 @@ from rungar import __version__
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("rungar.cli.validate", "check a scale_sets.yaml without contacting anything"),
+    "config": ("rungar.cli.config", "print the effective configuration, or migrate a file"),
     "demo": ("rungar.cli.demo", "run the embedded default on loopback and show what happens"),
     "serve": ("rungar.cli.serve", "run the daemon until SIGTERM; runners are left in place"),
     "status": ("rungar.cli.status", "show the daemon, scale sets, providers, skips and runners"),
