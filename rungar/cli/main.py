@@ -18,6 +18,7 @@ from rungar import __version__
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("rungar.cli.validate", "check a scale_sets.yaml without contacting anything"),
     "config": ("rungar.cli.config", "print the effective configuration, or migrate a file"),
+    "doctor": ("rungar.cli.doctor", "check credentials, providers, clock, disk, files and socket"),
     "demo": ("rungar.cli.demo", "run the embedded default on loopback and show what happens"),
     "serve": ("rungar.cli.serve", "run the daemon until SIGTERM; runners are left in place"),
     "status": ("rungar.cli.status", "show the daemon, scale sets, providers, skips and runners"),
