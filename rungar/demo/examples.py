@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rungar.demo.cloudboot import Booted
+from rungar.demo.files import examples_root
 from rungar.demo.scenario import Summary, collect
 from rungar.demo.stack import Host, Stack
 from rungar.testing.github_emulator.model import JobSpec, JobState
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = examples_root()
 MIB = 1024 * 1024
 
 

@@ -36,12 +36,13 @@ from typing import Any, ClassVar
 
 import yaml
 
+from rungar.demo.files import examples_root
 from rungar.engine.daemon import Daemon
 from rungar.engine.settings import DaemonSettings, load_settings
 from rungar.stopping import terminate_group
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
 
-HERE = Path(__file__).resolve().parents[2] / "examples" / "demo"
+HERE = examples_root() / "demo"
 INSTALLATION = "rungar-demo"
 PAT = "emulator-pat"
 MOTO_REGION = "us-east-1"
