@@ -16,14 +16,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 
 from tests.unit.helm_subset import Unsupported, merge, render
 
 CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "rungar"
-ALL_ON = {
+ALL_ON: dict[str, Any] = {
     "metrics": {"serviceMonitor": {"enabled": True}},
     "networkPolicy": {"metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "mon"}}}]},
     "persistence": {"enabled": True, "storageClass": "fast"},
@@ -50,6 +49,7 @@ def rendered(override: dict[str, Any] | None = None) -> dict[str, dict[str, Any]
 
 
 def test_the_default_and_the_all_on_values_match_the_charts_schema() -> None:
+    jsonschema: Any = pytest.importorskip("jsonschema")
     schema = yaml.safe_load((CHART / "values.schema.json").read_text())
     jsonschema.validate(values(), schema)
     jsonschema.validate(values(ALL_ON), schema)
