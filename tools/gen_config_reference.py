@@ -374,7 +374,7 @@ def render_reference() -> str:
         "",
         "### `timing`",
         "",
-        "Every duration of the placement and scaling rules, with the seeds' values as defaults.",
+        "Every duration of the placement and scaling rules, with their defaults.",
         "Tests and `make demo` compress them; production rarely needs to change them.",
         "",
         *table(timing_rows()),
