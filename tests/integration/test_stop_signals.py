@@ -108,6 +108,56 @@ def test_rungar_serve_stops_removes_its_socket_and_exits_0(
     assert not sock.exists()
 
 
+PLUGIN = """
+import asyncio, os, sys
+from rungar.rpc.plugin import serve_plugin
+from rungar.testing.fake_provider import FakeProvider
+
+with open(sys.argv[1], "w") as f:
+    f.write(f"{os.getpid()} {os.path.dirname(os.environ['RUNGAR_PLUGIN_SOCKET'])}")
+asyncio.run(serve_plugin(FakeProvider("mine")))
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=ids)
+def test_rungar_serve_stops_the_plugins_it_started_and_removes_their_folders(
+    signum: int, tmp_path: Path, emulator: GitHubEmulator
+) -> None:
+    (tmp_path / "plugin.py").write_text(PLUGIN)
+    started = tmp_path / "plugin.started"
+    command = json.dumps([sys.executable, str(tmp_path / "plugin.py"), str(started)])
+    (tmp_path / "scale_sets.yaml").write_text(
+        f"providers: [{{ name: mine, type: mine, command: {command} }}]\n"
+        "scale_sets: [{ name: s, max_runners: 1, providers: [mine] }]\n"
+    )
+    (tmp_path / "token").write_text("emulator-pat")
+    (tmp_path / "token").chmod(0o600)
+    settings = {
+        "github": {"url": emulator.org_url, "token_path": str(tmp_path / "token")},
+        "scale_sets": str(tmp_path / "scale_sets.yaml"),
+        "state_dir": str(tmp_path / "state"),
+        "socket": str(tmp_path / "rungar.sock"),
+        "log_level": "warning",
+    }
+    (tmp_path / "rungar.yaml").write_text(yaml.safe_dump(settings))
+    daemon = start("-m", "rungar.cli.main", "serve", "-c", str(tmp_path / "rungar.yaml"))
+    wait_for_path(daemon, tmp_path / "rungar.sock")
+    pid_text, folder = started.read_text().split(" ", 1)
+    assert alive(int(pid_text)) and Path(folder).is_dir()
+    code, err = stopped_by(daemon, signum)
+    assert code == 0, err
+    assert not alive(int(pid_text)), "the plugin outlived the daemon"
+    assert not Path(folder).exists(), "the plugin's private folder was left behind"
+
+
 @pytest.mark.parametrize("signum", SIGNALS, ids=ids)
 def test_the_github_emulator_stops_and_exits_0(signum: int) -> None:
     process = start("-m", "rungar.cli.main", "github-emulator", "--port", "0")
