@@ -81,9 +81,13 @@ def test_every_probe_asks_the_daemon_through_its_admin_socket() -> None:
 
 def test_the_settings_and_scale_sets_reach_the_pod_as_rungar_reads_them(tmp_path: Path) -> None:
     from rungar.config.loader import parse_scale_sets
+    from rungar.engine.settings import load_settings
 
     config = rendered()["ConfigMap"]["data"]
     assert yaml.safe_load(config["rungar.yaml"]) == values()["settings"]
+    (tmp_path / "rungar.yaml").write_text(config["rungar.yaml"])
+    settings = load_settings(str(tmp_path / "rungar.yaml"))  # raises on anything it refuses
+    assert settings.socket == "/run/rungar/rungar.sock"
     assert parse_scale_sets(config["scale_sets.yaml"], "scale_sets.yaml").providers[0].name == "gcp"
 
 
