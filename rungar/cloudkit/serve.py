@@ -150,9 +150,9 @@ async def serve_until_stopped(provider: Provider, args: argparse.Namespace) -> N
         return
     tls = ServerTls(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
     token = Path(args.token_file).read_text().strip() if args.token_file else ""
-    server = await serve(provider, args.listen, tls, token)
     stop = asyncio.Event()
-    stop_on_signals(stop)
+    stop_on_signals(stop)  # before the socket appears: whoever waits for it may signal at once
+    server = await serve(provider, args.listen, tls, token)
     try:
         await stop.wait()
     finally:

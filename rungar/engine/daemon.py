@@ -255,6 +255,17 @@ class Daemon:
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         settings = self.settings
+        plugins: list[Any] = []
+        if stop is None:  # a caller that passes its own event owns the signals
+            from rungar.stopping import stop_on_signals, terminate_group
+
+            def plugins_at_once() -> None:
+                for plugin in plugins:
+                    terminate_group(plugin.pid)
+
+            # First of all: a signal while starting stops it as cleanly as one later.
+            stop = asyncio.Event()
+            stop_on_signals(stop, at_once=plugins_at_once)
         config = load_scale_sets(settings.scale_sets)
         webhook_socket = self._bind_webhook()
         state_dir = Path(settings.state_dir)
@@ -273,7 +284,6 @@ class Daemon:
         for warning in self.warnings:
             log.warning(warning)
         installation = settings.installation or installation_id(settings.github.url)
-        plugins: list[Any] = []
         providers = {
             p.name: make_provider(p, self.clock, plugins, installation) for p in config.providers
         }
@@ -314,15 +324,6 @@ class Daemon:
             providers=len(config.providers),
             installation=engine.installation,
         )
-        if stop is None:  # a caller that passes its own event owns the signals
-            from rungar.stopping import stop_on_signals, terminate_group
-
-            def plugins_at_once() -> None:
-                for plugin in plugins:
-                    terminate_group(plugin.pid)
-
-            stop = asyncio.Event()
-            stop_on_signals(stop, at_once=plugins_at_once)
         try:
             await stop.wait()
         finally:

@@ -67,7 +67,7 @@ def stopped_by(process: subprocess.Popen[str], signum: int) -> tuple[int, str]:
         _, err = process.communicate(timeout=STOP_WITHIN)
     except subprocess.TimeoutExpired:
         process.kill()
-        process.communicate()
+        process.wait()  # not communicate(): a child it left may hold the pipes open
         raise AssertionError(f"still running {STOP_WITHIN:g}s after {signum!r}") from None
     return process.returncode, err
 
