@@ -76,3 +76,23 @@ def signal_free_server(config: Any) -> Any:
             return contextlib.nullcontext()
 
     return SignalFreeServer(config)
+
+
+def exit_until_serving() -> Callable[[], None]:
+    """Before anything is started (settings read, modules imported): SIGINT or SIGTERM ends the
+    command at once with 0, as there is nothing to stop yet. :func:`stop_on_signals` takes the
+    signals over once the loop runs. Returns what puts the previous handlers back."""
+
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    before: dict[int, Any] = {}
+    for signum in SIGNALS:
+        with contextlib.suppress(ValueError):  # not the main thread: the caller handles them
+            before[signum] = signal.signal(signum, leave)
+
+    def restore() -> None:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+    return restore

@@ -36,7 +36,7 @@ from rungar.cloudkit.settings import SettingsProblems
 from rungar.errors import ConfigError
 from rungar.model.provider import Provider
 from rungar.rpc.plugin import SETTINGS_ENV
-from rungar.stopping import stop_on_signals
+from rungar.stopping import exit_until_serving, stop_on_signals
 
 SettingsT = TypeVar("SettingsT")
 
@@ -179,6 +179,20 @@ def run_provider_server(
     ``parse_settings`` raises ``ValueError`` listing every problem of the settings
     (``SettingsProblems``, to name where each one came from).
     """
+    restore = exit_until_serving()  # a signal while the settings and the SDK load: exit 0
+    try:
+        return _run_provider_server(prog, description, parse_settings, open_provider, argv)
+    finally:
+        restore()
+
+
+def _run_provider_server(
+    prog: str,
+    description: str,
+    parse_settings: Callable[[Mapping[str, Any]], SettingsT],
+    open_provider: Callable[[SettingsT], ClosableProvider],
+    argv: Sequence[str] | None,
+) -> int:
     args = build_parser(prog, description).parse_args(argv)
     try:
         sources = read_sources(args.config)
