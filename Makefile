@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-long lint types unit proto proto-check bench clean
+.PHONY: demo test test-long lint types unit proto proto-check bench dist clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,5 +41,10 @@ test-long: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
+# A wheel and an sdist in dist/, built offline with the environment's own setuptools.
+dist: $(STAMP)
+	rm -rf dist build
+	$(BIN)/python tools/build_dist.py dist
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -4,7 +4,7 @@
 markers. Both come from ``rungar/config/schema.py`` (scale_sets.yaml: every key, type, default
 and description, the timing block included) and ``rungar/engine/settings.py`` (the daemon's
 rungar.yaml), so the reference cannot drift from what ``rungar validate`` accepts: a test
-compares the committed files with this script's output (issue 9, item 4).
+compares the committed files with this script's output.
 
 The pydantic settings models carry no descriptions, so :data:`SETTINGS_NOTES` gives one per key;
 a key the model gains without a note, or a note for a key it lost, stops the generator.
@@ -46,7 +46,8 @@ Row = tuple[str, str, str, str]  # key, type, default, description
 GENERIC_NOTE = "Duration."
 TIMING_FALLBACK: dict[str, str] = {
     "timing.disconnected_grace": (
-        "Not read yet: a runner offline on GitHub is removed after its scale set's start_timeout."
+        "An idle runner offline on GitHub this long is removed as disconnected; 0 = the scale "
+        "set's start_timeout."
     ),
     "timing.session_retry_first": (
         "First wait before asking GitHub for the message session again; doubles up to "
@@ -129,8 +130,8 @@ SETTINGS_NOTES: dict[str, str] = {
         "its message session); empty = no metrics server."
     ),
     "webhook": (
-        "The workflow_job webhook receiver. Accepted and checked; `rungar serve` does not "
-        "start it yet."
+        "The workflow_job webhook receiver: `rungar serve` starts it when listen is set, and "
+        "each verified delivery wakes the scale sets whose labels it matches."
     ),
     "webhook.listen": "`host:port` of the receiver; empty = none.",
     "webhook.secret_path": (
@@ -403,7 +404,10 @@ def render_reference() -> str:
         "### `providers[]`: keys every provider has",
         "",
         "A provider is one backend that creates a runner's machine or refuses. Rungar reaches it",
-        "at `address`, or starts `command` itself as a plugin on a private unix socket.",
+        "at `address`, or starts `command` itself as a plugin on a private unix socket. A",
+        "`gcp` or `aws` provider with neither starts the plugin shipped beside `rungar`",
+        "(`rungar-provider-gcp`, `rungar-provider-aws`); `runnerd` is a host of its own and",
+        "always needs an `address`.",
         "",
         *table(provider_common_rows()),
         "",
@@ -432,7 +436,7 @@ def render_reference() -> str:
         "",
         "### `timing`",
         "",
-        "Every duration of the placement and scaling rules, with the seeds' values as defaults.",
+        "Every duration of the placement and scaling rules, with their defaults.",
         "Tests and `make demo` compress them; production rarely needs to change them.",
         "",
         *table(timing_rows()),

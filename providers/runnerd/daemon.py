@@ -21,6 +21,7 @@ import structlog
 from rungar.clock import Clock, SystemClock
 from rungar.errors import ConfigError
 from rungar.model.machine import MachineState
+from rungar.stopping import stop_on_signals
 from runnerd import readers
 from runnerd.config import RunnerdConfig, RuntimeKind, check_budget, load_config
 from runnerd.events import EventLog
@@ -235,10 +236,9 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     config = load_config(config_path)
     # SIGINT/SIGTERM end the daemon through the cleanup below (runners stopped, jobs closed).
     stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stopping.set)
+    stop_on_signals(stopping)  # a second one: exit 130 at once, the runners left to adoption
     daemon = await open_daemon(config, clock, config_text=text)
+    loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, reload, daemon, config_path)
     host = config.host
     servers = [await serve(daemon.provider, f"unix://{Path(host.socket_path()).resolve()}")]

@@ -44,16 +44,30 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from rungar import logs
-    from rungar.demo.scenario import Burst, run_demo
+    from rungar.demo.scenario import Burst, Summary, run_demo
 
     logs.configure("error")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     console = Console(width=None if sys.stdout.isatty() else 132)
     burst = Burst(small=args.small, large=args.large)
-    try:
-        summary = asyncio.run(run_demo(console, keep=args.keep, burst=burst, live=not args.no_live))
-    except KeyboardInterrupt:
-        return 130
+
+    async def until_done_or_stopped() -> Summary:
+        from rungar.demo.stack import Stack
+        from rungar.stopping import stop_on_signals
+
+        stop = asyncio.Event()
+        stop_on_signals(
+            stop,
+            at_once=Stack.terminate_all_now,
+            note="Stopping the demo; press Ctrl-C again to stop at once.",
+        )
+        return await run_demo(
+            console, keep=args.keep, burst=burst, live=not args.no_live, stop=stop
+        )
+
+    summary = asyncio.run(until_done_or_stopped())
+    if summary.stopped:
+        return 0
     if not summary.ok:
         console.print(f"[red]only {summary.completed} of {summary.jobs} jobs finished[/]")
         return 1

@@ -13,6 +13,7 @@ import contextlib
 import sys
 from typing import Any
 
+from rungar.stopping import stop_on_signals
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
 
 DESCRIPTION = """\
@@ -114,8 +115,19 @@ def run(args: argparse.Namespace) -> int:
         print(base, flush=True)  # the first line: scripts read the URL from it
         print(f"github.url for rungar: {base}/{args.owner} (PAT: emulator-pat)", flush=True)
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(emulator.serve_forever(args.host, args.port, ready))
+    async def serve_until_stopped() -> None:
+        stop = asyncio.Event()
+        stop_on_signals(stop)
+        serving = asyncio.create_task(emulator.serve_forever(args.host, args.port, ready))
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (serving, stopped):
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving  # raises what ended it, if it ended by itself
+        stopped.cancel()
+
+    asyncio.run(serve_until_stopped())
     return 0
 
 

@@ -17,6 +17,8 @@ from rungar import __version__
 # subcommand -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("rungar.cli.validate", "check a scale_sets.yaml without contacting anything"),
+    "config": ("rungar.cli.config", "print the effective configuration, or migrate a file"),
+    "doctor": ("rungar.cli.doctor", "check credentials, providers, clock, disk, files and socket"),
     "demo": ("rungar.cli.demo", "run the embedded default on loopback and show what happens"),
     "serve": ("rungar.cli.serve", "run the daemon until SIGTERM; runners are left in place"),
     "status": ("rungar.cli.status", "show the daemon, scale sets, providers, skips and runners"),
@@ -28,15 +30,32 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reconcile": ("rungar.cli.reconcile", "run a reconcile pass now"),
     "github-emulator": ("rungar.cli.github_emulator", "serve a loopback GitHub for tests"),
     "fake-runner": ("rungar.cli.fake_runner", "act as a runner for the GitHub emulator"),
+    "completion": ("rungar.cli.completion", "print a completion script for bash, zsh or fish"),
 }
+
+EPILOG = """exit codes:
+  0    success
+  1    a runtime error, or a doctor check failed
+  2    a configuration or usage error
+  130  stopped at once by a second Ctrl-C
+
+colour: --color never|auto|always (auto: on a terminal, unless NO_COLOR is set)
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rungar",
         description="Places GitHub Actions runners across providers that create or refuse.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"rungar {__version__}")
+    parser.add_argument(
+        "--color",
+        choices=("never", "auto", "always"),
+        help="colour the output: never, auto (a terminal without NO_COLOR), always",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
@@ -47,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.color:
+        from rungar.cli.style import set_mode
+
+        set_mode(args.color)
     if not args.command:
         parser.print_help()
         return 2

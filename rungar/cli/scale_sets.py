@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "inspect":
             found = await client.inspect_scale_set(args.name)
             if args.json:
-                print_json(found)
+                print_json({**found, "runs_on": runs_on(found)})
             else:
                 print("\n".join(inspect_lines(found)))
             return EXIT_OK
@@ -110,6 +110,13 @@ def ls_row(entry: dict[str, Any]) -> list[object]:
     ]
 
 
+def runs_on(found: dict[str, Any]) -> str:
+    """The ``runs-on:`` value a workflow job uses to get this scale set's runners: its labels
+    (its name when it sets none), as a YAML flow list when there are several."""
+    labels = list(found.get("labels") or [found["name"]])
+    return labels[0] if len(labels) == 1 else "[" + ", ".join(labels) + "]"
+
+
 def inspect_lines(found: dict[str, Any]) -> list[str]:
     providers = ",".join(found.get("providers", []))
     if found.get("placement"):
@@ -137,6 +144,7 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
             ("Start timeout", format_age(start_timeout) if start_timeout is not None else None),
         ]
     )
+    lines += ["", "In a workflow", f"  runs-on: {runs_on(found)}"]
     skips = found.get("skips", [])
     lines += ["", f"Skips ({len(skips)})"] + [f"  {s['sentence']}" for s in skips]
     runner_list = found.get("runner_list", [])

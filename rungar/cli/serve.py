@@ -16,6 +16,16 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rungar.stopping import exit_until_serving
+
+    restore = exit_until_serving()  # a signal before the daemon runs: nothing to stop, exit 0
+    try:
+        return _serve(args)
+    finally:
+        restore()
+
+
+def _serve(args: argparse.Namespace) -> int:
     from rungar import logs
     from rungar.engine.daemon import Daemon
     from rungar.engine.settings import load_settings

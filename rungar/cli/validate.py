@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
                 print(line, file=sys.stderr)
         return EXIT_CONFIG
     providers, scale_sets = len(config.providers), len(config.scale_sets)
+    warnings = _warnings(path)
     if args.json:
         result: dict[str, Any] = {
             "file": path,
@@ -109,4 +110,20 @@ def run(args: argparse.Namespace) -> int:
             width = max((len(key) for key, _ in paths), default=0)
             for key, value in paths:
                 print(f"  {key.ljust(width)}  {value}")
+    for warning in warnings:  # on stderr either way: stdout stays the result
+        print(f"Warning: {warning}", file=sys.stderr)
     return EXIT_OK
+
+
+def _warnings(path: str) -> list[str]:
+    """What still loads but is to change: a file that states no format (README, "Stability")."""
+    from rungar.config.migrate import version_of
+
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    if version_of(text) == 0:
+        return [
+            f"{path} states no version:; `rungar config migrate --write {path}` adds it "
+            "(a later format may need it)"
+        ]
+    return []

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
-import signal
 import sys
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +36,7 @@ from rungar.cloudkit.settings import SettingsProblems
 from rungar.errors import ConfigError
 from rungar.model.provider import Provider
 from rungar.rpc.plugin import SETTINGS_ENV
+from rungar.stopping import exit_until_serving, stop_on_signals
 
 SettingsT = TypeVar("SettingsT")
 
@@ -149,15 +150,21 @@ async def serve_until_stopped(provider: Provider, args: argparse.Namespace) -> N
         return
     tls = ServerTls(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
     token = Path(args.token_file).read_text().strip() if args.token_file else ""
-    server = await serve(provider, args.listen, tls, token)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop_on_signals(stop)  # before the socket appears: whoever waits for it may signal at once
+    server = await serve(provider, args.listen, tls, token)
     try:
         await stop.wait()
     finally:
         await server.stop(5.0)
+        _remove_socket(args.listen)
+
+
+def _remove_socket(address: str) -> None:
+    """A unix socket the server made is removed when it stops: the next start binds anew."""
+    if address.startswith("unix://"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(address[len("unix://") :])
 
 
 def run_provider_server(
@@ -172,6 +179,20 @@ def run_provider_server(
     ``parse_settings`` raises ``ValueError`` listing every problem of the settings
     (``SettingsProblems``, to name where each one came from).
     """
+    restore = exit_until_serving()  # a signal while the settings and the SDK load: exit 0
+    try:
+        return _run_provider_server(prog, description, parse_settings, open_provider, argv)
+    finally:
+        restore()
+
+
+def _run_provider_server(
+    prog: str,
+    description: str,
+    parse_settings: Callable[[Mapping[str, Any]], SettingsT],
+    open_provider: Callable[[SettingsT], ClosableProvider],
+    argv: Sequence[str] | None,
+) -> int:
     args = build_parser(prog, description).parse_args(argv)
     try:
         sources = read_sources(args.config)

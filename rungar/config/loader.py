@@ -37,6 +37,8 @@ from rungar.config.yaml_safe import MAX_BYTES, decode, read_yaml
 from rungar.model.runner_block import RunnerBlock
 
 FAKE_TYPE = "fake"  # the scripted test provider runs in-process: no address or command
+SHIPPED_TYPES = frozenset({"gcp", "aws"})  # start their shipped plugin when neither is set
+HOST_TYPE = "runnerd"  # a host of its own: always reached at an address
 
 
 def load_scale_sets(path: str | os.PathLike[str]) -> ScaleSetsFile:
@@ -192,8 +194,16 @@ def _check_reachability(record: Record, provider_type: str | None, checker: Chec
         checker.fail(
             record.mark_of("command"), record.path_of("command"), "set address or command, not both"
         )
-    if not has_address and not has_command and provider_type != FAKE_TYPE:
-        checker.fail(record.mark, record.path, "needs an address or a command")
+    if not has_address and not has_command:
+        if provider_type == HOST_TYPE:
+            checker.fail(
+                record.mark,
+                record.path,
+                "needs an address: runnerd runs on a host of its own, reached at its "
+                "unix:// socket or host:port",
+            )
+        elif provider_type not in SHIPPED_TYPES and provider_type != FAKE_TYPE:
+            checker.fail(record.mark, record.path, "needs an address or a command")
     address = record.get("address", "")
     too_long = unix_path_problem(address)
     if too_long:

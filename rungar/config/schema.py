@@ -1,5 +1,5 @@
 """The shape of scale_sets.yaml, declared once: the loader checks against it, and
-:func:`json_schema` renders it as the committed ``config/scale_sets.schema.json`` (issue 2, item 2).
+:func:`json_schema` renders it as the committed ``config/scale_sets.schema.json``.
 
 Rules and defaults follow rungar-go.md §2.1 and the Placement seed (004): ``weight`` positive and
 finite, ``max_runners`` 1..10000, ``start_timeout`` at least 30 s, ``reconcile_interval`` at least
@@ -185,13 +185,15 @@ PROVIDER_COMMON = (
     Field(
         "address",
         ADDRESS,
-        "Where the provider plugin listens; a relative unix: path is relative to this file's "
-        "folder. Set this or command.",
+        "Where the provider listens; a relative unix: path is relative to this file's folder. "
+        "Set this or command; runnerd needs it; gcp and aws with neither start their shipped "
+        "plugin.",
     ),
     Field(
         "command",
         ListOf(TEXT, min_items=1),
-        "A local provider plugin to start. Set this or address.",
+        "A local provider plugin to start. Set this or address; overrides gcp's and aws's "
+        "shipped plugin.",
     ),
     Field(
         "timeout",
@@ -383,7 +385,9 @@ def file_obj() -> Obj:
             Field("version", Int(1, 1), "Format version; only 1.", default=1),
             Field("providers", ListOf(provider_obj(None), min_items=1), "Providers.", True),
             Field("scale_sets", ListOf(SCALE_SET, min_items=1), "Scale sets.", True),
-            Field("timing", timing_obj(), "Every duration of the seeds.", default={}),
+            Field(
+                "timing", timing_obj(), "Every duration Rungar waits, with its default.", default={}
+            ),
         ),
         free_prefix="x-",
     )

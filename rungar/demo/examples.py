@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
 import time
@@ -21,14 +22,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rungar.demo.cloudboot import Booted
+from rungar.demo.files import examples_root
 from rungar.demo.learning import settled_learning
 from rungar.demo.scenario import Summary, collect
-from rungar.demo.stack import Host, Stack
+from rungar.demo.stack import Host, Stack, StackStopped
 from rungar.testing.github_emulator.model import JobSpec, JobState
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES_DIR = examples_root()
 MIB = 1024 * 1024
 
 
@@ -157,8 +160,11 @@ def _insert_paths(inserts: Sequence[tuple[str, str, bool]]) -> dict[str, str]:
     return {runner: " → ".join(steps) for runner, steps in paths.items()}
 
 
-async def run_example(example: Example, *, keep_dir: bool = False) -> Outcome:
-    """Bring the example's world up, run its waves to the end, and say what happened."""
+async def run_example(
+    example: Example, *, keep_dir: bool = False, stop: asyncio.Event | None = None
+) -> Outcome:
+    """Bring the example's world up, run its waves to the end, and say what happened; ``stop``
+    ends it early, with everything it started stopped (README, "Stopping")."""
     from rungar.engine.daemon import Daemon
 
     stack = Stack(
@@ -167,6 +173,7 @@ async def run_example(example: Example, *, keep_dir: bool = False) -> Outcome:
         gcp_out_of_stock=example.gcp_out_of_stock,
         aws_spot_capacity=example.aws_spot_capacity,
         keep_dir=keep_dir,
+        stop_event=stop or asyncio.Event(),
     )
     async with stack:
         assert stack.emulator is not None
@@ -174,7 +181,7 @@ async def run_example(example: Example, *, keep_dir: bool = False) -> Outcome:
         started = time.monotonic()
         pending = list(example.waves)
         queued = 0
-        while time.monotonic() - started < example.deadline:
+        while time.monotonic() - started < example.deadline and not stack.stop_event.is_set():
             begun = sum(1 for j in state.jobs.values() if j.started_at)
             while pending and begun >= pending[0].after_started:
                 for spec in pending.pop(0).jobs:
@@ -183,7 +190,8 @@ async def run_example(example: Example, *, keep_dir: bool = False) -> Outcome:
             done = sum(1 for j in state.jobs.values() if j.state is JobState.COMPLETED)
             if not pending and done == queued:
                 break
-            await asyncio.sleep(0.25)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stack.stop_event.wait(), 0.25)
         control = Daemon.running.get(stack.socket)
         events = control.engine.events.recent() if control is not None else []
         learning = await settled_learning(
@@ -191,6 +199,9 @@ async def run_example(example: Example, *, keep_dir: bool = False) -> Outcome:
         )
         outcome = Outcome(example.name, collect(stack, events, started))
         outcome.summary.learning = learning
+        outcome.summary.stopped = stack.stop_event.is_set() and not stack_done(
+            state, queued, pending
+        )
         placed = {
             e.name: e.provider
             for e in events
@@ -213,6 +224,11 @@ async def run_example(example: Example, *, keep_dir: bool = False) -> Outcome:
     return outcome
 
 
+def stack_done(state: Any, queued: int, pending: list[Any]) -> bool:
+    done = sum(1 for j in state.jobs.values() if j.state is JobState.COMPLETED)
+    return not pending and done == queued
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m rungar.demo.examples", description="run one of examples/ on loopback"
@@ -224,7 +240,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     logs.configure("error")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
-    outcome = asyncio.run(run_example(EXAMPLES[args.example], keep_dir=args.keep_dir))
+
+    async def until_done_or_stopped() -> Outcome | None:
+        from rungar.stopping import stop_on_signals
+
+        stop = asyncio.Event()
+        stop_on_signals(stop, at_once=Stack.terminate_all_now)
+        try:
+            return await run_example(EXAMPLES[args.example], keep_dir=args.keep_dir, stop=stop)
+        except StackStopped:
+            return None
+
+    outcome = asyncio.run(until_done_or_stopped())
+    if outcome is None or outcome.summary.stopped:
+        return 0  # asked to stop: everything it started is stopped
     print("\n".join(outcome.lines()))
     return 0 if outcome.summary.ok else 1
 

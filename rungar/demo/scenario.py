@@ -27,7 +27,7 @@ from rich.text import Text
 
 from rungar.cli.status import render_status
 from rungar.demo.learning import HostLearning, settled_learning
-from rungar.demo.stack import Stack
+from rungar.demo.stack import Stack, StackStopped
 from rungar.engine.events import Event
 from rungar.testing.github_emulator.model import JobSpec, JobState
 
@@ -85,6 +85,7 @@ class Summary:
     holds: list[str] = field(default_factory=list)
     learning: list[HostLearning] = field(default_factory=list)  # per runnerd host
     seconds: float = 0.0
+    stopped: bool = False  # asked to stop (Ctrl-C, SIGTERM) before every job finished
 
     @property
     def ok(self) -> bool:
@@ -144,11 +145,28 @@ def collect(stack: Stack, events: list[Event], started: float) -> Summary:
 
 
 async def run_demo(
-    console: Console, *, keep: bool = False, burst: Burst | None = None, live: bool = True
+    console: Console,
+    *,
+    keep: bool = False,
+    burst: Burst | None = None,
+    live: bool = True,
+    stop: asyncio.Event | None = None,
 ) -> Summary:
+    """Run the burst, then (``keep``) wait; ``stop`` ends either early, and everything the demo
+    started is stopped and removed on the way out (a kept folder stays)."""
     burst = burst or Burst()
+    stop = stop or asyncio.Event()
+    try:
+        return await _run(console, keep, burst, live, stop)
+    except StackStopped:
+        return Summary(stopped=True)
+
+
+async def _run(
+    console: Console, keep: bool, burst: Burst, live: bool, stop: asyncio.Event
+) -> Summary:
     rng = random.Random(burst.seed)
-    async with Stack(keep_dir=keep) as stack:
+    async with Stack(stop_event=stop) as stack:  # its folder goes when it stops
         assert stack.emulator is not None
         control_engine = _engine_of(stack)
         console.print(f"[bold]rungar demo[/] on loopback, files in {stack.dir}")
@@ -170,7 +188,7 @@ async def run_demo(
         task = progress.add_task("jobs", total=len(large) + burst.small)
         queued_large = False
         with Live(console=console, refresh_per_second=4, transient=True, auto_refresh=live) as view:
-            while time.monotonic() - started < burst.deadline:
+            while time.monotonic() - started < burst.deadline and not stop.is_set():
                 if not queued_large and time.monotonic() - started > burst.large_after:
                     for spec in large:
                         stack.emulator.state.queue_job(spec)
@@ -183,22 +201,26 @@ async def run_demo(
                     view.update(Group(Text(status), progress))
                 if queued_large and done == len(jobs):
                     break
-                await asyncio.sleep(0.5)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.5)
         events = control_engine.engine.events.recent() if control_engine else []
         learning = await settled_learning(
             [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts]
         )
         summary = collect(stack, events, started)
         summary.learning = learning
+        summary.stopped = stop.is_set()
         console.print(Text(render_status(control_engine.status())) if control_engine else "")
         console.print(summary.table())
-        if keep:
+        if keep and not stop.is_set():
             console.print(
                 f"\nStill running. In another shell: rungar status --socket {stack.socket}\n"
-                "Press Ctrl-C to stop."
+                "Press Ctrl-C to stop.",
+                highlight=False,
             )
-            with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-                await asyncio.Event().wait()
+            await stop.wait()
+        if stop.is_set():
+            console.print("Stopping: the daemon, the hosts and their runners, the clouds.")
     return summary
 
 

@@ -28,23 +28,33 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
+from rungar.demo.files import examples_root
 from rungar.engine.daemon import Daemon
 from rungar.engine.settings import DaemonSettings, load_settings
+from rungar.stopping import terminate_group
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
 
-HERE = Path(__file__).resolve().parents[2] / "examples" / "demo"
+HERE = examples_root() / "demo"
 INSTALLATION = "rungar-demo"
 PAT = "emulator-pat"
 MOTO_REGION = "us-east-1"
+# Stopping stays within the 10 seconds every command promises (README, "Stopping").
+DAEMON_STOP_GRACE = 4.0
+HOST_STOP_GRACE = 4.0
 # What an AWS account would already have: placeholders until moto's server has made them.
 CLOUD_PLACEHOLDERS = {"AMI": "ami-unused", "SUBNET_1": "subnet-unused", "SUBNET_2": "subnet-unused"}
+
+
+class StackStopped(Exception):
+    """Asked to stop (``stop_event`` set) before the world was up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,12 +95,14 @@ class Stack:
     gce: Any = None  # the GCE fake, when a provider is of type gcp
     gce_booter: Any = None
     spot_market: Any = None
+    alive: ClassVar[list[Stack]] = []  # worlds up in this process, for a second Ctrl-C
 
     @property
     def socket(self) -> str:
         return str(self.dir / "rungar.sock")
 
     async def __aenter__(self) -> Stack:
+        Stack.alive.append(self)
         try:
             await self.start()
         except BaseException:
@@ -152,6 +164,7 @@ class Stack:
         host_dir.mkdir(parents=True)
         values = {
             "NAME": host.name,
+            "RUN": self.dir.name,
             "MEMORY_MAX": host.memory_max,
             "DIR": str(self.dir),
             "PYTHON": sys.executable,
@@ -186,6 +199,8 @@ class Stack:
         for _ in range(int(seconds * 10)):
             if ready():
                 return
+            if self.stop_event.is_set():
+                raise StackStopped(f"asked to stop while waiting for {what}")
             for process in self.processes:
                 if process.poll() is not None:
                     raise RuntimeError(f"a demo process exited early while waiting for {what}")
@@ -251,20 +266,30 @@ class Stack:
         self.gce_booter = GceBooter(self.gce.endpoint, self.gce.project, self.dir / "gcp-machines")
         self.gce_booter.start()
 
+    @classmethod
+    def terminate_all_now(cls) -> None:
+        """For a second Ctrl-C: SIGTERM to every running world's hosts, which then stop their
+        runners and remove their cgroups by themselves; the folders are left."""
+        for stack in list(cls.alive):
+            for process in stack.processes:
+                if process.poll() is None:
+                    terminate_group(process.pid)
+
     async def stop(self) -> None:
         self.stop_event.set()
         if self.daemon_task is not None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self.daemon_task, 20)
+                await asyncio.wait_for(self.daemon_task, DAEMON_STOP_GRACE)
         for booter in (self.booter, self.gce_booter):
             if booter is not None:
                 booter.stop()
         for process in self.processes:
             if process.poll() is None:
-                process.terminate()
+                process.terminate()  # runnerd stops its runners and removes their cgroups
+        deadline = time.monotonic() + HOST_STOP_GRACE
         for process in self.processes:
             try:
-                process.wait(timeout=15)
+                await asyncio.to_thread(process.wait, max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.kill()
         if self.spot_market is not None:
@@ -278,6 +303,8 @@ class Stack:
             self.emulator.stop_thread()
         if not self.keep_dir:
             shutil.rmtree(self.dir, ignore_errors=True)
+        if self in Stack.alive:
+            Stack.alive.remove(self)
 
 
 def _cloud_providers(text: str) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from rungar.engine.naming import installation_id
 from rungar.engine.readiness import ReadinessReporter
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, read_secret
+from rungar.engine.shipped_plugins import is_shipped, shipped_command
 from rungar.errors import ConfigError
 from rungar.model.caller import Caller
 from rungar.model.machine import (
@@ -97,8 +97,10 @@ def make_provider(
     caller: Caller | None = None,
 ) -> Provider:
     """A provider of any type: in-process fake, gRPC address, or a local plugin to start
-    (handed :func:`plugin_settings`). Its calls' deadlines are those the configuration names:
-    :func:`call_timeouts`. Every gRPC call names ``caller``."""
+    (handed :func:`plugin_settings`): its ``command:``, or for gcp and aws with neither
+    address nor command, the shipped plugin (:mod:`rungar.engine.shipped_plugins`). Its calls'
+    deadlines are those the configuration names (:func:`call_timeouts`); every gRPC call names
+    ``caller``."""
     options = config.options
     if config.type == "fake" and not config.address and not config.command:
         from rungar.testing.fake_provider import FakeProvider
@@ -112,11 +114,14 @@ def make_provider(
     tls = ClientTls(**tls_options) if tls_options else None
     token = Path(options["token_file"]).read_text().strip() if options.get("token_file") else ""
     timeouts = call_timeouts(config, timing or Timing())
-    if config.command:
+    command = config.command
+    if not command and not config.address and is_shipped(config.type):
+        command = shipped_command(config.type)
+    if command:
         from rungar.rpc.plugin import PluginProcess
 
         plugin = PluginProcess(
-            list(config.command),
+            list(command),
             name=config.name,
             clock=clock,
             settings=plugin_settings(config, installation),
@@ -284,12 +289,27 @@ class Daemon:
         receiver = WebhookReceiver(
             secret, labels, wake, max_body=self.settings.webhook.max_body_bytes, on_outcome=count
         )
-        server = uvicorn.Server(uvicorn.Config(receiver.app(), log_level="warning", lifespan="off"))
+        from rungar.stopping import signal_free_server  # the daemon owns SIGINT and SIGTERM
+
+        server = signal_free_server(
+            uvicorn.Config(receiver.app(), log_level="warning", lifespan="off")
+        )
         self._webhook_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
         return server
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         settings = self.settings
+        plugins: list[Any] = []
+        if stop is None:  # a caller that passes its own event owns the signals
+            from rungar.stopping import stop_on_signals, terminate_group
+
+            def plugins_at_once() -> None:
+                for plugin in plugins:
+                    terminate_group(plugin.pid)
+
+            # First of all: a signal while starting stops it as cleanly as one later.
+            stop = asyncio.Event()
+            stop_on_signals(stop, at_once=plugins_at_once)
         config = load_scale_sets(settings.scale_sets)
         webhook_socket = self._bind_webhook()
         state_dir = Path(settings.state_dir)
@@ -309,7 +329,6 @@ class Daemon:
             log.warning(warning)
         installation = settings.installation or installation_id(settings.github.url)
         caller = Caller(installation, socket.gethostname(), self.started_at)
-        plugins: list[Any] = []
         providers = {
             p.name: make_provider(p, self.clock, plugins, installation, config.timing, caller)
             for p in config.providers
@@ -355,11 +374,6 @@ class Daemon:
             providers=len(config.providers),
             installation=engine.installation,
         )
-        stop = stop or asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, stop.set)
         try:
             await stop.wait()
         finally:

@@ -39,6 +39,7 @@ import structlog
 from rungar.clock import Clock, SystemClock
 from rungar.errors import ConfigError, ProviderError
 from rungar.model.provider import Provider
+from rungar.stopping import stop_on_signals
 
 SOCKET_ENV = "RUNGAR_PLUGIN_SOCKET"
 SETTINGS_ENV = "RUNGAR_PLUGIN_SETTINGS"
@@ -286,12 +287,12 @@ async def serve_plugin(provider: Provider, *, grace: float = 5.0) -> None:
     server = await serve(provider, f"unix://{path}")
     os.chmod(path, 0o600)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+    stop_on_signals(stop)
     sys.stdout.write(handshake_line(server.address) + "\n")
     sys.stdout.flush()
     try:
         await stop.wait()
     finally:
         await server.stop(grace)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)

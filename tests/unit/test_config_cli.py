@@ -93,3 +93,17 @@ def test_json_output_for_a_valid_and_an_invalid_file(
 def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(str(tmp_path / "nope.yaml")) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_a_file_without_a_version_is_valid_with_a_warning_naming_the_migration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(MINIMAL)
+    assert run(str(path)) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"Warning: {path} states no version:;")
+    assert f"rungar config migrate --write {path}" in err
+    path.write_text("version: 1\n" + MINIMAL)
+    assert run(str(path)) == 0
+    assert capsys.readouterr().err == ""

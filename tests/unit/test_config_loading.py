@@ -53,13 +53,13 @@ scale_sets:
       - { name: compute2, runner: *c8-m16 }
 """
 
-# The Placement seed (004), "Limits", verbatim, with the address every provider needs.
+# The Placement seed (004), "Limits", verbatim, with the project and zones gcp needs: no address
+# or command, as gcp starts its shipped plugin.
 SEED_LIMIT = """\
 providers:
   - name: gcp
     type: gcp
     max_runners: 20
-    command: [rungar-provider-gcp]
     project: acme
     zones: [europe-west1-b]
 """
@@ -89,6 +89,7 @@ def test_the_seeds_provider_limit_example_loads() -> None:
     provider = parse_scale_sets(text, "s.yaml").provider("gcp")
     assert provider.max_runners == 20
     assert provider.options == {"project": "acme", "zones": ["europe-west1-b"]}
+    assert (provider.address, provider.command) == ("", ())
 
 
 def test_the_committed_example_is_valid_and_is_the_seeds_fleet() -> None:

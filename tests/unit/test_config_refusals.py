@@ -423,9 +423,18 @@ def test_two_documents_are_refused() -> None:
     assert len(found) == 1 and "YAML syntax" in found[0]
 
 
-def test_a_provider_needs_an_address_or_a_command_unless_it_is_fake() -> None:
-    text = VALID.replace("type: fake", "type: runnerd")
+def test_a_provider_of_another_type_needs_an_address_or_a_command() -> None:
+    text = VALID.replace("type: fake", "type: hetzner")
     refused_with(text, "s.yaml:2:5: providers[0]: needs an address or a command")
+
+
+def test_a_runnerd_provider_needs_an_address_and_says_it_is_a_host_of_its_own() -> None:
+    text = VALID.replace("type: fake", "type: runnerd")
+    refused_with(
+        text,
+        "s.yaml:2:5: providers[0]: needs an address: runnerd runs on a host of its own, "
+        "reached at its unix:// socket or host:port",
+    )
 
 
 def test_a_provider_with_both_address_and_command_is_refused() -> None:

@@ -40,6 +40,12 @@ def test_every_ratio_the_page_names_is_a_metric_its_script_prints() -> None:
 
 
 def test_a_script_without_a_section_is_found() -> None:
-    text = "### `benchmarks/placement.py` (issue 2)\n| placement | x |\n"
+    text = "### `benchmarks/placement.py`\n| placement | x |\n"
     assert documented(text) == {"placement"}
     assert "rpc" not in documented(text)
+
+
+def test_no_heading_names_the_projects_history() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    headings = [line for line in text.splitlines() if line.startswith("#")]
+    assert not [h for h in headings if re.search(r"\bissue \d+", h)], headings

@@ -19,6 +19,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
+from rungar.stopping import signal_free_server
 from rungar.testing.github_emulator.admin import AdminRoutes
 from rungar.testing.github_emulator.clock import EmulatorClock
 from rungar.testing.github_emulator.control import ControlRoutes
@@ -89,7 +90,7 @@ class GitHubEmulator:
         config = uvicorn.Config(
             self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
         )
-        server = uvicorn.Server(config)
+        server: uvicorn.Server = signal_free_server(config)  # the command owns the signals
         self.port = sock.getsockname()[1]
         return server
 

@@ -1,0 +1,106 @@
+"""The effective configuration, as ``rungar config`` prints it: every default filled in, anchors
+and merge keys resolved, each scale set's runner blocks laid over its providers', the shipped
+plugin named for gcp and aws entries with neither address nor command, and secrets redacted.
+
+Durations are text (``30s``, ``5m``) for people and seconds for ``--json``. Printed back out,
+the scale_sets part is itself a valid scale_sets.yaml.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from rungar.config.model import ScaleSetsFile
+from rungar.config.validate import seconds_text
+
+REDACTED = "<redacted>"
+# A key naming a secret value; keys naming where one is kept (``*_file``, ``*_path``,
+# ``*_env``) are not secrets and stay.
+_SECRET = re.compile(r"(secret|token|password|passphrase|private_key|credential|api_key)", re.I)
+_WHERE = re.compile(r"_(file|path|env|dir)$")
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET.search(key)) and not _WHERE.search(key)
+
+
+def redact(value: Any) -> Any:
+    """``value`` with the value of every secret-named key replaced by ``<redacted>``."""
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if is_secret_key(str(k)) and v not in ("", None) else redact(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def _duration(seconds: float | None, as_text: bool) -> Any:
+    if seconds is None:
+        return None
+    return seconds_text(seconds) if as_text else seconds
+
+
+def _set(entry: dict[str, Any]) -> dict[str, Any]:
+    """Without the keys left unset (None), which the file would write by leaving them out."""
+    return {k: v for k, v in entry.items() if v is not None}
+
+
+def effective_scale_sets(
+    config: ScaleSetsFile, *, durations_as_text: bool = True, shipped: Any = None
+) -> dict[str, Any]:
+    """``config`` as a plain mapping with every default; ``shipped(type)`` names the command a
+    gcp or aws entry without address or command starts (None: left empty)."""
+    text = durations_as_text
+    timing = {
+        f.name: _duration(getattr(config.timing, f.name), text)
+        for f in dataclasses.fields(config.timing)
+    }
+    timing["hold"] = _duration(config.timing.hold_duration, text)
+    providers = []
+    for p in config.providers:
+        command = list(p.command)
+        if not command and not p.address and shipped is not None:
+            command = list(shipped(p.type) or [])
+        entry: dict[str, Any] = {
+            "name": p.name,
+            "type": p.type,
+            "weight": p.weight,
+            "max_runners": p.max_runners or None,
+            "disabled": p.disabled,
+        }
+        if p.address:
+            entry["address"] = p.address
+        if command:
+            entry["command"] = command
+        entry["timeout"] = _duration(p.timeout or config.timing.provider_timeout, text)
+        entry["runner"] = dict(p.runner)
+        entry.update(p.options)
+        providers.append(redact(_set(entry)))
+    scale_sets = []
+    for s in config.scale_sets:
+        scale_sets.append(
+            _set(
+                {
+                    "name": s.name,
+                    "labels": list(s.labels) or [s.name],
+                    "runner_group": s.runner_group,
+                    "max_runners": s.max_runners,
+                    "min_runners": s.min_runners,
+                    "priority": s.priority,
+                    "placement": s.placement.value,
+                    "start_timeout": _duration(s.start_timeout, text),
+                    "max_idle_age": _duration(s.max_idle_age, text),
+                    "max_age": _duration(s.max_age, text),
+                    "paused": s.paused,
+                    "providers": [
+                        {"name": sp.name, "runner": redact(dict(sp.runner))} for sp in s.providers
+                    ],
+                }
+            )
+        )
+    return {"version": 1, "timing": timing, "providers": providers, "scale_sets": scale_sets}
