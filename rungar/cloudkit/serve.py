@@ -133,6 +133,11 @@ def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--tls-key", default="", help="server key (PEM)")
     parser.add_argument("--tls-client-ca", default="", help="CA of client certificates (mTLS)")
     parser.add_argument("--token-file", default="", help="file holding a bearer token")
+    parser.add_argument(
+        "--insecure-no-client-auth",
+        action="store_true",
+        help="serve TCP clients without a client certificate or token (warned at every start)",
+    )
     return parser
 
 
@@ -149,7 +154,9 @@ async def serve_until_stopped(provider: Provider, args: argparse.Namespace) -> N
         return
     tls = ServerTls(args.tls_cert, args.tls_key, args.tls_client_ca) if args.tls_cert else None
     token = Path(args.token_file).read_text().strip() if args.token_file else ""
-    server = await serve(provider, args.listen, tls, token)
+    server = await serve(
+        provider, args.listen, tls, token, insecure_no_client_auth=args.insecure_no_client_auth
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -173,6 +180,10 @@ def run_provider_server(
     (``SettingsProblems``, to name where each one came from).
     """
     args = build_parser(prog, description).parse_args(argv)
+    from rungar import logs
+
+    # The same pipeline as rungar's and runnerd's: JSON when not a terminal, redacted.
+    logs.configure("info", os.environ.get("RUNGAR_LOG_FORMAT", "auto"))
     try:
         sources = read_sources(args.config)
     except ConfigError as e:
