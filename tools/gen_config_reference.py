@@ -78,13 +78,24 @@ SETTINGS_NOTES: dict[str, str] = {
     "socket_mode": "Mode of the admin socket: the owner and group may use the CLI.",
     "metrics": "The Prometheus endpoint.",
     "metrics.listen": "`host:port` serving `/metrics`; empty = no metrics server.",
-    "webhook": (
-        "The workflow_job webhook receiver. Accepted and checked; `rungar serve` does not "
-        "start it yet."
+    "metrics.header_timeout": "Seconds a request head may take to arrive; then 408 and close.",
+    "metrics.body_timeout": "Seconds a request body may take to arrive; then 408 and close.",
+    "metrics.idle_timeout": "Seconds a kept-alive connection may stay idle before it is closed.",
+    "metrics.max_connections": (
+        "Connections at once; past it an idle one is closed for the newcomer, or the newcomer "
+        "gets 503."
     ),
-    "webhook.listen": "`host:port` of the receiver; empty = none.",
+    "webhook": "The workflow_job webhook receiver, started by `rungar serve` (see the README).",
+    "webhook.listen": "`host:port` of the receiver (path `/webhook`); empty = none.",
     "webhook.secret_path": "File holding the webhook secret; the receiver needs one.",
-    "webhook.max_body_bytes": "Largest body accepted.",
+    "webhook.max_body_bytes": "Largest body accepted; a larger one is refused (413) unread.",
+    "webhook.header_timeout": "Seconds a request head may take to arrive; then 408 and close.",
+    "webhook.body_timeout": "Seconds a request body may take to arrive; then 408 and close.",
+    "webhook.idle_timeout": "Seconds a kept-alive connection may stay idle before it is closed.",
+    "webhook.max_connections": (
+        "Connections at once; past it an idle one is closed for the newcomer, or the newcomer "
+        "gets 503."
+    ),
     "events": "The event log (`rungar events`).",
     "events.file": "JSONL file; empty = `<state_dir>/events.jsonl`.",
     "events.max_count": "Events kept.",

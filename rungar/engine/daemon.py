@@ -25,7 +25,7 @@ from rungar.engine.events import EventLog
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import installation_id
 from rungar.engine.runloop import RunLoop
-from rungar.engine.settings import DaemonSettings, read_secret
+from rungar.engine.settings import DaemonSettings, MetricsSettings, read_secret
 from rungar.errors import ConfigError
 from rungar.model.machine import Created, CreateRequest, JobHint, Machine, ProviderInfo, Refusal
 from rungar.model.provider import Provider
@@ -33,10 +33,37 @@ from rungar.model.units import parse_bytes
 from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from rungar.engine.settings import ListenerLimits
     from rungar.rpc.client import GrpcProvider
     from rungar.rpc.plugin import PluginProcess
+    from rungar.web.bounded import BoundedHttpServer, Limits
 
 log = structlog.get_logger("rungar.daemon")
+
+
+def listener_limits(settings: ListenerLimits, **more: int) -> Limits:
+    """A listener's bounds as ``rungar.yaml`` sets them."""
+    from rungar.web.bounded import Limits
+
+    return Limits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        idle_timeout=settings.idle_timeout,
+        max_connections=settings.max_connections,
+        **more,
+    )
+
+
+def serve_metrics(metrics: Metrics, settings: MetricsSettings) -> BoundedHttpServer:
+    """``/metrics`` on ``settings.listen``, bounded like every listener of the daemon."""
+    from rungar.web.bounded import BoundedHttpServer, bind
+
+    sock = bind(settings.listen, key="metrics.listen")
+    server = BoundedHttpServer(
+        metrics.app(), sock, listener_limits(settings, max_body_bytes=64 * 1024), name="metrics"
+    )
+    server.start()
+    return server
 
 
 class StoreCursors:
@@ -165,7 +192,6 @@ class Daemon:
         self.clock = clock or SystemClock()
         self.warnings: list[str] = []
         self.timing = Timing()
-        self._webhook_task: asyncio.Task[None] | None = None  # kept: the loop holds tasks weakly
 
     def _github(self, store: SqliteStore, metrics: Metrics) -> Any:
         from rungar.github.auth import AppAuth, PatAuth
@@ -201,6 +227,8 @@ class Daemon:
     def _bind_webhook(self) -> tuple[socket.socket, str] | None:
         """The optional ``workflow_job`` receiver's socket and secret, taken before anything
         starts: a missing secret or a port in use stops the daemon with its reason."""
+        from rungar.web.bounded import bind
+
         hook = self.settings.webhook
         if not hook.listen:
             return None
@@ -210,39 +238,44 @@ class Daemon:
             secret = read_secret(hook.secret_path, self.warnings)
         except OSError as e:
             raise ConfigError([f"webhook.secret_path: cannot read {hook.secret_path}: {e}"]) from e
-        host, _, port = hook.listen.rpartition(":")
-        host = host.strip("[]") or "127.0.0.1"
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        try:
-            return socket.create_server((host, int(port)), family=family), secret
-        except (OSError, ValueError) as e:
-            raise ConfigError([f"webhook.listen: cannot listen on {hook.listen}: {e}"]) from e
+        return bind(hook.listen, key="webhook.listen"), secret
 
     def _serve_webhook(
         self, bound: tuple[socket.socket, str], engine: Engine, runloop: RunLoop
-    ) -> Any:
+    ) -> BoundedHttpServer:
         """A delivery wakes the scale sets it matches, which then try again at once instead of
-        at the next message or reconcile pass."""
-        import uvicorn
-
+        at the next message or reconcile pass. The receiver runs on its listener's thread, so
+        the wake is handed to the engine's loop."""
         from rungar.github.webhook import WebhookReceiver
+        from rungar.web.bounded import BoundedHttpServer, engine_caller
 
         sock, secret = bound
         labels = {name: list(s.config.labels) or [name] for name, s in engine.sets.items()}
+        on_engine = engine_caller(asyncio.get_running_loop())
 
         def wake(names: Sequence[str], job: object) -> None:
-            for name in names:
-                engine.spawn(engine.scale(name))
-            runloop.wake()
+            def on_loop() -> None:
+                for name in names:
+                    engine.spawn(engine.scale(name))
+                runloop.wake()
+
+            on_engine(on_loop)
 
         def count(outcome: str) -> None:
             engine.metrics.webhook_deliveries.labels(outcome).inc()
 
+        hook = self.settings.webhook
         receiver = WebhookReceiver(
-            secret, labels, wake, max_body=self.settings.webhook.max_body_bytes, on_outcome=count
+            secret, labels, wake, max_body=hook.max_body_bytes, on_outcome=count
         )
-        server = uvicorn.Server(uvicorn.Config(receiver.app(), log_level="warning", lifespan="off"))
-        self._webhook_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+        server = BoundedHttpServer(
+            receiver,
+            sock,
+            listener_limits(hook, max_body_bytes=hook.max_body_bytes),
+            name="webhook",
+            on_refused=receiver.count,
+        )
+        server.start()
         return server
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
@@ -296,9 +329,11 @@ class Daemon:
         admin = await serve_admin(
             control, settings.socket, mode=settings.socket_mode, clock=self.clock
         )
+        listeners: list[BoundedHttpServer] = []
         if settings.metrics.listen:
-            metrics.serve(settings.metrics.listen)
-        webhook = self._serve_webhook(webhook_socket, engine, runloop) if webhook_socket else None
+            listeners.append(serve_metrics(metrics, settings.metrics))
+        if webhook_socket:
+            listeners.append(self._serve_webhook(webhook_socket, engine, runloop))
         await runloop.start()
         log.info(
             "daemon.started",
@@ -318,10 +353,8 @@ class Daemon:
             Daemon.running.pop(settings.socket, None)
             await runloop.stop()
             await admin.stop()
-            if webhook is not None and self._webhook_task is not None:
-                webhook.should_exit = True
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._webhook_task, 5.0)
+            for listener in listeners:
+                await asyncio.to_thread(listener.stop)
             with contextlib.suppress(Exception):
                 await github.aclose()
             for plugin in plugins:

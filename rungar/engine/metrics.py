@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 from rungar import __version__
 
@@ -117,7 +127,18 @@ class Metrics:
             registry=r,
         )
 
-    def serve(self, address: str) -> None:
-        """Expose ``/metrics`` on ``host:port`` in a background thread."""
-        host, _, port = address.rpartition(":")
-        start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+    def app(self, routes: Sequence[Any] = ()) -> Any:
+        """The metrics listener's app: ``/metrics``, and any more ``routes`` (Starlette
+        ``Route``s) the daemon serves beside it. Served by :mod:`rungar.web.bounded`, on the
+        listener's own thread: a route must not touch the engine but through its loop."""
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import Response
+        from starlette.routing import Route
+
+        registry = self.registry
+
+        async def metrics(_: Request) -> Response:
+            return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+        return Starlette(routes=[Route("/metrics", metrics, methods=["GET"]), *routes])
