@@ -48,7 +48,9 @@ class RunningProvider:
         if isinstance(result, Created) and request.runner_name not in self.runners:
             log = (self.log_dir / f"{request.runner_name}.log").open("wb")
             self.runners[request.runner_name] = subprocess.Popen(
-                [sys.executable, "-m", "rungar.cli.fake_runner", "--jitconfig", request.jit_config],
+                [sys.executable, "-m", "rungar.cli.fake_runner"],
+                # As a real runner takes it: in the environment, never on the command line.
+                env={**os.environ, "ACTIONS_RUNNER_INPUT_JITCONFIG": request.jit_config},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
