@@ -31,10 +31,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import resource
 import socket
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import h11
@@ -138,6 +139,18 @@ class BoundedHttpServer:
     # -- lifecycle, called from any thread -------------------------------------------------
 
     def start(self) -> None:
+        # A cap past the file limit would turn a flood into accept errors (and starve the rest
+        # of the daemon of descriptors) instead of evictions: keep it to a quarter of it.
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and self.limits.max_connections > soft // 4:
+            log.warning(
+                "http.max_connections_lowered",
+                listener=self.name,
+                configured=self.limits.max_connections,
+                used=max(1, soft // 4),
+                open_files_limit=soft,
+            )
+            self.limits = replace(self.limits, max_connections=max(1, soft // 4))
         self._sock.listen(self.limits.backlog)
         self._sock.setblocking(False)
         self._thread = threading.Thread(
@@ -159,6 +172,10 @@ class BoundedHttpServer:
     @property
     def connections(self) -> int:
         return len(self._conns)
+
+    @property
+    def requests_in_progress(self) -> int:
+        return sum(conn.busy for conn in list(self._conns.values()))
 
     # -- the listener's loop ---------------------------------------------------------------
 
@@ -212,11 +229,7 @@ class BoundedHttpServer:
         self._busy_refusals.hit(max_connections=self.limits.max_connections)
         self._refused("busy")
         with contextlib.suppress(OSError):
-            client.send(
-                b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-                b"connection: close\r\ncontent-length: 26\r\n\r\n"
-                b'{"error": "server is busy"}'[:26]
-            )
+            client.send(_BUSY)  # a non-blocking send into an empty buffer: all of it or nothing
         client.close()
 
     def _refused(self, outcome: str) -> None:
@@ -360,6 +373,10 @@ class BoundedHttpServer:
             nonlocal started, finished
             if message["type"] == "http.response.start":
                 headers = [(bytes(k), bytes(v)) for k, v in message.get("headers", [])]
+                if http.their_state is not h11.DONE:
+                    # Answered before its body was read (404, 401...): the rest of the body
+                    # is not waited for, so the client must not send another request here.
+                    headers.append((b"connection", b"close"))
                 started = True
                 await self._write(
                     writer, http.send(h11.Response(status_code=message["status"], headers=headers))
@@ -433,6 +450,11 @@ class BoundedHttpServer:
             await asyncio.wait_for(writer.drain(), self.limits.body_timeout)
 
 
+_BUSY_BODY = b'{"error": "server is busy"}'
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
 _REASONS = {
     400: b"bad request",
     408: b"request timeout",
