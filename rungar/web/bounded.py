@@ -53,6 +53,7 @@ Refused = Callable[[str], None]
 # Errors that mean "out of file descriptors or memory for now": retried after a pause.
 _RESOURCE_ERRORS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 _CHUNK = 64 * 1024
+_ACCEPT_BATCH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +66,7 @@ class Limits:
     max_connections: int = 256
     max_body_bytes: int = 1024 * 1024
     max_header_bytes: int = 16 * 1024
-    backlog: int = 1024
+    backlog: int = 4096  # the kernel's queue costs no file; a flood must not fill it
     accept_retry: float = 0.1  # pause after an accept error, before trying again
 
 
@@ -96,16 +97,21 @@ class _Burst:
 
 
 class _Conn:
-    __slots__ = ("busy", "transport", "writer")
+    """One accepted connection. Until its first byte it is only a socket watched by the loop
+    (a reader callback and a timer: no task, no streams), so holding thousands of silent
+    connections, or evicting them, costs little."""
 
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-        self.busy = False  # a request has started arriving: not evicted for a newcomer
+    __slots__ = ("accepted", "busy", "closed", "peer", "sock", "started", "timer", "writer")
 
-    def abort(self) -> None:
-        transport = self.writer.transport
-        if not transport.is_closing():
-            transport.abort()
+    def __init__(self, sock: socket.socket, peer: Any, accepted: float) -> None:
+        self.sock = sock
+        self.peer = peer
+        self.accepted = accepted
+        self.timer: asyncio.TimerHandle | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.busy = False  # a request head has arrived: not evicted for a newcomer
+        self.started = False  # its task runs: the streams own the socket
+        self.closed = False
 
 
 class BoundedHttpServer:
@@ -180,39 +186,84 @@ class BoundedHttpServer:
     # -- the listener's loop ---------------------------------------------------------------
 
     async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()  # kept: the loop holds tasks weakly
+        loop.add_reader(self._sock.fileno(), self._accept_some)
         self._ready.set()
-        accepting = asyncio.ensure_future(self._accept_forever())
         await self._stopping.wait()
-        accepting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await accepting
+        loop.remove_reader(self._sock.fileno())
         for conn in list(self._conns.values()):
-            conn.abort()
+            self._drop(conn)
         self._accept_errors.end()
         self._busy_refusals.end()
 
-    async def _accept_forever(self) -> None:
+    def _accept_some(self) -> None:
+        """Accept what waits, a batch at a time so the loop reads between batches."""
         loop = asyncio.get_running_loop()
-        tasks: set[asyncio.Task[None]] = set()  # kept: the loop holds tasks weakly
-        while True:
+        for _ in range(_ACCEPT_BATCH):
             try:
-                client, peer = await loop.sock_accept(self._sock)
+                client, peer = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
             except OSError as e:
                 if e.errno not in _RESOURCE_ERRORS:
-                    raise
+                    log.error("http.accept_error", listener=self.name, error=str(e))
+                    return
+                # Out of files: stop watching for a moment instead of spinning on the error.
                 self._accept_errors.hit(error=e.strerror or str(e))
-                await asyncio.sleep(self.limits.accept_retry)
-                continue
+                loop.remove_reader(self._sock.fileno())
+                loop.call_later(self.limits.accept_retry, self._resume_accepting)
+                return
             self._accept_errors.end()
+            client.setblocking(False)
             if not self._admit():
                 self._refuse_busy(client)
                 continue
             self._busy_refusals.end()
-            task = asyncio.ensure_future(self._serve(client, peer))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
+            conn_id = self._next_id
+            self._next_id += 1
+            conn = self._conns[conn_id] = _Conn(client, peer, loop.time())
+            # A connection that sends nothing within the header timeout goes, uncounted.
+            conn.timer = loop.call_later(self.limits.header_timeout, self._forget, conn_id)
+            loop.add_reader(client.fileno(), self._first_byte, conn_id)
+
+    def _resume_accepting(self) -> None:
+        if self._stopping is not None and not self._stopping.is_set():
+            asyncio.get_running_loop().add_reader(self._sock.fileno(), self._accept_some)
+
+    def _first_byte(self, conn_id: int) -> None:
+        conn = self._conns.get(conn_id)
+        if conn is None:
+            return
+        asyncio.get_running_loop().remove_reader(conn.sock.fileno())
+        if conn.timer is not None:
+            conn.timer.cancel()
+        conn.started = True
+        task = asyncio.ensure_future(self._serve(conn_id, conn))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _forget(self, conn_id: int) -> None:
+        conn = self._conns.pop(conn_id, None)
+        if conn is not None:
+            self._drop(conn)
+
+    def _drop(self, conn: _Conn) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        if conn.timer is not None:
+            conn.timer.cancel()
+        if conn.writer is not None:
+            if not conn.writer.transport.is_closing():
+                conn.writer.transport.abort()
+        elif not conn.started:
+            with contextlib.suppress(OSError, ValueError):
+                asyncio.get_running_loop().remove_reader(conn.sock.fileno())
+            with contextlib.suppress(OSError):
+                conn.sock.close()
+        # else: its task is making its streams, and closes them when it sees ``closed``
 
     def _admit(self) -> bool:
         """Room for one more connection, evicting the oldest one not in a request if need be."""
@@ -221,7 +272,7 @@ class BoundedHttpServer:
         for conn_id, conn in self._conns.items():
             if not conn.busy:
                 del self._conns[conn_id]
-                conn.abort()
+                self._drop(conn)
                 return True
         return False
 
@@ -236,51 +287,50 @@ class BoundedHttpServer:
         if self._on_refused is not None:
             self._on_refused(outcome)
 
-    async def _serve(self, client: socket.socket, peer: Any) -> None:
+    async def _serve(self, conn_id: int, conn: _Conn) -> None:
         try:
-            reader, writer = await asyncio.open_connection(sock=client, limit=_CHUNK)
-        except OSError:
-            client.close()
-            return
-        conn_id = self._next_id
-        self._next_id += 1
-        conn = self._conns[conn_id] = _Conn(writer)
-        try:
-            await self._requests(conn, reader, writer, peer)
+            try:
+                reader, writer = await asyncio.open_connection(sock=conn.sock, limit=_CHUNK)
+            except OSError:
+                return
+            conn.writer = writer
+            if not conn.closed:  # else evicted while its streams were made
+                await self._requests(conn, reader, writer)
         except (OSError, asyncio.IncompleteReadError):
             pass  # the peer went away or was evicted: nothing to answer
         finally:
             self._conns.pop(conn_id, None)
-            conn.abort()
+            if conn.writer is not None and not conn.writer.transport.is_closing():
+                conn.writer.transport.abort()
+            elif conn.writer is None:
+                conn.sock.close()
+            conn.closed = True
 
     async def _requests(
-        self,
-        conn: _Conn,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        peer: Any,
+        self, conn: _Conn, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         limits = self.limits
         http = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_header_bytes)
-        first = True
+        # The first head must be whole within the header timeout of the accept.
+        deadline: float | None = conn.accepted + limits.header_timeout
         while True:
             conn.busy = False
             try:
-                request = await self._head(http, reader, first)
+                request = await self._head(http, reader, deadline)
             except _Refusal as r:
                 self._refused(r.outcome)
                 await self._answer(http, writer, r.status, close=True)
                 return
             if request is None:
                 return  # closed, or idle too long between requests
-            first = False
+            deadline = None
             conn.busy = True
             declared = _content_length(request)
             if declared is not None and declared > limits.max_body_bytes:
                 self._refused("too_large")
                 await self._answer(http, writer, 413, close=True)
                 return
-            if not await self._run_app(http, reader, writer, request, peer):
+            if not await self._run_app(http, reader, writer, request, conn.peer):
                 return
             if http.our_state is h11.MUST_CLOSE or http.their_state is not h11.DONE:
                 return
@@ -290,12 +340,12 @@ class BoundedHttpServer:
                 return
 
     async def _head(
-        self, http: h11.Connection, reader: asyncio.StreamReader, first: bool
+        self, http: h11.Connection, reader: asyncio.StreamReader, deadline: float | None
     ) -> h11.Request | None:
-        """The next request's head; None when the peer closed, or sent nothing in time."""
+        """The next request's head, due by ``deadline`` (None: kept alive, so the idle timeout
+        runs until its first byte); None when the peer closed, or sent nothing in time."""
         loop = asyncio.get_running_loop()
         limits = self.limits
-        deadline = loop.time() + limits.header_timeout if first else None
         received = 0
         while True:
             try:
@@ -484,7 +534,7 @@ def bind(listen: str, *, key: str) -> socket.socket:
     host = host.strip("[]") or "127.0.0.1"
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        return socket.create_server((host, int(port)), family=family, backlog=1024)
+        return socket.create_server((host, int(port)), family=family, backlog=4096)
     except (OSError, ValueError) as e:
         raise ConfigError([f"{key}: cannot listen on {listen}: {e}"]) from e
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -100,6 +101,7 @@ class DaemonWorld:
         *,
         metrics: bool = False,
         webhook_secret: str = "",
+        open_files: int = 0,
     ):
         self.root = root
         self.providers = {n: RunningProvider(p, root) for n, p in providers.items()}
@@ -107,6 +109,7 @@ class DaemonWorld:
         self.metrics_port = free_port() if metrics else 0
         self.webhook_port = free_port() if webhook_secret else 0
         self.webhook_secret = webhook_secret
+        self.open_files = open_files  # the daemon's RLIMIT_NOFILE; 0 = inherited
         self.emulator = GitHubEmulator(
             EmulatorOptions(
                 long_poll_seconds=1.0,
@@ -170,12 +173,17 @@ class DaemonWorld:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=self._limit_open_files if self.open_files else None,
         )
         await self.wait_for(lambda s: s is not None, "the daemon to answer", 30)
         # The admin socket answers first; the other servers start right after it.
         for port in (self.metrics_port, self.webhook_port):
             if port:
                 await self.wait_for_port(port, 30)
+
+    def _limit_open_files(self) -> None:
+        """In the daemon's process before it runs: what systemd gives a unit by default."""
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     async def wait_for_port(self, port: int, seconds: float) -> None:
         loop = asyncio.get_running_loop()
