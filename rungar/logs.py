@@ -152,9 +152,13 @@ def _route_stdlib(level: int, renderer: Any, timestamp: UtcTimestamp) -> None:
             ],
         )
     )
+    handler._rungar = True  # type: ignore[attr-defined]  # marks ours, to replace it next time
     root = logging.getLogger()
     for old in list(root.handlers):
-        root.removeHandler(old)
+        # Ours from an earlier call, or a plain stream handler (logging.basicConfig's) that
+        # would print each line a second time, not as JSON. Others (a test's capture) stay.
+        if getattr(old, "_rungar", False) or type(old) is logging.StreamHandler:
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
     # Each request's access line says nothing the metrics do not; a flood would flood the log.

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import trustme
+from runnerd.daemon import check_config
 from structlog.testing import capture_logs
 
 from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
@@ -28,7 +29,6 @@ from rungar.rpc.client import GrpcProvider
 from rungar.rpc.server import serve
 from rungar.rpc.tls import ClientTls, ServerTls
 from rungar.testing.fake_provider import FakeProvider
-from runnerd.daemon import check_config
 
 SERVER_NAME = "runnerd.test"
 
