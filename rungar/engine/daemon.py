@@ -11,6 +11,7 @@ import contextlib
 import signal
 import socket
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,6 +40,10 @@ if TYPE_CHECKING:
     from rungar.web.bounded import BoundedHttpServer, Limits
 
 log = structlog.get_logger("rungar.daemon")
+
+
+def _discard(names: set[str], name: str, _: object) -> None:
+    names.discard(name)
 
 
 def listener_limits(settings: ListenerLimits, **more: int) -> Limits:
@@ -252,11 +257,17 @@ class Daemon:
         sock, secret = bound
         labels = {name: list(s.config.labels) or [name] for name, s in engine.sets.items()}
         on_engine = engine_caller(asyncio.get_running_loop())
+        # One woken scale per scale set at a time: a burst of deliveries (or of replays under
+        # new delivery ids) adds nothing while the one it would start is still running.
+        in_flight: set[str] = set()
 
         def wake(names: Sequence[str], job: object) -> None:
             def on_loop() -> None:
                 for name in names:
-                    engine.spawn(engine.scale(name))
+                    if name not in in_flight:
+                        in_flight.add(name)
+                        task = engine.spawn(engine.scale(name))
+                        task.add_done_callback(partial(_discard, in_flight, name))
                 runloop.wake()
 
             on_engine(on_loop)
