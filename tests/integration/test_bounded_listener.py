@@ -8,7 +8,10 @@ newcomer instead of keeping it out.
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -220,3 +223,63 @@ def test_a_run_of_failures_is_logged_once_when_it_starts_and_once_with_its_count
         ("http.accept_failed", None),
         ("http.accept_failed_burst", 1000),
     ]
+
+
+OUT_OF_FILES = """
+import os, sys, time
+from rungar import logs
+from rungar.web.bounded import BoundedHttpServer, Limits, bind
+
+async def ok(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", b"2")]})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+logs.configure("info", "json")
+server = BoundedHttpServer(ok, bind("127.0.0.1:0", key="t"), Limits(accept_retry=0.02), name="t")
+server.start()
+spare = []
+try:
+    while True:  # every free file taken: the next accept fails with EMFILE
+        spare.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+print(server.address, flush=True)
+sys.stdin.readline()  # the flood waits in the backlog, accepts failing, until told
+while server._accept_errors.count < 5:  # a burst of several failures, not one
+    time.sleep(0.01)
+for fd in spare:
+    os.close(fd)
+sys.stdin.readline()
+server.stop()
+"""
+
+
+def test_accept_errors_for_want_of_files_are_logged_once_per_burst_with_a_count() -> None:
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", OUT_OF_FILES],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert daemon.stdin is not None and daemon.stdout is not None
+    try:
+        host, port = daemon.stdout.readline().strip().rsplit(":", 1)
+        held = [socket.create_connection((host, int(port)), timeout=WAIT) for _ in range(50)]
+        with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+            sock.sendall(b"GET /x HTTP/1.1\r\nhost: t\r\n\r\n")
+            daemon.stdin.write("free the files\n")
+            daemon.stdin.flush()
+            assert status_of(one_response(sock)) == 200, "served once files were free again"
+        for sock in held:
+            sock.close()
+        daemon.stdin.write("stop\n")
+        daemon.stdin.flush()
+        _, err = daemon.communicate(timeout=30)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    lines = [json.loads(line) for line in err.splitlines()]  # JSON only: no traceback
+    events = [(x["event"], x.get("count", 0) >= 5) for x in lines]
+    assert events == [("http.accept_failed", False), ("http.accept_failed_burst", True)], lines
