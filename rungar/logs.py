@@ -105,10 +105,26 @@ class _JsonDumps:
         return self._encoder.encode(value)
 
 
-def configure(level: str = "info", fmt: str = "auto") -> None:
-    """Configure structlog and the standard library's logging for this process."""
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written, not when logging was configured: a
+    caller that swaps it (a test capturing output, a daemonising wrapper) is followed."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_STDERR: Any = _Stderr()
+
+
+def configure(level: str = "info", fmt: str = "auto", stream: Any = None) -> None:
+    """Configure structlog and the standard library's logging for this process, writing to
+    ``stream`` (default: whatever ``sys.stderr`` is at each line)."""
+    out = stream if stream is not None else _STDERR
     numeric = getattr(logging, level.upper(), logging.INFO)
-    json_out = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    json_out = fmt == "json" or (fmt == "auto" and not (stream or sys.stderr).isatty())
     renderer: Any = (
         structlog.processors.JSONRenderer(_JsonDumps())
         if json_out
@@ -126,16 +142,16 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         # One write and one flush per line (PrintLogger's print() writes the newline apart).
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
-    _route_stdlib(numeric, renderer, timestamp)
+    _route_stdlib(numeric, renderer, timestamp, out)
     if json_out:
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 
-def _route_stdlib(level: int, renderer: Any, timestamp: UtcTimestamp) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+def _route_stdlib(level: int, renderer: Any, timestamp: UtcTimestamp, out: Any) -> None:
+    handler = logging.StreamHandler(out)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[
