@@ -98,16 +98,15 @@ class _Burst:
 
 class _Conn:
     """One accepted connection. Until its first byte it is only a socket watched by the loop
-    (a reader callback and a timer: no task, no streams), so holding thousands of silent
-    connections, or evicting them, costs little."""
+    (a reader callback: no task, no streams, no timer of its own), so holding thousands of
+    silent connections, or evicting them, costs little."""
 
-    __slots__ = ("accepted", "busy", "closed", "peer", "sock", "started", "timer", "writer")
+    __slots__ = ("accepted", "busy", "closed", "peer", "sock", "started", "writer")
 
     def __init__(self, sock: socket.socket, peer: Any, accepted: float) -> None:
         self.sock = sock
         self.peer = peer
         self.accepted = accepted
-        self.timer: asyncio.TimerHandle | None = None
         self.writer: asyncio.StreamWriter | None = None
         self.busy = False  # a request head has arrived: not evicted for a newcomer
         self.started = False  # its task runs: the streams own the socket
@@ -190,8 +189,10 @@ class BoundedHttpServer:
         self._stopping = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()  # kept: the loop holds tasks weakly
         loop.add_reader(self._sock.fileno(), self._accept_some)
+        sweeping = asyncio.ensure_future(self._sweep_silent())
         self._ready.set()
         await self._stopping.wait()
+        sweeping.cancel()
         loop.remove_reader(self._sock.fileno())
         for conn in list(self._conns.values()):
             self._drop(conn)
@@ -223,9 +224,7 @@ class BoundedHttpServer:
             self._busy_refusals.end()
             conn_id = self._next_id
             self._next_id += 1
-            conn = self._conns[conn_id] = _Conn(client, peer, loop.time())
-            # A connection that sends nothing within the header timeout goes, uncounted.
-            conn.timer = loop.call_later(self.limits.header_timeout, self._forget, conn_id)
+            self._conns[conn_id] = _Conn(client, peer, loop.time())
             loop.add_reader(client.fileno(), self._first_byte, conn_id)
 
     def _resume_accepting(self) -> None:
@@ -237,24 +236,31 @@ class BoundedHttpServer:
         if conn is None:
             return
         asyncio.get_running_loop().remove_reader(conn.sock.fileno())
-        if conn.timer is not None:
-            conn.timer.cancel()
         conn.started = True
         task = asyncio.ensure_future(self._serve(conn_id, conn))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _forget(self, conn_id: int) -> None:
-        conn = self._conns.pop(conn_id, None)
-        if conn is not None:
-            self._drop(conn)
+    async def _sweep_silent(self) -> None:
+        """Close connections that sent nothing within the header timeout, uncounted. One sweep
+        every quarter of the timeout, oldest first, instead of a timer per connection: a
+        silent connection lives at most a quarter longer than the timeout."""
+        loop = asyncio.get_running_loop()
+        timeout = self.limits.header_timeout
+        while True:
+            await asyncio.sleep(timeout / 4)
+            due = loop.time() - timeout
+            for conn_id, conn in list(self._conns.items()):
+                if conn.accepted > due:
+                    break  # accepted in order: the rest are younger
+                if not conn.started:
+                    del self._conns[conn_id]
+                    self._drop(conn)
 
     def _drop(self, conn: _Conn) -> None:
         if conn.closed:
             return
         conn.closed = True
-        if conn.timer is not None:
-            conn.timer.cancel()
         if conn.writer is not None:
             if not conn.writer.transport.is_closing():
                 conn.writer.transport.abort()
