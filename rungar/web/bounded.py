@@ -4,7 +4,8 @@ Every listener of the daemon (the webhook receiver, ``/metrics``, dashboards to 
 here, so each gets the same limits (ARCHITECTURE §6 "Every listener ... is bounded"):
 
 * **header timeout**: a request head must arrive whole within ``header_timeout`` of the
-  connection (or of its first byte on a kept-alive connection); otherwise 408 and close.
+  connection (or of its first byte on a kept-alive connection); otherwise 408 and close. A
+  connection that sends nothing at all is closed without an answer (see ``_sweep_silent``).
 * **body timeout**: the body must arrive within ``body_timeout`` of the head; otherwise 408.
 * **idle timeout**: a kept-alive connection that sends nothing for ``idle_timeout`` is closed.
 * **connection cap**: at most ``max_connections`` at once. At the cap a new connection first
