@@ -3,8 +3,9 @@
 The daemon runs in its own process with ``RLIMIT_NOFILE`` at 1,024, what systemd gives a unit
 that sets no ``LimitNOFILE``. Thousands of connections are opened to its webhook port and held,
 sending nothing, as an attacker who needs no signature would. While they are held, a valid
-signed delivery, ``rungar status`` (the admin socket) and ``/metrics`` must each answer within
-1 s, and the log must stay short. Before the listeners were bounded and given their own thread,
+signed delivery, ``rungar status`` (the admin socket), a whole reconcile pass (the provider
+channel and GitHub calls) and ``/metrics`` must each answer within 1 s, and the log must stay
+short. Before the listeners were bounded and given their own thread,
 about 1,100 such connections exhausted the daemon's files: deliveries, status and metrics went
 unanswered and every refused accept logged a traceback.
 """
@@ -110,7 +111,9 @@ async def answers_while_flooded(world: DaemonWorld, connections: int) -> None:
             assert answer.status_code == 202, answer.text
             async with AdminClient(world.socket) as admin:
                 status = await asyncio.wait_for(admin.status(), ANSWER_WITHIN)
-            assert status["scale_sets"][0]["name"] == "linux"
+                # A whole pass: the provider channel (List) and GitHub calls included.
+                passed = await asyncio.wait_for(admin.reconcile([]), ANSWER_WITHIN)
+            assert status["scale_sets"][0]["name"] == "linux" and passed
             async with httpx.AsyncClient(timeout=ANSWER_WITHIN) as client:
                 scraped = await client.get(f"http://127.0.0.1:{world.metrics_port}/metrics")
             assert scraped.status_code == 200
