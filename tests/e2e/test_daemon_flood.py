@@ -5,9 +5,9 @@ that sets no ``LimitNOFILE``. Thousands of connections are opened to its webhook
 sending nothing, as an attacker who needs no signature would. While they are held, a valid
 signed delivery, ``rungar status`` (the admin socket), a whole reconcile pass (the provider
 channel and GitHub calls) and ``/metrics`` must each answer within 1 s, and the log must stay
-short. Before the listeners were bounded and given their own thread,
-about 1,100 such connections exhausted the daemon's files: deliveries, status and metrics went
-unanswered and every refused accept logged a traceback.
+short. Before the listeners were bounded and given their own thread, about 1,100 such
+connections exhausted the daemon's files: deliveries, status and metrics went unanswered and
+every refused accept logged a traceback.
 """
 
 from __future__ import annotations
