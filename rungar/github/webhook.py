@@ -65,7 +65,9 @@ OUTCOMES = (
     "bad_request",
     "error",
 )
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+# A string, or an unterminated one to the end of the body: every match attempt succeeds, so
+# no quote is tried twice and the scan stays linear whatever the body holds.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*+(?:"|\Z)', re.DOTALL)
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 Wake = Callable[[Sequence[str], "WorkflowJob"], None]

@@ -113,10 +113,19 @@ def test_a_wide_signed_body_of_many_labels_and_fields_is_accepted(running: Runni
         (b"[" * 5 + b"]" * 5, True),
         (b"[" * 6 + b"]" * 6, False),
         (b"", True),
+        (b'["\\\n[[[[[[[["]', True),  # an escaped newline does not end the string
+        (b'[[["unterminated \\" [[[[[[', True),  # an unterminated string runs to the end
     ],
 )
 def test_the_depth_check_counts_only_brackets_outside_strings(text: bytes, ok: bool) -> None:
     assert json_depth_ok(text, limit=5) is ok
+
+
+def test_a_megabyte_of_escaped_quotes_in_an_unterminated_string_is_checked_in_one_pass() -> None:
+    # With a pattern that could fail and retry at every quote this took minutes (each of the
+    # 500,000 quotes rescanned the rest of the body); it is one linear scan.
+    assert json_depth_ok(b'"' + b'\\"' * 500_000)
+    assert not json_depth_ok(b"[" * 100 + b'"' + b'\\"' * 500_000)
 
 
 def test_every_request_is_counted_under_exactly_one_outcome(running: Running) -> None:
