@@ -8,8 +8,10 @@ standard library's loggers (uvicorn, asyncio, grpc's Python side, warnings) are 
 the same pipeline, so with JSON configured every line is JSON and every line is redacted. Their
 messages are free text a library wrote, so in them anything that looks like a credential (a
 GitHub token, a bearer header, a long base64 run such as a JIT config) is blanked as well.
-gRPC's C core writes to stderr by itself; with JSON configured it is told to keep quiet unless
-``GRPC_VERBOSITY`` says otherwise, since its lines cannot be made JSON.
+gRPC's C core writes to stderr by itself, past Python's logging; with JSON configured it is
+told to keep quiet (``GRPC_VERBOSITY=NONE``) unless ``GRPC_VERBOSITY`` is set, since its lines
+cannot be made JSON. runnerd does not do this: its runners inherit its environment, and a CI
+job's own gRPC logs are the job's business.
 """
 
 from __future__ import annotations
@@ -119,7 +121,9 @@ class _Stderr:
 _STDERR: Any = _Stderr()
 
 
-def configure(level: str = "info", fmt: str = "auto", stream: Any = None) -> None:
+def configure(
+    level: str = "info", fmt: str = "auto", stream: Any = None, *, quiet_grpc_core: bool = True
+) -> None:
     """Configure structlog and the standard library's logging for this process, writing to
     ``stream`` (default: whatever ``sys.stderr`` is at each line)."""
     out = stream if stream is not None else _STDERR
@@ -146,7 +150,7 @@ def configure(level: str = "info", fmt: str = "auto", stream: Any = None) -> Non
         cache_logger_on_first_use=False,
     )
     _route_stdlib(numeric, renderer, timestamp, out)
-    if json_out:
+    if json_out and quiet_grpc_core:
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 

@@ -21,7 +21,8 @@ def _configure_logs() -> None:
     routed through it); ``RUNNERD_LOG_FORMAT`` (auto, json, text) overrides the choice."""
     from rungar import logs
 
-    logs.configure("info", os.environ.get("RUNNERD_LOG_FORMAT", "auto"))
+    # gRPC's C core is left as it is: runners inherit runnerd's environment.
+    logs.configure("info", os.environ.get("RUNNERD_LOG_FORMAT", "auto"), quiet_grpc_core=False)
 
 
 def parser() -> argparse.ArgumentParser:

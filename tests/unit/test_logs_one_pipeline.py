@@ -33,9 +33,11 @@ def run(code: str) -> list[str]:
 def test_library_lines_are_json_and_have_credentials_blanked() -> None:
     lines = run(
         f"""
-        import asyncio, logging, warnings
+        import asyncio, logging, os, warnings
+        os.environ.pop("GRPC_VERBOSITY", None)
         from rungar import logs
         logs.configure("info", "json")
+        assert os.environ["GRPC_VERBOSITY"] == "NONE"  # its C core cannot write JSON
         logging.getLogger("uvicorn.error").warning("auth failed for token {GITHUB_TOKEN}")
         logging.getLogger("grpc._cython.cygrpc").error("Authorization: Bearer s3cr3t-value")
         async def boom():
@@ -79,8 +81,10 @@ def test_runnerd_configures_logging_like_rungar_with_redaction() -> None:
         """
         import logging, os, structlog
         os.environ["RUNNERD_LOG_FORMAT"] = "json"
+        os.environ.pop("GRPC_VERBOSITY", None)
         from runnerd.cli import _configure_logs
         _configure_logs()
+        assert "GRPC_VERBOSITY" not in os.environ  # runners inherit it: left alone
         structlog.get_logger("runnerd.x").info("runner.started", jit_config="SECRET-JIT")
         logging.getLogger("uvicorn.error").warning("library line")
         """
