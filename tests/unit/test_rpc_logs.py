@@ -30,7 +30,7 @@ class FixedClock:
 @pytest.fixture
 def json_lines() -> Iterator[io.StringIO]:
     out = io.StringIO()
-    logs.configure("info", "json", stream=out)
+    logs.configure("info", "json", stream=out, quiet_grpc_core=False)  # the env stays as it is
     yield out
     structlog.reset_defaults()
 
