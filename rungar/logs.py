@@ -2,12 +2,23 @@
 
 A redaction processor blanks every value whose key looks like a secret (token, key, JIT config,
 password, secret, authorization), whatever the caller passed: a secret never reaches a log.
+
+Every entry point configures logging here (``rungar``, ``runnerd``, the cloud plugins), and the
+standard library's loggers (uvicorn, asyncio, grpc's Python side, warnings) are routed through
+the same pipeline, so with JSON configured every line is JSON and every line is redacted. Their
+messages are free text a library wrote, so in them anything that looks like a credential (a
+GitHub token, a bearer header, a long base64 run such as a JIT config) is blanked as well.
+gRPC's C core writes to stderr by itself, past Python's logging; with JSON configured it is
+told to keep quiet (``GRPC_VERBOSITY=NONE``) unless ``GRPC_VERBOSITY`` is set, since its lines
+cannot be made JSON. runnerd does not do this: its runners inherit its environment, and a CI
+job's own gRPC logs are the job's business.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -22,6 +33,12 @@ SECRET_KEY = re.compile(
     r"(token|secret|password|passwd|jit|private_key|authorization|api_key)", re.I
 )
 REDACTED = "[redacted]"
+# Credentials recognised by their look, for text written by other libraries: GitHub tokens,
+# an authorization header's value, and long base64 runs (a JIT config is 1-2 KiB of base64).
+SECRET_VALUE = re.compile(
+    r"(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|(?i:bearer)\s+[^\s\"',]+"
+    r"|[A-Za-z0-9+/]{120,}={0,2})"
+)
 
 
 # Whether a key names a secret, remembered: log lines reuse a handful of keys, and the regex
@@ -42,6 +59,14 @@ def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[s
     for key in event:  # values are replaced, never keys added: iterating stays valid
         if known.get(key) is not False and _is_secret(key):
             event[key] = REDACTED
+    return event
+
+
+def redact_text(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """Blank credentials found in any text value (library messages, rendered tracebacks)."""
+    for key, value in event.items():
+        if isinstance(value, str) and SECRET_VALUE.search(value):
+            event[key] = SECRET_VALUE.sub(REDACTED, value)
     return event
 
 
@@ -82,25 +107,84 @@ class _JsonDumps:
         return self._encoder.encode(value)
 
 
-def configure(level: str = "info", fmt: str = "auto") -> None:
+class _Stderr:
+    """Whatever ``sys.stderr`` is when a line is written, not when logging was configured: a
+    caller that swaps it (a test capturing output, a daemonising wrapper) is followed."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_STDERR: Any = _Stderr()
+
+
+def configure(
+    level: str = "info", fmt: str = "auto", stream: Any = None, *, quiet_grpc_core: bool = True
+) -> None:
+    """Configure structlog and the standard library's logging for this process, writing to
+    ``stream`` (default: whatever ``sys.stderr`` is at each line)."""
+    out = stream if stream is not None else _STDERR
     numeric = getattr(logging, level.upper(), logging.INFO)
-    json_out = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    json_out = fmt == "json" or (fmt == "auto" and not (stream or sys.stderr).isatty())
     renderer: Any = (
         structlog.processors.JSONRenderer(_JsonDumps())
         if json_out
         else structlog.dev.ConsoleRenderer()
     )
+    timestamp = UtcTimestamp()
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            UtcTimestamp(),
+            timestamp,
             redact,
             structlog.processors.format_exc_info,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         # One write and one flush per line (PrintLogger's print() writes the newline apart).
-        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=out),
         cache_logger_on_first_use=False,
     )
+    _route_stdlib(numeric, renderer, timestamp, out)
+    if json_out and quiet_grpc_core:
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+
+def _route_stdlib(level: int, renderer: Any, timestamp: UtcTimestamp, out: Any) -> None:
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.stdlib.add_log_level,
+                structlog.stdlib.add_logger_name,
+                timestamp,
+                redact,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                redact_text,
+                renderer,
+            ],
+        )
+    )
+    handler._rungar = True  # type: ignore[attr-defined]  # marks ours, to replace it next time
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        # Ours from an earlier call, or a plain stream handler (logging.basicConfig's) that
+        # would print each line a second time, not as JSON. Others (a test's capture) stay.
+        if getattr(old, "_rungar", False) or type(old) is logging.StreamHandler:
+            root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    # Each request's access line says nothing the metrics do not; a flood would flood the log.
+    logging.getLogger("uvicorn.access").setLevel(max(level, logging.WARNING))
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        named = logging.getLogger(name)
+        named.handlers.clear()
+        named.propagate = True
+    logging.captureWarnings(True)

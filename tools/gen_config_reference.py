@@ -129,15 +129,29 @@ SETTINGS_NOTES: dict[str, str] = {
         "`host:port` serving `/metrics`, `/healthz` (alive) and `/readyz` (every scale set has "
         "its message session); empty = no metrics server."
     ),
+    "metrics.header_timeout": "Seconds a request head may take to arrive; then 408 and close.",
+    "metrics.body_timeout": "Seconds a request body may take to arrive; then 408 and close.",
+    "metrics.idle_timeout": "Seconds a kept-alive connection may stay idle before it is closed.",
+    "metrics.max_connections": (
+        "Connections at once; past it an idle one is closed for the newcomer, or the newcomer "
+        "gets 503."
+    ),
     "webhook": (
         "The workflow_job webhook receiver: `rungar serve` starts it when listen is set, and "
-        "each verified delivery wakes the scale sets whose labels it matches."
+        "each verified delivery wakes the scale sets whose labels it matches (see the README)."
     ),
-    "webhook.listen": "`host:port` of the receiver; empty = none.",
+    "webhook.listen": "`host:port` of the receiver (path `/webhook`); empty = none.",
     "webhook.secret_path": (
         "File holding the webhook secret; the receiver needs one. Relative to this file's folder."
     ),
-    "webhook.max_body_bytes": "Largest body accepted.",
+    "webhook.max_body_bytes": "Largest body accepted; a larger one is refused (413) unread.",
+    "webhook.header_timeout": "Seconds a request head may take to arrive; then 408 and close.",
+    "webhook.body_timeout": "Seconds a request body may take to arrive; then 408 and close.",
+    "webhook.idle_timeout": "Seconds a kept-alive connection may stay idle before it is closed.",
+    "webhook.max_connections": (
+        "Connections at once; past it an idle one is closed for the newcomer, or the newcomer "
+        "gets 503."
+    ),
     "events": "The event log (`rungar events`).",
     "events.file": (
         "JSONL file (format in docs/events.md); empty = `<state_dir>/events.jsonl`; relative "

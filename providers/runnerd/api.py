@@ -137,7 +137,14 @@ async def serve_api(provider: RunnerdProvider, path: str) -> ApiServer:
     socket.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         socket.unlink()
-    config = uvicorn.Config(app(provider), uds=str(socket), log_level="warning", lifespan="off")
+    config = uvicorn.Config(
+        # log_config=None: its lines go through the process's logging (rungar.logs), as JSON.
+        app(provider),
+        uds=str(socket),
+        log_level="warning",
+        lifespan="off",
+        log_config=None,
+    )
     server = _QuietServer(config)
     task = asyncio.create_task(server.serve())
     for _ in range(200):

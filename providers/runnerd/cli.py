@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import sys
-
-import structlog
 
 from rungar.errors import ConfigError, RungarError
 from runnerd.cli_sizing import add_runnerd_commands
@@ -20,21 +17,12 @@ DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "/etc/runnerd/runnerd.toml")
 
 
 def _configure_logs() -> None:
-    renderer: structlog.types.Processor = (
-        structlog.dev.ConsoleRenderer()
-        if sys.stderr.isatty()
-        else structlog.processors.JSONRenderer()
-    )
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            renderer,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+    """The same pipeline as rungar's (JSON when not a terminal, redaction, library loggers
+    routed through it); ``RUNNERD_LOG_FORMAT`` (auto, json, text) overrides the choice."""
+    from rungar import logs
+
+    # gRPC's C core is left as it is: runners inherit runnerd's environment.
+    logs.configure("info", os.environ.get("RUNNERD_LOG_FORMAT", "auto"), quiet_grpc_core=False)
 
 
 def parser() -> argparse.ArgumentParser:

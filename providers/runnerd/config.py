@@ -68,6 +68,9 @@ class HostConfig:
     tls_key: str = ""
     tls_ca: str = ""  # client CA: with it, TCP is mutual TLS
     token_file: str = ""
+    # Serve TCP clients with neither a client CA nor a token: anyone who reaches the port can
+    # start runners. Warned at every start; for a host behind its own authenticating proxy.
+    insecure_no_client_auth: bool = False
     history: str = ""  # "" = state_dir/history.db
     cgroup_root: str = "/sys/fs/cgroup"
     proc_root: str = "/proc"
@@ -318,7 +321,7 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
                 values[key] = RuntimeKind(value)
             elif key == "isolation":
                 values[key] = Isolation(value)
-            elif key == "allow_unsafe":
+            elif key in ("allow_unsafe", "insecure_no_client_auth"):
                 if not isinstance(value, bool):
                     raise ValueError(f"{value!r} is not true or false")
                 values[key] = value
@@ -346,6 +349,19 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
     if "listen" in values and values["listen"] and not values.get("tls_cert"):
         problems.add(
             lines.of("host", "listen"), "host.listen", "gRPC over TCP needs tls_cert and tls_key"
+        )
+    elif (
+        values.get("listen")
+        and not values.get("tls_ca")
+        and not values.get("token_file")
+        and not values.get("insecure_no_client_auth")
+    ):
+        problems.add(
+            lines.of("host", "listen"),
+            "host.listen",
+            "gRPC over TCP needs client authentication: set tls_ca (mutual TLS) or token_file "
+            "(a bearer token); without either anyone who reaches the port can start runners "
+            "(insecure_no_client_auth = true accepts that, warned at every start)",
         )
     if values.get("isolation") is Isolation.UNSAFE_DIND and not values.get("allow_unsafe"):
         problems.add(

@@ -245,7 +245,15 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     if host.listen:
         token = Path(host.token_file).read_text().strip() if host.token_file else ""
         tls = ServerTls(host.tls_cert, host.tls_key, host.tls_ca)
-        servers.append(await serve(daemon.provider, host.listen, tls=tls, token=token))
+        servers.append(
+            await serve(
+                daemon.provider,
+                host.listen,
+                tls=tls,
+                token=token,
+                insecure_no_client_auth=host.insecure_no_client_auth,
+            )
+        )
     api = await serve_api(daemon.provider, host.api_socket_path())
     metrics = await serve_metrics(daemon.provider.metrics, host) if host.metrics_listen else None
     sampling = asyncio.create_task(daemon.sampler.run())

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rungar.store.files import private_database
 from runnerd.admission.model import Run
 
 SCHEMA_VERSION = 2
@@ -147,6 +148,7 @@ class History:
             )
         else:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_database(self.path)  # 0600 whatever the umask
             self._db = sqlite3.connect(self.path, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")

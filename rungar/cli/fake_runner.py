@@ -1,6 +1,6 @@
 """``rungar fake-runner``: what a real runner does with a JIT config, reduced to the protocol.
 
-It decodes the JIT config (``--jitconfig``, or ``ACTIONS_RUNNER_INPUT_JITCONFIG`` as ARC passes it,
+It decodes the JIT config (``ACTIONS_RUNNER_INPUT_JITCONFIG`` as ARC passes it, or stdin,
 protocol spec §3.9), connects to the emulator named inside it (once: the config is single-use),
 waits for one job of its scale set, runs that job's workload for real (allocates and touches the
 memory, keeps the CPU cores busy, for the duration divided by the emulator's clock factor),
@@ -116,16 +116,25 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help_text, description=__doc__
     )
-    parser.add_argument("--jitconfig", help=f"the encoded JIT config (default: ${ENV_JITCONFIG})")
+    parser.add_argument(
+        "--jitconfig-stdin",
+        action="store_true",
+        help=f"read the encoded JIT config from stdin (default: ${ENV_JITCONFIG})",
+    )
     parser.add_argument("--max-wait", type=float, default=3600.0, help="seconds to wait for a job")
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
-    encoded = args.jitconfig or os.environ.get(ENV_JITCONFIG, "")
+    # Never an argument: anyone on the host can read a process's command line.
+    if args.jitconfig_stdin:
+        encoded = sys.stdin.readline().strip()
+    else:
+        encoded = os.environ.get(ENV_JITCONFIG, "")
     if not encoded:
         print(
-            f"fake-runner: no JIT config: pass --jitconfig or set {ENV_JITCONFIG}", file=sys.stderr
+            f"fake-runner: no JIT config: set {ENV_JITCONFIG} or pass --jitconfig-stdin",
+            file=sys.stderr,
         )
         return 2
     try:

@@ -134,6 +134,11 @@ def build_parser(prog: str, description: str) -> argparse.ArgumentParser:
     parser.add_argument("--tls-key", default="", help="server key (PEM)")
     parser.add_argument("--tls-client-ca", default="", help="CA of client certificates (mTLS)")
     parser.add_argument("--token-file", default="", help="file holding a bearer token")
+    parser.add_argument(
+        "--insecure-no-client-auth",
+        action="store_true",
+        help="serve TCP clients without a client certificate or token (warned at every start)",
+    )
     return parser
 
 
@@ -152,7 +157,9 @@ async def serve_until_stopped(provider: Provider, args: argparse.Namespace) -> N
     token = Path(args.token_file).read_text().strip() if args.token_file else ""
     stop = asyncio.Event()
     stop_on_signals(stop)  # before the socket appears: whoever waits for it may signal at once
-    server = await serve(provider, args.listen, tls, token)
+    server = await serve(
+        provider, args.listen, tls, token, insecure_no_client_auth=args.insecure_no_client_auth
+    )
     try:
         await stop.wait()
     finally:
@@ -194,6 +201,10 @@ def _run_provider_server(
     argv: Sequence[str] | None,
 ) -> int:
     args = build_parser(prog, description).parse_args(argv)
+    from rungar import logs
+
+    # The same pipeline as rungar's and runnerd's: JSON when not a terminal, redacted.
+    logs.configure("info", os.environ.get("RUNGAR_LOG_FORMAT", "auto"))
     try:
         sources = read_sources(args.config)
     except ConfigError as e:

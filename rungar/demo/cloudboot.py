@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import abc
 import base64
+import os
 import re
 import subprocess
 import sys
@@ -120,8 +121,10 @@ class _Booter(abc.ABC):
             return
         log = (self.log_dir / f"{seen.machine}.log").open("wb")
         self.machines[seen.machine] = Booted(seen.machine, seen.place, seen.spot)
-        self.booted[seen.machine] = subprocess.Popen(  # noqa: S603 - our interpreter, our args
-            [sys.executable, "-m", "rungar.cli.fake_runner", "--jitconfig", jit],
+        self.booted[seen.machine] = subprocess.Popen(
+            [sys.executable, "-m", "rungar.cli.fake_runner"],
+            # As a real runner takes it: in the environment, never on the command line.
+            env={**os.environ, "ACTIONS_RUNNER_INPUT_JITCONFIG": jit},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

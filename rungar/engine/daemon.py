@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,7 +27,7 @@ from rungar.engine.metrics import Metrics
 from rungar.engine.naming import installation_id
 from rungar.engine.readiness import ReadinessReporter
 from rungar.engine.runloop import RunLoop
-from rungar.engine.settings import DaemonSettings, read_secret
+from rungar.engine.settings import DaemonSettings, MetricsSettings, read_secret
 from rungar.engine.shipped_plugins import is_shipped, shipped_command
 from rungar.errors import ConfigError
 from rungar.model.caller import Caller
@@ -44,10 +45,50 @@ from rungar.model.units import parse_bytes
 from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
+    from rungar.engine.settings import ListenerLimits
     from rungar.rpc.client import GrpcProvider
     from rungar.rpc.plugin import PluginProcess
+    from rungar.web.bounded import BoundedHttpServer, Limits
 
 log = structlog.get_logger("rungar.daemon")
+
+
+def _discard(names: set[str], name: str, _: object) -> None:
+    names.discard(name)
+
+
+def listener_limits(settings: ListenerLimits, **more: int) -> Limits:
+    """A listener's bounds as ``rungar.yaml`` sets them."""
+    from rungar.web.bounded import Limits
+
+    return Limits(
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        idle_timeout=settings.idle_timeout,
+        max_connections=settings.max_connections,
+        **more,
+    )
+
+
+def serve_metrics(
+    metrics: Metrics,
+    settings: MetricsSettings,
+    ready: Callable[[], tuple[bool, str]] | None = None,
+) -> BoundedHttpServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` (``ready()``, from the listener's thread) on
+    ``settings.listen``, bounded like every listener of the daemon."""
+    from rungar.engine.metrics import health_routes
+    from rungar.web.bounded import BoundedHttpServer, bind
+
+    sock = bind(settings.listen, key="metrics.listen")
+    server = BoundedHttpServer(
+        metrics.app(health_routes(ready)),
+        sock,
+        listener_limits(settings, max_body_bytes=64 * 1024),
+        name="metrics",
+    )
+    server.start()
+    return server
 
 
 class StoreCursors:
@@ -211,7 +252,6 @@ class Daemon:
         self.warnings: list[str] = []
         self.timing = Timing()
         self.started_at = self.clock.now()  # this daemon instance, as providers are told
-        self._webhook_task: asyncio.Task[None] | None = None  # kept: the loop holds tasks weakly
 
     def _github(self, store: SqliteStore, metrics: Metrics) -> Any:
         from rungar.github.auth import AppAuth, PatAuth
@@ -249,6 +289,8 @@ class Daemon:
     def _bind_webhook(self) -> tuple[socket.socket, str] | None:
         """The optional ``workflow_job`` receiver's socket and secret, taken before anything
         starts: a missing secret or a port in use stops the daemon with its reason."""
+        from rungar.web.bounded import bind
+
         hook = self.settings.webhook
         if not hook.listen:
             return None
@@ -258,43 +300,50 @@ class Daemon:
             secret = read_secret(hook.secret_path, self.warnings)
         except OSError as e:
             raise ConfigError([f"webhook.secret_path: cannot read {hook.secret_path}: {e}"]) from e
-        host, _, port = hook.listen.rpartition(":")
-        host = host.strip("[]") or "127.0.0.1"
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        try:
-            return socket.create_server((host, int(port)), family=family), secret
-        except (OSError, ValueError) as e:
-            raise ConfigError([f"webhook.listen: cannot listen on {hook.listen}: {e}"]) from e
+        return bind(hook.listen, key="webhook.listen"), secret
 
     def _serve_webhook(
         self, bound: tuple[socket.socket, str], engine: Engine, runloop: RunLoop
-    ) -> Any:
+    ) -> BoundedHttpServer:
         """A delivery wakes the scale sets it matches, which then try again at once instead of
-        at the next message or reconcile pass."""
-        import uvicorn
-
+        at the next message or reconcile pass. The receiver runs on its listener's thread, so
+        the wake is handed to the engine's loop."""
         from rungar.github.webhook import WebhookReceiver
+        from rungar.web.bounded import BoundedHttpServer, engine_caller
 
         sock, secret = bound
         labels = {name: list(s.config.labels) or [name] for name, s in engine.sets.items()}
+        on_engine = engine_caller(asyncio.get_running_loop())
+        # One woken scale per scale set at a time: a burst of deliveries (or of replays under
+        # new delivery ids) adds nothing while the one it would start is still running.
+        in_flight: set[str] = set()
 
         def wake(names: Sequence[str], job: object) -> None:
-            for name in names:
-                engine.spawn(engine.scale(name))
-            runloop.wake()
+            def on_loop() -> None:
+                for name in names:
+                    if name not in in_flight:
+                        in_flight.add(name)
+                        task = engine.spawn(engine.scale(name))
+                        task.add_done_callback(partial(_discard, in_flight, name))
+                runloop.wake()
+
+            on_engine(on_loop)
 
         def count(outcome: str) -> None:
             engine.metrics.webhook_deliveries.labels(outcome).inc()
 
+        hook = self.settings.webhook
         receiver = WebhookReceiver(
-            secret, labels, wake, max_body=self.settings.webhook.max_body_bytes, on_outcome=count
+            secret, labels, wake, max_body=hook.max_body_bytes, on_outcome=count
         )
-        from rungar.stopping import signal_free_server  # the daemon owns SIGINT and SIGTERM
-
-        server = signal_free_server(
-            uvicorn.Config(receiver.app(), log_level="warning", lifespan="off")
+        server = BoundedHttpServer(
+            receiver,
+            sock,
+            listener_limits(hook, max_body_bytes=hook.max_body_bytes),
+            name="webhook",
+            on_refused=receiver.count,
         )
-        self._webhook_task = asyncio.get_running_loop().create_task(server.serve(sockets=[sock]))
+        server.start()
         return server
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
@@ -363,9 +412,11 @@ class Daemon:
             control, settings.socket, mode=settings.socket_mode, clock=self.clock
         )
         reporter = ReadinessReporter(engine)
+        listeners: list[BoundedHttpServer] = []
         if settings.metrics.listen:
-            metrics.serve(settings.metrics.listen, ready=reporter.answer)
-        webhook = self._serve_webhook(webhook_socket, engine, runloop) if webhook_socket else None
+            listeners.append(serve_metrics(metrics, settings.metrics, ready=reporter.answer))
+        if webhook_socket:
+            listeners.append(self._serve_webhook(webhook_socket, engine, runloop))
         await runloop.start()
         reporter.start()
         log.info(
@@ -382,10 +433,8 @@ class Daemon:
             Daemon.running.pop(settings.socket, None)
             await runloop.stop()
             await admin.stop()
-            if webhook is not None and self._webhook_task is not None:
-                webhook.should_exit = True
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(self._webhook_task, 5.0)
+            for listener in listeners:
+                await asyncio.to_thread(listener.stop)
             with contextlib.suppress(Exception):
                 await github.aclose()
             for plugin in plugins:

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 from rungar.clock import Clock
 from rungar.errors import RungarError
 from rungar.model.event_kinds import EVENT_ACTIONS
+from rungar.store.files import private_file
 
 __all__ = ["EVENT_ACTIONS", "Event", "EventLog", "FollowerBehind"]
 
@@ -90,6 +91,7 @@ class EventLog:
         self._recent.append(event)
         if self.path is not None:
             if self._file is None:
+                private_file(self.path)  # 0600 whatever the umask: events name jobs and repos
                 self._file = self.path.open("a", buffering=1)  # line-buffered: whole lines
             self._file.write(event.to_json() + "\n")
             self._written += 1
@@ -115,7 +117,7 @@ class EventLog:
             while self._recent and self._recent[0].time < horizon:
                 self._recent.popleft()
         if self.path is not None:
-            tmp = self.path.with_suffix(".tmp")
+            tmp = private_file(self.path.with_suffix(".tmp"))
             tmp.write_text("".join(e.to_json() + "\n" for e in self._recent))
             tmp.replace(self.path)
             self.close()  # the next event opens the compacted file

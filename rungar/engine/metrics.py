@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
-from prometheus_client.exposition import ThreadingWSGIServer
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 
 from rungar import __version__
 
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 WAIT_BUCKETS = (5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800)
 CALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -125,37 +127,39 @@ class Metrics:
             registry=r,
         )
 
-    def serve(self, address: str, ready: Callable[[], tuple[bool, str]] | None = None) -> None:
-        """Expose ``/metrics`` on ``host:port`` in a background thread, with ``/healthz``
-        (alive) and ``/readyz`` (``ready()``: 200 when ready, else 503, and why)."""
-        host, _, port = address.rpartition(":")
-        host = host.strip("[]") or "127.0.0.1"
+    def app(self, routes: Sequence[Any] = ()) -> Any:
+        """The metrics listener's app: ``/metrics``, and any more ``routes`` (Starlette
+        ``Route``s) the daemon serves beside it. Served by :mod:`rungar.web.bounded`, on the
+        listener's own thread: a route must not touch the engine but through its loop."""
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import Response
+        from starlette.routing import Route
 
-        class Server(ThreadingWSGIServer):
-            address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        registry = self.registry
 
-        app = with_health(make_wsgi_app(self.registry), ready)
-        server = make_server(host, int(port), app, Server, handler_class=_QuietHandler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        async def metrics(_: Request) -> Response:
+            return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        """Scrapes and probes are counted by whoever makes them, not logged here."""
+        return Starlette(routes=[Route("/metrics", metrics, methods=["GET"]), *routes])
 
 
-def with_health(app: WSGIApp, ready: Callable[[], tuple[bool, str]] | None) -> WSGIApp:
+def health_routes(ready: Callable[[], tuple[bool, str]] | None) -> list[Any]:
     """``/healthz``: 200 while the process serves at all. ``/readyz``: 200 once every scale
     set has its message session or waits for another daemon's, else 503; the body says which.
-    Every other path is the metrics app's."""
+    ``ready`` is called on the listener's thread, so it must be safe from any thread."""
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
 
-    def routed(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        path = environ.get("PATH_INFO", "")
-        if path not in ("/healthz", "/readyz"):
-            return app(environ, start_response)
-        ok, text = (True, "alive") if path == "/healthz" or ready is None else ready()
-        status = "200 OK" if ok else "503 Service Unavailable"
-        start_response(status, [("Content-Type", "text/plain; charset=utf-8")])
-        return [(text + "\n").encode()]
+    async def healthz(_: Request) -> PlainTextResponse:
+        return PlainTextResponse("alive\n")
 
-    return routed
+    async def readyz(_: Request) -> PlainTextResponse:
+        ok, text = (True, "alive") if ready is None else ready()
+        return PlainTextResponse(text + "\n", status_code=200 if ok else 503)
+
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]

@@ -61,14 +61,24 @@ class GitHubSettings(_Strict):
     timing: GitHubTimingSettings = GitHubTimingSettings()
 
 
-class MetricsSettings(_Strict):
+class ListenerLimits(_Strict):
+    """The bounds every HTTP listener of the daemon keeps (rungar.web.bounded)."""
+
+    header_timeout: float = Field(default=10.0, gt=0)
+    body_timeout: float = Field(default=10.0, gt=0)
+    idle_timeout: float = Field(default=5.0, gt=0)
+    max_connections: int = Field(default=256, ge=1, le=65536)
+
+
+class MetricsSettings(ListenerLimits):
     listen: str = ""  # empty: no metrics server
+    max_connections: int = Field(default=64, ge=1, le=65536)  # scrapers are few
 
 
-class WebhookSettings(_Strict):
+class WebhookSettings(ListenerLimits):
     listen: str = ""  # empty: no webhook receiver
     secret_path: str = ""
-    max_body_bytes: int = 1024 * 1024
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
 
 
 class EventsSettings(_Strict):

@@ -7,7 +7,10 @@ and the scripted fake are all served this way (ARCHITECTURE §1, §2).
 
 Security (ARCHITECTURE §6): plaintext only on ``unix://`` addresses (``serve`` refuses to start
 otherwise); TLS with ``client_ca_file`` requires client certificates (mTLS); a token is checked
-in constant time on every call but health checks, which tell nothing and serve probes.
+in constant time on every call but health checks, which tell nothing and serve probes. A TCP
+listener needs one of the two: TLS alone proves the server to its clients but lets anyone who
+reaches the port create runners, so ``serve`` refuses it unless the caller passes the loudly
+named ``insecure_no_client_auth=True``, and then warns at every start.
 Messages are capped at 1 MiB both ways. Every call is logged once as ``provider.call`` with
 the call, the runner, the result, the duration and the caller its metadata names (installation,
 daemon host, daemon start; :mod:`rungar.model.caller`), which is also the provider method's
@@ -330,6 +333,36 @@ def _bind(server: grpc.aio.Server, address: str, tls: ServerTls | None) -> str:
     return address
 
 
+NO_CLIENT_AUTH = (
+    "gRPC over TCP needs client authentication: set a client CA (mutual TLS) or a token file; "
+    "without either anyone who reaches the port can create and delete runners"
+)
+
+
+def check_client_auth(
+    address: str,
+    tls: ServerTls | None,
+    token: str,
+    *,
+    insecure_no_client_auth: bool = False,
+    who: str = "provider server",
+) -> None:
+    """Refuse a TCP listener that would serve anonymous clients; warn when the operator opted out.
+
+    A unix socket is guarded by its file mode and needs neither. The opt-out is logged as a
+    warning each time, so it cannot be forgotten in a config file nobody reads.
+    """
+    if is_unix(address) or token or (tls is not None and tls.client_ca_file):
+        return
+    if not insecure_no_client_auth:
+        raise ConfigError([f"{who}: {address}: {NO_CLIENT_AUTH}"])
+    log.warning(
+        "provider.insecure_no_client_auth",
+        address=address,
+        note="clients are not authenticated: anyone who reaches this port can run jobs here",
+    )
+
+
 async def serve(
     provider: Provider,
     address: str,
@@ -337,16 +370,20 @@ async def serve(
     token: str = "",
     *,
     clock: Clock | None = None,
+    insecure_no_client_auth: bool = False,
 ) -> ProviderServer:
     """Start serving ``provider`` at ``address``; returns once it listens.
 
     ``address`` is ``unix:///path`` (plaintext allowed) or ``host:port`` (``tls`` required;
     port 0 picks a free one, see :attr:`ProviderServer.address`). ``token``, when set, must be
-    presented by every client and needs TLS.
+    presented by every client and needs TLS. Over TCP the clients must be authenticated, by
+    ``tls.client_ca_file`` (mTLS) or ``token``, unless ``insecure_no_client_auth`` says the
+    operator chose otherwise (see :func:`check_client_auth`).
     """
     check_address(address, secured=tls is not None, who="provider server")
     if token and tls is None:
         raise ConfigError(["provider server: a token is only ever accepted over TLS"])
+    check_client_auth(address, tls, token, insecure_no_client_auth=insecure_no_client_auth)
     interceptors = [_TokenCheck(token)] if token else []
     server = grpc.aio.server(options=list(SERVER_OPTIONS), interceptors=interceptors)
     pb_grpc.add_ProviderServicer_to_server(_Servicer(provider, clock or SystemClock()), server)

@@ -20,6 +20,7 @@ from pathlib import Path
 from rungar.errors import StateError
 from rungar.placement.backoff import Backoff
 from rungar.placement.holds import Hold
+from rungar.store.files import private_database
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,12 +59,13 @@ class SqliteStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         try:
+            private_database(self.path)  # before SQLite creates it with the umask's mode
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._db.executescript(SCHEMA)
-        except sqlite3.Error as e:
+        except (sqlite3.Error, OSError) as e:
             raise StateError(f"cannot open the state database {self.path}: {e}") from e
 
     @contextmanager

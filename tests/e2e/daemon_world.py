@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -56,7 +57,9 @@ class RunningProvider:
         if isinstance(result, Created) and request.runner_name not in self.runners:
             log = (self.log_dir / f"{request.runner_name}.log").open("wb")
             self.runners[request.runner_name] = subprocess.Popen(
-                [sys.executable, "-m", "rungar.cli.fake_runner", "--jitconfig", request.jit_config],
+                [sys.executable, "-m", "rungar.cli.fake_runner"],
+                # As a real runner takes it: in the environment, never on the command line.
+                env={**os.environ, "ACTIONS_RUNNER_INPUT_JITCONFIG": request.jit_config},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -108,6 +111,7 @@ class DaemonWorld:
         webhook_secret: str = "",
         relative_paths: bool = False,
         cwd: Path | None = None,
+        open_files: int = 0,
     ):
         self.root = root
         # Write every path in rungar.yaml and scale_sets.yaml relative to root, and start the
@@ -119,6 +123,7 @@ class DaemonWorld:
         self.metrics_port = free_port() if metrics else 0
         self.webhook_port = free_port() if webhook_secret else 0
         self.webhook_secret = webhook_secret
+        self.open_files = open_files  # the daemon's RLIMIT_NOFILE; 0 = inherited
         self.emulator = GitHubEmulator(
             EmulatorOptions(
                 long_poll_seconds=1.0,
@@ -187,12 +192,17 @@ class DaemonWorld:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             cwd=self.cwd,
+            preexec_fn=self._limit_open_files if self.open_files else None,
         )
         await self.wait_for(lambda s: s is not None, "the daemon to answer", 30)
         # The admin socket answers first; the other servers start right after it.
         for port in (self.metrics_port, self.webhook_port):
             if port:
                 await self.wait_for_port(port, 30)
+
+    def _limit_open_files(self) -> None:
+        """In the daemon's process before it runs: what systemd gives a unit by default."""
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files, self.open_files))
 
     async def wait_for_port(self, port: int, seconds: float) -> None:
         loop = asyncio.get_running_loop()

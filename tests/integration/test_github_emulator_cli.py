@@ -44,9 +44,12 @@ async def test_the_emulator_process_serves_a_client_and_a_fake_runner_end_to_end
             assert message is not None and [j.kind for j in message.jobs] == ["JobAssigned"]
             await gh.client.delete_message(session, message.message_id)
             _, jit = await gh.generate_jit_config(scale_set_id, "linux-1")
-            argv = ["-m", "rungar.cli.fake_runner", "--jitconfig", jit, "--max-wait", "20"]
+            argv = ["-m", "rungar.cli.fake_runner", "--max-wait", "20"]
             runner = await asyncio.create_subprocess_exec(
-                sys.executable, *argv, stdout=asyncio.subprocess.PIPE
+                sys.executable,
+                *argv,
+                env={**os.environ, "ACTIONS_RUNNER_INPUT_JITCONFIG": jit},
+                stdout=asyncio.subprocess.PIPE,
             )
             out, _ = await asyncio.wait_for(runner.communicate(), timeout=60)
             assert runner.returncode == 0, out.decode()

@@ -14,16 +14,21 @@ MIB = 1024 * 1024
 
 
 async def _fake_runner(jit: str, *args: str, via_env: bool = True) -> tuple[int, str]:
-    env = dict(os.environ)
+    """Run the fake runner with ``jit`` in its environment, or on its stdin: never in argv."""
+    env = {k: v for k, v in os.environ.items() if k != "ACTIONS_RUNNER_INPUT_JITCONFIG"}
     argv = [sys.executable, "-m", "rungar.cli.fake_runner", "--max-wait", "20", *args]
     if via_env:
         env["ACTIONS_RUNNER_INPUT_JITCONFIG"] = jit
     else:
-        argv += ["--jitconfig", jit]
+        argv += ["--jitconfig-stdin"]
     proc = await asyncio.create_subprocess_exec(
-        *argv, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+        *argv,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
     )
-    out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+    out, _ = await asyncio.wait_for(proc.communicate(b"" if via_env else jit.encode()), 60)
     return proc.returncode or 0, out.decode()
 
 

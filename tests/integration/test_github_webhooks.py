@@ -2,33 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
-
-import uvicorn
 
 from rungar.github.webhook import WebhookReceiver
 from rungar.testing.github_emulator import GitHubEmulator, JobSpec
 from rungar.testing.github_emulator.harness import eventually, fast_options
+from rungar.web.bounded import BoundedHttpServer, bind
 
 SECRET = "webhook-secret"
 
 
 @contextlib.asynccontextmanager
 async def serving(receiver: WebhookReceiver) -> AsyncIterator[str]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(receiver.app(), log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        await asyncio.sleep(0.01)
+    server = BoundedHttpServer(
+        receiver, bind("127.0.0.1:0", key="webhook.listen"), on_refused=receiver.count
+    )
+    server.start()
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}/webhook"
+        yield f"http://{server.address}/webhook"
     finally:
-        server.should_exit = True
-        await task
+        server.stop()
 
 
 async def test_signed_deliveries_wake_the_matching_scale_set_and_duplicates_are_dropped() -> None:

@@ -17,10 +17,12 @@ import pytest
 from rungar.cli import status
 from rungar.config.loader import parse_scale_sets
 from rungar.engine.control import Control
+from rungar.engine.daemon import serve_metrics
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.metrics import Metrics
 from rungar.engine.readiness import ReadinessReporter, notify, readiness
+from rungar.engine.settings import MetricsSettings
 from rungar.rpc.admin_server import serve_admin
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
@@ -126,14 +128,11 @@ async def test_readyz_is_503_naming_what_is_not_up_until_every_scale_set_listens
     reporter = ReadinessReporter(engine)
     reporter.start()
     port = free_port()
-    Metrics().serve(f"127.0.0.1:{port}", ready=reporter.answer)
+    server = serve_metrics(
+        Metrics(), MetricsSettings(listen=f"127.0.0.1:{port}"), ready=reporter.answer
+    )
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
-        for _ in range(50):  # the listener's thread binds before serve() returns; be sure
-            try:
-                healthz = await http.get("/healthz")
-                break
-            except httpx.ConnectError:
-                await asyncio.sleep(0.05)
+        healthz = await http.get("/healthz")  # bound before serve_metrics returns
         assert healthz.status_code == 200 and healthz.text == "alive\n"
         engine.sets["linux"].phase = "LISTENING"
         await settle()
@@ -146,6 +145,7 @@ async def test_readyz_is_503_naming_what_is_not_up_until_every_scale_set_listens
         assert ready.status_code == 200 and ready.text.startswith("ready: 2 of 2")
         metrics = await http.get("/metrics")
         assert metrics.status_code == 200 and "rungar_build_info" in metrics.text
+    server.stop()
     await reporter.stop()
 
 

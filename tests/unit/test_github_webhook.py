@@ -38,9 +38,7 @@ def _receiver(woken: list[list[str]], max_body: int = 64 * 1024) -> WebhookRecei
 
 
 def _client(receiver: WebhookReceiver) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=receiver.app()), base_url="http://hook"
-    )
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=receiver), base_url="http://hook")
 
 
 def test_githubs_published_test_vector_verifies() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
 from collections.abc import Iterator
 
 import pytest
@@ -29,10 +28,9 @@ class FixedClock:
 
 
 @pytest.fixture
-def json_lines(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+def json_lines() -> Iterator[io.StringIO]:
     out = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", out)
-    logs.configure("info", "json")
+    logs.configure("info", "json", stream=out, quiet_grpc_core=False)  # the env stays as it is
     yield out
     structlog.reset_defaults()
 
