@@ -51,6 +51,9 @@ def test_a_reader_who_may_not_write_skips_the_sizing_check_while_the_wal_holds_c
     config.chmod(0o644)
     history = history_with_wal(db)  # the daemon, writing; its -shm is its own
     (shared_dir / "history.db-shm").chmod(0o600)
+    # runnerd makes its history private (0600); an operator lets a reader in by hand.
+    db.chmod(0o644)
+    (shared_dir / "history.db-wal").chmod(0o644)
     try:
         doctor = as_nobody("runnerd.cli", "doctor", "-c", str(config), "--json")
         assert doctor.returncode in (0, 1), doctor.stderr

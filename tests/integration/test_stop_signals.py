@@ -161,7 +161,7 @@ def test_rungar_serve_stops_the_plugins_it_started_and_removes_their_folders(
 @pytest.mark.parametrize("signum", SIGNALS, ids=ids)
 def test_the_github_emulator_stops_and_exits_0(signum: int) -> None:
     process = start("-m", "rungar.cli.main", "github-emulator", "--port", "0")
-    wait_for_line(process, "github emulator: http://")
+    wait_for_line(process, "http://")  # its URL, the first line it prints
     code, err = stopped_by(process, signum)
     assert code == 0, err
 
