@@ -13,8 +13,10 @@ Exits 0 whatever it reports, and 1 only when the daemon cannot be asked (issue 4
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+from zoneinfo import ZoneInfo
 
 from rungar.cli.render import (
     RUNNER_HEADERS,
@@ -109,6 +111,39 @@ def header_lines(daemon: dict[str, Any]) -> list[str]:
     return lines
 
 
+def desired_cell(scale_set: dict[str, Any]) -> object:
+    """``7 (4 reserve)``: how much of desired is idle reserve beyond the assigned jobs."""
+    desired, reserve = scale_set.get("desired"), scale_set.get("reserve") or 0
+    if desired is None or not reserve:
+        return desired
+    return f"{desired} ({reserve} reserve)"
+
+
+def schedule_sentence(scale_set: dict[str, Any], now: float | None) -> str:
+    """The window in force and the next change, or "" for a scale set with no schedule."""
+    found = scale_set.get("schedule")
+    if not found:
+        return ""
+    zone = str(found.get("timezone") or "UTC")
+    window = found.get("window")
+    head = (
+        f"window {window} ({zone}) in force, min_runners {found.get('min_runners')}"
+        if window
+        else f"outside every window ({zone}), min_runners {found.get('min_runners')}"
+    )
+    change = found.get("next_change")
+    if change is None:
+        return f"{head}; no change ahead"
+    try:
+        when = datetime.fromtimestamp(float(change), ZoneInfo(zone)).strftime("%a %H:%M")
+    except (ValueError, KeyError, OSError):
+        when = format_time(float(change))
+    next_window = found.get("next_window")
+    then = f"window {next_window}" if next_window else "outside every window"
+    left = f" (in {format_age(float(change) - now)})" if now is not None else ""
+    return f"{head}; {when}{left}: min_runners {found.get('next_min_runners')}, {then}"
+
+
 def scale_set_note(scale_set: dict[str, Any]) -> str:
     """The note under the table, or "" when the scale set is plainly listening."""
     note = str(scale_set.get("note") or "")
@@ -118,7 +153,7 @@ def scale_set_note(scale_set: dict[str, Any]) -> str:
     return note or DEFAULT_NOTES.get(status, status.lower())
 
 
-def scale_set_lines(scale_sets: list[dict[str, Any]]) -> list[str]:
+def scale_set_lines(scale_sets: list[dict[str, Any]], now: float | None = None) -> list[str]:
     rows = []
     for s in scale_sets:
         providers = ",".join(s.get("providers", []))
@@ -134,7 +169,7 @@ def scale_set_lines(scale_sets: list[dict[str, Any]]) -> list[str]:
                 runner_count(
                     s["runners"], s.get("busy", 0), s.get("idle", 0), s.get("starting", 0)
                 ),
-                s.get("desired"),
+                desired_cell(s),
                 s.get("min"),
                 s.get("max"),
                 s.get("priority"),
@@ -147,6 +182,9 @@ def scale_set_lines(scale_sets: list[dict[str, Any]]) -> list[str]:
         note = scale_set_note(s)
         if note:
             lines.append(f"  {s['name']}: {note}")
+        schedule = schedule_sentence(s, now)
+        if schedule:
+            lines.append(f"  {s['name']}: {schedule}")
     return lines
 
 
@@ -179,7 +217,7 @@ def render_status(document: dict[str, Any]) -> str:
     allowed = sum(int(s.get("max") or 0) for s in scale_sets)
     sections = [
         header_lines(document.get("daemon", {})),
-        scale_set_lines(scale_sets),
+        scale_set_lines(scale_sets, document.get("daemon", {}).get("now")),
         provider_lines(document.get("providers", []), document.get("skips", [])),
         runner_lines(runners),
         [f"{plural(len(runners), 'runner')}; the scale sets allow {allowed} between them."],

@@ -65,6 +65,29 @@ class ScaleSetProvider:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleWindow:
+    """One window of a schedule, as written: ``days`` 0 (Monday) .. 6, minutes since midnight.
+
+    ``end`` may be 1440 (``24:00``); ``end < start`` runs past midnight and belongs to the day
+    it opens on. ``text`` is how the file wrote it (``mon-fri 08:00-18:00``), for status.
+    """
+
+    days: frozenset[int]
+    start: int
+    end: int
+    min_runners: int
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Time-of-day ``min_runners``: the first window (in written order) that matches wins."""
+
+    timezone: str = "UTC"
+    windows: tuple[ScheduleWindow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleSetConfig:
     name: str
     max_runners: int
@@ -78,6 +101,7 @@ class ScaleSetConfig:
     max_idle_age: float | None = None
     max_age: float | None = None
     paused: bool = False
+    schedule: Schedule | None = None
 
     @property
     def provider_names(self) -> tuple[str, ...]:

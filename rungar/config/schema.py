@@ -243,6 +243,51 @@ PROVIDER_REF = NameOrObj(
     ),
 )
 
+SCHEDULE_WINDOW = Obj(
+    (
+        Field(
+            "days",
+            Str(),
+            "mon..sun, or ranges such as mon-fri that may wrap (fri-mon), or a comma list.",
+            True,
+        ),
+        Field(
+            "from",
+            Str(pattern=r"^\d\d:\d\d$", hint="HH:MM such as 08:00, quoted"),
+            "Opens at HH:MM (quote it); not 24:00.",
+            True,
+        ),
+        Field(
+            "to",
+            Str(pattern=r"^\d\d:\d\d$", hint="HH:MM such as 08:00, quoted"),
+            "Closes at HH:MM; 24:00 allowed; before from = runs past midnight; not from.",
+            True,
+        ),
+        Field(
+            "min_runners",
+            Int(0, MAX_RUNNERS),
+            "min_runners while the window is open; at most max_runners.",
+            default=0,
+        ),
+    )
+)
+SCHEDULE = Obj(
+    (
+        Field(
+            "timezone",
+            Str(),
+            "IANA zone of the windows; unset = UTC, never the host's; Local is refused.",
+            default="UTC",
+        ),
+        Field(
+            "windows",
+            ListOf(SCHEDULE_WINDOW, min_items=1),
+            "The first window that matches, in written order, sets min_runners.",
+            True,
+        ),
+    )
+)
+
 SCALE_SET = Obj(
     (
         Field("name", SCALE_SET_NAME, "Runner-name base; unique ignoring case.", True),
@@ -282,6 +327,7 @@ SCALE_SET = Obj(
             "max_age", Duration(), "A runner older than this is replaced; at least start_timeout."
         ),
         Field("paused", Bool(), "Creates nothing while true.", default=False),
+        Field("schedule", SCHEDULE, "Time-of-day min_runners; unset = min_runners always."),
     )
 )
 

@@ -40,7 +40,7 @@ from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.placement import Fleet
 from rungar.placement.attempt import NotPlaced, Outcome, Placed, Try, place
-from rungar.scaling import desired_runners, surplus_to_remove
+from rungar.scaling import InForce, desired, surplus_to_remove
 from rungar.store.sqlite import CreateIntent, SqliteStore
 
 log = structlog.get_logger("rungar.engine")
@@ -55,6 +55,8 @@ class ScaleSetState:
     id: int = 0
     assigned: int = 0
     desired: int | None = None  # unknown until the first decision
+    reserve: int = 0  # of desired, the runners kept idle beyond the assigned jobs
+    minimum: InForce | None = None  # min_runners in force (schedule window) at the last decision
     paused_at_runtime: bool | None = None  # None: as configured
     phase: str = "STARTING"  # STARTING, LISTENING, WAITING, UNREACHABLE
     note: str = ""
@@ -149,12 +151,13 @@ class Engine:
         if state is None:
             return
         async with state.lock:
-            target = (
-                0
-                if state.removed
-                else desired_runners(state.config, state.assigned, paused=state.paused)
+            decision = desired(
+                state.config, state.assigned, paused=state.paused, now=self.clock.now()
             )
+            self._note_minimum(state, decision.minimum)
+            target = 0 if state.removed else decision.total
             state.desired = target
+            state.reserve = 0 if state.removed else decision.reserve
             self.metrics.runners_desired.labels(name).set(target)
             live = self.runners.live(name)
             have = len(live) + state.creating
@@ -170,6 +173,34 @@ class Engine:
                     record = self.runners.get(runner)
                     if record is not None:
                         self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
+
+    def _note_minimum(self, state: ScaleSetState, minimum: InForce) -> None:
+        """Say so when a schedule window changes the ``min_runners`` in force."""
+        before, state.minimum = state.minimum, minimum
+        self.metrics.runners_min.labels(state.config.name).set(minimum.min_runners)
+        if before is None or before.min_runners == minimum.min_runners:
+            return
+        window = minimum.window or "outside every window"
+        change: dict[str, Any] = {
+            "from": before.min_runners,
+            "to": minimum.min_runners,
+            "window": minimum.window,
+        }
+        self.events.record(
+            "scale_set",
+            state.config.name,
+            "min_runners_changed",
+            scale_set=state.config.name,
+            message=f"min_runners {before.min_runners} -> {minimum.min_runners} ({window})",
+            **change,
+        )
+        log.info(
+            "min_runners changed",
+            scale_set=state.config.name,
+            from_=before.min_runners,
+            to=minimum.min_runners,
+            window=minimum.window,
+        )
 
     async def _create_one(self, state: ScaleSetState) -> None:
         try:

@@ -7,8 +7,11 @@ Document (every time in epoch seconds, every duration in seconds)::
 
     {"daemon": {"version", "installation", "started_at", "now", "config_path", "github"},
      "scale_sets": [{"name", "status", "note", "runners", "busy", "idle", "starting",
-                     "desired", "min", "max", "priority", "placement", "providers", "paused",
-                     "assigned", "labels"}],
+                     "desired", "reserve", "min", "schedule", "max", "priority", "placement",
+                     "providers", "paused", "assigned", "labels"}],
+     (schedule: null | {"timezone", "window", "min_runners", "next_change",
+                        "next_min_runners", "next_window"}; reserve: the part of desired kept
+     idle beyond the assigned jobs; min: the min_runners in force now)
      "providers": [{"name", "type", "status", "runners", "max_runners", "leaving", "weight",
                     "reachable", "disabled", "draining", "runtime_change",
                     "hold": null | {"holder", "priority", "left"}}],
@@ -27,6 +30,7 @@ from rungar.config.model import ScaleSetConfig
 from rungar.model.runner import GitHubState, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.model.units import format_duration
+from rungar.scaling import in_force
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
@@ -55,6 +59,21 @@ def skip_sentence(
         f"{scale_set} found {provider} failing ({refusals} in a row); "
         f"tries it again in {wait}: {error}"
     )
+
+
+def schedule_document(config: ScaleSetConfig, now: float) -> Any:
+    """The window in force and the next change, or None for a scale set with no schedule."""
+    if config.schedule is None:
+        return None
+    found = in_force(config, now)
+    return {
+        "timezone": config.schedule.timezone,
+        "window": found.window,
+        "min_runners": found.min_runners,
+        "next_change": found.next_change,
+        "next_min_runners": found.next_min_runners,
+        "next_window": found.next_window,
+    }
 
 
 def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
@@ -118,7 +137,9 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "starting": sum(1 for r in live if r.state is RunnerState.STARTING)
                 + state.creating,
                 "desired": state.desired,
-                "min": ss.min_runners,
+                "reserve": state.reserve,
+                "min": in_force(ss, now).min_runners,
+                "schedule": schedule_document(ss, now),
                 "max": ss.max_runners,
                 "priority": ss.priority,
                 "placement": ss.placement.value,
