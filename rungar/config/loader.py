@@ -87,6 +87,7 @@ def _timing(record: Record | None, checker: Checker) -> Timing:
     for first, most in (
         ("backoff_first", "backoff_max"),
         ("session_retry_first", "session_retry_max"),
+        ("crash_backoff_first", "crash_backoff_max"),
     ):
         low, high = record.get(first), record.get(most, getattr(Timing(), most))
         if low is not None and high < low:

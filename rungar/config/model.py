@@ -36,6 +36,8 @@ class Timing:
     stuck_after: float = 0.0  # busy and offline this long: stuck; 0 = start_timeout
     session_retry_first: float = 10.0
     session_retry_max: float = 60.0
+    crash_backoff_first: float = 30.0  # runners that end before connecting: first skip
+    crash_backoff_max: float = 600.0  # ... doubling in a row up to this
 
     @property
     def hold_duration(self) -> float:

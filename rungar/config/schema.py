@@ -342,6 +342,8 @@ TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
     "start_timeout": (30.0, False),
     "session_retry_first": (0.0, True),
     "session_retry_max": (0.0, True),
+    "crash_backoff_first": (0.0, True),
+    "crash_backoff_max": (0.0, True),
 }
 TIMING_NOTES = {
     "reconcile_interval": "How often each scale set is reconciled; at least 5s.",
@@ -356,6 +358,11 @@ TIMING_NOTES = {
     "never_connected_grace": "0 = the scale set's start_timeout.",
     "stuck_after": "0 = the scale set's start_timeout × 2.",
     "session_retry_max": "At least session_retry_first.",
+    "crash_backoff_first": (
+        "A scale set whose runners on a provider end, or never connect within start_timeout, "
+        "before they ever connect skips it this long; doubles in a row."
+    ),
+    "crash_backoff_max": "Longest such skip; at least crash_backoff_first.",
 }
 
 

@@ -31,6 +31,7 @@ from rungar.engine.events import EventLog
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
 from rungar.engine.records import RunnerRecord, RunnerTable
+from rungar.engine.status import crash_sentence
 from rungar.errors import GitHubError, ProviderError, RungarError
 from rungar.github.interface import GitHub, RemoveOutcome
 from rungar.model.labels import machine_labels
@@ -40,6 +41,7 @@ from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.placement import Fleet
 from rungar.placement.attempt import NotPlaced, Outcome, Placed, Try, place
+from rungar.placement.fleet import EXITED, NEVER_CONNECTED
 from rungar.scaling import InForce, desired, surplus_to_remove
 from rungar.store.sqlite import CreateIntent, SqliteStore
 
@@ -108,6 +110,7 @@ class Engine:
         self.started_at = clock.now()
         backoffs, holds = store.load_placement()
         self.fleet.restore_state(backoffs, holds)
+        self.fleet.restore_crash_loops(store.load_crash_loops())
 
     # ------------------------------------------------------------------ helpers
 
@@ -136,6 +139,7 @@ class Engine:
     def save_placement(self) -> None:
         backoffs, holds = self.fleet.export_state()
         self.store.save_placement(backoffs, holds)
+        self.store.save_crash_loops(self.fleet.export_crash_loops())
 
     def resync_fleet_counts(self) -> None:
         self.fleet.set_runners(self.runners.counts())
@@ -465,6 +469,8 @@ class Engine:
         record.left_at = self.clock.now()
         record.removal_reason = reason
         self.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
+        if not record.connected and not record.adopted:
+            self._crashed(record, reason)
         self.metrics.removed.labels(record.scale_set, record.provider, reason).inc()
         self.events.record(
             "runner",
@@ -482,6 +488,45 @@ class Engine:
             provider=record.provider,
             runner=record.name,
         )
+
+    def _crashed(self, record: RunnerRecord, reason: str) -> None:
+        """A runner of ours ended, or never connected in time, before it ever connected: its
+        scale set backs off the provider (a crash loop) and its registration is removed."""
+        why = {"ended": EXITED, RemovalReason.NEVER_CONNECTED.value: NEVER_CONNECTED}.get(reason)
+        if why is None:
+            return
+        now = self.clock.now()
+        backoff = self.fleet.record_crash(record.scale_set, record.provider, why, now)
+        kind = "exited" if why == EXITED else "never_connected"
+        self.metrics.crashed.labels(record.scale_set, record.provider, kind).inc()
+        self.metrics.crash_loop.labels(record.scale_set, record.provider).set(backoff.refusals)
+        sentence = crash_sentence(
+            record.scale_set, record.provider, why, backoff.refusals, backoff.remaining(now)
+        )
+        self.events.record(
+            "provider",
+            record.provider,
+            "crash_loop",
+            scale_set=record.scale_set,
+            provider=record.provider,
+            message=sentence,
+            runner=record.name,
+            runners=backoff.refusals,
+        )
+        log.warning(
+            "runners exit before connecting; backing off the provider",
+            scale_set=record.scale_set,
+            provider=record.provider,
+            runner=record.name,
+            in_a_row=backoff.refusals,
+        )
+        if record.runner_id and reason == "ended":
+            # A removal (never_connected) has unregistered it already; an ended one has not.
+            self.spawn(self._unregister_quietly(record.runner_id))
+
+    async def _unregister_quietly(self, runner_id: int) -> None:
+        with contextlib.suppress(GitHubError):
+            await self.github.remove_runner(runner_id)
 
     async def settle_leaving(self, record: RunnerRecord) -> bool:
         """Delete a leaving runner's machine; a failure is retried on the next pass."""
@@ -525,6 +570,8 @@ class Engine:
         if record.connected:
             return
         record.connected = True
+        if self.fleet.record_connected(record.scale_set, record.provider):
+            self.metrics.crash_loop.labels(record.scale_set, record.provider).set(0)
         if record.created_at and not record.adopted:
             boot = max(0.0, self.clock.now() - record.created_at)
             self.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)

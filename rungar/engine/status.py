@@ -16,7 +16,7 @@ Document (every time in epoch seconds, every duration in seconds)::
                     "reachable", "disabled", "draining", "runtime_change",
                     "hold": null | {"holder", "priority", "left"}}],
      "skips": [{"scale_set", "provider", "full", "refusals", "left", "error", "resource",
-                "sentence"}],
+                "sentence", "crash_loop"?}],   (crash_loop: runners that end before connecting)
      "runners": [{"name", "scale_set", "provider", "state", "machine", "github", "age",
                   "job"}]}
 """
@@ -74,6 +74,15 @@ def schedule_document(config: ScaleSetConfig, now: float) -> Any:
         "next_min_runners": found.next_min_runners,
         "next_window": found.next_window,
     }
+
+
+def crash_sentence(scale_set: str, provider: str, why: str, runners: int, left: float) -> str:
+    """``rungar-c4-m8's runners on compute1 exit before connecting (3 in a row); next try
+    in 2m``."""
+    return (
+        f"{scale_set}'s runners on {provider} {why} ({runners} in a row); "
+        f"next try in {format_duration(left)}"
+    )
 
 
 def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
@@ -190,6 +199,23 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "resource": backoff.resource,
                 "sentence": skip_sentence(
                     scale_set, provider, backoff.full, backoff.refusals, left, backoff.last_error
+                ),
+            }
+        )
+    for scale_set, provider, loop in sorted(fleet.active_crash_loops(now)):
+        left = loop.remaining(now)
+        skips.append(
+            {
+                "scale_set": scale_set,
+                "provider": provider,
+                "full": False,
+                "crash_loop": True,
+                "refusals": loop.refusals,
+                "left": round(left, 1),
+                "error": loop.last_error,
+                "resource": "",
+                "sentence": crash_sentence(
+                    scale_set, provider, loop.last_error, loop.refusals, left
                 ),
             }
         )

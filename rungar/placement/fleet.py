@@ -12,8 +12,14 @@ Skip reasons, checked in this order, are user-facing sentences shared by logs, e
 2. ``unreachable``
 3. ``full``
 4. ``failing to create its runner: <last error>``
-5. ``held for scale set <name>``
-6. ``at its limit of N runners``
+5. ``its runners exit before connecting (N in a row)`` (or ``never connect within
+   start_timeout``): a crash loop, learned from runners that ended before they ever connected
+6. ``held for scale set <name>``
+7. ``at its limit of N runners``
+
+A crash loop is kept apart from the refusal backoff: a create that succeeds does not forgive
+it (the runner it made may crash too), only a runner that connects does. It waits
+``crash_backoff_first`` doubling to ``crash_backoff_max`` (30 s to 10 min).
 
 Limits count every scale set's runners on the provider, the creates in flight (claims), and
 the machines of runners that have gone but are not yet deleted. A claim is checked and taken
@@ -40,6 +46,14 @@ FULL = "full"
 
 def failing_reason(error: str) -> str:
     return f"failing to create its runner: {error}"
+
+
+EXITED = "exit before connecting"
+NEVER_CONNECTED = "never connect within start_timeout"
+
+
+def crash_reason(backoff: Backoff) -> str:
+    return f"its runners {backoff.last_error} ({backoff.refusals} in a row)"
 
 
 def held_reason(holder: str) -> str:
@@ -116,6 +130,7 @@ class Fleet:
         self._claims_by_provider: defaultdict[str, int] = defaultdict(int)
         self._claims_by_pair: defaultdict[tuple[str, str], int] = defaultdict(int)
         self._backoffs: dict[tuple[str, str], Backoff] = {}
+        self._crash_loops: dict[tuple[str, str], Backoff] = {}
         self._holds: dict[str, Hold] = {}
         self._unreachable: set[str] = set()
         self._runtime_disabled: set[str] = set()
@@ -143,6 +158,7 @@ class Fleet:
                 lowest = self._lowest_priority.get(p.name, s.priority)
                 self._lowest_priority[p.name] = min(lowest, s.priority)
         self._backoffs = {k: v for k, v in self._backoffs.items() if k in pairs}
+        self._crash_loops = {k: v for k, v in self._crash_loops.items() if k in pairs}
         self._holds = {k: v for k, v in self._holds.items() if k in self.providers}
 
     def set_disabled(self, provider: str, disabled: bool) -> None:
@@ -251,6 +267,9 @@ class Fleet:
         backoff = self._backoffs.get((scale_set, provider))
         if backoff is not None and backoff.active(now):
             return FULL if backoff.full else failing_reason(backoff.last_error)
+        crashes = self._crash_loops.get((scale_set, provider))
+        if crashes is not None and crashes.active(now):
+            return crash_reason(crashes)
         hold = self._holds.get(provider)
         if (
             hold is not None
@@ -341,6 +360,31 @@ class Fleet:
         self._backoffs[(scale_set, provider)] = backoff
         return backoff
 
+    def record_crash(self, scale_set: str, provider: str, why: str, now: float) -> Backoff:
+        """A runner ended, or never connected in time, before it ever connected: one more in
+        the scale set's crash loop on that provider (``why`` is EXITED or NEVER_CONNECTED)."""
+        backoff = after_refusal(
+            self._crash_loops.get((scale_set, provider)),
+            now=now,
+            error=why,
+            full=False,
+            resource="",
+            first=self.timing.crash_backoff_first,
+            maximum=self.timing.crash_backoff_max,
+        )
+        self._crash_loops[(scale_set, provider)] = backoff
+        return backoff
+
+    def record_connected(self, scale_set: str, provider: str) -> bool:
+        """A runner connected: its scale set's crash loop on the provider is forgiven."""
+        return self._crash_loops.pop((scale_set, provider), None) is not None
+
+    def crash_loop(self, scale_set: str, provider: str) -> Backoff | None:
+        return self._crash_loops.get((scale_set, provider))
+
+    def active_crash_loops(self, now: float) -> list[tuple[str, str, Backoff]]:
+        return [(s, p, b) for (s, p), b in self._crash_loops.items() if b.active(now)]
+
     def record_unanswered(self, provider: str) -> bool:
         """The provider did not answer: every scale set skips it until it answers again."""
         return self.set_reachable(provider, False)
@@ -419,6 +463,15 @@ class Fleet:
     def export_state(self) -> tuple[list[tuple[str, str, Backoff]], list[Hold]]:
         """Backoffs and holds, so a restart keeps them with their remaining time."""
         return [(s, p, b) for (s, p), b in self._backoffs.items()], list(self._holds.values())
+
+    def export_crash_loops(self) -> list[tuple[str, str, Backoff]]:
+        """Crash loops, kept across a restart like backoffs."""
+        return [(s, p, b) for (s, p), b in self._crash_loops.items()]
+
+    def restore_crash_loops(self, loops: Iterable[tuple[str, str, Backoff]]) -> None:
+        for scale_set, provider, backoff in loops:
+            if scale_set in self.scale_sets and provider in self.providers:
+                self._crash_loops[(scale_set, provider)] = backoff
 
     def restore_state(
         self, backoffs: Iterable[tuple[str, str, Backoff]], holds: Iterable[Hold]

@@ -1,4 +1,5 @@
-"""SQLite state (WAL): configuration generation, backoffs, holds, create intents, listener ids.
+"""SQLite state (WAL): configuration generation, backoffs, crash loops, holds, create intents,
+listener ids.
 
 The providers' listings are the truth about machines; this store keeps only what they cannot
 tell. Each create's intent is written *before* the provider is called, with its idempotency
@@ -27,6 +28,9 @@ CREATE TABLE IF NOT EXISTS backoffs (
     scale_set TEXT NOT NULL, provider TEXT NOT NULL, refusals INTEGER NOT NULL,
     until REAL NOT NULL, last_error TEXT NOT NULL, full INTEGER NOT NULL, resource TEXT NOT NULL,
     PRIMARY KEY (scale_set, provider));
+CREATE TABLE IF NOT EXISTS crash_loops (
+    scale_set TEXT NOT NULL, provider TEXT NOT NULL, runners INTEGER NOT NULL,
+    until REAL NOT NULL, why TEXT NOT NULL, PRIMARY KEY (scale_set, provider));
 CREATE TABLE IF NOT EXISTS holds (
     provider TEXT PRIMARY KEY, holder TEXT NOT NULL, priority INTEGER NOT NULL,
     since REAL NOT NULL);
@@ -129,6 +133,19 @@ class SqliteStore:
         ]
         holds = [Hold(str(p), str(h), int(pr), float(since)) for p, h, pr, since in hold_rows]
         return backoffs, holds
+
+    def save_crash_loops(self, loops: list[tuple[str, str, Backoff]]) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM crash_loops")
+            db.executemany(
+                "INSERT INTO crash_loops VALUES (?, ?, ?, ?, ?)",
+                [(s, p, b.refusals, b.until, b.last_error) for s, p, b in loops],
+            )
+
+    def load_crash_loops(self) -> list[tuple[str, str, Backoff]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM crash_loops").fetchall()
+        return [(s, p, Backoff(int(n), float(u), str(w), False)) for s, p, n, u, w in rows]
 
     # ------------------------------------------------------------ create intents
 

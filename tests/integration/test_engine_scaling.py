@@ -24,6 +24,7 @@ from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.reconcile import reconcile
 from rungar.engine.status import snapshot
+from rungar.model.machine import MachineState
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
@@ -129,3 +130,75 @@ async def test_status_and_inspect_show_the_window_in_force_and_the_next_change(
     found = Control(world.engine).inspect_scale_set("office")
     lines = "\n".join(inspect_lines(found))
     assert "Schedule:" in lines and "Tue 18:00 (in 9h)" in lines
+
+
+async def stop_before_connecting(world: World, name: str) -> str:
+    """One runner of ``name`` is created and its machine stops before it ever connects."""
+    await world.demand(name, 1)
+    (record,) = world.engine.runners.live(name)
+    world.providers["compute1"].set_state(record.name, MachineState.STOPPED)
+    await reconcile(world.engine)
+    await world.engine.drain_tasks()
+    return record.name
+
+
+async def test_runners_that_exit_before_connecting_back_their_provider_off(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, scale_set("rungar-c4-m8"))
+    await world.start()
+    for n in range(3):
+        crashed = await stop_before_connecting(world, "rungar-c4-m8")
+        names = {r.name for r in world.github.runners.values()}
+        assert crashed not in names, "the registration of a runner that crashed is removed"
+        if n < 2:
+            world.clock.advance(30 * 2**n)  # the wait is over: the next runner is tried
+    document = snapshot(world.engine)
+    text = render_status(document)
+    assert (
+        "rungar-c4-m8's runners on compute1 exit before connecting (3 in a row); next try in 2m"
+    ) in text
+    world.engine.on_demand("rungar-c4-m8", 1)
+    await world.engine.drain_tasks()
+    assert world.runners_of("rungar-c4-m8") == 0, "nothing is created during the wait"
+    events = [e for e in world.engine.events.recent() if e.action == "crash_loop"]
+    assert [e.attributes["runners"] for e in events] == [1, 2, 3]
+    crashed_total = world.engine.metrics.crashed.labels("rungar-c4-m8", "compute1", "exited")
+    assert crashed_total._value.get() == 3  # prometheus_client has no getter
+
+
+async def test_a_runner_that_connects_forgives_the_crash_loop(tmp_path: Path) -> None:
+    world = World(tmp_path, scale_set("rungar-c4-m8"))
+    await world.start()
+    await stop_before_connecting(world, "rungar-c4-m8")
+    assert world.engine.fleet.crash_loop("rungar-c4-m8", "compute1") is not None
+    world.clock.advance(30)
+    await world.demand("rungar-c4-m8", 1)
+    await world.connect_all()
+    assert world.engine.fleet.crash_loop("rungar-c4-m8", "compute1") is None
+    assert snapshot(world.engine)["skips"] == []
+
+
+async def test_a_runner_that_never_connects_within_start_timeout_counts_too(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, scale_set("rungar-c4-m8", start_timeout=60))
+    await world.start()
+    await world.demand("rungar-c4-m8", 1)
+    (record,) = world.engine.runners.live("rungar-c4-m8")
+    world.clock.advance(61)
+    await reconcile(world.engine)
+    await world.engine.drain_tasks()
+    assert record.removal_reason == "never_connected"
+    reason = world.engine.fleet.skip_reason("rungar-c4-m8", "compute1", world.clock.now())
+    assert reason == "its runners never connect within start_timeout (1 in a row)"
+    assert world.github.runners == {}, "its registration is removed"
+
+
+async def test_a_crash_loop_survives_a_restart(tmp_path: Path) -> None:
+    world = World(tmp_path, scale_set("rungar-c4-m8"))
+    await world.start()
+    await stop_before_connecting(world, "rungar-c4-m8")
+    world.engine = world.new_engine()
+    reason = world.engine.fleet.skip_reason("rungar-c4-m8", "compute1", world.clock.now() + 1)
+    assert reason == "its runners exit before connecting (1 in a row)"
