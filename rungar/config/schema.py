@@ -293,7 +293,12 @@ SCALE_SET = Obj(
         Field("name", SCALE_SET_NAME, "Runner-name base; unique ignoring case.", True),
         Field("labels", ListOf(TEXT, unique=True), "Labels jobs ask for (runs-on).", default=[]),
         Field("runner_group", TEXT, "GitHub runner group.", default="Default"),
-        Field("min_runners", Int(0, MAX_RUNNERS), "Runners kept; at most max_runners.", default=0),
+        Field(
+            "min_runners",
+            Int(0, MAX_RUNNERS),
+            "Idle reserve: runners kept idle beyond the assigned jobs; at most max_runners.",
+            default=0,
+        ),
         Field("max_runners", Int(1, MAX_RUNNERS), "Most runners on all providers together.", True),
         Field(
             "priority",

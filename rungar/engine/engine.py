@@ -166,9 +166,12 @@ class Engine:
             live = self.runners.live(name)
             have = len(live) + state.creating
             if have < target:
-                for _ in range(target - have):
+                work = 0 if state.removed else decision.work
+                for n in range(have, target):
                     state.creating += 1
-                    self.spawn(self._create_one(state))
+                    # Runners beyond the assigned jobs refill the idle reserve: they take no
+                    # priority hold and yield to other scale sets' waiting work.
+                    self.spawn(self._create_one(state, reserve=n >= work))
             elif len(live) > target:
                 surplus = surplus_to_remove(
                     [r.view() for r in live], len(live) - target, self.current_revisions(name)
@@ -206,19 +209,21 @@ class Engine:
             window=minimum.window,
         )
 
-    async def _create_one(self, state: ScaleSetState) -> None:
+    async def _create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
         try:
             async with self._create_slots:
-                await self.create_runner(state)
+                await self.create_runner(state, reserve=reserve)
         except Exception:
             log.exception("runner.create_crashed", scale_set=state.config.name)
         finally:
             state.creating -= 1
 
-    async def create_runner(self, state: ScaleSetState) -> RunnerRecord | None:
+    async def create_runner(
+        self, state: ScaleSetState, *, reserve: bool = False
+    ) -> RunnerRecord | None:
         config = state.config
         now = self.clock.now()
-        found = self.fleet.can_place(config.name, now)
+        found = self.fleet.can_place(config.name, now, reserve=reserve)
         self.report_new_holds()
         if not found.any:
             self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
@@ -239,7 +244,7 @@ class Engine:
                 return None
             intent = replace(intent, runner_id=runner_id)
             self.store.write_intent(intent)
-            result = await self._place(state, name, intent, jit_config)
+            result = await self._place(state, name, intent, jit_config, reserve=reserve)
             self.report_new_holds()
             if isinstance(result, Placed):
                 record = RunnerRecord(
@@ -285,7 +290,13 @@ class Engine:
             self.runners.creating.discard(name)
 
     async def _place(
-        self, state: ScaleSetState, name: str, intent: CreateIntent, jit_config: str
+        self,
+        state: ScaleSetState,
+        name: str,
+        intent: CreateIntent,
+        jit_config: str,
+        *,
+        reserve: bool = False,
     ) -> Placed | NotPlaced:
         config = state.config
         deadline = 0.0
@@ -354,6 +365,7 @@ class Engine:
             delete=delete,
             settle=settle,
             observe=self._observe,
+            reserve=reserve,
         )
 
     async def _timed(self, provider: str, call: str, awaitable: Awaitable[T]) -> T:

@@ -15,7 +15,16 @@ Skip reasons, checked in this order, are user-facing sentences shared by logs, e
 5. ``its runners exit before connecting (N in a row)`` (or ``never connect within
    start_timeout``): a crash loop, learned from runners that ended before they ever connected
 6. ``held for scale set <name>``
-7. ``at its limit of N runners``
+7. ``kept for the assigned jobs of scale set <name>`` (only for an idle-reserve refill)
+8. ``at its limit of N runners``
+
+Real work comes before reserves. A create is either for an assigned job or for the idle
+reserve (``min_runners`` in force). Only work may take a priority hold; a scale set whose
+assigned jobs find a provider full marks it as *waited on* for ``hold_duration`` (renewed while
+it keeps asking, dropped when it places a runner), and every other scale set's reserve refill
+skips a provider so marked, whatever the priorities. So a higher-priority scale set refilling
+its reserve never takes the room a lower-priority scale set's queued job is waiting for; a
+reserve that already exists is not pre-empted either (no idle runner is removed for it).
 
 A crash loop is kept apart from the refusal backoff: a create that succeeds does not forgive
 it (the runner it made may crash too), only a runner that connects does. It waits
@@ -58,6 +67,10 @@ def crash_reason(backoff: Backoff) -> str:
 
 def held_reason(holder: str) -> str:
     return f"held for scale set {holder}"
+
+
+def kept_for_reason(scale_set: str) -> str:
+    return f"kept for the assigned jobs of scale set {scale_set}"
 
 
 def limit_reason(limit: int) -> str:
@@ -132,6 +145,7 @@ class Fleet:
         self._backoffs: dict[tuple[str, str], Backoff] = {}
         self._crash_loops: dict[tuple[str, str], Backoff] = {}
         self._holds: dict[str, Hold] = {}
+        self._work_waits: dict[str, dict[str, float]] = {}  # provider -> scale set -> since
         self._unreachable: set[str] = set()
         self._runtime_disabled: set[str] = set()
         self._runtime_enabled: set[str] = set()
@@ -160,6 +174,10 @@ class Fleet:
         self._backoffs = {k: v for k, v in self._backoffs.items() if k in pairs}
         self._crash_loops = {k: v for k, v in self._crash_loops.items() if k in pairs}
         self._holds = {k: v for k, v in self._holds.items() if k in self.providers}
+        self._work_waits = {
+            p: {s: t for s, t in waits.items() if (s, p) in pairs}
+            for p, waits in self._work_waits.items()
+        }
 
     def set_disabled(self, provider: str, disabled: bool) -> None:
         """A runtime switch (``rungar providers disable|enable|drain``), kept until restart."""
@@ -257,8 +275,12 @@ class Fleet:
 
     # ----------------------------------------------------------------- decisions
 
-    def skip_reason(self, scale_set: str, provider: str, now: float) -> str | None:
-        """Why ``scale_set`` will not try ``provider`` now, or None; the seed's order."""
+    def skip_reason(
+        self, scale_set: str, provider: str, now: float, *, reserve: bool = False
+    ) -> str | None:
+        """Why ``scale_set`` will not try ``provider`` now, or None; the seed's order.
+
+        ``reserve``: the runner would refill the idle reserve, not serve an assigned job."""
         config = self.scale_sets[scale_set]
         if self.is_disabled(provider):
             return DISABLED
@@ -277,12 +299,16 @@ class Fleet:
             and hold.holds_back(config.priority, now, self.timing.hold_duration)
         ):
             return held_reason(hold.holder)
+        if reserve:
+            waiting = self.waiting_for_room(provider, now, besides=scale_set)
+            if waiting:
+                return kept_for_reason(waiting[0])
         limit = self.providers[provider].max_runners
         if limit > 0 and self.provider_count(provider) >= limit:
             return limit_reason(limit)
         return None
 
-    def candidates(self, scale_set: str, now: float) -> Candidates:
+    def candidates(self, scale_set: str, now: float, *, reserve: bool = False) -> Candidates:
         """Providers this scale set may try now, in its placement's order, without asking any."""
         config = self.scale_sets[scale_set]
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
@@ -290,7 +316,7 @@ class Fleet:
         tryable: list[str] = []
         skips: list[Skip] = []
         for entry in config.providers:
-            reason = self.skip_reason(scale_set, entry.name, now)
+            reason = self.skip_reason(scale_set, entry.name, now, reserve=reserve)
             if reason is None:
                 tryable.append(entry.name)
             else:
@@ -303,22 +329,26 @@ class Fleet:
         ordered = order_providers(tryable, config.placement, weights, own)
         return Candidates(tuple(ordered), tuple(skips))
 
-    def can_place(self, scale_set: str, now: float) -> Candidates:
-        """Like :meth:`candidates`; when nothing can be tried, renews this scale set's holds.
+    def can_place(self, scale_set: str, now: float, *, reserve: bool = False) -> Candidates:
+        """Like :meth:`candidates`; when nothing can be tried for assigned work, renews this
+        scale set's holds and marks (see :meth:`hold_full_providers`). A reserve refill never
+        does: it waits for room without keeping anyone off.
 
         Called before anything is registered with GitHub: when it finds no provider, nothing is.
         """
-        found = self.candidates(scale_set, now)
-        if not found.any and not found.scale_set_limit:
+        found = self.candidates(scale_set, now, reserve=reserve)
+        if not found.any and not found.scale_set_limit and not reserve:
             self.hold_full_providers(scale_set, now)
         return found
 
-    def claim(self, scale_set: str, provider: str, now: float) -> Claim | Skip:
+    def claim(
+        self, scale_set: str, provider: str, now: float, *, reserve: bool = False
+    ) -> Claim | Skip:
         """Take a place on ``provider`` for one create, or say why it cannot be tried now."""
         config = self.scale_sets[scale_set]
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
             return Skip(provider, scale_set_limit_reason(config.max_runners))
-        reason = self.skip_reason(scale_set, provider, now)
+        reason = self.skip_reason(scale_set, provider, now, reserve=reserve)
         if reason is not None:
             return Skip(provider, reason)
         claim = Claim(next(self._ids), scale_set, provider)
@@ -343,6 +373,8 @@ class Fleet:
         self._backoffs.pop((claim.scale_set, claim.provider), None)
         self._unreachable.discard(claim.provider)
         self.release_holds(claim.scale_set)
+        for waits in self._work_waits.values():
+            waits.pop(claim.scale_set, None)
 
     def record_refusal(
         self, scale_set: str, provider: str, refusal: Refusal, now: float
@@ -390,13 +422,15 @@ class Fleet:
         return self.set_reachable(provider, False)
 
     def hold_full_providers(self, scale_set: str, now: float) -> list[Hold]:
-        """Place or renew this scale set's holds on the providers it is skipping as full."""
+        """Place or renew this scale set's holds on the providers it is skipping as full, and
+        mark them as waited on by its assigned work. Only for work: never for a reserve."""
         config = self.scale_sets[scale_set]
         placed = []
         for entry in config.providers:
             backoff = self._backoffs.get((scale_set, entry.name))
             if backoff is None or not backoff.active(now) or not backoff.full:
                 continue
+            self._work_waits.setdefault(entry.name, {})[scale_set] = now
             if not self._anyone_below(config.priority, entry.name):
                 continue  # a hold that keeps no one off would only clutter status
             current = self._holds.get(entry.name)
@@ -454,6 +488,16 @@ class Fleet:
             if hold is not None and hold.holder != scale_set and priority < hold.priority:
                 found.append(hold)
         return found
+
+    def waiting_for_room(self, provider: str, now: float, besides: str = "") -> list[str]:
+        """Scale sets whose assigned jobs wait for room on ``provider`` (oldest first)."""
+        duration = self.timing.hold_duration
+        waits = self._work_waits.get(provider, {})
+        return [
+            s
+            for s, since in sorted(waits.items(), key=lambda item: item[1])
+            if s != besides and now - since <= duration
+        ]
 
     def claims(self) -> list[Claim]:
         return list(self._claims.values())

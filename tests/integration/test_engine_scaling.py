@@ -202,3 +202,46 @@ async def test_a_crash_loop_survives_a_restart(tmp_path: Path) -> None:
     world.engine = world.new_engine()
     reason = world.engine.fleet.skip_reason("rungar-c4-m8", "compute1", world.clock.now() + 1)
     assert reason == "its runners exit before connecting (1 in a row)"
+
+
+async def test_a_higher_priority_reserve_refill_never_starves_lower_priority_jobs(
+    tmp_path: Path,
+) -> None:
+    """The open question of the Go Rungar's TODO, on one full provider with room for two:
+    "high" keeps a reserve of 2 and "low" has a job assigned; when room opens, low's job gets
+    it, not high's reserve refill."""
+    world = World(
+        tmp_path,
+        scale_set("high", min_runners=2, priority=10),
+        scale_set("low", priority=0),
+        vcpus=4,  # two runners of 2 vCPUs
+    )
+    await world.start()
+    await world.demand("high", 0)
+    await world.connect_all()
+    assert world.runners_of("high") == 2, "the reserve fills the provider"
+    # A job of high's takes one idle runner; high wants a third runner to refill its reserve.
+    first = world.engine.runners.live("high")[0]
+    world.github.start_runner(first.name, busy=True)
+    await world.demand("high", 1)
+    assert world.engine.sets["high"].reserve == 2
+    assert world.engine.fleet.hold_on("compute1", world.clock.now()) is None, (
+        "a reserve refill that finds the provider full holds no one off"
+    )
+    # low's job arrives: the provider is full, so it waits for room there.
+    await world.demand("low", 1)
+    assert world.runners_of("low") == 0
+    # high's job ends: its runner goes and its machine is deleted, which makes room.
+    world.engine.on_job_completed("high", "job-1", first.name, "succeeded")
+    await world.engine.drain_tasks()
+    world.engine.on_demand("high", 0)
+    await world.engine.drain_tasks()
+    world.clock.advance(20)  # every refusal backoff (15 s) is over; waits last 60 s
+    await reconcile(world.engine)
+    await world.engine.drain_tasks()
+    assert world.runners_of("low") == 1, "low's assigned job took the room"
+    assert world.runners_of("high") == 1, "high's reserve waits for the next room"
+    desired = {
+        s["name"]: (s["desired"], s["reserve"]) for s in snapshot(world.engine)["scale_sets"]
+    }
+    assert desired == {"high": (2, 2), "low": (1, 0)}
