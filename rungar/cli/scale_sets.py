@@ -131,6 +131,12 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
             ("Runner", found.get("runner")),
             ("Runners", runners),
             ("Assigned", found.get("assigned")),
+            (
+                "Queue age",
+                format_age(found["queue_age"]) + " old"
+                if found.get("queue_age") is not None
+                else None,
+            ),
             ("Desired", desired_cell(found)),
             ("Limits", f"min {found.get('min')}, max {found.get('max')}"),
             ("Schedule", schedule_sentence(found, found.get("now")) or None),

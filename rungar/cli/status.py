@@ -86,7 +86,25 @@ def github_kind(url: str) -> str:
     return "organisation" if len(parts) == 1 else ""
 
 
-def header_lines(daemon: dict[str, Any]) -> list[str]:
+def queue_age_text(scale_sets: list[dict[str, Any]]) -> str:
+    """How old GitHub's numbers are, by the stalest scale set, so a stalled listener never
+    looks fresh: ``GitHub's numbers 12s old``, ``GitHub's numbers 4m old (rungar-c4-m8)``, or
+    ``no word from GitHub yet (rungar-gpu)``."""
+    told = [s for s in scale_sets if "queue_age" in s]  # a daemon before queue_age tells none
+    if not told:
+        return ""
+    never = [s["name"] for s in told if s.get("queue_age") is None and not s.get("paused")]
+    if never:
+        return f"no word from GitHub yet ({', '.join(never)})"
+    ages = [(float(s["queue_age"]), s["name"]) for s in told if s.get("queue_age") is not None]
+    if not ages:
+        return ""
+    age, name = max(ages)
+    which = f" ({name})" if len(ages) > 1 else ""
+    return f"GitHub's numbers {format_age(age)} old{which}"
+
+
+def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
     fields: list[tuple[str, str]] = []
     github = str(daemon.get("github") or "")
     if github:
@@ -104,6 +122,8 @@ def header_lines(daemon: dict[str, Any]) -> list[str]:
         fields.append(("Running", running))
     if daemon.get("config_path"):
         fields.append(("Configuration", str(daemon["config_path"])))
+    if queue_age:
+        fields.append(("Queue age", queue_age))
     lines = [f"Rungar v{daemon.get('version', '?')}", ""]
     lines += [f"  {(label + ':').ljust(15)}{value}" for label, value in fields]
     if daemon.get("github_error"):
@@ -216,7 +236,7 @@ def render_status(document: dict[str, Any]) -> str:
     runners = document.get("runners", [])
     allowed = sum(int(s.get("max") or 0) for s in scale_sets)
     sections = [
-        header_lines(document.get("daemon", {})),
+        header_lines(document.get("daemon", {}), queue_age_text(scale_sets)),
         scale_set_lines(scale_sets, document.get("daemon", {}).get("now")),
         provider_lines(document.get("providers", []), document.get("skips", [])),
         runner_lines(runners),

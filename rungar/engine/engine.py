@@ -59,6 +59,7 @@ class ScaleSetState:
     desired: int | None = None  # unknown until the first decision
     reserve: int = 0  # of desired, the runners kept idle beyond the assigned jobs
     minimum: InForce | None = None  # min_runners in force (schedule window) at the last decision
+    polled_at: float = 0.0  # when GitHub last told the assigned count (0 = never)
     paused_at_runtime: bool | None = None  # None: as configured
     phase: str = "STARTING"  # STARTING, LISTENING, WAITING, UNREACHABLE
     note: str = ""
@@ -567,8 +568,9 @@ class Engine:
         if state is None:
             return
         state.assigned = assigned
+        state.polled_at = self.clock.now()
         self.metrics.jobs_assigned.labels(name).set(assigned)
-        self.metrics.last_poll.labels(name).set(self.clock.now())
+        self.metrics.last_poll.labels(name).set(state.polled_at)
         self.spawn(self.scale(name))
 
     def on_job_assigned(self, name: str, job_id: str, hint: JobHint) -> None:

@@ -245,3 +245,19 @@ async def test_a_higher_priority_reserve_refill_never_starves_lower_priority_job
         s["name"]: (s["desired"], s["reserve"]) for s in snapshot(world.engine)["scale_sets"]
     }
     assert desired == {"high": (2, 2), "low": (1, 0)}
+
+
+async def test_status_says_how_old_githubs_numbers_are(tmp_path: Path) -> None:
+    world = World(tmp_path, scale_set("rungar-c4-m8"), scale_set("rungar-gpu"))
+    await world.start()
+    text = render_status(snapshot(world.engine))
+    assert "Queue age:     no word from GitHub yet (rungar-c4-m8, rungar-gpu)" in text
+    await world.demand("rungar-c4-m8", 0)
+    world.clock.advance(30)
+    await world.demand("rungar-gpu", 0)
+    world.clock.advance(12)
+    document = snapshot(world.engine)
+    assert [s["queue_age"] for s in document["scale_sets"]] == [42, 12]
+    assert "Queue age:     GitHub's numbers 42s old (rungar-c4-m8)" in render_status(document)
+    found = Control(world.engine).inspect_scale_set("rungar-gpu")
+    assert "Queue age:     12s old" in "\n".join(inspect_lines(found))
