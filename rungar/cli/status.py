@@ -124,6 +124,9 @@ def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
         fields.append(("Configuration", str(daemon["config_path"])))
     if queue_age:
         fields.append(("Queue age", queue_age))
+    if daemon.get("state_moved_aside"):
+        kept = daemon["state_moved_aside"]
+        fields.append(("State", f"was corrupt; kept as {kept}, started afresh"))
     lines = [f"Rungar v{daemon.get('version', '?')}", ""]
     lines += [f"  {(label + ':').ljust(15)}{value}" for label, value in fields]
     if daemon.get("github_error"):

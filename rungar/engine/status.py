@@ -248,6 +248,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
             "started_at": engine.started_at,
             "now": now,
             "config_path": engine.config.path,
+            "state_moved_aside": str(engine.store.moved_aside or ""),
             "github": engine.github_url,
         },
         "scale_sets": scale_sets,

@@ -71,7 +71,7 @@ class World:
             self.providers,
             self.github,
             clock=self.clock,
-            store=SqliteStore(self.tmp_path / "state.db"),
+            store=SqliteStore(self.tmp_path / "state.db", now=self.clock.now),
             events=EventLog(self.clock, self.tmp_path / "events.jsonl"),
             installation="gh-test",
         )
@@ -261,3 +261,35 @@ async def test_status_says_how_old_githubs_numbers_are(tmp_path: Path) -> None:
     assert "Queue age:     GitHub's numbers 42s old (rungar-c4-m8)" in render_status(document)
     found = Control(world.engine).inspect_scale_set("rungar-gpu")
     assert "Queue age:     12s old" in "\n".join(inspect_lines(found))
+
+
+async def test_a_corrupt_state_database_is_moved_aside_and_the_fleet_adopted_again(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, scale_set("rungar-c4-m8"))
+    await world.start()
+    await world.demand("rungar-c4-m8", 2)
+    names = sorted(r.name for r in world.engine.runners)
+    world.engine.store.close()
+    garbage = b"this is not a database" * 100
+    (tmp_path / "state.db").write_bytes(garbage)
+    world.engine = world.new_engine()  # does not stop: moves it aside and starts afresh
+    kept = world.engine.store.moved_aside
+    assert kept is not None and kept.name == "state.db.corrupt-20261201T090000Z"
+    assert kept.read_bytes() == garbage, "the corrupt file is kept as it was"
+    await world.start()
+    await reconcile(world.engine)
+    assert sorted(r.name for r in world.engine.runners) == names, "adopted from their labels"
+    assert all(r.scale_set == "rungar-c4-m8" for r in world.engine.runners)
+    text = render_status(snapshot(world.engine))
+    assert f"State:         was corrupt; kept as {kept}, started afresh" in text
+
+
+def test_a_second_corruption_never_overwrites_the_first_copy(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    for n in range(2):
+        path.write_bytes(b"garbage %d" % n * 50)
+        SqliteStore(path, now=lambda: TUESDAY_0900).close()
+    kept = sorted(p.name for p in tmp_path.glob("state.db.corrupt-*"))
+    assert kept == ["state.db.corrupt-20261201T090000Z", "state.db.corrupt-20261201T090000Z-2"]
+    assert (tmp_path / kept[0]).read_bytes() == b"garbage 0" * 50
