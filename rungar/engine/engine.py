@@ -628,6 +628,16 @@ class Engine:
             if provider is not None:
                 self.spawn(self._tell_provider(provider, runner, replace(hint, job_id=job_id)))
 
+    def observe_job_wait(
+        self, name: str, queued_at: float, runner_assigned_at: float, heard_at: float
+    ) -> None:
+        """Queued → runner, on GitHub's clock when it gives both times; when it leaves the
+        runner's assignment out, until the daemon heard the job start (clocks may differ)."""
+        if name not in self.sets or queued_at <= 0:
+            return
+        took = runner_assigned_at if runner_assigned_at > 0 else heard_at
+        self.metrics.job_wait.labels(name).observe(max(0.0, took - queued_at))
+
     async def _tell_provider(self, provider: Provider, runner: str, hint: JobHint) -> None:
         with contextlib.suppress(RungarError, TimeoutError):
             await asyncio.wait_for(provider.update_runner(runner, hint), 10)

@@ -74,6 +74,13 @@ class Metrics:
         self.jobs_assigned = Gauge(
             "rungar_jobs_assigned", "Jobs assigned", ["scale_set"], registry=r
         )
+        self.job_wait = Histogram(
+            "rungar_job_wait_seconds",
+            "Queued on GitHub until a runner took the job (GitHub's clock)",
+            ["scale_set"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
         self.job_runner_wait = Histogram(
             "rungar_job_runner_wait_seconds",
             "Assigned to the scale set until a runner took the job",

@@ -89,6 +89,7 @@ class RunLoop:
             engine.on_job_assigned(name, event.job_id, event.hint)
         elif event.kind is JobEventKind.STARTED:
             engine.on_job_started(name, event.job_id, event.runner_name, event.hint)
+            engine.observe_job_wait(name, event.queued_at, event.runner_assigned_at, event.at)
         elif event.kind is JobEventKind.COMPLETED:
             engine.on_job_completed(name, event.job_id, event.runner_name, event.result)
 

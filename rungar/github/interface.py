@@ -50,6 +50,8 @@ class JobEvent:
     runner_id: int = 0
     result: str = ""  # lower-cased: "succeeded", "failed", "canceled", …
     at: float = 0.0
+    queued_at: float = 0.0  # GitHub's clock; 0 = not given
+    runner_assigned_at: float = 0.0  # GitHub's clock; 0 = not given
 
     @property
     def canceled(self) -> bool:

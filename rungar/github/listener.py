@@ -213,6 +213,8 @@ class Listener:
             runner_id=job.runner_id,
             result=job.result.lower(),
             at=self._clock.now(),
+            queued_at=job.queue_time,
+            runner_assigned_at=job.runner_assign_time,
         )
 
     async def _publish(self, stats: Statistics) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 BOM = b"\xef\xbb\xbf"
@@ -34,6 +35,17 @@ def _int(value: Any) -> int:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ("" if value is None else str(value))
+
+
+def _time(value: Any) -> float:
+    """Epoch seconds of an ISO 8601 time; 0 when absent, unreadable, or .NET's zero time."""
+    if not isinstance(value, str) or not value:
+        return 0.0
+    try:
+        when = datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return 0.0
+    return when if when > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +178,8 @@ class JobMessage:
     runner_name: str = ""
     result: str = ""
     acquire_job_url: str = ""
+    queue_time: float = 0.0  # GitHub's clock, epoch seconds; 0 = not given
+    runner_assign_time: float = 0.0
 
     @property
     def key(self) -> str:
@@ -190,6 +204,8 @@ class JobMessage:
             runner_name=_str(d.get("runnerName")),
             result=_str(d.get("result")),
             acquire_job_url=_str(d.get("acquireJobUrl")),
+            queue_time=_time(d.get("queueTime")),
+            runner_assign_time=_time(d.get("runnerAssignTime")),
         )
 
 
