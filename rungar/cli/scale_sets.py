@@ -24,7 +24,7 @@ from rungar.cli.render import (
     table,
 )
 from rungar.cli.socket import EXIT_OK, add_socket_argument, ask
-from rungar.cli.status import desired_cell, schedule_sentence
+from rungar.cli.status import desired_cell, queue_age_text, schedule_sentence
 
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
@@ -131,12 +131,7 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
             ("Runner", found.get("runner")),
             ("Runners", runners),
             ("Assigned", found.get("assigned")),
-            (
-                "Queue age",
-                format_age(found["queue_age"]) + " old"
-                if found.get("queue_age") is not None
-                else None,
-            ),
+            ("Queue age", queue_age_text([found], found.get("now")) or None),
             ("Desired", desired_cell(found)),
             ("Limits", f"min {found.get('min')}, max {found.get('max')}"),
             ("Schedule", schedule_sentence(found, found.get("now")) or None),

@@ -86,17 +86,17 @@ def github_kind(url: str) -> str:
     return "organisation" if len(parts) == 1 else ""
 
 
-def queue_age_text(scale_sets: list[dict[str, Any]]) -> str:
+def queue_age_text(scale_sets: list[dict[str, Any]], now: float | None) -> str:
     """How old GitHub's numbers are, by the stalest scale set, so a stalled listener never
     looks fresh: ``GitHub's numbers 12s old``, ``GitHub's numbers 4m old (rungar-c4-m8)``, or
     ``no word from GitHub yet (rungar-gpu)``."""
-    told = [s for s in scale_sets if "queue_age" in s]  # a daemon before queue_age tells none
-    if not told:
+    told = [s for s in scale_sets if "polled_at" in s]  # a daemon before polled_at tells none
+    if not told or now is None:
         return ""
-    never = [s["name"] for s in told if s.get("queue_age") is None and not s.get("paused")]
+    never = [s["name"] for s in told if s.get("polled_at") is None and not s.get("paused")]
     if never:
         return f"no word from GitHub yet ({', '.join(never)})"
-    ages = [(float(s["queue_age"]), s["name"]) for s in told if s.get("queue_age") is not None]
+    ages = [(now - float(s["polled_at"]), s["name"]) for s in told if s.get("polled_at")]
     if not ages:
         return ""
     age, name = max(ages)
@@ -239,7 +239,10 @@ def render_status(document: dict[str, Any]) -> str:
     runners = document.get("runners", [])
     allowed = sum(int(s.get("max") or 0) for s in scale_sets)
     sections = [
-        header_lines(document.get("daemon", {}), queue_age_text(scale_sets)),
+        header_lines(
+            document.get("daemon", {}),
+            queue_age_text(scale_sets, document.get("daemon", {}).get("now")),
+        ),
         scale_set_lines(scale_sets, document.get("daemon", {}).get("now")),
         provider_lines(document.get("providers", []), document.get("skips", [])),
         runner_lines(runners),

@@ -9,7 +9,8 @@ Document (every time in epoch seconds, every duration in seconds)::
      "scale_sets": [{"name", "status", "note", "runners", "busy", "idle", "starting",
                      "desired", "reserve", "min", "schedule", "max", "priority", "placement",
                      "providers", "paused", "assigned", "labels"}],
-     (queue_age: seconds since GitHub last told the assigned count, null = never;
+     (polled_at: when GitHub last told the assigned count, null = never; the queue's age is
+     daemon.now - polled_at;
      schedule: null | {"timezone", "window", "min_runners", "next_change",
                         "next_min_runners", "next_window"}; reserve: the part of desired kept
      idle beyond the assigned jobs; min: the min_runners in force now)
@@ -156,7 +157,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "providers": list(ss.provider_names),
                 "paused": state.paused,
                 "assigned": state.assigned,
-                "queue_age": round(now - state.polled_at, 1) if state.polled_at else None,
+                "polled_at": state.polled_at or None,
                 "labels": list(ss.labels) or [name],
                 "runner": runner_summary(ss),
             }
