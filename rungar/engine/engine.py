@@ -30,8 +30,8 @@ from rungar.config.model import ScaleSetConfig, ScaleSetsFile
 from rungar.engine.events import EventLog
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
+from rungar.engine.notices import note_connected, note_crash, note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
-from rungar.engine.status import crash_sentence
 from rungar.errors import GitHubError, ProviderError, RungarError
 from rungar.github.interface import GitHub, RemoveOutcome
 from rungar.model.labels import machine_labels
@@ -41,7 +41,6 @@ from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.placement import Fleet
 from rungar.placement.attempt import NotPlaced, Outcome, Placed, Try, place
-from rungar.placement.fleet import EXITED, NEVER_CONNECTED
 from rungar.scaling import InForce, desired, surplus_to_remove
 from rungar.store.sqlite import CreateIntent, SqliteStore
 
@@ -159,7 +158,7 @@ class Engine:
             decision = desired(
                 state.config, state.assigned, paused=state.paused, now=self.clock.now()
             )
-            self._note_minimum(state, decision.minimum)
+            note_minimum(self, state, decision.minimum)
             target = 0 if state.removed else decision.total
             state.desired = target
             state.reserve = 0 if state.removed else decision.reserve
@@ -181,34 +180,6 @@ class Engine:
                     record = self.runners.get(runner)
                     if record is not None:
                         self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
-
-    def _note_minimum(self, state: ScaleSetState, minimum: InForce) -> None:
-        """Say so when a schedule window changes the ``min_runners`` in force."""
-        before, state.minimum = state.minimum, minimum
-        self.metrics.runners_min.labels(state.config.name).set(minimum.min_runners)
-        if before is None or before.min_runners == minimum.min_runners:
-            return
-        window = minimum.window or "outside every window"
-        change: dict[str, Any] = {
-            "from": before.min_runners,
-            "to": minimum.min_runners,
-            "window": minimum.window,
-        }
-        self.events.record(
-            "scale_set",
-            state.config.name,
-            "min_runners_changed",
-            scale_set=state.config.name,
-            message=f"min_runners {before.min_runners} -> {minimum.min_runners} ({window})",
-            **change,
-        )
-        log.info(
-            "min_runners changed",
-            scale_set=state.config.name,
-            from_=before.min_runners,
-            to=minimum.min_runners,
-            window=minimum.window,
-        )
 
     async def _create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
         try:
@@ -483,7 +454,7 @@ class Engine:
         record.removal_reason = reason
         self.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
         if not record.connected and not record.adopted:
-            self._crashed(record, reason)
+            note_crash(self, record, reason)
         self.metrics.removed.labels(record.scale_set, record.provider, reason).inc()
         self.events.record(
             "runner",
@@ -501,45 +472,6 @@ class Engine:
             provider=record.provider,
             runner=record.name,
         )
-
-    def _crashed(self, record: RunnerRecord, reason: str) -> None:
-        """A runner of ours ended, or never connected in time, before it ever connected: its
-        scale set backs off the provider (a crash loop) and its registration is removed."""
-        why = {"ended": EXITED, RemovalReason.NEVER_CONNECTED.value: NEVER_CONNECTED}.get(reason)
-        if why is None:
-            return
-        now = self.clock.now()
-        backoff = self.fleet.record_crash(record.scale_set, record.provider, why, now)
-        kind = "exited" if why == EXITED else "never_connected"
-        self.metrics.crashed.labels(record.scale_set, record.provider, kind).inc()
-        self.metrics.crash_loop.labels(record.scale_set, record.provider).set(backoff.refusals)
-        sentence = crash_sentence(
-            record.scale_set, record.provider, why, backoff.refusals, backoff.remaining(now)
-        )
-        self.events.record(
-            "provider",
-            record.provider,
-            "crash_loop",
-            scale_set=record.scale_set,
-            provider=record.provider,
-            message=sentence,
-            runner=record.name,
-            runners=backoff.refusals,
-        )
-        log.warning(
-            "runners exit before connecting; backing off the provider",
-            scale_set=record.scale_set,
-            provider=record.provider,
-            runner=record.name,
-            in_a_row=backoff.refusals,
-        )
-        if record.runner_id and reason == "ended":
-            # A removal (never_connected) has unregistered it already; an ended one has not.
-            self.spawn(self._unregister_quietly(record.runner_id))
-
-    async def _unregister_quietly(self, runner_id: int) -> None:
-        with contextlib.suppress(GitHubError):
-            await self.github.remove_runner(runner_id)
 
     async def settle_leaving(self, record: RunnerRecord) -> bool:
         """Delete a leaving runner's machine; a failure is retried on the next pass."""
@@ -584,8 +516,7 @@ class Engine:
         if record.connected:
             return
         record.connected = True
-        if self.fleet.record_connected(record.scale_set, record.provider):
-            self.metrics.crash_loop.labels(record.scale_set, record.provider).set(0)
+        note_connected(self, record)
         if record.created_at and not record.adopted:
             boot = max(0.0, self.clock.now() - record.created_at)
             self.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)
@@ -627,16 +558,6 @@ class Engine:
             provider = self.providers.get(record.provider)
             if provider is not None:
                 self.spawn(self._tell_provider(provider, runner, replace(hint, job_id=job_id)))
-
-    def observe_job_wait(
-        self, name: str, queued_at: float, runner_assigned_at: float, heard_at: float
-    ) -> None:
-        """Queued → runner, on GitHub's clock when it gives both times; when it leaves the
-        runner's assignment out, until the daemon heard the job start (clocks may differ)."""
-        if name not in self.sets or queued_at <= 0:
-            return
-        took = runner_assigned_at if runner_assigned_at > 0 else heard_at
-        self.metrics.job_wait.labels(name).observe(max(0.0, took - queued_at))
 
     async def _tell_provider(self, provider: Provider, runner: str, hint: JobHint) -> None:
         with contextlib.suppress(RungarError, TimeoutError):

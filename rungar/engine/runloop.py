@@ -13,6 +13,7 @@ import contextlib
 import structlog
 
 from rungar.engine.engine import Engine, ScaleSetState
+from rungar.engine.notices import observe_job_wait
 from rungar.engine.reconcile import reconcile
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
@@ -89,7 +90,7 @@ class RunLoop:
             engine.on_job_assigned(name, event.job_id, event.hint)
         elif event.kind is JobEventKind.STARTED:
             engine.on_job_started(name, event.job_id, event.runner_name, event.hint)
-            engine.observe_job_wait(name, event.queued_at, event.runner_assigned_at, event.at)
+            observe_job_wait(engine, name, event.queued_at, event.runner_assigned_at, event.at)
         elif event.kind is JobEventKind.COMPLETED:
             engine.on_job_completed(name, event.job_id, event.runner_name, event.result)
 
