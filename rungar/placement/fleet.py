@@ -278,7 +278,7 @@ class Fleet:
     def skip_reason(
         self, scale_set: str, provider: str, now: float, *, reserve: bool = False
     ) -> str | None:
-        """Why ``scale_set`` will not try ``provider`` now, or None; the seed's order.
+        """Why ``scale_set`` will not try ``provider`` now, or None; in the order above.
 
         ``reserve``: the runner would refill the idle reserve, not serve an assigned job."""
         config = self.scale_sets[scale_set]

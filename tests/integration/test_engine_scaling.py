@@ -207,7 +207,7 @@ async def test_a_crash_loop_survives_a_restart(tmp_path: Path) -> None:
 async def test_a_higher_priority_reserve_refill_never_starves_lower_priority_jobs(
     tmp_path: Path,
 ) -> None:
-    """The open question of the Go Rungar's TODO, on one full provider with room for two:
+    """Real work before reserves, on one full provider with room for two:
     "high" keeps a reserve of 2 and "low" has a job assigned; when room opens, low's job gets
     it, not high's reserve refill."""
     world = World(

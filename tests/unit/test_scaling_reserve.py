@@ -1,7 +1,7 @@
 """min_runners is an idle reserve, and real work comes before it (README, "The idle reserve").
 
 desired = min(max_runners, min_runners in force + assigned jobs): the reserve is kept idle
-*beyond* the assigned jobs, as the seed's ``min_idle`` and the Go Rungar's ``min_runners`` are.
+*beyond* the assigned jobs, not a floor on the total.
 A reserve refill never takes a priority hold, and skips a provider another scale set's assigned
 jobs are waiting on, so a higher-priority reserve never starves lower-priority work.
 """
@@ -24,13 +24,12 @@ def config(min_runners: int, max_runners: int = 10) -> ScaleSetConfig:
 
 
 def test_the_reserve_comes_on_top_of_the_assigned_jobs() -> None:
-    # Go Rungar: TestScaleUpAddsTheMinimum.
     found = desired(config(2), 3, paused=False, now=T0)
     assert (found.total, found.work, found.reserve) == (5, 3, 2)
 
 
 def test_a_queued_job_does_not_fill_the_reserve() -> None:
-    # The seed: with min_idle 1 and one job queued, two instances start.
+    # With a reserve of 1 and one job queued, two runners start: one for it, one kept idle.
     found = desired(config(1), 1, paused=False, now=T0)
     assert (found.total, found.work, found.reserve) == (2, 1, 1)
 
