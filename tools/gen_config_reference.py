@@ -257,6 +257,8 @@ def field_rows(fields: Sequence[Field], prefix: str = "", nested: bool = True) -
         rows.append((f"`{key}`", type_text(f.type), default_text(f), description))
         if nested and isinstance(f.type, Obj):
             rows += field_rows(f.type.fields, prefix=key + ".")
+        elif nested and isinstance(f.type, schema.ListOf) and isinstance(f.type.item, Obj):
+            rows += field_rows(f.type.item.fields, prefix=key + "[].")
     return rows
 
 
@@ -376,7 +378,10 @@ problem: `min_runners` ≤ `max_runners`; `max_idle_age` and `max_age` ≥ `star
 scale set names exists, at most once per scale set; provider and scale-set names are unique
 ignoring case; a provider has `address` or `command`, not both (the in-process `fake` type may
 have neither); `tls` is refused on `unix://` addresses, and a `unix://` address's path may be
-at most 107 bytes long (the kernel's limit)."""
+at most 107 bytes long (the kernel's limit); a schedule's `timezone` is an IANA
+name (`Local` is refused) and it has at least one window; a window's `days` are `mon`..`sun`,
+ranges that may wrap (`fri-mon`) or a comma list, `from` and `to` are quoted `HH:MM`, `to` may
+be `24:00` and `from` may not, `from` = `to` is refused, and its `min_runners` ≤ `max_runners`."""
 
 
 def render_reference() -> str:

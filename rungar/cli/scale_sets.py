@@ -24,6 +24,7 @@ from rungar.cli.render import (
     table,
 )
 from rungar.cli.socket import EXIT_OK, add_socket_argument, ask
+from rungar.cli.status import desired_cell, queue_age_text, schedule_sentence
 
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
@@ -137,8 +138,10 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
             ("Runner", found.get("runner")),
             ("Runners", runners),
             ("Assigned", found.get("assigned")),
-            ("Desired", found.get("desired")),
+            ("Queue age", queue_age_text([found], found.get("now")) or None),
+            ("Desired", desired_cell(found)),
             ("Limits", f"min {found.get('min')}, max {found.get('max')}"),
+            ("Schedule", schedule_sentence(found, found.get("now")) or None),
             ("Priority", found.get("priority")),
             ("Paused", "yes" if found.get("paused") else "no"),
             ("Start timeout", format_age(start_timeout) if start_timeout is not None else None),

@@ -17,8 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+from zoneinfo import ZoneInfo
 
 from rungar.cli.render import (
     RUNNER_HEADERS,
@@ -157,7 +159,25 @@ def github_kind(url: str) -> str:
     return "organisation" if len(parts) == 1 else ""
 
 
-def header_lines(daemon: dict[str, Any]) -> list[str]:
+def queue_age_text(scale_sets: list[dict[str, Any]], now: float | None) -> str:
+    """How old GitHub's numbers are, by the stalest scale set, so a stalled listener never
+    looks fresh: ``GitHub's numbers 12s old``, ``GitHub's numbers 4m old (rungar-c4-m8)``, or
+    ``no word from GitHub yet (rungar-gpu)``."""
+    told = [s for s in scale_sets if "polled_at" in s]  # a daemon before polled_at tells none
+    if not told or now is None:
+        return ""
+    never = [s["name"] for s in told if s.get("polled_at") is None and not s.get("paused")]
+    if never:
+        return f"no word from GitHub yet ({', '.join(never)})"
+    ages = [(now - float(s["polled_at"]), s["name"]) for s in told if s.get("polled_at")]
+    if not ages:
+        return ""
+    age, name = max(ages)
+    which = f" ({name})" if len(ages) > 1 else ""
+    return f"GitHub's numbers {format_age(age)} old{which}"
+
+
+def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
     fields: list[tuple[str, str]] = []
     github = str(daemon.get("github") or "")
     if github:
@@ -175,11 +195,49 @@ def header_lines(daemon: dict[str, Any]) -> list[str]:
         fields.append(("Running", running))
     if daemon.get("config_path"):
         fields.append(("Configuration", str(daemon["config_path"])))
+    if queue_age:
+        fields.append(("Queue age", queue_age))
+    if daemon.get("state_moved_aside"):
+        kept = daemon["state_moved_aside"]
+        fields.append(("State", f"was corrupt; kept as {kept}, started afresh"))
     lines = [f"Rungar v{daemon.get('version', '?')}", ""]
     lines += [f"  {(label + ':').ljust(15)}{value}" for label, value in fields]
     if daemon.get("github_error"):
         lines.append(f"  {'':15}{daemon['github_error']}")
     return lines
+
+
+def desired_cell(scale_set: dict[str, Any]) -> object:
+    """``7 (4 reserve)``: how much of desired is idle reserve beyond the assigned jobs."""
+    desired, reserve = scale_set.get("desired"), scale_set.get("reserve") or 0
+    if desired is None or not reserve:
+        return desired
+    return f"{desired} ({reserve} reserve)"
+
+
+def schedule_sentence(scale_set: dict[str, Any], now: float | None) -> str:
+    """The window in force and the next change, or "" for a scale set with no schedule."""
+    found = scale_set.get("schedule")
+    if not found:
+        return ""
+    zone = str(found.get("timezone") or "UTC")
+    window = found.get("window")
+    head = (
+        f"window {window} ({zone}) in force, min_runners {found.get('min_runners')}"
+        if window
+        else f"outside every window ({zone}), min_runners {found.get('min_runners')}"
+    )
+    change = found.get("next_change")
+    if change is None:
+        return f"{head}; no change ahead"
+    try:
+        when = datetime.fromtimestamp(float(change), ZoneInfo(zone)).strftime("%a %H:%M")
+    except (ValueError, KeyError, OSError):
+        when = format_time(float(change))
+    next_window = found.get("next_window")
+    then = f"window {next_window}" if next_window else "outside every window"
+    left = f" (in {format_age(float(change) - now)})" if now is not None else ""
+    return f"{head}; {when}{left}: min_runners {found.get('next_min_runners')}, {then}"
 
 
 def scale_set_note(scale_set: dict[str, Any]) -> str:
@@ -191,7 +249,7 @@ def scale_set_note(scale_set: dict[str, Any]) -> str:
     return note or DEFAULT_NOTES.get(status, status.lower())
 
 
-def scale_set_lines(scale_sets: list[dict[str, Any]]) -> list[str]:
+def scale_set_lines(scale_sets: list[dict[str, Any]], now: float | None = None) -> list[str]:
     rows = []
     for s in scale_sets:
         providers = ",".join(s.get("providers", []))
@@ -207,7 +265,7 @@ def scale_set_lines(scale_sets: list[dict[str, Any]]) -> list[str]:
                 runner_count(
                     s["runners"], s.get("busy", 0), s.get("idle", 0), s.get("starting", 0)
                 ),
-                s.get("desired"),
+                desired_cell(s),
                 s.get("min"),
                 s.get("max"),
                 s.get("priority"),
@@ -220,6 +278,9 @@ def scale_set_lines(scale_sets: list[dict[str, Any]]) -> list[str]:
         note = scale_set_note(s)
         if note:
             lines.append(f"  {s['name']}: {note}")
+        schedule = schedule_sentence(s, now)
+        if schedule:
+            lines.append(f"  {s['name']}: {schedule}")
     return lines
 
 
@@ -251,8 +312,11 @@ def render_status(document: dict[str, Any]) -> str:
     runners = document.get("runners", [])
     allowed = sum(int(s.get("max") or 0) for s in scale_sets)
     sections = [
-        header_lines(document.get("daemon", {})),
-        scale_set_lines(scale_sets),
+        header_lines(
+            document.get("daemon", {}),
+            queue_age_text(scale_sets, document.get("daemon", {}).get("now")),
+        ),
+        scale_set_lines(scale_sets, document.get("daemon", {}).get("now")),
         provider_lines(document.get("providers", []), document.get("skips", [])),
         runner_lines(runners),
         [f"{plural(len(runners), 'runner')}; the scale sets allow {allowed} between them."],

@@ -21,6 +21,8 @@ from rungar.config.model import (
     ScaleSetConfig,
     ScaleSetProvider,
     ScaleSetsFile,
+    Schedule,
+    ScheduleWindow,
     Timing,
 )
 from rungar.config.paths import base_of, resolve_provider
@@ -35,6 +37,7 @@ from rungar.config.schema import (
 from rungar.config.validate import INVALID, Checker, Item, Record, closest, seconds_text, to_plain
 from rungar.config.yaml_safe import MAX_BYTES, decode, read_yaml
 from rungar.model.runner_block import RunnerBlock
+from rungar.scaling.schedule import clock_text, parse_clock, parse_days, zone_problem
 
 FAKE_TYPE = "fake"  # the scripted test provider runs in-process: no address or command
 SHIPPED_TYPES = frozenset({"gcp", "aws"})  # start their shipped plugin when neither is set
@@ -96,6 +99,7 @@ def _timing(record: Record | None, checker: Checker) -> Timing:
     for first, most in (
         ("backoff_first", "backoff_max"),
         ("session_retry_first", "session_retry_max"),
+        ("crash_backoff_first", "crash_backoff_max"),
     ):
         low, high = record.get(first), record.get(most, getattr(Timing(), most))
         if low is not None and high < low:
@@ -241,7 +245,8 @@ def _scale_sets(
         start_timeout = record.get("start_timeout", timing.start_timeout)
         ages_ok = _check_ages(record, start_timeout, checker)
         providers = _scale_set_providers(record, runner_blocks, checker)
-        if name is None or not limits_ok or not ages_ok or providers is None:
+        schedule_ok, schedule = _schedule(record, checker)
+        if name is None or not limits_ok or not ages_ok or providers is None or not schedule_ok:
             continue
         scale_sets.append(
             ScaleSetConfig(
@@ -257,9 +262,77 @@ def _scale_sets(
                 max_idle_age=record.get("max_idle_age"),
                 max_age=record.get("max_age"),
                 paused=record.get("paused", False),
+                schedule=schedule,
             )
         )
     return scale_sets
+
+
+def _schedule(record: Record, checker: Checker) -> tuple[bool, Schedule | None]:
+    """Whether the schedule is valid (its problems added if not), and the schedule or None."""
+    if "schedule" not in record.marks:
+        return True, None
+    found = record.get("schedule")
+    if not isinstance(found, Record):
+        return False, None
+    ok = True
+    timezone = found.get("timezone", "UTC")
+    if "timezone" in found.marks:
+        if "timezone" not in found.values:
+            ok = False
+        else:
+            why = zone_problem(timezone)
+            if why is not None:
+                checker.fail(found.mark_of("timezone"), found.path_of("timezone"), why)
+                ok = False
+    most = record.get("max_runners")
+    windows: list[ScheduleWindow] = []
+    for item in found.get("windows", []):
+        window = _window(item.value, most, checker)
+        if window is None:
+            ok = False
+        else:
+            windows.append(window)
+    if "windows" not in found.values or not ok:
+        return False, None
+    return True, Schedule(timezone=timezone, windows=tuple(windows))
+
+
+def _window(record: Record, most: int | None, checker: Checker) -> ScheduleWindow | None:
+    """One window, or None after adding its problems (every one of them)."""
+    ok = all(key in record.values for key in ("days", "from", "to"))
+    days = parse_days(record.get("days", "mon"))
+    if isinstance(days, str):
+        checker.fail(record.mark_of("days"), record.path_of("days"), days)
+        ok = False
+    start = parse_clock(record.get("from", "00:00"), allow_24=False)
+    if isinstance(start, str):
+        checker.fail(record.mark_of("from"), record.path_of("from"), start)
+        ok = False
+    end = parse_clock(record.get("to", "24:00"), allow_24=True)
+    if isinstance(end, str):
+        checker.fail(record.mark_of("to"), record.path_of("to"), end)
+        ok = False
+    if isinstance(start, int) and isinstance(end, int) and start == end and ok:
+        checker.fail(
+            record.mark_of("to"),
+            record.path_of("to"),
+            f"equals from ({clock_text(start)}); a window needs a length (to before from runs "
+            "past midnight)",
+        )
+        ok = False
+    low = record.get("min_runners", 0)
+    if most is not None and low > most:
+        checker.fail(
+            record.mark_of("min_runners"),
+            record.path_of("min_runners"),
+            f"is {low}; at most max_runners ({most})",
+        )
+        ok = False
+    if not ok or isinstance(days, str) or isinstance(start, str) or isinstance(end, str):
+        return None
+    text = f"{record.get('days')} {clock_text(start)}-{clock_text(end)}"
+    return ScheduleWindow(days=days, start=start, end=end, min_runners=low, text=text)
 
 
 def _check_limits(record: Record, checker: Checker) -> bool:

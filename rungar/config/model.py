@@ -37,6 +37,8 @@ class Timing:
     stuck_after: float = 0.0  # busy and offline this long: stuck; 0 = start_timeout
     session_retry_first: float = 10.0
     session_retry_max: float = 60.0
+    crash_backoff_first: float = 30.0  # runners that end before connecting: first skip
+    crash_backoff_max: float = 600.0  # ... doubling in a row up to this
 
     @property
     def hold_duration(self) -> float:
@@ -66,6 +68,29 @@ class ScaleSetProvider:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleWindow:
+    """One window of a schedule, as written: ``days`` 0 (Monday) .. 6, minutes since midnight.
+
+    ``end`` may be 1440 (``24:00``); ``end < start`` runs past midnight and belongs to the day
+    it opens on. ``text`` is how the file wrote it (``mon-fri 08:00-18:00``), for status.
+    """
+
+    days: frozenset[int]
+    start: int
+    end: int
+    min_runners: int
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Time-of-day ``min_runners``: the first window (in written order) that matches wins."""
+
+    timezone: str = "UTC"
+    windows: tuple[ScheduleWindow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleSetConfig:
     name: str
     max_runners: int
@@ -79,6 +104,7 @@ class ScaleSetConfig:
     max_idle_age: float | None = None
     max_age: float | None = None
     paused: bool = False
+    schedule: Schedule | None = None
 
     @property
     def provider_names(self) -> tuple[str, ...]:

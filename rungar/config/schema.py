@@ -280,12 +280,62 @@ PROVIDER_REF = NameOrObj(
     ),
 )
 
+SCHEDULE_WINDOW = Obj(
+    (
+        Field(
+            "days",
+            Str(),
+            "mon..sun, or ranges such as mon-fri that may wrap (fri-mon), or a comma list.",
+            True,
+        ),
+        Field(
+            "from",
+            Str(pattern=r"^\d\d:\d\d$", hint="HH:MM such as 08:00, quoted"),
+            "Opens at HH:MM (quote it); not 24:00.",
+            True,
+        ),
+        Field(
+            "to",
+            Str(pattern=r"^\d\d:\d\d$", hint="HH:MM such as 08:00, quoted"),
+            "Closes at HH:MM; 24:00 allowed; before from = runs past midnight; not from.",
+            True,
+        ),
+        Field(
+            "min_runners",
+            Int(0, MAX_RUNNERS),
+            "min_runners while the window is open; at most max_runners.",
+            default=0,
+        ),
+    )
+)
+SCHEDULE = Obj(
+    (
+        Field(
+            "timezone",
+            Str(),
+            "IANA zone of the windows; unset = UTC, never the host's; Local is refused.",
+            default="UTC",
+        ),
+        Field(
+            "windows",
+            ListOf(SCHEDULE_WINDOW, min_items=1),
+            "The first window that matches, in written order, sets min_runners.",
+            True,
+        ),
+    )
+)
+
 SCALE_SET = Obj(
     (
         Field("name", SCALE_SET_NAME, "Runner-name base; unique ignoring case.", True),
         Field("labels", ListOf(TEXT, unique=True), "Labels jobs ask for (runs-on).", default=[]),
         Field("runner_group", TEXT, "GitHub runner group.", default="Default"),
-        Field("min_runners", Int(0, MAX_RUNNERS), "Runners kept; at most max_runners.", default=0),
+        Field(
+            "min_runners",
+            Int(0, MAX_RUNNERS),
+            "Idle reserve: runners kept idle beyond the assigned jobs; at most max_runners.",
+            default=0,
+        ),
         Field("max_runners", Int(1, MAX_RUNNERS), "Most runners on all providers together.", True),
         Field(
             "priority",
@@ -322,6 +372,7 @@ SCALE_SET = Obj(
             "max_age", Duration(), "A runner older than this is replaced; at least start_timeout."
         ),
         Field("paused", Bool(), "Creates nothing while true.", default=False),
+        Field("schedule", SCHEDULE, "Time-of-day min_runners; unset = min_runners always."),
     )
 )
 
@@ -337,6 +388,8 @@ TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
     "start_timeout": (30.0, False),
     "session_retry_first": (0.0, True),
     "session_retry_max": (0.0, True),
+    "crash_backoff_first": (0.0, True),
+    "crash_backoff_max": (0.0, True),
 }
 TIMING_NOTES = {
     "reconcile_interval": "How often each scale set is reconciled; at least 5s.",
@@ -360,6 +413,11 @@ TIMING_NOTES = {
     "never_connected_grace": "0 = the scale set's start_timeout.",
     "stuck_after": "0 = the scale set's start_timeout × 2.",
     "session_retry_max": "At least session_retry_first.",
+    "crash_backoff_first": (
+        "A scale set whose runners on a provider end, or never connect within start_timeout, "
+        "before they ever connect skips it this long; doubles in a row."
+    ),
+    "crash_backoff_max": "Longest such skip; at least crash_backoff_first.",
 }
 
 

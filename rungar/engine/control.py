@@ -125,6 +125,7 @@ class Control:
         found["id"] = state.id
         found["runner_group"] = state.config.runner_group
         found["start_timeout"] = state.config.start_timeout
+        found["now"] = status["daemon"]["now"]
         found["skips"] = [s for s in status["skips"] if s["scale_set"] == name]
         found["runner_list"] = [r for r in status["runners"] if r["scale_set"] == name]
         return dict(found)

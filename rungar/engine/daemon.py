@@ -363,7 +363,7 @@ class Daemon:
         webhook_socket = self._bind_webhook()
         state_dir = Path(settings.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
-        store = SqliteStore(state_dir / "state.db")
+        store = SqliteStore(state_dir / "state.db", now=self.clock.now)
         events = EventLog(
             self.clock,
             Path(settings.events.file) if settings.events.file else state_dir / "events.jsonl",

@@ -30,6 +30,7 @@ from rungar.config.model import ScaleSetConfig, ScaleSetsFile
 from rungar.engine.events import EventLog
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
+from rungar.engine.notices import note_connected, note_crash, note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.errors import GitHubError, ProviderError, RungarError
 from rungar.github.interface import GitHub, JobTimes, RemoveOutcome
@@ -40,7 +41,7 @@ from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.placement import Fleet
 from rungar.placement.attempt import NotPlaced, Outcome, Placed, Try, place
-from rungar.scaling import desired_runners, surplus_to_remove
+from rungar.scaling import InForce, desired, surplus_to_remove
 from rungar.store.sqlite import CreateIntent, SqliteStore
 
 log = structlog.get_logger("rungar.engine")
@@ -70,6 +71,9 @@ class ScaleSetState:
     id: int = 0
     assigned: int = 0
     desired: int | None = None  # unknown until the first decision
+    reserve: int = 0  # of desired, the runners kept idle beyond the assigned jobs
+    minimum: InForce | None = None  # min_runners in force (schedule window) at the last decision
+    polled_at: float = 0.0  # when GitHub last told the assigned count (0 = never)
     paused_at_runtime: bool | None = None  # None: as configured
     _phase: str = "STARTING"  # STARTING, LISTENING, WAITING (the listener says), UNREACHABLE
     note: str = ""
@@ -141,6 +145,7 @@ class Engine:
         self.started_at = clock.now()
         backoffs, holds = store.load_placement()
         self.fleet.restore_state(backoffs, holds)
+        self.fleet.restore_crash_loops(store.load_crash_loops())
 
     # ------------------------------------------------------------------ helpers
 
@@ -169,6 +174,7 @@ class Engine:
     def save_placement(self) -> None:
         backoffs, holds = self.fleet.export_state()
         self.store.save_placement(backoffs, holds)
+        self.store.save_crash_loops(self.fleet.export_crash_loops())
 
     def resync_fleet_counts(self) -> None:
         self.fleet.set_runners(self.runners.counts())
@@ -184,19 +190,23 @@ class Engine:
         if state is None:
             return
         async with state.lock:
-            target = (
-                0
-                if state.removed
-                else desired_runners(state.config, state.assigned, paused=state.paused)
+            decision = desired(
+                state.config, state.assigned, paused=state.paused, now=self.clock.now()
             )
+            note_minimum(self, state, decision.minimum)
+            target = 0 if state.removed else decision.total
             state.desired = target
+            state.reserve = 0 if state.removed else decision.reserve
             self.metrics.runners_desired.labels(name).set(target)
             live = self.runners.live(name)
             have = len(live) + state.creating
             if have < target:
-                for _ in range(target - have):
+                work = 0 if state.removed else decision.work
+                for n in range(have, target):
                     state.creating += 1
-                    self.spawn(self._create_one(state))
+                    # Runners beyond the assigned jobs refill the idle reserve: they take no
+                    # priority hold and yield to other scale sets' waiting work.
+                    self.spawn(self._create_one(state, reserve=n >= work))
             elif len(live) > target:
                 surplus = surplus_to_remove(
                     [r.view() for r in live], len(live) - target, self.current_revisions(name)
@@ -206,19 +216,21 @@ class Engine:
                     if record is not None:
                         self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
 
-    async def _create_one(self, state: ScaleSetState) -> None:
+    async def _create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
         try:
             async with self._create_slots:
-                await self.create_runner(state)
+                await self.create_runner(state, reserve=reserve)
         except Exception:
             log.exception("runner.create_crashed", scale_set=state.config.name)
         finally:
             state.creating -= 1
 
-    async def create_runner(self, state: ScaleSetState) -> RunnerRecord | None:
+    async def create_runner(
+        self, state: ScaleSetState, *, reserve: bool = False
+    ) -> RunnerRecord | None:
         config = state.config
         now = self.clock.now()
-        found = self.fleet.can_place(config.name, now)
+        found = self.fleet.can_place(config.name, now, reserve=reserve)
         self.report_new_holds()
         if not found.any:
             self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
@@ -239,7 +251,7 @@ class Engine:
                 return None
             intent = replace(intent, runner_id=runner_id)
             self.store.write_intent(intent)
-            result = await self._place(state, name, intent, jit_config)
+            result = await self._place(state, name, intent, jit_config, reserve=reserve)
             self.report_new_holds()
             if isinstance(result, Placed):
                 record = RunnerRecord(
@@ -285,7 +297,13 @@ class Engine:
             self.runners.creating.discard(name)
 
     async def _place(
-        self, state: ScaleSetState, name: str, intent: CreateIntent, jit_config: str
+        self,
+        state: ScaleSetState,
+        name: str,
+        intent: CreateIntent,
+        jit_config: str,
+        *,
+        reserve: bool = False,
     ) -> Placed | NotPlaced:
         config = state.config
         deadline = 0.0
@@ -359,6 +377,7 @@ class Engine:
             delete=delete,
             settle=settle,
             observe=self._observe,
+            reserve=reserve,
         )
 
     async def _timed(self, provider: str, call: str, awaitable: Awaitable[T]) -> T:
@@ -485,6 +504,8 @@ class Engine:
         record.removal_reason = reason.value
         record.removal = Removal(reason, conclusion, record.hint)
         self.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
+        if not record.connected and not record.adopted:
+            note_crash(self, record, reason)
         self.metrics.removed.labels(record.scale_set, record.provider, reason.value).inc()
         self.events.record(
             "runner",
@@ -544,8 +565,9 @@ class Engine:
         if state is None:
             return
         state.assigned = assigned
+        state.polled_at = self.clock.now()
         self.metrics.jobs_assigned.labels(name).set(assigned)
-        self.metrics.last_poll.labels(name).set(self.clock.now())
+        self.metrics.last_poll.labels(name).set(state.polled_at)
         self.spawn(self.scale(name))
 
     def on_job_assigned(self, name: str, job_id: str, hint: JobHint) -> None:
@@ -559,6 +581,7 @@ class Engine:
         if record.connected:
             return
         record.connected = True
+        note_connected(self, record)
         if record.created_at and not record.adopted:
             boot = max(0.0, self.clock.now() - record.created_at)
             self.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)

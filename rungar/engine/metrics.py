@@ -56,6 +56,19 @@ class Metrics:
         self.lost = Counter(
             "rungar_runners_lost", "Runners lost", ["scale_set", "provider", "reason"], registry=r
         )
+        # A runner that ended, or never connected, before it ever connected (a crash loop).
+        self.crashed = Counter(
+            "rungar_runners_crashed",
+            "Runners that ended or never connected before they ever connected",
+            ["scale_set", "provider", "reason"],
+            registry=r,
+        )
+        self.crash_loop = Gauge(
+            "rungar_crash_loop_runners",
+            "Runners in a row that ended before connecting; 0 once one connects",
+            ["scale_set", "provider"],
+            registry=r,
+        )
         self.scale_up_failures = Counter(
             "rungar_scale_up_failures",
             "Runners that could not be created",
@@ -70,6 +83,13 @@ class Metrics:
         )
         self.jobs_assigned = Gauge(
             "rungar_jobs_assigned", "Jobs assigned", ["scale_set"], registry=r
+        )
+        self.job_wait = Histogram(
+            "rungar_job_wait_seconds",
+            "Queued on GitHub until a runner took the job (GitHub's clock)",
+            ["scale_set"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
         )
         self.job_runner_wait = Histogram(
             "rungar_job_runner_wait_seconds",

@@ -371,7 +371,8 @@ def export_gauges(engine: Engine) -> None:
                 count += state.creating
             metrics.runners_current.labels(name, runner_state).set(count)
         metrics.paused.labels(name).set(1 if state.paused else 0)
-        metrics.runners_min.labels(name).set(state.config.min_runners)
+        minimum = state.minimum.min_runners if state.minimum else state.config.min_runners
+        metrics.runners_min.labels(name).set(minimum)
     for scale_set, provider, count in engine.runners.counts():
         metrics.provider_runners.labels(scale_set, provider).set(count)
     counter = getattr(engine.github, "counter", None)

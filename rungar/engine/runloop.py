@@ -14,6 +14,7 @@ import contextlib
 import structlog
 
 from rungar.engine.engine import Engine, ScaleSetState
+from rungar.engine.notices import observe_job_wait
 from rungar.engine.reconcile import probe_unreachable, reconcile
 from rungar.engine.status import UNREACHABLE_NOTE
 from rungar.errors import GitHubError
@@ -92,6 +93,7 @@ class RunLoop:
             engine.on_job_assigned(name, event.job_id, event.hint)
         elif event.kind is JobEventKind.STARTED:
             engine.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
+            observe_job_wait(engine, name, event.times.queued, event.times.started, event.at)
         elif event.kind is JobEventKind.COMPLETED:
             engine.on_job_completed(
                 name, event.job_id, event.runner_name, event.conclusion, event.hint

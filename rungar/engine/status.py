@@ -8,13 +8,18 @@ Document (every time in epoch seconds, every duration in seconds)::
     {"daemon": {"ready", "readiness", "version", "installation", "started_at", "now",
                 "config_path", "github"},
      "scale_sets": [{"name", "status", "note", "runners", "busy", "idle", "starting",
-                     "desired", "min", "max", "priority", "placement", "providers", "paused",
-                     "assigned", "labels"}],
+                     "desired", "reserve", "min", "schedule", "max", "priority", "placement",
+                     "providers", "paused", "assigned", "labels"}],
+     (polled_at: when GitHub last told the assigned count, null = never; the queue's age is
+     daemon.now - polled_at;
+     schedule: null | {"timezone", "window", "min_runners", "next_change",
+                        "next_min_runners", "next_window"}; reserve: the part of desired kept
+     idle beyond the assigned jobs; min: the min_runners in force now)
      "providers": [{"name", "type", "status", "runners", "max_runners", "leaving", "weight",
                     "reachable", "disabled", "draining", "runtime_change",
                     "hold": null | {"holder", "priority", "left"}}],
      "skips": [{"scale_set", "provider", "full", "refusals", "left", "error", "resource",
-                "sentence"}],
+                "sentence", "crash_loop"?}],   (crash_loop: runners that end before connecting)
      "runners": [{"name", "scale_set", "provider", "state", "machine", "github", "age",
                   "job"}]}
 """
@@ -29,6 +34,7 @@ from rungar.engine.readiness import readiness
 from rungar.model.runner import GitHubState, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.model.units import format_duration
+from rungar.scaling import in_force
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
@@ -59,6 +65,30 @@ def skip_sentence(
     return (
         f"{scale_set} found {provider} failing ({refusals} in a row); "
         f"tries it again in {wait}: {error}"
+    )
+
+
+def schedule_document(config: ScaleSetConfig, now: float) -> Any:
+    """The window in force and the next change, or None for a scale set with no schedule."""
+    if config.schedule is None:
+        return None
+    found = in_force(config, now)
+    return {
+        "timezone": config.schedule.timezone,
+        "window": found.window,
+        "min_runners": found.min_runners,
+        "next_change": found.next_change,
+        "next_min_runners": found.next_min_runners,
+        "next_window": found.next_window,
+    }
+
+
+def crash_sentence(scale_set: str, provider: str, why: str, runners: int, left: float) -> str:
+    """``rungar-c4-m8's runners on compute1 exit before connecting (3 in a row); next try
+    in 2m``."""
+    return (
+        f"{scale_set}'s runners on {provider} {why} ({runners} in a row); "
+        f"next try in {format_duration(left)}"
     )
 
 
@@ -128,13 +158,16 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "starting": sum(1 for r in live if r.state is RunnerState.STARTING)
                 + state.creating,
                 "desired": state.desired,
-                "min": ss.min_runners,
+                "reserve": state.reserve,
+                "min": in_force(ss, now).min_runners,
+                "schedule": schedule_document(ss, now),
                 "max": ss.max_runners,
                 "priority": ss.priority,
                 "placement": ss.placement.value,
                 "providers": list(ss.provider_names),
                 "paused": state.paused,
                 "assigned": state.assigned,
+                "polled_at": state.polled_at or None,
                 "labels": list(ss.labels) or [name],
                 "runner": runner_summary(ss),
             }
@@ -182,6 +215,23 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 ),
             }
         )
+    for scale_set, provider, loop in sorted(fleet.active_crash_loops(now)):
+        left = loop.remaining(now)
+        skips.append(
+            {
+                "scale_set": scale_set,
+                "provider": provider,
+                "full": False,
+                "crash_loop": True,
+                "refusals": loop.refusals,
+                "left": round(left, 1),
+                "error": loop.last_error,
+                "resource": "",
+                "sentence": crash_sentence(
+                    scale_set, provider, loop.last_error, loop.refusals, left
+                ),
+            }
+        )
     runners = []
     for record in sorted(engine.runners, key=lambda r: (r.scale_set, r.created_at, r.name)):
         github = {
@@ -212,6 +262,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
             "started_at": engine.started_at,
             "now": now,
             "config_path": engine.config.path,
+            "state_moved_aside": str(engine.store.moved_aside or ""),
             "github": engine.github_url,
         },
         "scale_sets": scale_sets,

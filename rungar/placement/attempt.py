@@ -10,7 +10,8 @@ the :class:`Fleet` orders, claims and records; the caller's callables talk to pr
   is settled by name (``settle``) before anything else happens to the runner.
 - Out of time (``TimeoutError``): recorded as failing for that provider; nothing else is tried.
 - Cancelled by the caller: nothing is recorded; the leftover is still deleted.
-- When no provider takes the runner, the providers found full are held for the scale set.
+- When no provider takes the runner, the providers found full are held for the scale set,
+  unless the runner was an idle-reserve refill (``reserve``): only assigned work holds.
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ async def place(
     delete: DeleteFn,
     settle: SettleFn,
     observe: Observer | None = None,
+    reserve: bool = False,
 ) -> Placed | NotPlaced:
     """Try the scale set's providers in order; the caller bounds it by ``start_timeout``."""
-    candidates = fleet.candidates(scale_set, now())
+    candidates = fleet.candidates(scale_set, now(), reserve=reserve)
     tries: list[Try] = []
 
     def note(entry: Try) -> None:
@@ -81,7 +83,7 @@ async def place(
             observe(scale_set, entry)
 
     for provider in candidates.order:
-        claim = fleet.claim(scale_set, provider, now())
+        claim = fleet.claim(scale_set, provider, now(), reserve=reserve)
         if isinstance(claim, Skip):
             note(Try(provider, Outcome.SKIPPED, claim.reason))
             continue
@@ -123,7 +125,8 @@ async def place(
                 tuple(tries),
                 stranded_on=provider,
             )
-    fleet.hold_full_providers(scale_set, now())
+    if not reserve:
+        fleet.hold_full_providers(scale_set, now())
     if not tries:
         return NotPlaced(candidates.why_none(), ())
     return NotPlaced(

@@ -12,8 +12,23 @@ Skip reasons, checked in this order, are user-facing sentences shared by logs, e
 2. ``unreachable``
 3. ``full``
 4. ``failing to create its runner: <last error>``
-5. ``held for scale set <name>``
-6. ``at its limit of N runners``
+5. ``its runners exit before connecting (N in a row)`` (or ``never connect within
+   start_timeout``): a crash loop, learned from runners that ended before they ever connected
+6. ``held for scale set <name>``
+7. ``kept for the assigned jobs of scale set <name>`` (only for an idle-reserve refill)
+8. ``at its limit of N runners``
+
+Real work comes before reserves. A create is either for an assigned job or for the idle
+reserve (``min_runners`` in force). Only work may take a priority hold; a scale set whose
+assigned jobs find a provider full marks it as *waited on* for ``hold_duration`` (renewed while
+it keeps asking, dropped when it places a runner), and every other scale set's reserve refill
+skips a provider so marked, whatever the priorities. So a higher-priority scale set refilling
+its reserve never takes the room a lower-priority scale set's queued job is waiting for; a
+reserve that already exists is not pre-empted either (no idle runner is removed for it).
+
+A crash loop is kept apart from the refusal backoff: a create that succeeds does not forgive
+it (the runner it made may crash too), only a runner that connects does. It waits
+``crash_backoff_first`` doubling to ``crash_backoff_max`` (30 s to 10 min).
 
 Limits count every scale set's runners on the provider, the creates in flight (claims), and
 the machines of runners that have gone but are not yet deleted. A claim is checked and taken
@@ -42,8 +57,20 @@ def failing_reason(error: str) -> str:
     return f"failing to create its runner: {error}"
 
 
+EXITED = "exit before connecting"
+NEVER_CONNECTED = "never connect within start_timeout"
+
+
+def crash_reason(backoff: Backoff) -> str:
+    return f"its runners {backoff.last_error} ({backoff.refusals} in a row)"
+
+
 def held_reason(holder: str) -> str:
     return f"held for scale set {holder}"
+
+
+def kept_for_reason(scale_set: str) -> str:
+    return f"kept for the assigned jobs of scale set {scale_set}"
 
 
 def limit_reason(limit: int) -> str:
@@ -116,7 +143,9 @@ class Fleet:
         self._claims_by_provider: defaultdict[str, int] = defaultdict(int)
         self._claims_by_pair: defaultdict[tuple[str, str], int] = defaultdict(int)
         self._backoffs: dict[tuple[str, str], Backoff] = {}
+        self._crash_loops: dict[tuple[str, str], Backoff] = {}
         self._holds: dict[str, Hold] = {}
+        self._work_waits: dict[str, dict[str, float]] = {}  # provider -> scale set -> since
         self._unreachable: set[str] = set()
         self._runtime_disabled: set[str] = set()
         self._runtime_enabled: set[str] = set()
@@ -143,7 +172,12 @@ class Fleet:
                 lowest = self._lowest_priority.get(p.name, s.priority)
                 self._lowest_priority[p.name] = min(lowest, s.priority)
         self._backoffs = {k: v for k, v in self._backoffs.items() if k in pairs}
+        self._crash_loops = {k: v for k, v in self._crash_loops.items() if k in pairs}
         self._holds = {k: v for k, v in self._holds.items() if k in self.providers}
+        self._work_waits = {
+            p: {s: t for s, t in waits.items() if (s, p) in pairs}
+            for p, waits in self._work_waits.items()
+        }
 
     def set_disabled(self, provider: str, disabled: bool) -> None:
         """A runtime switch (``rungar providers disable|enable|drain``), kept until restart."""
@@ -244,8 +278,12 @@ class Fleet:
 
     # ----------------------------------------------------------------- decisions
 
-    def skip_reason(self, scale_set: str, provider: str, now: float) -> str | None:
-        """Why ``scale_set`` will not try ``provider`` now, or None; the seed's order."""
+    def skip_reason(
+        self, scale_set: str, provider: str, now: float, *, reserve: bool = False
+    ) -> str | None:
+        """Why ``scale_set`` will not try ``provider`` now, or None; in the order above.
+
+        ``reserve``: the runner would refill the idle reserve, not serve an assigned job."""
         config = self.scale_sets[scale_set]
         if self.is_disabled(provider):
             return DISABLED
@@ -254,6 +292,9 @@ class Fleet:
         backoff = self._backoffs.get((scale_set, provider))
         if backoff is not None and backoff.active(now):
             return FULL if backoff.full else failing_reason(backoff.last_error)
+        crashes = self._crash_loops.get((scale_set, provider))
+        if crashes is not None and crashes.active(now):
+            return crash_reason(crashes)
         hold = self._holds.get(provider)
         if (
             hold is not None
@@ -261,12 +302,16 @@ class Fleet:
             and hold.holds_back(config.priority, now, self.timing.hold_duration)
         ):
             return held_reason(hold.holder)
+        if reserve:
+            waiting = self.waiting_for_room(provider, now, besides=scale_set)
+            if waiting:
+                return kept_for_reason(waiting[0])
         limit = self.providers[provider].max_runners
         if limit > 0 and self.provider_count(provider) >= limit:
             return limit_reason(limit)
         return None
 
-    def candidates(self, scale_set: str, now: float) -> Candidates:
+    def candidates(self, scale_set: str, now: float, *, reserve: bool = False) -> Candidates:
         """Providers this scale set may try now, in its placement's order, without asking any."""
         config = self.scale_sets[scale_set]
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
@@ -274,7 +319,7 @@ class Fleet:
         tryable: list[str] = []
         skips: list[Skip] = []
         for entry in config.providers:
-            reason = self.skip_reason(scale_set, entry.name, now)
+            reason = self.skip_reason(scale_set, entry.name, now, reserve=reserve)
             if reason is None:
                 tryable.append(entry.name)
             else:
@@ -287,22 +332,26 @@ class Fleet:
         ordered = order_providers(tryable, config.placement, weights, own)
         return Candidates(tuple(ordered), tuple(skips))
 
-    def can_place(self, scale_set: str, now: float) -> Candidates:
-        """Like :meth:`candidates`; when nothing can be tried, renews this scale set's holds.
+    def can_place(self, scale_set: str, now: float, *, reserve: bool = False) -> Candidates:
+        """Like :meth:`candidates`; when nothing can be tried for assigned work, renews this
+        scale set's holds and marks (see :meth:`hold_full_providers`). A reserve refill never
+        does: it waits for room without keeping anyone off.
 
         Called before anything is registered with GitHub: when it finds no provider, nothing is.
         """
-        found = self.candidates(scale_set, now)
-        if not found.any and not found.scale_set_limit:
+        found = self.candidates(scale_set, now, reserve=reserve)
+        if not found.any and not found.scale_set_limit and not reserve:
             self.hold_full_providers(scale_set, now)
         return found
 
-    def claim(self, scale_set: str, provider: str, now: float) -> Claim | Skip:
+    def claim(
+        self, scale_set: str, provider: str, now: float, *, reserve: bool = False
+    ) -> Claim | Skip:
         """Take a place on ``provider`` for one create, or say why it cannot be tried now."""
         config = self.scale_sets[scale_set]
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
             return Skip(provider, scale_set_limit_reason(config.max_runners))
-        reason = self.skip_reason(scale_set, provider, now)
+        reason = self.skip_reason(scale_set, provider, now, reserve=reserve)
         if reason is not None:
             return Skip(provider, reason)
         claim = Claim(next(self._ids), scale_set, provider)
@@ -330,6 +379,8 @@ class Fleet:
         self.add_runner(claim.scale_set, claim.provider)
         self._backoffs.pop((claim.scale_set, claim.provider), None)
         self.release_holds(claim.scale_set)
+        for waits in self._work_waits.values():
+            waits.pop(claim.scale_set, None)
 
     def record_refusal(
         self, scale_set: str, provider: str, refusal: Refusal, now: float
@@ -347,18 +398,45 @@ class Fleet:
         self._backoffs[(scale_set, provider)] = backoff
         return backoff
 
+    def record_crash(self, scale_set: str, provider: str, why: str, now: float) -> Backoff:
+        """A runner ended, or never connected in time, before it ever connected: one more in
+        the scale set's crash loop on that provider (``why`` is EXITED or NEVER_CONNECTED)."""
+        backoff = after_refusal(
+            self._crash_loops.get((scale_set, provider)),
+            now=now,
+            error=why,
+            full=False,
+            resource="",
+            first=self.timing.crash_backoff_first,
+            maximum=self.timing.crash_backoff_max,
+        )
+        self._crash_loops[(scale_set, provider)] = backoff
+        return backoff
+
+    def record_connected(self, scale_set: str, provider: str) -> bool:
+        """A runner connected: its scale set's crash loop on the provider is forgiven."""
+        return self._crash_loops.pop((scale_set, provider), None) is not None
+
+    def crash_loop(self, scale_set: str, provider: str) -> Backoff | None:
+        return self._crash_loops.get((scale_set, provider))
+
+    def active_crash_loops(self, now: float) -> list[tuple[str, str, Backoff]]:
+        return [(s, p, b) for (s, p), b in self._crash_loops.items() if b.active(now)]
+
     def record_unanswered(self, provider: str) -> bool:
         """The provider did not answer: every scale set skips it until it answers again."""
         return self.set_reachable(provider, False)
 
     def hold_full_providers(self, scale_set: str, now: float) -> list[Hold]:
-        """Place or renew this scale set's holds on the providers it is skipping as full."""
+        """Place or renew this scale set's holds on the providers it is skipping as full, and
+        mark them as waited on by its assigned work. Only for work: never for a reserve."""
         config = self.scale_sets[scale_set]
         placed = []
         for entry in config.providers:
             backoff = self._backoffs.get((scale_set, entry.name))
             if backoff is None or not backoff.active(now) or not backoff.full:
                 continue
+            self._work_waits.setdefault(entry.name, {})[scale_set] = now
             if not self._anyone_below(config.priority, entry.name):
                 continue  # a hold that keeps no one off would only clutter status
             current = self._holds.get(entry.name)
@@ -417,6 +495,16 @@ class Fleet:
                 found.append(hold)
         return found
 
+    def waiting_for_room(self, provider: str, now: float, besides: str = "") -> list[str]:
+        """Scale sets whose assigned jobs wait for room on ``provider`` (oldest first)."""
+        duration = self.timing.hold_duration
+        waits = self._work_waits.get(provider, {})
+        return [
+            s
+            for s, since in sorted(waits.items(), key=lambda item: item[1])
+            if s != besides and now - since <= duration
+        ]
+
     def claims(self) -> list[Claim]:
         return list(self._claims.values())
 
@@ -425,6 +513,15 @@ class Fleet:
     def export_state(self) -> tuple[list[tuple[str, str, Backoff]], list[Hold]]:
         """Backoffs and holds, so a restart keeps them with their remaining time."""
         return [(s, p, b) for (s, p), b in self._backoffs.items()], list(self._holds.values())
+
+    def export_crash_loops(self) -> list[tuple[str, str, Backoff]]:
+        """Crash loops, kept across a restart like backoffs."""
+        return [(s, p, b) for (s, p), b in self._crash_loops.items()]
+
+    def restore_crash_loops(self, loops: Iterable[tuple[str, str, Backoff]]) -> None:
+        for scale_set, provider, backoff in loops:
+            if scale_set in self.scale_sets and provider in self.providers:
+                self._crash_loops[(scale_set, provider)] = backoff
 
     def restore_state(
         self, backoffs: Iterable[tuple[str, str, Backoff]], holds: Iterable[Hold]

@@ -1,5 +1,22 @@
 """Scaling decisions, pure: how many runners, which to remove, and why (rungar-go §1.3)."""
 
-from rungar.scaling.decide import Removal, decide_removal, desired_runners, surplus_to_remove
+from rungar.scaling.decide import (
+    Desired,
+    Removal,
+    decide_removal,
+    desired,
+    desired_runners,
+    surplus_to_remove,
+)
+from rungar.scaling.schedule import InForce, in_force
 
-__all__ = ["Removal", "decide_removal", "desired_runners", "surplus_to_remove"]
+__all__ = [
+    "Desired",
+    "InForce",
+    "Removal",
+    "decide_removal",
+    "desired",
+    "desired_runners",
+    "in_force",
+    "surplus_to_remove",
+]

@@ -16,12 +16,41 @@ from dataclasses import dataclass
 
 from rungar.config.model import ScaleSetConfig, Timing
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState, RunnerView
+from rungar.scaling.schedule import InForce, in_force
 
 
-def desired_runners(config: ScaleSetConfig, assigned_jobs: int, *, paused: bool) -> int:
+@dataclass(frozen=True, slots=True)
+class Desired:
+    """How many runners a scale set wants, and how many of them are idle reserve.
+
+    ``work`` runners serve the assigned jobs (GitHub counts running jobs as assigned, so a busy
+    runner covers its own job and nothing more); ``reserve`` runners are kept idle beyond them
+    (``min_runners`` in force), and come second whenever room is short.
+    """
+
+    total: int
+    reserve: int
+    minimum: InForce
+
+    @property
+    def work(self) -> int:
+        return self.total - self.reserve
+
+
+def desired(config: ScaleSetConfig, assigned_jobs: int, *, paused: bool, now: float) -> Desired:
+    """min(max_runners, min_runners in force + assigned jobs); nothing while paused."""
+    minimum = in_force(config, now)
     if paused:
-        return 0
-    return max(0, min(config.max_runners, config.min_runners + max(0, assigned_jobs)))
+        return Desired(0, 0, minimum)
+    work = max(0, min(config.max_runners, assigned_jobs))
+    total = max(0, min(config.max_runners, minimum.min_runners + max(0, assigned_jobs)))
+    return Desired(total, total - work, minimum)
+
+
+def desired_runners(
+    config: ScaleSetConfig, assigned_jobs: int, *, paused: bool, now: float = 0.0
+) -> int:
+    return desired(config, assigned_jobs, paused=paused, now=now).total
 
 
 def surplus_to_remove(

@@ -1,26 +1,39 @@
-"""SQLite state (WAL): configuration generation, backoffs, holds, create intents, listener ids.
+"""SQLite state (WAL): configuration generation, backoffs, crash loops, holds, create intents,
+listener ids.
 
 The providers' listings are the truth about machines; this store keeps only what they cannot
 tell. Each create's intent is written *before* the provider is called, with its idempotency
 key, so a crash between intent and answer is settled on restart: the machine is adopted if it
 exists, its registration removed if it does not. Backoffs and holds are kept with absolute
 times, so a restart resumes them with their remaining time. No secret is ever stored.
+
+A database that is not one, or fails SQLite's quick check, is moved aside to
+``state.db.corrupt-<UTC time>`` (never overwriting an earlier copy) with an error log line, and
+a fresh one is started instead of stopping the daemon: every runner is adopted again from the
+providers' labels on the next reconcile pass.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+
+import structlog
 
 from rungar.errors import StateError
 from rungar.placement.backoff import Backoff
 from rungar.placement.holds import Hold
 from rungar.store.files import private_database
+
+log = structlog.get_logger("rungar.store")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -28,6 +41,9 @@ CREATE TABLE IF NOT EXISTS backoffs (
     scale_set TEXT NOT NULL, provider TEXT NOT NULL, refusals INTEGER NOT NULL,
     until REAL NOT NULL, last_error TEXT NOT NULL, full INTEGER NOT NULL, resource TEXT NOT NULL,
     PRIMARY KEY (scale_set, provider));
+CREATE TABLE IF NOT EXISTS crash_loops (
+    scale_set TEXT NOT NULL, provider TEXT NOT NULL, runners INTEGER NOT NULL,
+    until REAL NOT NULL, why TEXT NOT NULL, PRIMARY KEY (scale_set, provider));
 CREATE TABLE IF NOT EXISTS holds (
     provider TEXT PRIMARY KEY, holder TEXT NOT NULL, priority INTEGER NOT NULL,
     since REAL NOT NULL);
@@ -54,19 +70,71 @@ class CreateIntent:
 class SqliteStore:
     """One writer (the daemon); every write is its own short transaction."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, now: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self.moved_aside: Path | None = None  # where a corrupt database was kept, if it was
         try:
-            private_database(self.path)  # before SQLite creates it with the umask's mode
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA busy_timeout=5000")
-            self._db.executescript(SCHEMA)
-        except (sqlite3.Error, OSError) as e:
+            self._db = self._open()
+        except sqlite3.DatabaseError as e:
+            # Corrupt (not a database, a malformed page): keep it for a post-mortem and start
+            # afresh. Nothing here is the truth about machines: runners are adopted again from
+            # the providers' labels; backoffs, holds and create intents are lost.
+            self.moved_aside = self._move_aside(now(), e)
+            try:
+                self._db = self._open()
+            except sqlite3.Error as again:
+                raise StateError(f"cannot open the state database {self.path}: {again}") from e
+        except sqlite3.Error as e:
             raise StateError(f"cannot open the state database {self.path}: {e}") from e
+
+    def _open(self) -> sqlite3.Connection:
+        private_database(self.path)  # before SQLite creates it with the umask's mode
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=5000")
+            check = db.execute("PRAGMA quick_check").fetchone()
+            if check is None or check[0] != "ok":
+                raise sqlite3.DatabaseError(
+                    f"integrity check: {check[0] if check else 'no answer'}"
+                )
+            db.executescript(SCHEMA)
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
+
+    def _move_aside(self, now: float, error: Exception) -> Path:
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y%m%dT%H%M%SZ")
+        kept = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while kept.exists():  # never overwrite a copy kept before
+            n += 1
+            kept = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        try:
+            os.replace(self.path, kept)
+            for suffix in ("-wal", "-shm"):
+                side = self.path.with_name(self.path.name + suffix)
+                if side.exists():
+                    os.replace(side, kept.with_name(kept.name + suffix))
+        except OSError as e:
+            raise StateError(
+                f"the state database {self.path} is corrupt ({error}) and cannot be moved aside: "
+                f"{e.strerror or e}"
+            ) from e
+        log.error(
+            "state.corrupt_moved_aside",
+            message=(
+                f"the state database {self.path} was corrupt ({error}); kept as {kept} and "
+                "started afresh: runners are adopted again from the providers' labels, and "
+                "backoffs, holds and create intents start empty"
+            ),
+            kept=str(kept),
+        )
+        return kept
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -131,6 +199,19 @@ class SqliteStore:
         ]
         holds = [Hold(str(p), str(h), int(pr), float(since)) for p, h, pr, since in hold_rows]
         return backoffs, holds
+
+    def save_crash_loops(self, loops: list[tuple[str, str, Backoff]]) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM crash_loops")
+            db.executemany(
+                "INSERT INTO crash_loops VALUES (?, ?, ?, ?, ?)",
+                [(s, p, b.refusals, b.until, b.last_error) for s, p, b in loops],
+            )
+
+    def load_crash_loops(self) -> list[tuple[str, str, Backoff]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM crash_loops").fetchall()
+        return [(s, p, Backoff(int(n), float(u), str(w), False)) for s, p, n, u, w in rows]
 
     # ------------------------------------------------------------ create intents
 

@@ -33,7 +33,9 @@ def test_a_seed_replays_to_the_same_run() -> None:
 
 
 def test_the_simulation_catches_a_limit_that_is_not_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    def claim_without_limits(self: Fleet, scale_set: str, provider: str, now: float) -> Claim:
+    def claim_without_limits(
+        self: Fleet, scale_set: str, provider: str, now: float, reserve: bool = False
+    ) -> Claim:
         return Claim(0, scale_set, provider)
 
     monkeypatch.setattr(Fleet, "claim", claim_without_limits)
@@ -46,8 +48,10 @@ def test_the_simulation_catches_a_limit_that_is_not_kept(monkeypatch: pytest.Mon
 def test_the_simulation_catches_a_create_inside_a_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     real_skip_reason = Fleet.skip_reason
 
-    def forgetting_backoffs(self: Fleet, scale_set: str, provider: str, now: float) -> str | None:
-        reason = real_skip_reason(self, scale_set, provider, now)
+    def forgetting_backoffs(
+        self: Fleet, scale_set: str, provider: str, now: float, reserve: bool = False
+    ) -> str | None:
+        reason = real_skip_reason(self, scale_set, provider, now, reserve=reserve)
         return None if reason == "full" or (reason or "").startswith("failing") else reason
 
     monkeypatch.setattr(Fleet, "skip_reason", forgetting_backoffs)
@@ -62,12 +66,12 @@ def test_the_simulation_catches_a_provider_with_room_passed_over(
     real_claim = Fleet.claim
 
     def claim_only_the_first(
-        self: Fleet, scale_set: str, provider: str, now: float
+        self: Fleet, scale_set: str, provider: str, now: float, reserve: bool = False
     ) -> Claim | Skip:
         first = self.scale_sets[scale_set].providers[0].name
         if provider != first:
             return Skip(provider, "at its limit of 0 runners")
-        return real_claim(self, scale_set, provider, now)
+        return real_claim(self, scale_set, provider, now, reserve=reserve)
 
     monkeypatch.setattr(Fleet, "claim", claim_only_the_first)
     with pytest.raises(InvariantBroken, match="had room"):

@@ -91,6 +91,10 @@ def test_the_alerts_the_monitoring_guide_promises_are_there(document: Any) -> No
         "RungarCannotScaleUp",
         "RungarJobsWaitTooLong",
         "RungarReconcileStalled",
+        "RungarGitHubRefusing",
+        "RungarGitHubUnreachable",
+        "RungarScaleSetBehind",
+        "RungarScaleSetPaused",
     } <= alerts
     assert len(alerts) == len(rules(document)), "alert names repeat"
 

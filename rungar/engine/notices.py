@@ -1,0 +1,117 @@
+"""What the engine says when scaling changes under it: a schedule window that changes the
+``min_runners`` in force, runners that crash before they connect, and how long jobs waited.
+
+Each is an event, a log line and a metric (README, "Schedules", "Troubleshooting from rungar
+status"); the decisions themselves live in the pure packages (:mod:`rungar.scaling.schedule`,
+:class:`rungar.placement.Fleet`'s crash loops).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from rungar.engine.records import RunnerRecord
+from rungar.engine.status import crash_sentence
+from rungar.errors import GitHubError
+from rungar.model.runner import RemovalReason
+from rungar.placement.fleet import EXITED, NEVER_CONNECTED
+from rungar.scaling import InForce
+
+if TYPE_CHECKING:
+    from rungar.engine.engine import Engine, ScaleSetState
+
+log = structlog.get_logger("rungar.engine")
+
+# Why a runner that never connected went, as the crash loop's sentence names it.
+CRASH_CAUSES = {"ended": EXITED, RemovalReason.NEVER_CONNECTED.value: NEVER_CONNECTED}
+
+
+def note_minimum(engine: Engine, state: ScaleSetState, minimum: InForce) -> None:
+    """Export the ``min_runners`` in force, and say so when a schedule window changes it."""
+    before, state.minimum = state.minimum, minimum
+    name = state.config.name
+    engine.metrics.runners_min.labels(name).set(minimum.min_runners)
+    if before is None or before.min_runners == minimum.min_runners:
+        return
+    window = minimum.window or "outside every window"
+    change: dict[str, Any] = {
+        "from": before.min_runners,
+        "to": minimum.min_runners,
+        "window": minimum.window,
+    }
+    engine.events.record(
+        "scale_set",
+        name,
+        "min_runners_changed",
+        scale_set=name,
+        message=f"min_runners {before.min_runners} -> {minimum.min_runners} ({window})",
+        **change,
+    )
+    log.info(
+        "min_runners changed",
+        scale_set=name,
+        from_=before.min_runners,
+        to=minimum.min_runners,
+        window=minimum.window,
+    )
+
+
+def note_crash(engine: Engine, record: RunnerRecord, reason: str) -> None:
+    """A runner of ours ended, or never connected in time, before it ever connected: its
+    scale set backs off the provider (a crash loop) and its registration is removed."""
+    why = CRASH_CAUSES.get(reason)
+    if why is None:
+        return
+    now = engine.clock.now()
+    backoff = engine.fleet.record_crash(record.scale_set, record.provider, why, now)
+    kind = "exited" if why == EXITED else "never_connected"
+    engine.metrics.crashed.labels(record.scale_set, record.provider, kind).inc()
+    engine.metrics.crash_loop.labels(record.scale_set, record.provider).set(backoff.refusals)
+    sentence = crash_sentence(
+        record.scale_set, record.provider, why, backoff.refusals, backoff.remaining(now)
+    )
+    engine.events.record(
+        "provider",
+        record.provider,
+        "crash_loop",
+        scale_set=record.scale_set,
+        provider=record.provider,
+        message=sentence,
+        runner=record.name,
+        runners=backoff.refusals,
+    )
+    log.warning(
+        "runners exit before connecting; backing off the provider",
+        scale_set=record.scale_set,
+        provider=record.provider,
+        runner=record.name,
+        in_a_row=backoff.refusals,
+    )
+    if record.runner_id and reason == "ended":
+        # A removal (never_connected) has unregistered it already; an ended one has not.
+        engine.spawn(_unregister_quietly(engine, record.runner_id))
+
+
+def note_connected(engine: Engine, record: RunnerRecord) -> None:
+    """A runner connected: its scale set's crash loop on the provider is forgiven."""
+    if engine.fleet.record_connected(record.scale_set, record.provider):
+        engine.metrics.crash_loop.labels(record.scale_set, record.provider).set(0)
+
+
+async def _unregister_quietly(engine: Engine, runner_id: int) -> None:
+    with contextlib.suppress(GitHubError):
+        await engine.github.remove_runner(runner_id)
+
+
+def observe_job_wait(
+    engine: Engine, name: str, queued_at: float, runner_assigned_at: float, heard_at: float
+) -> None:
+    """Queued → runner, on GitHub's clock when it gives both times; when it leaves the
+    runner's assignment out, until the daemon heard the job start (the clocks may differ)."""
+    if name not in engine.sets or queued_at <= 0:
+        return
+    took = runner_assigned_at if runner_assigned_at > 0 else heard_at
+    engine.metrics.job_wait.labels(name).observe(max(0.0, took - queued_at))
