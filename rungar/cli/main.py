@@ -28,6 +28,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "reconcile": ("rungar.cli.reconcile", "run a reconcile pass now"),
     "github-emulator": ("rungar.cli.github_emulator", "serve a loopback GitHub for tests"),
     "fake-runner": ("rungar.cli.fake_runner", "act as a runner for the GitHub emulator"),
+    "simulate": (
+        "rungar.simulate.command",
+        "replay a job history through the fleet on a virtual clock",
+    ),
 }
 
 
