@@ -24,8 +24,10 @@ from rungar.simulate.history import SimJob
 from rungar.simulate.models import ProviderModel
 
 if TYPE_CHECKING:
-    from runnerd.admission import Running
+    from runnerd.admission import PredictionRules, Running
+    from runnerd.admission.model import Run
     from runnerd.history import JobKey
+    from runnerd.predictor import Predictor
 
 
 @dataclass
@@ -121,7 +123,6 @@ class RunnerdHost(Backend):
         super().__init__(model, start)
         from runnerd.admission import GuardState, Limits, Policy
         from runnerd.config import parse_config
-        from runnerd.predictor import Predictor
         from runnerd.simulate.command import rules_of
 
         config = parse_config(model.runnerd_toml, model.runnerd_file)
@@ -142,7 +143,7 @@ class RunnerdHost(Backend):
             cpu_wait_forget=host.cpu_wait_forget,
         )
         self.measured = admission is Policy.MEASURED
-        self.predictor = Predictor(rules_of(config), host.history_window, host.reread)
+        self.predictor = _predictor(rules_of(config), host.history_window, host.reread)
         self.guard = GuardState()
         self.runners: dict[str, _HostRunner] = {}
         self.peaks = 0  # every running job's peak: what the slice reads, less the mirror
@@ -173,7 +174,7 @@ class RunnerdHost(Backend):
         hints: Sequence[JobHint],
         now: float,
     ) -> Refusal | None:
-        from runnerd.admission import Candidate, Refuse, SliceReading, decide
+        from runnerd.admission import Candidate, Prediction, Refuse, SliceReading, decide
 
         name = str(block.get("profile") or scale_set)
         profile = self.config.profiles.get(name)
@@ -188,9 +189,12 @@ class RunnerdHost(Backend):
         busy_repos = frozenset(
             h.repository for r in self.runners.values() if r.job is None for h in r.hints
         )
-        prediction = self.predictor.predict_runner(
-            name, hints, profile.memory, profile.cpus, now, busy_keys, busy_repos
-        )
+        if self.measured:
+            prediction = self.predictor.predict_runner(
+                name, hints, profile.memory, profile.cpus, now, busy_keys, busy_repos
+            )
+        else:  # decide() reads no prediction under caps: the cap is what a runner reserves
+            prediction = Prediction(profile.memory, profile.cpus, "its profile's memory")
         candidate = Candidate(
             runner,
             name,
@@ -276,3 +280,18 @@ class RunnerdHost(Backend):
         result = "failure" if killed else job.result
         run = Run(now, result, peak, state.cap, job.avg_cpu, False, killed, state.reserved)
         self.predictor.add(state.key, run)
+
+
+def _predictor(rules: PredictionRules, window: float, reread: float) -> Predictor:
+    """The daemon's predictor, its profile figures re-read at most every ``reread`` seconds.
+
+    The daemon's drops them at each finished job; over a replay of 100,000 jobs that makes
+    every prediction a scan of the profile's month of runs. A job's own runs still count the
+    moment it finishes."""
+    from runnerd.predictor import Predictor
+
+    class MinutePredictor(Predictor):
+        def add(self, key: JobKey, run: Run) -> None:
+            self._append(key, run)  # as Predictor.add, keeping the profile figures a while
+
+    return MinutePredictor(rules, window, reread)
