@@ -147,24 +147,16 @@ class RunnerdHost(Backend):
         self.guard = GuardState()
         self.runners: dict[str, _HostRunner] = {}
         self.peaks = 0  # every running job's peak: what the slice reads, less the mirror
+        self.views: dict[str, Running] = {}
 
-    def _running(self) -> list[Running]:
+    def _view(self, name: str) -> None:
+        """Keep decide()'s view of one runner: held at its peak, sampled continuously."""
         from runnerd.admission import Running
 
-        return [
-            Running(
-                name,
-                r.profile,
-                r.scale_set,
-                r.cap,
-                r.cpus,
-                r.reserved,
-                r.reserved_cpu,
-                r.peak,
-                math.inf,
-            )
-            for name, r in self.runners.items()
-        ]
+        r = self.runners[name]
+        used = r.peak if r.counted else 0
+        self.views[name] = Running(name, r.profile, r.scale_set, r.cap, r.cpus, r.reserved,
+                                   r.reserved_cpu, used, math.inf)  # fmt: skip
 
     def admit(
         self,
@@ -185,11 +177,11 @@ class RunnerdHost(Backend):
                 f"No profile named {name} in {self.model.runnerd_file}; it has {known}",
                 "profile",
             )
-        busy_keys = frozenset(r.key for r in self.runners.values() if r.key is not None)
-        busy_repos = frozenset(
-            h.repository for r in self.runners.values() if r.job is None for h in r.hints
-        )
         if self.measured:
+            busy_keys = frozenset(r.key for r in self.runners.values() if r.key is not None)
+            busy_repos = frozenset(
+                h.repository for r in self.runners.values() if r.job is None for h in r.hints
+            )
             prediction = self.predictor.predict_runner(
                 name, hints, profile.memory, profile.cpus, now, busy_keys, busy_repos
             )
@@ -208,7 +200,7 @@ class RunnerdHost(Backend):
         reading = SliceReading(now, self.peaks + self.limits.mirror)
         outcome = decide(
             candidate,
-            self._running(),
+            list(self.views.values()),
             reading,
             None,
             None,
@@ -224,11 +216,13 @@ class RunnerdHost(Backend):
             name, scale_set, profile.memory, profile.cpus, decision.memory, decision.cpu,
             tuple(hints),
         )  # fmt: skip
+        self._view(runner)
         return None
 
     def delete(self, runner: str, now: float) -> None:
         super().delete(runner, now)
         state = self.runners.pop(runner, None)
+        self.views.pop(runner, None)
         if state is not None and state.counted:
             self.peaks -= state.peak
 
@@ -239,7 +233,6 @@ class RunnerdHost(Backend):
         if state is None:
             return []
         key = JobKey(state.profile, job.repository, job.workflow, job.job)
-        others = {r.key for r in self.runners.values() if r is not state and r.key is not None}
         state.job, state.key = job, key
         peak = job.peak
         if job.cap and peak:
@@ -248,10 +241,10 @@ class RunnerdHost(Backend):
         state.counted = True
         self.peaks += state.peak
         if self.measured:
-            prediction = self.predictor.predict_job(
-                key, state.cap, state.cpus, now, beside=key in others
-            )
+            beside = any(r.key == key for r in self.runners.values() if r is not state)
+            prediction = self.predictor.predict_job(key, state.cap, state.cpus, now, beside=beside)
             state.reserved, state.reserved_cpu = prediction.memory, prediction.cpu
+        self._view(runner)
         return self._oom()
 
     def _oom(self) -> list[str]:
@@ -268,6 +261,7 @@ class RunnerdHost(Backend):
             killed.append(name)
             self.runners[name].counted = False
             self.peaks -= self.runners[name].peak
+            self._view(name)
         return killed
 
     def job_finished(self, runner: str, job: SimJob, now: float, *, killed: bool) -> None:

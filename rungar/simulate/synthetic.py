@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ScaleSetsFile
@@ -126,6 +127,14 @@ def generated_fleet(
     from runnerd.history_generate import host_for
 
     profiles, memory_max = host_for(max(1, int(jobs * slots_share / max(1, hosts))), days)
+    if admission == "measured":  # the slots the slice holds once runners reserve predictions
+        from runnerd.history_generate import MIRROR
+        from runnerd.simulate.replay import ProfileShape
+        from runnerd.simulate.table import candidate_slots
+
+        shapes = {p.name: ProfileShape(p.memory, p.cpus) for p in profiles}
+        more = candidate_slots(shapes, {p.name: p.slots for p in profiles}, memory_max, MIRROR, {})
+        profiles = tuple(replace(p, slots=more[p.name]) for p in profiles)
     toml = host_toml(
         f"{memory_max // GiB}G",
         admission,

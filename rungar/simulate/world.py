@@ -95,6 +95,7 @@ class World:
         self.seq = itertools.count()
         self.now = jobs[0].queued_at if jobs else 0.0
         self.events = 0
+        self.hints_read = any(getattr(b, "measured", False) for b in self.backends.values())
 
     # ------------------------------------------------------------------ the loop
 
@@ -236,10 +237,12 @@ class World:
         runner = f"{name}-{next(self.serial):06d}"
         config = self.sets[name]
         blocks = {entry.name: entry.runner for entry in config.providers}
-        hints = tuple(
-            JobHint(self.jobs[i].repository, self.jobs[i].workflow, self.jobs[i].job)
-            for i in itertools.islice(self.queue[name], HINTS)
-        )
+        hints: tuple[JobHint, ...] = ()
+        if self.hints_read:  # only measured admission reads them
+            hints = tuple(
+                JobHint(self.jobs[i].repository, self.jobs[i].workflow, self.jobs[i].job)
+                for i in itertools.islice(self.queue[name], HINTS)
+            )
 
         async def create(provider: str) -> Created | Refusal:
             block = {**self.fleet.providers[provider].runner, **blocks.get(provider, {})}
