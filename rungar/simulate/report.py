@@ -9,6 +9,7 @@ each machine from create to delete, and cost is runner-hours times the model's p
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -126,15 +127,16 @@ def render(rows: Sequence[Row], jobs: int, days: float, footnote: str = "") -> s
             line += f"{usage.kills:>7}{hours:>10.1f}{cost:>10}"
             lines.append(line)
             label = ""
-    lines += [
-        "",
+    lines.append("")
+    lines += textwrap.wrap(
         "WAIT: queued to started. JOBS marked ! include jobs never started (every provider "
         "refused them to the end). HOLDS: priority holds the scale set placed, HELD: how long "
         "they stood. FULL, FAILED, INVALID: refusals by kind; NO ANSWER: creates a provider did "
         "not answer. KILLS: jobs the kernel killed when the running jobs outgrew a runnerd host's "
         "MemoryMax. RUNNER-H: machine hours, create to delete; COST: that times the model's "
         "price per hour.",
-    ]
+        width=100,
+    )
     if footnote:
         lines.append(footnote)
     return "\n".join(lines)
