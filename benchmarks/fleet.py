@@ -5,7 +5,7 @@ Prints JSON lines only (docs/benchmarks.md has the targets):
 - priority: large runners (16G, priority 10) among small ones (4G) on two 32G hosts kept busy
   by the small: the large ones' p95 wait without holds over with them (``_cut_ratio``, goal
   at least 2), and the small ones' p95 with holds over without (``_ratio``, goal at most 1.2),
-  for spread and for pack;
+  for spread and for pack with the hosts about 90 % busy, and for spread at a lighter load;
 - admission: measured vs caps on ``runnerd history generate``'s jobs across two of its 33G
   hosts, each taking several times the 500 jobs a month it was sized for (measured with the
   slots the slice then holds): p95 wait of each, and kills;
@@ -28,7 +28,9 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from rungar.config.model import Placement  # noqa: E402
+from rungar.config.model import Placement, ScaleSetsFile  # noqa: E402
+from rungar.simulate.history import SimJob  # noqa: E402
+from rungar.simulate.models import Models  # noqa: E402
 from rungar.simulate.report import nearest_rank  # noqa: E402
 from rungar.simulate.run import replay_one  # noqa: E402
 from rungar.simulate.scenario import Scenario  # noqa: E402
@@ -46,29 +48,44 @@ def p95(waits: list[float]) -> float:
     return nearest_rank(waits, 0.95)
 
 
+# Small jobs an hour: 30 keeps the two hosts about 90 % busy; 20 leaves room most of the time.
+LOADS = ((30.0, (Placement.SPREAD, Placement.PACK)), (20.0, (Placement.SPREAD,)))
+
+
 def bench_priority(days: float) -> None:
-    config, models, jobs = fragmented_fleet(days=days, seed=1)
-    for placement in (Placement.SPREAD, Placement.PACK):
-        held = replay_one(Scenario(placement=placement), config, models, jobs).result
-        free = replay_one(
-            Scenario(placement=placement, no_priority=True), config, models, jobs
-        ).result
-        params = {"placement": placement.value, "days": days, "jobs": len(jobs), "hosts": 2}
-        for name, result in (("holds", held), ("no_holds", free)):
-            emit(f"large_p95_wait_{name}_s", p95(result.waits["large"]), "s", **params)
-            emit(f"small_p95_wait_{name}_s", p95(result.waits["small"]), "s", **params)
-        emit(
-            "large_p95_cut_ratio",
-            p95(free.waits["large"]) / max(1.0, p95(held.waits["large"])),
-            "x",
-            **params,
-        )
-        emit(
-            "small_p95_ratio",
-            p95(held.waits["small"]) / max(1.0, p95(free.waits["small"])),
-            "x",
-            **params,
-        )
+    for small_per_hour, placements in LOADS:
+        config, models, jobs = fragmented_fleet(days=days, small_per_hour=small_per_hour)
+        for placement in placements:
+            compare_holds(config, models, jobs, placement, days, small_per_hour)
+
+
+def compare_holds(
+    config: ScaleSetsFile,
+    models: Models,
+    jobs: list[SimJob],
+    placement: Placement,
+    days: float,
+    small_per_hour: float,
+) -> None:
+    held = replay_one(Scenario(placement=placement), config, models, jobs).result
+    free = replay_one(Scenario(placement=placement, no_priority=True), config, models, jobs).result
+    params = {"placement": placement.value, "days": days, "jobs": len(jobs), "hosts": 2,
+              "small_per_hour": small_per_hour}  # fmt: skip
+    for name, result in (("holds", held), ("no_holds", free)):
+        emit(f"large_p95_wait_{name}_s", p95(result.waits["large"]), "s", **params)
+        emit(f"small_p95_wait_{name}_s", p95(result.waits["small"]), "s", **params)
+    emit(
+        "large_p95_cut_ratio",
+        p95(free.waits["large"]) / max(1.0, p95(held.waits["large"])),
+        "x",
+        **params,
+    )
+    emit(
+        "small_p95_ratio",
+        p95(held.waits["small"]) / max(1.0, p95(free.waits["small"])),
+        "x",
+        **params,
+    )
 
 
 def bench_admission(jobs: int) -> None:
@@ -86,7 +103,7 @@ def bench_admission(jobs: int) -> None:
         emit("kills", kills, "jobs", **params)
 
 
-def least_cloud_hours(history: list, slots: dict[str, int]) -> float:  # type: ignore[type-arg]  # SimJob
+def least_cloud_hours(history: list[SimJob], slots: dict[str, int]) -> float:
     """Every moment's jobs beyond the hosts' slots of their profile, summed over time: what no
     placement can keep off the cloud without making jobs wait."""
     edges: dict[str, list[tuple[float, int]]] = defaultdict(list)

@@ -78,6 +78,10 @@ REFUSAL_COLUMNS = (("full", "FULL"), ("failed", "FAILED"), ("invalid", "INVALID"
                    ("unanswered", "NO ANSWER"))  # fmt: skip
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def render(rows: Sequence[Row], jobs: int, days: float, footnote: str = "") -> str:
     if not rows:
         return ""
@@ -91,8 +95,9 @@ def render(rows: Sequence[Row], jobs: int, days: float, footnote: str = "") -> s
         + 2
     )
     lines = [
-        f"{jobs} jobs over {days:.3g} days replayed through {len(first.backends)} providers "
-        f"and {len(first.waits)} scale sets on a virtual clock.",
+        f"{jobs} jobs over {days:.3g} days replayed through "
+        f"{_count(len(first.backends), 'provider')} and {_count(len(first.waits), 'scale set')} "
+        "on a virtual clock.",
         "",
         f"{'SCENARIO':<{width}}{'SCALE SET':<{sets}}{'JOBS':>7}{'WAIT P50':>10}"
         f"{'WAIT P95':>10}{'WAIT MAX':>10}{'HOLDS':>7}{'HELD':>9}",
