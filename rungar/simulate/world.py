@@ -23,7 +23,7 @@ import asyncio
 import heapq
 import itertools
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rungar.config.model import ScaleSetsFile
@@ -75,8 +75,11 @@ class World:
         config: ScaleSetsFile,
         backends: Mapping[str, Backend],
         jobs: Sequence[SimJob],
+        *,
+        check: Callable[[World], None] | None = None,
     ) -> None:
         self.config = config
+        self.check = check  # called after every event: invariants for the seeded tests
         self.timing = config.timing
         self.sets = {s.name: s for s in config.scale_sets}
         self.fleet = Fleet(config.providers, config.scale_sets, config.timing)
@@ -124,6 +127,8 @@ class World:
             at, kind, _, what = heapq.heappop(self.heap)
             self.now = at
             self.events += 1
+            if self.check is not None:
+                self.check(self)
             if kind == FINISH:
                 await self.finish(what)
             elif kind == BOOTED:

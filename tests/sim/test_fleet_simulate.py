@@ -1,9 +1,13 @@
 """``rungar simulate``: the whole fleet replayed on a virtual clock through the real scaling,
-placement and runnerd admission code (docs/simulate.md)."""
+placement and runnerd admission code (docs/simulate.md).
+
+The seeded random fleets run 15 seeds by default; RUNGAR_FLEET_SEEDS=500 runs more. A failure
+names its seed and the call that replays it."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +16,9 @@ from rungar.cli.main import main
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import Placement, ScaleSetsFile
 from rungar.errors import ConfigError
+from rungar.placement import Fleet
 from rungar.simulate.history import SimJob, assign_scale_sets, load_jobs
+from rungar.simulate.invariants import FleetInvariantBroken, check_seed
 from rungar.simulate.models import Models, ProviderModel, Window, parse_models
 from rungar.simulate.report import as_json, render
 from rungar.simulate.run import replay_one
@@ -210,3 +216,29 @@ def test_a_runnerd_provider_without_a_model_is_a_usage_error(
     (tmp_path / "j.jsonl").write_text('{"queued_at": 1, "duration": 5}\n')
     assert main(["simulate", str(tmp_path / "s.yaml"), "--history", str(tmp_path / "j.jsonl")]) == 2
     assert "provider host is a runnerd host" in capsys.readouterr().err
+
+
+SEEDS = range(int(os.environ.get("RUNGAR_FLEET_SEEDS", "15")))
+
+
+def test_random_fleets_keep_every_limit_and_start_every_job_once() -> None:
+    for seed in SEEDS:
+        result = check_seed(seed)  # raises, naming the seed and the call that replays it
+        assert result.events > 0
+
+
+def test_a_seed_replays_to_the_same_result() -> None:
+    one, two = check_seed(11), check_seed(11)
+    assert one.waits == two.waits and one.end == two.end
+
+
+def test_a_broken_limit_is_caught_and_names_the_seed_that_replays_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fleet that never skips a provider (no limits, backoffs or holds) must be caught.
+    monkeypatch.setattr(Fleet, "skip_reason", lambda self, scale_set, provider, now: None)
+    with pytest.raises(FleetInvariantBroken) as caught:
+        for seed in SEEDS:
+            check_seed(seed)
+    assert f"rungar.simulate.invariants.check_seed({caught.value.seed})" in str(caught.value)
+    assert "max_runners" in str(caught.value)
