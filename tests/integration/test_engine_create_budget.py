@@ -17,7 +17,7 @@ async def test_time_spent_on_a_refusing_provider_counts_against_start_timeout(
     world = World(tmp_path)
     await world.start()
     slow = world.providers["compute1"]
-    budgets: list[float] = []
+    budgets: list[float | None] = []
 
     async def refuse_after_a_minute(request: CreateRequest) -> Created | Refusal:
         budgets.append(request.budget)
