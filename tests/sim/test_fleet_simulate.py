@@ -242,3 +242,23 @@ def test_a_broken_limit_is_caught_and_names_the_seed_that_replays_it(
             check_seed(seed)
     assert f"rungar.simulate.invariants.check_seed({caught.value.seed})" in str(caught.value)
     assert "max_runners" in str(caught.value)
+
+
+def test_the_readme_example_replays_generated_history_through_the_examples_configs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runnerd.history_generate import generate, write_history
+
+    db = tmp_path / "jobs.db"
+    write_history(db, generate(300, 7, 1, T0))
+    root = Path(__file__).resolve().parents[2] / "examples"
+    argv = [
+        "simulate", str(root / "03-hosts-then-cloud" / "scale_sets.yaml"), "--history", str(db),
+        "--models", str(root / "simulate" / "models.yaml"),
+        "--placement", "spread", "--remove-provider", "host2", "--speed", "3",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("300 jobs over")
+    for row in ("\nbaseline ", "\nplacement spread ", "\nremove host2 ", "\nspeed x3 "):
+        assert text.count(row) == 2, row  # one line in each table
