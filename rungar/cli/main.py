@@ -31,6 +31,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "github-emulator": ("rungar.cli.github_emulator", "serve a loopback GitHub for tests"),
     "fake-runner": ("rungar.cli.fake_runner", "act as a runner for the GitHub emulator"),
     "completion": ("rungar.cli.completion", "print a completion script for bash, zsh or fish"),
+    "simulate": (
+        "rungar.simulate.command",
+        "replay a job history through the fleet on a virtual clock",
+    ),
 }
 
 EPILOG = """exit codes:

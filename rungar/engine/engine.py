@@ -311,14 +311,14 @@ class Engine:
             timing = self.config.timing
             deadline = self.clock.now() + config.max_age + timing.reconcile_interval
             deadline += timing.deadline_grace
-        budget_end = time.monotonic() + config.start_timeout
+        budget_end = self.clock.now() + config.start_timeout  # the injected clock: virtual in tests
         hints = tuple(state.queued.values())[:20]
 
         def request(provider: str) -> CreateRequest:
             block = self.runner_block(config.name, provider)
             # The Create's deadline: what is left of start_timeout, whatever the provider's own
             # timeout (which bounds its other calls).
-            budget = max(0.0, budget_end - time.monotonic())
+            budget = max(0.0, budget_end - self.clock.now())
             return CreateRequest(
                 runner_name=name,
                 request_id=intent.request_id,

@@ -1,0 +1,165 @@
+"""Benchmark: the whole fleet replayed by ``rungar simulate``'s engine, and what it costs.
+
+Prints JSON lines only (docs/benchmarks.md has the targets):
+
+- priority: large runners (16G, priority 10) among small ones (4G) on two 32G hosts kept busy
+  by the small: the large ones' p95 wait without holds over with them (``_cut_ratio``, goal
+  at least 2), and the small ones' p95 with holds over without (``_ratio``, goal at most 1.2),
+  for spread and for pack with the hosts about 90 % busy, and for spread at a lighter load;
+- admission: measured vs caps on ``runnerd history generate``'s jobs across two of its 33G
+  hosts, each taking several times the 500 jobs a month it was sized for (measured with the
+  slots the slice then holds): p95 wait of each, and kills;
+- pack: hosts first, a cloud for overflow, on hosts given 60 % of the room the history needs:
+  the cloud's runner-hours over the least possible given the hosts' slots (every moment's jobs
+  beyond the hosts' slots of their profile, each job counted from queued to finished);
+- cost: 30 days of 100,000 jobs (``--quick``: 10,000) on 3 hosts and 2 clouds, in CPU seconds
+  of this process (one core; target 60 s) and wall seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
+
+from rungar.config.model import Placement, ScaleSetsFile  # noqa: E402
+from rungar.simulate.history import SimJob  # noqa: E402
+from rungar.simulate.models import Models  # noqa: E402
+from rungar.simulate.report import nearest_rank  # noqa: E402
+from rungar.simulate.run import replay_one  # noqa: E402
+from rungar.simulate.scenario import Scenario  # noqa: E402
+from rungar.simulate.synthetic import fragmented_fleet, generated_fleet  # noqa: E402
+
+BASELINE = Scenario()
+
+
+def emit(metric: str, value: float, unit: str, **params: object) -> None:
+    line = {"bench": "fleet", "metric": metric, "value": round(value, 4), "unit": unit}
+    print(json.dumps({**line, "params": params}), flush=True)
+
+
+def p95(waits: list[float]) -> float:
+    return nearest_rank(waits, 0.95)
+
+
+# Small jobs an hour: 30 keeps the two hosts about 90 % busy; 20 leaves room most of the time.
+LOADS = ((30.0, (Placement.SPREAD, Placement.PACK)), (20.0, (Placement.SPREAD,)))
+
+
+def bench_priority(days: float) -> None:
+    for small_per_hour, placements in LOADS:
+        config, models, jobs = fragmented_fleet(days=days, small_per_hour=small_per_hour)
+        for placement in placements:
+            compare_holds(config, models, jobs, placement, days, small_per_hour)
+
+
+def compare_holds(
+    config: ScaleSetsFile,
+    models: Models,
+    jobs: list[SimJob],
+    placement: Placement,
+    days: float,
+    small_per_hour: float,
+) -> None:
+    held = replay_one(Scenario(placement=placement), config, models, jobs).result
+    free = replay_one(Scenario(placement=placement, no_priority=True), config, models, jobs).result
+    params = {"placement": placement.value, "days": days, "jobs": len(jobs), "hosts": 2,
+              "small_per_hour": small_per_hour}  # fmt: skip
+    for name, result in (("holds", held), ("no_holds", free)):
+        emit(f"large_p95_wait_{name}_s", p95(result.waits["large"]), "s", **params)
+        emit(f"small_p95_wait_{name}_s", p95(result.waits["small"]), "s", **params)
+    emit(
+        "large_p95_cut_ratio",
+        p95(free.waits["large"]) / max(1.0, p95(held.waits["large"])),
+        "x",
+        **params,
+    )
+    emit(
+        "small_p95_ratio",
+        p95(held.waits["small"]) / max(1.0, p95(free.waits["small"])),
+        "x",
+        **params,
+    )
+
+
+def bench_admission(jobs: int) -> None:
+    for admission in ("caps", "measured"):
+        config, models, history = generated_fleet(
+            jobs=jobs, days=30, hosts=2, clouds=0, admission=admission, placement="spread",
+            slots_share=500 * 2 / jobs,
+        )  # fmt: skip
+        result = replay_one(BASELINE, config, models, history).result
+        waits = [w for ws in result.waits.values() for w in ws]
+        kills = sum(b.usage.kills for b in result.backends.values())
+        params = {"admission": admission, "jobs": jobs, "hosts": 2, "memory_max": "33G"}
+        emit("p95_wait_s", p95(waits), "s", **params)
+        emit("max_wait_s", max(waits, default=0.0), "s", **params)
+        emit("kills", kills, "jobs", **params)
+
+
+def least_cloud_hours(history: list[SimJob], slots: dict[str, int]) -> float:
+    """Every moment's jobs beyond the hosts' slots of their profile, summed over time: what no
+    placement can keep off the cloud without making jobs wait."""
+    edges: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for job in history:
+        edges[job.label] += [(job.queued_at, 1), (job.queued_at + job.duration, -1)]
+    seconds = 0.0
+    for label, points in edges.items():
+        points.sort()
+        running, last = 0, points[0][0]
+        for at, step in points:
+            seconds += max(0, running - slots[label]) * (at - last)
+            running, last = running + step, at
+    return seconds / 3600
+
+
+def bench_pack(jobs: int) -> None:
+    config, models, history = generated_fleet(
+        jobs=jobs, days=30, hosts=2, clouds=1, slots_share=0.6, placement="pack"
+    )
+    result = replay_one(BASELINE, config, models, history).result
+    cloud = result.backends["cloud1"].usage.machine_seconds / 3600
+    host = result.backends["host1"]
+    slots = {name: 2 * p.slots for name, p in host.config.profiles.items()}  # type: ignore[attr-defined]  # a RunnerdHost
+    least = least_cloud_hours(history, slots)
+    params = {"jobs": jobs, "hosts": 2, "clouds": 1, "host_room": 0.6}
+    emit("cloud_runner_hours", cloud, "h", **params)
+    emit("least_cloud_hours", least, "h", **params)
+    emit("cloud_hours_over_least_ratio", cloud / max(least, 1e-9), "x", **params)
+    waits = [w for ws in result.waits.values() for w in ws]
+    emit("p95_wait_s", p95(waits), "s", **params)
+
+
+def bench_cost(jobs: int) -> None:
+    started = time.perf_counter()
+    config, models, history = generated_fleet(jobs=jobs, days=30, hosts=3, clouds=2)
+    emit("generate_s", time.perf_counter() - started, "s", jobs=jobs)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = replay_one(BASELINE, config, models, history).result
+    cpu = time.process_time() - cpu
+    wall = time.perf_counter() - wall
+    params = {"jobs": jobs, "days": 30, "hosts": 3, "clouds": 2, "events": result.events}
+    emit("replay_cpu_s", cpu, "s", **params)
+    emit("replay_wall_s", wall, "s", **params)
+    emit("jobs_per_cpu_s", jobs / max(cpu, 1e-9), "1/s", **params)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
+    parser.add_argument("--quick", action="store_true", help="smaller histories")
+    args = parser.parse_args()
+    bench_priority(0.5 if args.quick else 3.0)
+    bench_admission(6000 if args.quick else 8000)
+    bench_pack(3000 if args.quick else 10000)
+    bench_cost(10_000 if args.quick else 100_000)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""The whole fleet on one virtual clock: GitHub's queue, scaling, placement, the providers.
+
+A discrete-event loop, deterministic: the same inputs give the same result to the digit. What
+runs is the real code where the daemon decides, and a model where it talks:
+
+- real: :func:`rungar.scaling.desired_runners` and :func:`rungar.scaling.surplus_to_remove`
+  (how many runners a scale set wants, which idle ones go); the placement :class:`Fleet` and
+  its try-in-order loop :func:`rungar.placement.attempt.place` (order, spread/pack, weights,
+  limits, backoffs, priority holds, unreachable providers); runnerd's ``decide()`` and
+  predictor on runnerd hosts (:mod:`rungar.simulate.backends`).
+- modelled: GitHub (a first-come queue per scale set; a connected idle runner takes the oldest
+  job at once; assigned jobs are the queued and running ones); the engine's triggers (a scale
+  step on each job queued or finished in the scale set, and every ``reconcile_interval`` for
+  every scale set, where each provider is also listed); a scale step's creates run one after
+  another and stop at the first runner not placed; runners are ephemeral, boot in the
+  provider's boot time, and their machine is deleted when their job ends; GitHub registration,
+  start timeouts, adoption and the state store are left out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from rungar.config.model import ScaleSetsFile
+from rungar.model.machine import Created, JobHint, Refusal
+from rungar.model.runner import RunnerState, RunnerView
+from rungar.placement import Fleet
+from rungar.placement.attempt import Outcome, Placed, Try, place
+from rungar.scaling import desired_runners, surplus_to_remove
+from rungar.simulate.backends import Backend
+from rungar.simulate.history import SimJob
+
+FINISH, BOOTED, ARRIVE, TICK = 0, 1, 2, 3  # at one instant: room is freed before it is asked
+HINTS = 20  # queued jobs handed to a create, as the engine hands them
+GIVE_UP_AFTER = 7 * 86400.0  # after the last job is queued, with nothing running
+
+
+@dataclass
+class _Runner:
+    name: str
+    scale_set: str
+    provider: str
+    created_at: float
+    connected: bool = False
+    job: int | None = None  # index of the job it runs
+    killed: bool = False
+
+
+@dataclass
+class HoldUse:
+    taken: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class WorldResult:
+    """What one replay measured."""
+
+    waits: dict[str, list[float]]  # scale set -> each started job's wait, in start order
+    never_started: dict[str, int]
+    holds: dict[str, HoldUse]  # holder scale set -> holds taken and for how long
+    backends: dict[str, Backend]
+    end: float
+    events: int
+
+
+class World:
+    def __init__(
+        self,
+        config: ScaleSetsFile,
+        backends: Mapping[str, Backend],
+        jobs: Sequence[SimJob],
+        *,
+        check: Callable[[World], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.check = check  # called after every event: invariants for the seeded tests
+        self.timing = config.timing
+        self.sets = {s.name: s for s in config.scale_sets}
+        self.fleet = Fleet(config.providers, config.scale_sets, config.timing)
+        self.backends = dict(backends)
+        self.jobs = jobs
+        self.queue: dict[str, deque[int]] = {name: deque() for name in self.sets}
+        self.assigned: dict[str, int] = dict.fromkeys(self.sets, 0)
+        self.runners: dict[str, _Runner] = {}
+        self.of_set: dict[str, dict[str, _Runner]] = {name: {} for name in self.sets}
+        self.idle: dict[str, dict[str, _Runner]] = {name: {} for name in self.sets}
+        self.waits: dict[str, list[float]] = {name: [] for name in self.sets}
+        self.holds: dict[str, HoldUse] = {name: HoldUse() for name in self.sets}
+        self.open_holds: dict[str, tuple[str, float, float]] = {}  # provider -> holder, from, since
+        self.heap: list[tuple[float, int, int, str]] = []
+        self.serial = itertools.count(1)
+        self.seq = itertools.count()
+        self.now = jobs[0].queued_at if jobs else 0.0
+        self.events = 0
+        self.hints_read = any(getattr(b, "measured", False) for b in self.backends.values())
+
+    # ------------------------------------------------------------------ the loop
+
+    def push(self, at: float, kind: int, what: str) -> None:
+        heapq.heappush(self.heap, (at, kind, next(self.seq), what))
+
+    async def run(self) -> WorldResult:
+        jobs, n = self.jobs, len(self.jobs)
+        nxt = 0
+        interval = self.timing.reconcile_interval
+        origin = self.now
+        self.push(self.now, TICK, "")
+        ticking = True
+        last_arrival = jobs[-1].queued_at if jobs else self.now
+        while self.heap or nxt < n:
+            if nxt < n and (not self.heap or jobs[nxt].queued_at < self.heap[0][0]):
+                self.now = jobs[nxt].queued_at
+                self.events += 1
+                if not ticking:  # passes resume on their grid: the replay stays the same
+                    passes = -(-(self.now - origin) // interval)
+                    self.push(origin + passes * interval, TICK, "")
+                    ticking = True
+                await self.arrive(nxt)
+                nxt += 1
+                continue
+            at, kind, _, what = heapq.heappop(self.heap)
+            self.now = at
+            self.events += 1
+            if self.check is not None:
+                self.check(self)
+            if kind == FINISH:
+                await self.finish(what)
+            elif kind == BOOTED:
+                self.booted(what)
+            else:
+                if (
+                    nxt >= n
+                    and not self.runners
+                    and (not any(self.queue.values()) or at > last_arrival + GIVE_UP_AFTER)
+                ):
+                    break
+                await self.tick()
+                if self.quiet():
+                    ticking = False  # nothing a pass could do until the next job arrives
+                else:
+                    self.push(at + interval, TICK, "")
+        self.close_holds(self.now, everything=True)
+        never = {name: len(q) for name, q in self.queue.items()}
+        return WorldResult(self.waits, never, self.holds, self.backends, self.now, self.events)
+
+    async def arrive(self, index: int) -> None:
+        name = self.jobs[index].scale_set
+        self.queue[name].append(index)
+        self.assigned[name] += 1
+        idle = self.idle[name]
+        if idle:
+            self.start_job(next(iter(idle.values())))
+        else:
+            await self.scale(name)
+
+    def booted(self, runner: str) -> None:
+        record = self.runners.get(runner)
+        if record is None:
+            return
+        record.connected = True
+        if self.queue[record.scale_set]:
+            self.start_job(record)
+        else:
+            self.idle[record.scale_set][runner] = record
+
+    def start_job(self, record: _Runner) -> None:
+        index = self.queue[record.scale_set].popleft()
+        self.idle[record.scale_set].pop(record.name, None)
+        job = self.jobs[index]
+        record.job = index
+        self.waits[record.scale_set].append(self.now - job.queued_at)
+        backend = self.backends[record.provider]
+        self.push(self.now + job.duration, FINISH, record.name)
+        for victim in backend.job_started(record.name, job, self.now):
+            killed = self.runners[victim]
+            killed.killed = True
+            backend.usage.kills += 1
+            self.push(self.now, FINISH, victim)  # the kernel ends it now
+
+    async def finish(self, runner: str) -> None:
+        record = self.runners.pop(runner, None)
+        if record is None:
+            return  # killed earlier: its own finish comes later and finds it gone
+        name = record.scale_set
+        del self.of_set[name][runner]
+        self.idle[name].pop(runner, None)
+        backend = self.backends[record.provider]
+        if record.job is not None:
+            self.assigned[name] -= 1
+            backend.job_finished(runner, self.jobs[record.job], self.now, killed=record.killed)
+        self.fleet.remove_runner(name, record.provider, leaving=True)
+        backend.delete(runner, self.now)
+        self.fleet.machine_deleted(record.provider)
+        await self.scale(name)
+
+    def quiet(self) -> bool:
+        """No job waits, no runner lives and no hold stands: a pass has nothing to do."""
+        return (
+            not self.runners
+            and not self.open_holds
+            and not any(self.queue.values())
+            and all(s.min_runners == 0 for s in self.sets.values())
+        )
+
+    async def tick(self) -> None:
+        for name, backend in self.backends.items():
+            self.fleet.set_reachable(name, backend.answering(self.now))
+        for name in self.sets:
+            await self.scale(name)
+        self.close_holds(self.now)
+
+    # ------------------------------------------------------------------ the engine's step
+
+    async def scale(self, name: str) -> None:
+        config = self.sets[name]
+        target = desired_runners(config, self.assigned[name], paused=config.paused)
+        live = self.of_set[name]
+        if len(live) < target:
+            for _ in range(target - len(live)):
+                if not await self.create(name):
+                    break
+        elif len(live) > target and self.idle[name]:
+            views = [
+                RunnerView(r.name, name, r.provider, "", r.created_at, RunnerState.IDLE)
+                for r in self.idle[name].values()
+            ]
+            for runner in surplus_to_remove(views, len(live) - target, {}):
+                await self.finish(runner)
+
+    async def create(self, name: str) -> bool:
+        now = self.now
+        found = self.fleet.can_place(name, now)
+        if not found.any:
+            self.note_holds()
+            return False
+        runner = f"{name}-{next(self.serial):06d}"
+        config = self.sets[name]
+        blocks = {entry.name: entry.runner for entry in config.providers}
+        hints: tuple[JobHint, ...] = ()
+        if self.hints_read:  # only measured admission reads them
+            hints = tuple(
+                JobHint(self.jobs[i].repository, self.jobs[i].workflow, self.jobs[i].job)
+                for i in itertools.islice(self.queue[name], HINTS)
+            )
+
+        async def create(provider: str) -> Created | Refusal:
+            block = {**self.fleet.providers[provider].runner, **blocks.get(provider, {})}
+            return self.backends[provider].create(runner, name, block, hints, now)
+
+        async def delete(provider: str) -> None:
+            self.backends[provider].delete(runner, now)
+
+        async def settle(provider: str) -> Created | None:
+            return None  # a provider in an outage answers nothing, also not this
+
+        result = await place(
+            self.fleet,
+            name,
+            now=lambda: now,
+            create=create,
+            delete=delete,
+            settle=settle,
+            observe=self.observe,
+        )
+        self.note_holds()
+        if not isinstance(result, Placed):
+            return False
+        record = _Runner(runner, name, result.provider, now)
+        self.runners[runner] = record
+        self.of_set[name][runner] = record
+        backend = self.backends[result.provider]
+        backend.usage.created += 1
+        self.push(now + backend.boot, BOOTED, runner)
+        return True
+
+    def observe(self, scale_set: str, attempt: Try) -> None:
+        if attempt.outcome is Outcome.CREATED or attempt.outcome is Outcome.SKIPPED:
+            return
+        if attempt.outcome is Outcome.REFUSED and attempt.refusal is not None:
+            kind = attempt.refusal.kind.value
+        else:
+            kind = attempt.outcome.value
+        refusals = self.backends[attempt.provider].usage.refusals
+        refusals[kind] = refusals.get(kind, 0) + 1
+
+    # ------------------------------------------------------------------ holds
+
+    def note_holds(self) -> None:
+        """Count holds placed (not renewals) and follow each until it lifts or lapses."""
+        new, self.fleet.new_holds = self.fleet.new_holds, []
+        for hold in new:
+            self.holds[hold.holder].taken += 1
+        for provider in {h.provider for h in new}:
+            self.follow_hold(provider)
+        if self.open_holds:
+            self.close_holds(self.now)
+
+    def follow_hold(self, provider: str) -> None:
+        hold = self.fleet.hold_on(provider, self.now)
+        current = self.open_holds.get(provider)
+        if hold is None:
+            return
+        if current is not None and current[0] != hold.holder:
+            self.end_hold(provider, self.now)
+            current = None
+        start = current[1] if current is not None else self.now
+        self.open_holds[provider] = (hold.holder, start, hold.since)
+
+    def close_holds(self, now: float, *, everything: bool = False) -> None:
+        duration = self.timing.hold_duration
+        for provider in list(self.open_holds):
+            holder, _, since = self.open_holds[provider]
+            hold = self.fleet.hold_on(provider, now)
+            if everything or hold is None or hold.holder != holder:
+                self.end_hold(provider, min(now, since + duration))
+            else:
+                self.open_holds[provider] = (holder, self.open_holds[provider][1], hold.since)
+
+    def end_hold(self, provider: str, at: float) -> None:
+        holder, start, _ = self.open_holds.pop(provider)
+        self.holds[holder].seconds += max(0.0, at - start)
+
+
+def replay(
+    config: ScaleSetsFile, backends: Mapping[str, Backend], jobs: Sequence[SimJob]
+) -> WorldResult:
+    """Run the replay to its end; the same inputs, the same result."""
+    return asyncio.run(World(config, backends, jobs).run())
