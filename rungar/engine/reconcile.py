@@ -86,9 +86,7 @@ async def probe_unreachable(engine: Engine) -> list[str]:
     answers = await asyncio.gather(*(list_provider(engine, n) for n in names))
     back = [name for name, machines in zip(names, answers, strict=True) if machines is not None]
     for name in back:
-        leaving = [
-            r for r in engine.runners if r.provider == name and r.state is RunnerState.LEAVING
-        ]
+        leaving = [r for r in engine.runners.on(name) if r.state is RunnerState.LEAVING]
         for record in leaving:
             engine.spawn(engine.settle_leaving(record))
     for scale_set, state in engine.sets.items():
