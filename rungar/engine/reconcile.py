@@ -96,17 +96,21 @@ async def probe_unreachable(engine: Engine) -> list[str]:
 
 
 async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | None:
-    """Registrations per scale set; None when GitHub could not be asked."""
-    view: dict[str, dict[str, RunnerStatus]] = {}
-    for name, state in engine.sets.items():
-        if not state.id:
-            continue
-        try:
-            runners = await engine.github.list_runners(state.id)
-        except GitHubError as e:
-            log.warning("github.list_runners_failed", scale_set=name, error=str(e))
-            return None
-        view[name] = {r.name: r for r in runners}
+    """Registrations per scale set, from one call for all of them; None when GitHub could not
+    be asked."""
+    names = {state.id: name for name, state in engine.sets.items() if state.id}
+    if not names:
+        return {}
+    try:
+        runners = await engine.github.list_all_runners()
+    except GitHubError as e:
+        log.warning("github.list_runners_failed", error=str(e))
+        return None
+    view: dict[str, dict[str, RunnerStatus]] = {name: {} for name in names.values()}
+    for runner in runners:
+        name = names.get(runner.scale_set_id)
+        if name is not None:
+            view[name][runner.name] = runner
     return view
 
 

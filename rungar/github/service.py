@@ -174,6 +174,9 @@ class ScaleSetGitHub:
             _status(r) for r in await self.client.list_runners() if r.scale_set_id == scale_set_id
         ]
 
+    async def list_all_runners(self) -> list[RunnerStatus]:
+        return [_status(r) for r in await self.client.list_runners()]
+
     def session_phase(self, scale_set: str) -> SessionPhase:
         listener = self.listeners.get(scale_set)
         return listener.phase if listener is not None else SessionPhase("")
