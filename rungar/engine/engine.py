@@ -218,11 +218,12 @@ class Engine:
     async def create_runner(self, state: ScaleSetState) -> RunnerRecord | None:
         config = state.config
         now = self.clock.now()
-        found = self.fleet.can_place(config.name, now)
+        # Whether any provider can be tried (its order is worked out once, when one is tried).
+        why_not = self.fleet.cannot_place(config.name, now)
         self.report_new_holds()
-        if not found.any:
+        if why_not:
             self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
-            log.info("runner.cannot_scale_up", scale_set=config.name, reason=found.why_none())
+            log.info("runner.cannot_scale_up", scale_set=config.name, reason=why_not)
             return None
         name = runner_name(config.name)
         self.runners.creating.add(name)
