@@ -238,8 +238,10 @@ class Engine:
                 self.metrics.scale_up_failures.labels(config.name, "error").inc()
                 self.store.clear_intent(name)
                 return None
+            # The registration's id is written with the first Create's provider, in the same
+            # transaction, before that call (or before the registration is removed, below):
+            # nothing is awaited in between, so the store is never behind at a crash.
             intent = replace(intent, runner_id=runner_id)
-            self.store.write_intent(intent)
             result = await self._place(state, name, intent, jit_config)
             self.report_new_holds()
             if isinstance(result, Placed):
@@ -277,6 +279,8 @@ class Engine:
             )
             if result.stranded_on:
                 self.runners.left[name] = self.clock.now() + self.config.timing.left_grace
+            if all(t.outcome is Outcome.SKIPPED for t in result.tries):
+                self.store.write_intent(intent)  # no Create was asked: its id is not written
             with contextlib.suppress(GitHubError):
                 await self.github.remove_runner(runner_id)
             if not result.stranded_on:
