@@ -40,6 +40,7 @@ import argparse
 import asyncio
 import bisect
 import contextlib
+import cProfile
 import json
 import os
 import random
@@ -474,7 +475,7 @@ class Pass:
 # --- the daemon --------------------------------------------------------------------------------
 
 
-async def run_scale(size: Size, params: dict[str, Any]) -> int:
+async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> int:
     import structlog
 
     import rungar.engine.runloop as runloop_module
@@ -498,11 +499,17 @@ async def run_scale(size: Size, params: dict[str, Any]) -> int:
     namespace = vars(runloop_module)
     real_reconcile = namespace["reconcile"]
 
+    profiler = cProfile.Profile(time.process_time) if profile else None
+
     async def timed_reconcile(engine: Any) -> None:
         began, cpu = time.monotonic(), time.process_time()
+        if profiler is not None:
+            profiler.enable()
         try:
             await real_reconcile(engine)
         finally:
+            if profiler is not None:
+                profiler.disable()
             passes.append(
                 Pass(
                     began, time.process_time() - cpu, time.monotonic() - began, len(engine.runners)
@@ -608,6 +615,8 @@ async def run_scale(size: Size, params: dict[str, Any]) -> int:
             if close is not None:
                 await close()
         store.close()
+        if profiler is not None:
+            profiler.dump_stats(profile)
     finally:
         namespace["reconcile"] = real_reconcile
         for child in children:
@@ -727,6 +736,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, help="length of the steady phase")
     parser.add_argument("--idle-seconds", type=float)
     parser.add_argument("--reconcile-interval", type=float)
+    parser.add_argument(
+        "--profile", default="", help="cProfile every reconcile pass (CPU time) into this file"
+    )
     args = parser.parse_args()
     base = QUICK if args.quick else FULL
     size = Size(
@@ -751,7 +763,7 @@ def main() -> int:
         "job_seconds": size.job_seconds,
         "reconcile_interval": size.reconcile_interval,
     }
-    return asyncio.run(run_scale(size, params))
+    return asyncio.run(run_scale(size, params, args.profile))
 
 
 if __name__ == "__main__":
