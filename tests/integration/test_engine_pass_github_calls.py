@@ -1,9 +1,12 @@
-"""A reconcile pass asks GitHub for the runners once, whatever the number of scale sets, and
-still sees each scale set's registrations as its own."""
+"""GitHub's side of the engine's hot paths: a reconcile pass asks GitHub for the runners once,
+whatever the number of scale sets, and still sees each scale set's registrations as its own;
+a create's intent names its registration before anything could need to remove it."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from rungar.config.model import (
     ProviderConfig,
@@ -84,3 +87,36 @@ async def test_a_pass_whose_list_of_runners_fails_changes_no_runner(tmp_path: Pa
 
     [record] = list(engine.runners)
     assert (record.state, record.github) == (RunnerState.STARTING, GitHubState.UNKNOWN)
+
+
+class Killed(BaseException):
+    """The process died here (kill -9): nothing after it runs."""
+
+
+async def test_a_crash_while_a_registration_is_removed_unplaced_leaves_its_id_in_the_intent(
+    tmp_path: Path,
+) -> None:
+    clock, github = FakeClock(), FakeGitHub()
+    engine = engine_for(tmp_path, github, clock)
+    state = engine.sets["a"]
+    state.id = await github.ensure_scale_set(state.config)
+    register = github.generate_jit_config
+
+    async def register_then_lose_the_provider(
+        scale_set_id: int, runner_name: str
+    ) -> tuple[int, str]:
+        answer = await register(scale_set_id, runner_name)
+        engine.fleet.set_disabled("p", True)  # no provider can be tried once registered
+        return answer
+
+    async def die(runner_id: int) -> None:
+        raise Killed
+
+    github.generate_jit_config = register_then_lose_the_provider  # type: ignore[method-assign]  # a fault on the fake
+    github.remove_runner = die  # type: ignore[method-assign,assignment]  # never returns
+    with pytest.raises(Killed):
+        await engine.create_runner(state)
+
+    # Checked without the write before the removal: this test failed (runner_id 0).
+    [intent] = engine.store.intents()
+    assert intent.runner_id == next(iter(github.runners)), "the registration can be removed"
