@@ -74,8 +74,8 @@ class Size:
     reconcile_interval: float
 
 
-FULL = Size(200, 50, 10_000, 300.0, 120.0, 40.0, 30.0)
-QUICK = Size(20, 10, 500, 40.0, 30.0, 12.0, 10.0)
+FULL = Size(200, 50, 10_000, 300.0, 120.0, 65.0, 30.0)
+QUICK = Size(20, 10, 500, 40.0, 30.0, 22.0, 10.0)
 
 
 def progress(message: str) -> None:
@@ -130,6 +130,14 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def pass_to_pass(passes: list[Pass]) -> float | None:
+    """CPU share over whole reconcile intervals: from the first pass's start to the last's."""
+    if len(passes) < 2:
+        return None
+    first, last = passes[0], passes[-1]
+    return (last.cpu_at_start - first.cpu_at_start) / (last.began - first.began)
 
 
 def match_latencies(
@@ -470,6 +478,7 @@ class Pass:
     cpu: float
     wall: float
     runners: int
+    cpu_at_start: float  # the process's CPU clock when the pass began
 
 
 # --- the daemon --------------------------------------------------------------------------------
@@ -512,7 +521,11 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
                 profiler.disable()
             passes.append(
                 Pass(
-                    began, time.process_time() - cpu, time.monotonic() - began, len(engine.runners)
+                    began,
+                    time.process_time() - cpu,
+                    time.monotonic() - began,
+                    len(engine.runners),
+                    cpu_at_start=cpu,
                 )
             )
 
@@ -657,6 +670,12 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
             p,
         ),
         ("idle_cpu_share", idle_cpu / idle_wall, "cores", {**p, "seconds": round(idle_wall, 1)}),
+        (
+            "idle_cpu_share_pass_to_pass",
+            pass_to_pass(idle_passes),
+            "cores",
+            {**p, "meaning": "from the first idle pass's start to the last's: whole intervals"},
+        ),
         (
             "reconcile_pass_cpu_s_idle",
             max((x.cpu for x in idle_passes), default=None),

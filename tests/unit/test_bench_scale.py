@@ -52,3 +52,9 @@ def test_percentiles_are_taken_from_the_sorted_values(scale: ModuleType) -> None
     assert scale.percentile(values, 0.5) == 51.0
     assert scale.percentile(values, 0.99) == 100.0
     assert scale.percentile([], 0.5) is None
+
+
+def test_the_idle_share_runs_from_the_first_pass_start_to_the_last(scale: ModuleType) -> None:
+    passes = [scale.Pass(100.0, 0.5, 0.6, 10, 7.0), scale.Pass(130.0, 0.5, 0.6, 10, 8.5)]
+    assert scale.pass_to_pass(passes) == pytest.approx(1.5 / 30)
+    assert scale.pass_to_pass(passes[:1]) is None
