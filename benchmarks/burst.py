@@ -498,7 +498,7 @@ class Burst:
         pids.update({f"provider {n}": c.process.pid for n, c in self.providers.items()})
         rss_before = rss_mib_now()
         calls_before = self.github.counter.total
-        profiler = cProfile.Profile() if profile else None
+        profiler = cProfile.Profile(time.process_time) if profile else None  # CPU, not wall
         cpu_before = {who: cpu_seconds(pid) for who, pid in pids.items()}
         if profiler is not None:
             profiler.enable()

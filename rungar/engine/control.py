@@ -219,7 +219,7 @@ class Control:
             if record.provider == name and not record.view().busy:
                 await self.engine.remove(record, RemovalReason.DRAINED)
         while wait:
-            left = [r for r in self.engine.runners if r.provider == name]
+            left = self.engine.runners.on(name)
             if not left:
                 break
             lines.append(f"Waiting for {len(left)} runners on {name} to finish")
@@ -229,7 +229,7 @@ class Control:
                     await self.engine.settle_leaving(record)
                 elif not record.view().busy:
                     await self.engine.remove(record, RemovalReason.DRAINED)
-        if not [r for r in self.engine.runners if r.provider == name]:
+        if not self.engine.runners.on(name):
             lines.append(f"{name} is drained: no runner is left on it")
         return lines
 

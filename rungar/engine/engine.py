@@ -230,11 +230,12 @@ class Engine:
     ) -> RunnerRecord | None:
         config = state.config
         now = self.clock.now()
-        found = self.fleet.can_place(config.name, now, reserve=reserve)
+        # Whether any provider can be tried (its order is worked out once, when one is tried).
+        why_not = self.fleet.cannot_place(config.name, now, reserve=reserve)
         self.report_new_holds()
-        if not found.any:
+        if why_not:
             self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
-            log.info("runner.cannot_scale_up", scale_set=config.name, reason=found.why_none())
+            log.info("runner.cannot_scale_up", scale_set=config.name, reason=why_not)
             return None
         name = runner_name(config.name)
         self.runners.creating.add(name)
@@ -249,8 +250,10 @@ class Engine:
                 self.metrics.scale_up_failures.labels(config.name, "error").inc()
                 self.store.clear_intent(name)
                 return None
+            # The registration's id is written with the first Create's provider, in the same
+            # transaction, before that call (or before the registration is removed, below):
+            # nothing is awaited in between, so the store is never behind at a crash.
             intent = replace(intent, runner_id=runner_id)
-            self.store.write_intent(intent)
             result = await self._place(state, name, intent, jit_config, reserve=reserve)
             self.report_new_holds()
             if isinstance(result, Placed):
@@ -288,6 +291,8 @@ class Engine:
             )
             if result.stranded_on:
                 self.runners.left[name] = self.clock.now() + self.config.timing.left_grace
+            if all(t.outcome is Outcome.SKIPPED for t in result.tries):
+                self.store.write_intent(intent)  # no Create was asked: its id is not written
             with contextlib.suppress(GitHubError):
                 await self.github.remove_runner(runner_id)
             if not result.stranded_on:

@@ -13,7 +13,7 @@ import contextlib
 import json
 from collections import deque
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,7 +41,23 @@ class Event:
     attributes: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, default=str)
+        # A flat dict rather than dataclasses.asdict, which deep-copies every attribute: this
+        # runs for every event on the create path. A dataclass among the attributes (none is
+        # recorded today) still serialises as asdict would.
+        attributes = self.attributes
+        if any(is_dataclass(v) for v in attributes.values()):
+            return json.dumps(asdict(self), sort_keys=True, default=str)
+        record = {
+            "action": self.action,
+            "attributes": attributes,
+            "kind": self.kind,
+            "message": self.message,
+            "name": self.name,
+            "provider": self.provider,
+            "scale_set": self.scale_set,
+            "time": self.time,
+        }
+        return json.dumps(record, sort_keys=True, default=str)
 
 
 class EventLog:
@@ -58,6 +74,9 @@ class EventLog:
         self.max_count = max_count
         self.max_age = max_age
         self._recent: deque[Event] = deque(maxlen=max_count)
+        # Each recent event's line as written, so a compaction rewrites the file without
+        # serialising every kept event again.
+        self._lines: deque[str] = deque(maxlen=max_count)
         self._followers: set[asyncio.Queue[Event | None]] = set()
         self.follow_buffer = 1000
         self._written = 0
@@ -73,6 +92,7 @@ class EventLog:
         for line in self.path.read_text(errors="replace").splitlines():
             with contextlib.suppress(ValueError, TypeError):
                 self._recent.append(Event(**json.loads(line)))
+                self._lines.append(line + "\n")
 
     def record(
         self,
@@ -93,7 +113,9 @@ class EventLog:
             if self._file is None:
                 private_file(self.path)  # 0600 whatever the umask: events name jobs and repos
                 self._file = self.path.open("a", buffering=1)  # line-buffered: whole lines
-            self._file.write(event.to_json() + "\n")
+            line = event.to_json() + "\n"
+            self._lines.append(line)
+            self._file.write(line)
             self._written += 1
             if self._written % 500 == 0:
                 self.compact()
@@ -116,9 +138,11 @@ class EventLog:
             horizon = self.clock.now() - self.max_age
             while self._recent and self._recent[0].time < horizon:
                 self._recent.popleft()
+                if self._lines:
+                    self._lines.popleft()
         if self.path is not None:
             tmp = private_file(self.path.with_suffix(".tmp"))
-            tmp.write_text("".join(e.to_json() + "\n" for e in self._recent))
+            tmp.write_text("".join(self._lines))
             tmp.replace(self.path)
             self.close()  # the next event opens the compacted file
 

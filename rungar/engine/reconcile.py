@@ -86,9 +86,7 @@ async def probe_unreachable(engine: Engine) -> list[str]:
     answers = await asyncio.gather(*(list_provider(engine, n) for n in names))
     back = [name for name, machines in zip(names, answers, strict=True) if machines is not None]
     for name in back:
-        leaving = [
-            r for r in engine.runners if r.provider == name and r.state is RunnerState.LEAVING
-        ]
+        leaving = [r for r in engine.runners.on(name) if r.state is RunnerState.LEAVING]
         for record in leaving:
             engine.spawn(engine.settle_leaving(record))
     for scale_set, state in engine.sets.items():
@@ -98,17 +96,21 @@ async def probe_unreachable(engine: Engine) -> list[str]:
 
 
 async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | None:
-    """Registrations per scale set; None when GitHub could not be asked."""
-    view: dict[str, dict[str, RunnerStatus]] = {}
-    for name, state in engine.sets.items():
-        if not state.id:
-            continue
-        try:
-            runners = await engine.github.list_runners(state.id)
-        except GitHubError as e:
-            log.warning("github.list_runners_failed", scale_set=name, error=str(e))
-            return None
-        view[name] = {r.name: r for r in runners}
+    """Registrations per scale set, from one call for all of them; None when GitHub could not
+    be asked."""
+    names = {state.id: name for name, state in engine.sets.items() if state.id}
+    if not names:
+        return {}
+    try:
+        runners = await engine.github.list_all_runners()
+    except GitHubError as e:
+        log.warning("github.list_runners_failed", error=str(e))
+        return None
+    view: dict[str, dict[str, RunnerStatus]] = {name: {} for name in names.values()}
+    for runner in runners:
+        name = names.get(runner.scale_set_id)
+        if name is not None:
+            view[name][runner.name] = runner
     return view
 
 

@@ -49,10 +49,17 @@ class RunnerRecord:
 
 
 class RunnerTable:
-    """Every runner the daemon knows, by name; ``creating`` names are never adopted."""
+    """Every runner the daemon knows, by name, and indexed by scale set and by provider (a
+    reconcile pass asks per scale set, and a fleet of thousands of runners must not be walked
+    once per scale set); ``creating`` names are never adopted.
+
+    A record's scale set and provider never change once it is added; its state does, so
+    :meth:`live` filters the scale set's runners as it is asked."""
 
     def __init__(self) -> None:
         self._runners: dict[str, RunnerRecord] = {}
+        self._by_set: dict[str, dict[str, RunnerRecord]] = {}
+        self._by_provider: dict[str, dict[str, RunnerRecord]] = {}
         self.creating: set[str] = set()
         self.left: dict[str, float] = {}  # stranded names kept from adoption until this time
 
@@ -69,16 +76,39 @@ class RunnerTable:
         return self._runners.get(name)
 
     def add(self, record: RunnerRecord) -> None:
+        self._unindex(self._runners.get(record.name))
         self._runners[record.name] = record
+        self._by_set.setdefault(record.scale_set, {})[record.name] = record
+        self._by_provider.setdefault(record.provider, {})[record.name] = record
 
     def pop(self, name: str) -> RunnerRecord | None:
-        return self._runners.pop(name, None)
+        record = self._runners.pop(name, None)
+        self._unindex(record)
+        return record
+
+    def _unindex(self, record: RunnerRecord | None) -> None:
+        if record is None:
+            return
+        for index, key in ((self._by_set, record.scale_set), (self._by_provider, record.provider)):
+            bucket = index.get(key)
+            if bucket is not None:
+                bucket.pop(record.name, None)
+                if not bucket:
+                    del index[key]
 
     def of(self, scale_set: str) -> list[RunnerRecord]:
-        return [r for r in self._runners.values() if r.scale_set == scale_set]
+        return list(self._by_set.get(scale_set, {}).values())
+
+    def on(self, provider: str) -> list[RunnerRecord]:
+        """Every runner whose machine is on ``provider``, leaving ones included."""
+        return list(self._by_provider.get(provider, {}).values())
 
     def live(self, scale_set: str) -> list[RunnerRecord]:
-        return [r for r in self.of(scale_set) if r.state is not RunnerState.LEAVING]
+        return [
+            r
+            for r in self._by_set.get(scale_set, {}).values()
+            if r.state is not RunnerState.LEAVING
+        ]
 
     def counts(self) -> list[tuple[str, str, int]]:
         """(scale set, provider, n) of live runners: what placement counts."""

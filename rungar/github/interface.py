@@ -190,6 +190,11 @@ class GitHub(Protocol):
 
     async def list_runners(self, scale_set_id: int) -> list[RunnerStatus]: ...
 
+    async def list_all_runners(self) -> list[RunnerStatus]:
+        """Every scale set's registrations in one call (each names its ``scale_set_id``): a
+        reconcile pass asks once, not once per scale set."""
+        ...
+
     def listen(self, config: ScaleSetConfig) -> AsyncIterator[ListenerEvent]:
         """The scale set's demand and job events until the iterator is closed."""
         ...

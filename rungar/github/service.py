@@ -46,9 +46,17 @@ log = structlog.get_logger("rungar.github")
 
 def http_client(timeout: float = 30.0) -> httpx.AsyncClient:
     """An HTTP client with Nagle off: httpx writes a POST's headers and body separately, and
-    with Nagle and delayed ACKs each such call would stall ~40 ms."""
+    with Nagle and delayed ACKs each such call would stall ~40 ms.
+
+    Its connections are not capped: every scale set's listener holds one in a long poll, so
+    httpx's default cap of 100 would leave the 101st scale set (and every REST call) waiting
+    for a connection that only a 50-second poll gives back. What is in flight is bounded by
+    the scale sets and the daemon's own limits on parallel creates and deletes."""
     nodelay = (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    transport = httpx.AsyncHTTPTransport(socket_options=[nodelay])
+    transport = httpx.AsyncHTTPTransport(
+        socket_options=[nodelay],
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+    )
     return httpx.AsyncClient(timeout=timeout, transport=transport)
 
 
@@ -173,6 +181,9 @@ class ScaleSetGitHub:
         return [
             _status(r) for r in await self.client.list_runners() if r.scale_set_id == scale_set_id
         ]
+
+    async def list_all_runners(self) -> list[RunnerStatus]:
+        return [_status(r) for r in await self.client.list_runners()]
 
     def session_phase(self, scale_set: str) -> SessionPhase:
         listener = self.listeners.get(scale_set)

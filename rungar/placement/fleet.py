@@ -344,6 +344,21 @@ class Fleet:
             self.hold_full_providers(scale_set, now)
         return found
 
+    def cannot_place(self, scale_set: str, now: float, *, reserve: bool = False) -> str:
+        """Empty when :meth:`can_place` would find a provider to try, else why it finds none.
+
+        The engine's check before a runner is registered: it stops at the first provider that
+        can be tried rather than ordering them all, as the create that follows orders them
+        afresh when it tries them. When none can be tried it does what :meth:`can_place` does
+        (holds renewed) and returns its reason."""
+        config = self.scale_sets[scale_set]
+        if self.runners_of(scale_set) + self.creating_of(scale_set) < config.max_runners:
+            for entry in config.providers:
+                if self.skip_reason(scale_set, entry.name, now, reserve=reserve) is None:
+                    return ""
+        found = self.can_place(scale_set, now, reserve=reserve)
+        return "" if found.any else found.why_none()
+
     def claim(
         self, scale_set: str, provider: str, now: float, *, reserve: bool = False
     ) -> Claim | Skip:

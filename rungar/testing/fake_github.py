@@ -148,6 +148,13 @@ class FakeGitHub:
             if r.scale_set_id == scale_set_id
         ]
 
+    async def list_all_runners(self) -> list[RunnerStatus]:
+        self._maybe_fail("list_runners", 0)  # a fault for list_runners fails this call too
+        return [
+            RunnerStatus(r.name, r.id, r.online, r.busy, r.scale_set_id)
+            for r in self.runners.values()
+        ]
+
     async def listen(self, config: ScaleSetConfig) -> AsyncIterator[ListenerEvent]:
         self.capacity[config.name] = 0 if config.paused else config.max_runners
         queue = self.queue(config.name)

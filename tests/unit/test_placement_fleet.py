@@ -354,3 +354,18 @@ async def test_pack_fills_providers_one_after_another() -> None:
     assert isinstance(result, Placed) and result.provider == "compute2"
     assert script.created_on() == ["compute1", "compute2"]
     assert [t.outcome for t in result.tries] == [Outcome.REFUSED, Outcome.CREATED]
+
+
+def test_cannot_place_says_what_can_place_says_without_ordering_every_provider() -> None:
+    # Checked against can_place with a provider limit, a backoff and the scale set's limit.
+    f = fleet(
+        [provider("a", max_runners=1), provider("b")], [scale_set("s", ["a", "b"], max_runners=3)]
+    )
+    assert f.cannot_place("s", T0) == ""
+    f.add_runner("s", "a")  # a at its limit; b still tryable
+    assert f.cannot_place("s", T0) == ""
+    f.record_refusal("s", "b", FULL, T0)
+    assert f.cannot_place("s", T0 + 1) == f.can_place("s", T0 + 1).why_none() != ""
+    f.add_runner("s", "b")
+    f.add_runner("s", "b")
+    assert f.cannot_place("s", T0 + 1) == "the scale set is at its limit of 3 runners"
