@@ -1,19 +1,22 @@
 """`make demo` as a newcomer sees it: every provider used, FULL for memory, a priority hold.
 
 The whole loopback world runs: the GitHub emulator, three `runnerd serve` processes whose
-runners are real `rungar fake-runner` processes, AWS on moto's server, and the daemon.
+runners are real `rungar fake-runner` processes, AWS on moto's server, and the daemon. It runs
+for about half a minute of wall clock, so only `make test-long` runs it.
 """
 
 from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from rungar.demo.placement_story import timelines
 from rungar.demo.scenario import Burst, run_demo
 
 
+@pytest.mark.long
 async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hold() -> None:
     console = Console(file=io.StringIO(), width=132)
     summary = await run_demo(console, burst=Burst(), live=False)
