@@ -192,7 +192,8 @@ async def run_demo(
 
 
 def _engine_of(stack: Stack) -> Any:
-    """The running daemon's Control, found through the admin socket's server object."""
+    """The demo daemon's :class:`~rungar.engine.control.Control` (it runs in this process),
+    looked up by its admin socket in ``Daemon.running``; None before the daemon started."""
     from rungar.engine.daemon import Daemon
 
     return Daemon.running.get(stack.socket)

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2
 
 from rungar.model.machine import (
     Created,
@@ -40,14 +40,6 @@ _STATE_TO_PB = {
     MachineState.STOPPED: pb.Machine.STOPPED,
 }
 _STATE_FROM_PB = {int(v): k for k, v in _STATE_TO_PB.items()}
-
-
-def timestamp_to_pb(seconds: float) -> Any:
-    """Epoch seconds as a Timestamp; 0 (the model's "unset") stays unset (``None``)."""
-    if seconds <= 0 or not math.isfinite(seconds):
-        return None
-    whole = math.floor(seconds)
-    return timestamp_pb2.Timestamp(seconds=whole, nanos=round((seconds - whole) * 1e9) % 10**9)
 
 
 def _set_timestamp(target: Any, seconds: float) -> None:

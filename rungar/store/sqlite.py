@@ -1,4 +1,5 @@
-"""SQLite state (WAL): configuration generation, backoffs, holds, create intents, listener ids.
+"""SQLite state (WAL): backoffs, holds, create intents, the listeners' last message ids, and a
+small key-value ``meta`` table.
 
 The providers' listings are the truth about machines; this store keeps only what they cannot
 tell. Each create's intent is written *before* the provider is called, with its idempotency
@@ -9,7 +10,6 @@ times, so a restart resumes them with their remaining time. No secret is ever st
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -91,15 +91,6 @@ class SqliteStore:
     def set_meta(self, key: str, value: str) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
-
-    def set_applied(self, generation: int, digest: str, summary: dict[str, object]) -> None:
-        with self._tx() as db:
-            for key, value in (
-                ("generation", str(generation)),
-                ("config_digest", digest),
-                ("config_summary", json.dumps(summary, sort_keys=True)),
-            ):
-                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # ------------------------------------------------------------ backoffs and holds
 
