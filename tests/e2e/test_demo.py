@@ -24,6 +24,7 @@ async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hol
     assert set(summary.runners_by_provider) == {"host1", "host2", "host3", "aws"}
     assert summary.refusals[("FULL", "memory")] > 0
     assert summary.holds, "the large scale set held a full host"
+    # why the ignore[attr-defined] below: the Console's file is the StringIO given above
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "rungar demo: what happened" in out
 

@@ -12,6 +12,7 @@ import socket
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -157,7 +158,7 @@ async def test_events_follow_applies_the_filters_to_live_events(
             await asyncio.wait({first}, timeout=0.01)
         log.record("scale_set", "linux", "paused", scale_set="linux")
         log.record("scale_set", "macos", "paused", scale_set="macos")
-        live = []
+        live: list[dict[str, Any]] = []
         while not live or live[-1]["action"] != "paused":
             live.append(await asyncio.wait_for(stream.__anext__(), 5))
         await stream.aclose()

@@ -39,6 +39,7 @@ class MiniScaler:
             for _ in range(max(0, missing)):
                 self.created += 1
                 name = f"linux-{self.created}"
+                # why the ignore[attr-defined] below: the scaler is handed the emulator's client
                 runner_id, _ = await self.gh.generate_jit_config(demand.scale_set_id, name)  # type: ignore[attr-defined]
                 self.live.add(name)
                 task = asyncio.create_task(self._runner(runner_id, name))
@@ -73,6 +74,7 @@ async def test_every_job_runs_once_and_no_surplus_runner_is_registered_despite_f
         ]
         for fault in plan:
             emu.state.faults.add(fault)
+        # why the ignore[arg-type] below: a scaler of the test's own, not an Engine
         async with running_listener(gh, scale_set(max_runners=MAX_RUNNERS), scaler) as lis:  # type: ignore[arg-type]
             await eventually(lambda: lis.last_demand is not None, what="session")
             for i in range(JOBS):

@@ -61,6 +61,7 @@ def test_an_app_with_a_broken_key_is_refused_at_load() -> None:
 
 
 def _transport(handler: object, clock: JumpingClock) -> Transport:
+    # why the ignore[arg-type] below: handler is a MockTransport handler
     return Transport(httpx.AsyncClient(transport=httpx.MockTransport(handler)), clock)  # type: ignore[arg-type]
 
 
