@@ -34,12 +34,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def chosen_subcommand(argv: Sequence[str]) -> str | None:
-    """The subcommand ``argv`` runs: its first word that is not an option (``rungar`` itself
-    takes no option with a value)."""
-    for word in argv:
-        if not word.startswith("-"):
-            return word if word in SUBCOMMANDS else None
-    return None
+    """The subcommand ``argv`` runs: its first word that names one (words before it are
+    ``rungar``'s own options and their values)."""
+    return next((word for word in argv if word in SUBCOMMANDS), None)
 
 
 def build_parser(chosen: str | None = None, *, full: bool = False) -> argparse.ArgumentParser:

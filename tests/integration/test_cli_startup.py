@@ -18,6 +18,8 @@ import resource
 import subprocess
 import sys
 
+from rungar.cli.main import build_parser, chosen_subcommand
+
 NEVER_ON_COMMON_PATHS = (
     "boto3",
     "botocore",
@@ -99,3 +101,17 @@ def test_help_and_status_cost_at_most_a_quarter_second_more_than_a_bare_interpre
     status = least_seconds(rungar("status", "--socket", NO_DAEMON), 1)
     extra = {"--help": help_ - bare, "status": status - bare}
     assert max(extra.values()) <= MAX_EXTRA_SECONDS, f"python -c pass {bare:.3f}s; extra: {extra}"
+
+
+def test_the_subcommand_is_found_after_rungars_own_options() -> None:
+    assert chosen_subcommand(["--color", "never", "status", "--json"]) == "status"
+    assert chosen_subcommand(["runners", "remove", "status"]) == "runners"
+    assert chosen_subcommand(["--help"]) is None
+    assert chosen_subcommand(["stauts"]) is None
+
+
+def test_only_the_chosen_subcommand_gets_its_arguments() -> None:
+    parser = build_parser("status")
+    assert parser.parse_args(["status", "--json", "--socket", "s"]).json is True
+    everything = build_parser(full=True)
+    assert everything.parse_args(["apply", "--dry-run", "f.yaml"]).dry_run is True
