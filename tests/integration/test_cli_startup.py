@@ -34,7 +34,7 @@ NEVER_ON_COMMON_PATHS = (
     "starlette",
 )
 MAX_EXTRA_SECONDS = 0.25
-RUNS = 7
+RUNS = 5
 NO_DAEMON = "/nonexistent/rungar.sock"
 
 PROBE = """
