@@ -29,8 +29,9 @@ proto: $(STAMP)
 proto-check: $(STAMP)
 	$(BIN)/python tools/gen_proto.py --check
 
+# PYTEST_ARGS adds pytest options, e.g. make test PYTEST_ARGS=--durations=10
 unit: $(STAMP)
-	$(BIN)/pytest -q -m "not long"
+	$(BIN)/pytest -q -m "not long" $(PYTEST_ARGS)
 
 # Lint first (seconds); then types and the tests side by side, one on each CPU: mypy is
 # single-threaded and takes a minute or two with no cache, as on a fresh clone.
