@@ -26,7 +26,7 @@ import pytest
 
 from rungar.model.machine import RefusalKind
 from rungar.testing.fake_provider import GIB, FakeProvider
-from rungar.testing.github_emulator.model import JobSpec, JobState
+from rungar.testing.github_emulator.model import JobState
 from tests.e2e.daemon_world import DaemonWorld
 
 SEED = int(os.environ.get("RUNGAR_KILL_SEED", "1"))
@@ -70,10 +70,11 @@ def providers() -> dict[str, FakeProvider]:
     }
 
 
-def queue(world: DaemonWorld, n: int, duration: float) -> None:
+async def queue(world: DaemonWorld, n: int, duration: float) -> None:
+    """Queue through the emulator's control API: its state belongs to the emulator's thread."""
     for i in range(n):
-        world.emulator.state.queue_job(
-            JobSpec(labels=("linux",), name=f"job-{i}", duration=duration, memory_bytes=8 << 20)
+        await world.queue_job(
+            labels=["linux"], name=f"job-{i}", duration=duration, memory_bytes=8 << 20
         )
 
 
@@ -130,7 +131,7 @@ async def test_kill_9_at_random_moments_leaves_no_duplicate_and_no_leak(
     await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", 30)
     machines_seen = 0
     for trial in range(QUICK_KILLS):
-        queue(world, rng.randint(2, 4), duration=rng.uniform(2, 6))
+        await queue(world, rng.randint(2, 4), duration=rng.uniform(2, 6))
         machines_seen += await kill_restart_and_check(world, rng, trial)
     assert machines_seen > 0, "no kill found a machine up: the check checked nothing"
 
@@ -143,7 +144,7 @@ async def test_every_job_completes_after_kills_and_nothing_is_left_behind(
     rng = random.Random(SEED)
     await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", 30)
     for trial in range(QUICK_KILLS):
-        queue(world, rng.randint(2, 4), duration=rng.uniform(2, 6))
+        await queue(world, rng.randint(2, 4), duration=rng.uniform(2, 6))
         await kill_restart_and_check(world, rng, trial)
     await world.wait_for(lambda s: s and not s["runners"] and jobs_done(world), "all done", 150)
     assert world.machines() == []
@@ -152,13 +153,14 @@ async def test_every_job_completes_after_kills_and_nothing_is_left_behind(
 
 
 @pytest.mark.long
+@pytest.mark.timeout(3600)
 async def test_200_kills_during_a_500_job_burst_leave_no_duplicate_and_no_leak(
     soak_world: DaemonWorld,
 ) -> None:
     world = soak_world
     rng = random.Random(SEED)
     await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", 30)
-    queue(world, SOAK_JOBS, duration=60)
+    await queue(world, SOAK_JOBS, duration=60)
     machines_seen = 0
     for trial in range(SOAK_KILLS):
         machines_seen += await kill_restart_and_check(world, rng, trial)
