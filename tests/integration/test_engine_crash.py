@@ -276,6 +276,7 @@ async def run_trials(
     return [await crash_trial(tmp_path, s, plans[s], store_type) for s in range(trials)]
 
 
+@pytest.mark.timeout(max(300, 2 * TRIALS))  # make test-long runs 2,000 trials
 async def test_a_crash_at_any_outside_call_leaves_no_duplicate_no_leak_and_no_intent(
     tmp_path: Path,
 ) -> None:
