@@ -17,7 +17,7 @@ tests/e2e/test_daemon_kill.py.
 
 Negative controls: the same trials with a reconcile pass that never settles crash-left intents,
 or never adopts untracked machines, must be caught (checked: 60 trials with the blind store
-report 26 failures; with adoption removed every trial that crashed after a create fails), and a
+report 26 failures; with adoption removed, the trials that leave a machine untracked fail), and a
 crash aimed past the scenario's last call is counted as missed.
 """
 
