@@ -129,9 +129,11 @@ async def test_kill_9_at_random_moments_leaves_no_duplicate_and_no_leak(
 ) -> None:
     rng = random.Random(SEED)
     await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", 30)
+    # Jobs of a minute of real time: the kills find their machines up.
+    await queue(world, 4, duration=600)
+    await world.wait_for(lambda s: s and s["runners"], "a runner", 30)
     machines_seen = 0
     for trial in range(QUICK_KILLS):
-        await queue(world, rng.randint(2, 4), duration=rng.uniform(2, 6))
         machines_seen += await kill_restart_and_check(world, rng, trial)
     assert machines_seen > 0, "no kill found a machine up: the check checked nothing"
 
