@@ -236,6 +236,7 @@ async def run_emulator() -> None:
                 # All jobs are queued before the dispatcher runs once, as GitHub assigns a
                 # burst: the emulator's per-job dispatch re-sorts every job each time, a
                 # quadratic cost of the emulator that is not the daemon's to measure.
+                # why the ignore[method-assign] below: on purpose: see the comment above
                 state.dispatch = lambda: None  # type: ignore[method-assign]
                 try:
                     for _ in range(int(words[1])):

@@ -117,6 +117,7 @@ def app(provider: RunnerdProvider) -> Starlette:
 class _QuietServer(uvicorn.Server):
     """uvicorn without its own SIGINT/SIGTERM handling: the daemon owns the signals."""
 
+    # why the ignore[override] below: uvicorn's is generator-made; a plain context manager does
     def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
         return contextlib.nullcontext()
 

@@ -118,7 +118,7 @@ def fish_script(parser: argparse.ArgumentParser) -> str:
 def run(args: argparse.Namespace) -> int:
     from rungar.cli.main import build_parser
 
-    parser = build_parser()
+    parser = build_parser(full=True)
     script = {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell](parser)
     sys.stdout.write(script)
     return 0

@@ -1,8 +1,10 @@
 """``rungar``: one entry point, subcommands in their own modules, imported only when used.
 
-Each subcommand module exposes ``add_parser(subparsers)`` and ``run(args) -> int``. Imports stay
-lazy so ``rungar status`` and ``rungar --help`` never load cloud SDKs or grpc servers.
-Exit codes: 0 success, 1 runtime error, 2 configuration or usage error.
+Each subcommand module exposes ``add_parser(subparsers, name, help_text)`` and
+``run(args) -> int``. Only the module of the subcommand being run is imported: ``rungar --help``
+lists the subcommands from the table below without importing any of them, and ``rungar status``
+imports the status module (and the gRPC client it needs), never a cloud SDK, the GitHub emulator
+or the daemon. Exit codes: 0 success, 1 runtime error, 2 configuration or usage error.
 """
 
 from __future__ import annotations
@@ -47,7 +49,16 @@ colour: --color never|auto|always (auto: on a terminal, unless NO_COLOR is set)
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_subcommand(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` runs: its first word that names one (words before it are
+    ``rungar``'s own options and their values)."""
+    return next((word for word in argv if word in SUBCOMMANDS), None)
+
+
+def build_parser(chosen: str | None = None, *, full: bool = False) -> argparse.ArgumentParser:
+    """The parser, with the full arguments of ``chosen`` only: every other subcommand is a
+    name and a help line, so its module is not imported. ``full`` imports every subcommand
+    (for tools that check documented command lines)."""
     parser = argparse.ArgumentParser(
         prog="rungar",
         description="Places GitHub Actions runners across providers that create or refuse.",
@@ -62,14 +73,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        module = importlib.import_module(module_name)
-        module.add_parser(subparsers, name, help_text)
+        if full or name == chosen:
+            importlib.import_module(module_name).add_parser(subparsers, name, help_text)
+        else:
+            subparsers.add_parser(name, help=help_text, description=help_text)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(chosen_subcommand(words))
+    args = parser.parse_args(words)
     if args.color:
         from rungar.cli.style import set_mode
 

@@ -80,6 +80,7 @@ class _MarkedLoader(yaml.SafeLoader):
         self._depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        # why the ignore[no-untyped-call] below: types-PyYAML leaves peek_event unannotated
         event = self.peek_event()  # type: ignore[no-untyped-call]
         opens = isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent)
         if opens and self._depth >= MAX_DEPTH:

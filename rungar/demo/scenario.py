@@ -225,7 +225,8 @@ async def _run(
 
 
 def _engine_of(stack: Stack) -> Any:
-    """The running daemon's Control, found through the admin socket's server object."""
+    """The demo daemon's :class:`~rungar.engine.control.Control` (it runs in this process),
+    looked up by its admin socket in ``Daemon.running``; None before the daemon started."""
     from rungar.engine.daemon import Daemon
 
     return Daemon.running.get(stack.socket)

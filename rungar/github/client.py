@@ -292,13 +292,6 @@ class ScaleSetClient:
         if r.status not in (200, 204, 404):
             raise self._fail(r, "delete message")
 
-    async def get_acquirable_jobs(self, scale_set_id: int) -> list[dict[str, Any]]:
-        """A11 (legacy back-end); 204 means none."""
-        r = await self._call("GET", f"{SCALE_SETS}/{scale_set_id}/acquirablejobs")
-        if r.status == 204:
-            return []
-        return [dict(v) for v in list_values(self._object(r, "get acquirable jobs"))]
-
     async def acquire_jobs(
         self, scale_set_id: int, session: Session, request_ids: Sequence[int]
     ) -> list[int]:

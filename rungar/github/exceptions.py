@@ -40,7 +40,3 @@ class RunnerExists(GitHubError):
 
 class RunnerBusy(GitHubError):
     """400 ``JobStillRunningException`` on remove: the runner has a job; try later."""
-
-
-class RateLimited(GitHubError):
-    """GitHub's rate limit would not let the call through within the wait we allow."""

@@ -7,7 +7,9 @@ from enum import StrEnum
 
 
 class RunnerState(StrEnum):
-    CREATING = "creating"  # registered, its machine being created
+    """A tracked runner's state. A runner being created is not tracked yet: the engine keeps
+    its name in ``RunnerTable.creating`` until its machine exists."""
+
     STARTING = "starting"  # machine created, not yet connected to GitHub
     IDLE = "idle"
     BUSY = "busy"

@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from google.protobuf import struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2
 
 from rungar.model.machine import (
     Conclusion,
@@ -67,14 +67,6 @@ _CONCLUSION_TO_PB = {
     Conclusion.TIMED_OUT: pb.Removal.TIMED_OUT,
 }
 _CONCLUSION_FROM_PB = {int(v): k for k, v in _CONCLUSION_TO_PB.items()}
-
-
-def timestamp_to_pb(seconds: float) -> Any:
-    """Epoch seconds as a Timestamp; 0 (the model's "unset") stays unset (``None``)."""
-    if seconds <= 0 or not math.isfinite(seconds):
-        return None
-    whole = math.floor(seconds)
-    return timestamp_pb2.Timestamp(seconds=whole, nanos=round((seconds - whole) * 1e9) % 10**9)
 
 
 def _set_timestamp(target: Any, seconds: float) -> None:

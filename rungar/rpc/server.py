@@ -388,6 +388,7 @@ async def serve(
     server = grpc.aio.server(options=list(SERVER_OPTIONS), interceptors=interceptors)
     pb_grpc.add_ProviderServicer_to_server(_Servicer(provider, clock or SystemClock()), server)
     # grpc-stubs predate health.aio, the asyncio servicer grpc_health ships.
+    # why the ignore[attr-defined] below: see the comment above
     health_servicer = health.aio.HealthServicer()  # type: ignore[attr-defined]
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -111,7 +111,7 @@ def decide_one(
     never_connected = timing.never_connected_grace or config.start_timeout
     disconnected = timing.disconnected_grace or config.start_timeout
     stuck = timing.stuck_after or config.start_timeout
-    if runner.state in (RunnerState.CREATING, RunnerState.LEAVING):
+    if runner.state is RunnerState.LEAVING:
         return None
     if runner.busy:
         if _expired(runner, config, now, busy=True):

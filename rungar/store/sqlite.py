@@ -1,5 +1,5 @@
-"""SQLite state (WAL): configuration generation, backoffs, crash loops, holds, create intents,
-listener ids.
+"""SQLite state (WAL): backoffs, crash loops, holds, create intents, the listeners' last message
+ids, scale-set and session ids (in a small key-value ``meta`` table).
 
 The providers' listings are the truth about machines; this store keeps only what they cannot
 tell. Each create's intent is written *before* the provider is called, with its idempotency
@@ -15,7 +15,6 @@ providers' labels on the next reconcile pass.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -161,15 +160,6 @@ class SqliteStore:
     def set_meta(self, key: str, value: str) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
-
-    def set_applied(self, generation: int, digest: str, summary: dict[str, object]) -> None:
-        with self._tx() as db:
-            for key, value in (
-                ("generation", str(generation)),
-                ("config_digest", digest),
-                ("config_summary", json.dumps(summary, sort_keys=True)),
-            ):
-                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # ------------------------------------------------------------ backoffs and holds
 

@@ -1,16 +1,17 @@
 """``FakeProvider``: a scripted provider for simulations, tests and demos (ARCHITECTURE §3).
 
-A sync core holds machines in a room of vCPUs and memory (and optionally a maximum count) and
-answers create-or-refuse exactly as the protocol says (ARCHITECTURE §2): FULL with the resource
-that ran out and a human message, INVALID for a runner larger than the whole provider, Created
-(the same machine) for a repeat of a (runner name, request id) it already took. The placement
-simulation drives the sync methods with its fake clock's ``now``; the async
-:class:`~rungar.model.provider.Provider` methods wrap them (applying the scripted latency
-through the injected :class:`~rungar.clock.Clock`) so the same fake is served over gRPC.
+A sync core (the ``*_now`` methods) holds machines in a room of vCPUs and memory (and
+optionally a maximum count) and answers create-or-refuse exactly as the protocol says
+(ARCHITECTURE §2): FULL with the resource that ran out and a human message, INVALID for a runner
+larger than the whole provider, Created (the same machine) for a repeat of a (runner name,
+request id) it already took. The async :class:`~rungar.model.provider.Provider` methods wrap
+the core, first waiting ``latency`` seconds on the injected :class:`~rungar.clock.Clock`
+(none by default), so the same fake serves engine tests, the demo and gRPC.
 
 Faults are scripted for the next N calls or for every call: refusals of a chosen kind, no
 answer (optionally after creating the machine: an *uncertain* create), failing deletes and
-failing lists. Every call is counted in ``calls``.
+failing lists. Calls are counted by name in ``calls``; ``set_state`` moves a machine (to
+STOPPED, say) as its host would, and the job hints of ``update_runner`` are kept in ``jobs``.
 """
 
 from __future__ import annotations

@@ -102,6 +102,7 @@ async def aws_server(
         {"region": REGION, "subnets": [subnet], "installation": INSTALL, "endpoint_url": aws_env}
     )
     provider = open_aws_provider(settings, JumpingClock())
+    # why the ignore[attr-defined] below: reaches into the AWS provider's client
     Ec2Faults(capacity=CAPACITY).install(provider._api.client)  # type: ignore[attr-defined]
     server = await serve(provider, f"unix://{tmp_path}/aws.sock")
     yield server, image

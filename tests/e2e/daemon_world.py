@@ -4,6 +4,11 @@ GitHub emulator, and fake providers served over gRPC whose machines really run f
 The providers live in the test process, so they outlive a daemon killed with ``kill -9``.
 Optionally the daemon also serves Prometheus metrics and a webhook receiver that the emulator
 sends signed ``workflow_job`` deliveries to.
+
+Polling is cheap: :meth:`DaemonWorld.status` and :meth:`DaemonWorld.reconcile` ask the daemon's
+admin socket from the test process (no CLI process per poll), and :meth:`DaemonWorld.wait_for`
+re-asks every ``POLL_SECONDS`` until its condition holds. :meth:`DaemonWorld.rungar` runs the
+real CLI, for tests about what a user sees.
 """
 
 from __future__ import annotations
@@ -33,17 +38,22 @@ from rungar.model.machine import (
     Refusal,
     Removal,
 )
+from rungar.rpc.admin_client import AdminClient, DaemonUnreachable
 from rungar.rpc.server import ProviderServer, serve
 from rungar.testing.fake_provider import FakeProvider
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
 
+POLL_SECONDS = 0.1
+
 
 class RunningProvider:
-    """A FakeProvider whose machines boot: each created machine runs ``rungar fake-runner``."""
+    """A FakeProvider whose machines boot: each created machine runs ``rungar fake-runner``
+    (unless ``boot`` is off: then machines exist but no runner ever connects)."""
 
-    def __init__(self, fake: FakeProvider, log_dir: Path) -> None:
+    def __init__(self, fake: FakeProvider, log_dir: Path, *, boot: bool = True) -> None:
         self.fake = fake
         self.log_dir = log_dir
+        self.boot = boot
         self.runners: dict[str, subprocess.Popen[bytes]] = {}
 
     async def info(self) -> ProviderInfo:
@@ -54,7 +64,7 @@ class RunningProvider:
 
     async def create(self, request: CreateRequest) -> Created | Refusal:
         result = await self.fake.create(request)
-        if isinstance(result, Created) and request.runner_name not in self.runners:
+        if self.boot and isinstance(result, Created) and request.runner_name not in self.runners:
             log = (self.log_dir / f"{request.runner_name}.log").open("wb")
             self.runners[request.runner_name] = subprocess.Popen(
                 [sys.executable, "-m", "rungar.cli.fake_runner"],
@@ -112,13 +122,16 @@ class DaemonWorld:
         relative_paths: bool = False,
         cwd: Path | None = None,
         open_files: int = 0,
+        boot_runners: bool = True,
     ):
         self.root = root
         # Write every path in rungar.yaml and scale_sets.yaml relative to root, and start the
         # daemon in ``cwd``: the files must mean the same wherever the daemon starts.
         self.relative_paths = relative_paths
         self.cwd = cwd
-        self.providers = {n: RunningProvider(p, root) for n, p in providers.items()}
+        self.providers = {
+            n: RunningProvider(p, root, boot=boot_runners) for n, p in providers.items()
+        }
         self.servers: list[ProviderServer] = []
         self.metrics_port = free_port() if metrics else 0
         self.webhook_port = free_port() if webhook_secret else 0
@@ -213,7 +226,7 @@ class DaemonWorld:
             except OSError:
                 if loop.time() > end:
                     raise AssertionError(f"nothing listens on 127.0.0.1:{port}") from None
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(POLL_SECONDS)
                 continue
             writer.close()
             await writer.wait_closed()
@@ -241,11 +254,17 @@ class DaemonWorld:
         )
 
     async def status(self) -> dict[str, Any] | None:
-        done = await self.rungar("status", "--json")
-        if done.returncode != 0:
+        """What ``rungar status --json`` prints, asked in-process; None when nobody answers."""
+        try:
+            async with AdminClient(self.socket) as client:
+                return await client.status()
+        except DaemonUnreachable:
             return None
-        document: dict[str, Any] = json.loads(done.stdout)
-        return document
+
+    async def reconcile(self) -> list[str]:
+        """One reconcile pass now, as ``rungar reconcile`` asks for it; returns when it ran."""
+        async with AdminClient(self.socket) as client:
+            return await client.reconcile([])
 
     async def wait_for(self, check: Any, what: str, seconds: float) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
@@ -256,7 +275,7 @@ class DaemonWorld:
             if check(last):
                 assert last is not None
                 return last
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(POLL_SECONDS)
         raise AssertionError(f"timed out waiting for {what}; last status: {last}")
 
     async def queue_job(self, **spec: Any) -> dict[str, Any]:
@@ -290,7 +309,7 @@ class DaemonWorld:
             last = await self.scrape()
             if check(last):
                 return last
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(POLL_SECONDS)
         shown = {
             k: v for k, v in last.items() if not k.split("{")[0].endswith(("_bucket", "_created"))
         }

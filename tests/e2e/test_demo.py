@@ -2,19 +2,22 @@
 and what each host learnt.
 
 The whole loopback world runs: the GitHub emulator, three `runnerd serve` processes whose
-runners are real `rungar fake-runner` processes, AWS on moto's server, and the daemon.
+runners are real `rungar fake-runner` processes, AWS on moto's server, and the daemon. It runs
+for about half a minute of wall clock, so only `make test-long` runs it.
 """
 
 from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from rungar.demo.placement_story import timelines
 from rungar.demo.scenario import Burst, run_demo
 
 
+@pytest.mark.long
 async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hold() -> None:
     console = Console(file=io.StringIO(), width=132)
     summary = await run_demo(console, burst=Burst(), live=False)
@@ -28,6 +31,7 @@ async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hol
     assert sum(h.jobs for h in summary.learning) > 0
     assert not any(h.conclusions["cancelled"] for h in summary.learning)
     assert sum(h.predicted for h in summary.learning) > 0
+    # why the ignore[attr-defined] below: the Console's file is the StringIO given above
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "rungar demo: what happened" in out
 

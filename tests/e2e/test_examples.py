@@ -3,7 +3,8 @@
 Each example's scale_sets.yaml is rendered the way the demo renders it and checked with
 ``rungar validate``; then it runs for real on loopback (GitHub emulator, runnerd processes,
 moto's server, the GCE fake, the daemon) with a small burst of jobs, and the test checks that
-every job finished and that the runners landed where the README says they do.
+every job finished and that the runners landed where the README says they do. Each run takes
+10 to 30 seconds of wall clock: the default run runs the first example, ``make test-long`` all.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ async def test_01_one_host_runs_every_job_and_refuses_past_its_slots() -> None:
     assert (host.host, dict(host.conclusions)) == ("host1", {"succeeded": 5})
 
 
+@pytest.mark.long
 @pytest.mark.timeout(90)
 async def test_02_a_full_host_is_held_for_the_large_size_until_it_has_room() -> None:
     outcome = await run("02-sizes-with-priority")
@@ -84,6 +86,7 @@ async def test_02_a_full_host_is_held_for_the_large_size_until_it_has_room() -> 
     assert any(h.endswith("for rungar-c8-m16") for h in outcome.summary.holds)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(90)
 async def test_03_the_hosts_fill_first_and_aws_takes_the_overflow() -> None:
     outcome = await run("03-hosts-then-cloud")
@@ -95,6 +98,7 @@ async def test_03_the_hosts_fill_first_and_aws_takes_the_overflow() -> None:
     assert len(machines) == ci["aws"] and not any(m.spot for m in machines)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(90)
 async def test_04_gcp_rotates_zones_and_a_zone_out_of_stock_passes_to_the_next() -> None:
     outcome = await run("04-gcp-zones-spot")
@@ -111,6 +115,7 @@ async def test_04_gcp_rotates_zones_and_a_zone_out_of_stock_passes_to_the_next()
     assert not outcome.summary.refusals, "a zone out of stock is the provider's to pass over"
 
 
+@pytest.mark.long
 @pytest.mark.timeout(90)
 async def test_05_spot_is_tried_first_and_on_demand_takes_what_spot_refuses() -> None:
     outcome = await run("05-aws-spot-fallback")

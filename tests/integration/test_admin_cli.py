@@ -298,6 +298,7 @@ async def test_runners_rm_reports_each_and_fails_if_any_failed(
 ) -> None:
     await daemon.demand(2)
     first, second = daemon.runner_names()
+    # why the ignore[union-attr] below: the runner was just created: get() finds it
     provider = daemon.engine.runners.get(first).provider  # type: ignore[union-attr]
     assert await daemon.cli("runners", "rm", first, "ghost") == 1
     out, err = outputs(capsys)

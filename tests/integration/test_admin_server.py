@@ -12,6 +12,7 @@ import socket
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,13 +152,19 @@ async def test_events_follow_applies_the_filters_to_live_events(
     log = control.engine.events
     async with AdminClient(server.path) as client:
         stream = client.events(scale_set="macos", follow=True)
-        reading = asyncio.ensure_future(stream.__anext__())
-        await asyncio.sleep(0.05)
+        first = asyncio.ensure_future(stream.__anext__())
+        while not first.done():  # until the server follows: what comes next is live
+            log.record("scale_set", "macos", "resumed", scale_set="macos")
+            await asyncio.wait({first}, timeout=0.01)
         log.record("scale_set", "linux", "paused", scale_set="linux")
         log.record("scale_set", "macos", "paused", scale_set="macos")
-        event = await asyncio.wait_for(reading, 5)
+        live: list[dict[str, Any]] = []
+        while not live or live[-1]["action"] != "paused":
+            live.append(await asyncio.wait_for(stream.__anext__(), 5))
         await stream.aclose()
-    assert (event["name"], event["action"]) == ("macos", "paused")
+    # Checked to fail with the follower's filter left out: linux's pause arrives first.
+    assert first.result()["name"] == "macos"
+    assert {e["name"] for e in live} == {"macos"}, live
 
 
 async def test_a_follower_that_falls_behind_is_cut_off(short_dir: Path) -> None:

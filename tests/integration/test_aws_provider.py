@@ -208,6 +208,7 @@ def world(aws_env: str, image: str) -> Iterator[World]:
     clock = JumpingClock()
     provider = open_aws_provider(settings, clock)
     faults = Ec2Faults()
+    # why the ignore[attr-defined] below: reaches into the AWS provider's client
     client = provider._api.client  # type: ignore[attr-defined]
     faults.install(client)
     yield World(provider, faults, subnets, image, ec2, clock)

@@ -1,17 +1,34 @@
-"""A crash at any moment, then a restart: no duplicate machine, and after one reconcile pass
-no leaked machine (issue 4, item 5).
+"""A crash at any outside call, then a restart: no duplicate machine, and after one reconcile
+pass no leaked machine and no unsettled create intent.
 
-The crash is a BaseException raised at a random call into the outside world (GitHub or a
-provider), before or after that call took effect, so nothing in the engine can clean up after
-it — the in-memory state is simply dropped, as by ``kill -9``. The outside world (the fake
-GitHub, the providers, the SQLite file) survives, and a new engine starts from it. The
-subprocess version, with a real ``kill -9`` of ``rungar serve``, is in tests/e2e.
+Each trial first runs its scenario once without a crash to learn the sequence of calls the
+engine makes into the outside world (GitHub and the providers), then picks one of those calls
+and runs the scenario again, crashing the engine there, before or after the call took effect.
+
+The crash cannot be swallowed: at that moment the world dies for the engine. The call raises,
+and so does every later call into GitHub, a provider or the state database, from any task,
+whatever catches the first exception — exactly what ``kill -9`` leaves: effects up to the
+crash point, nothing after it. The engine's remaining tasks are then cancelled and it is
+dropped. The world (fake GitHub, providers, the SQLite file) survives and a new engine starts
+from it. Each trial records whether it crashed at the call it chose; the test fails unless at
+least 95 % did, and unless the trials together crashed before and after every kind of outside
+call. The same check with a real ``kill -9`` of ``rungar serve`` is in
+tests/e2e/test_daemon_kill.py.
+
+Negative controls: the same trials with a reconcile pass that never settles crash-left intents,
+or never adopts untracked machines, must be caught (checked: 60 trials with the blind store
+report 26 failures; with adoption removed, the trials that leave a machine untracked fail), and a
+crash aimed past the scenario's last call is counted as missed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import random
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,45 +47,60 @@ from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.reconcile import reconcile
 from rungar.model.machine import RefusalKind
-from rungar.store.sqlite import SqliteStore
+from rungar.store.sqlite import CreateIntent, SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
 from rungar.testing.fake_provider import GIB, FakeProvider
 
-TRIALS = int(os.environ.get("RUNGAR_CRASH_TRIALS", "150"))
+TRIALS = int(os.environ.get("RUNGAR_CRASH_TRIALS", "24"))  # each point of the 12 twice
 RUNNER = {"vcpus": 2, "memory": "4GiB"}
+GITHUB_CALLS = ("generate_jit_config", "remove_runner", "list_runners")
+PROVIDER_CALLS = ("create", "delete", "list")
+OUTSIDE_CALLS = GITHUB_CALLS + PROVIDER_CALLS
 
 
-class Crash(BaseException):
-    """The process died here."""
+class Crashed(BaseException):
+    """The process is dead: raised by every call into the world from the crash on."""
 
 
-class Chaos:
-    """Counts calls into the outside world and crashes at the chosen one."""
+class World:
+    """Counts the engine's calls into the outside world and kills the engine at the chosen one."""
 
-    def __init__(self, crash_at: int, after: bool) -> None:
-        self.calls = 0
-        self.crash_at = crash_at
+    def __init__(self, crash_at: int = 0, after: bool = False) -> None:
+        self.calls: list[str] = []
+        self.crash_at = crash_at  # 1-based index into ``calls``; 0: never
         self.after = after
-        self.crashed = False
+        self.dead = False
+        self.crashed_at: tuple[int, str, bool] | None = None
 
-    async def around(self, call: Any, *args: Any, **kwargs: Any) -> Any:
-        self.calls += 1
-        hit = self.calls == self.crash_at and not self.crashed
-        if hit and not self.after:
-            self.crashed = True
-            raise Crash
+    def check_alive(self) -> None:
+        if self.dead:
+            raise Crashed
+
+    def die(self, index: int, name: str) -> None:
+        self.dead = True
+        self.crashed_at = (index, name, self.after)
+        raise Crashed
+
+    async def around(self, name: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        self.check_alive()
+        self.calls.append(name)
+        index = len(self.calls)
+        if index == self.crash_at and not self.after:
+            self.die(index, name)
         result = await call(*args, **kwargs)
-        if hit:
-            self.crashed = True
-            raise Crash
+        self.check_alive()  # died while this call was in flight: its answer is never read
+        if index == self.crash_at:
+            self.die(index, name)
         return result
 
 
-class ChaosProxy:
-    def __init__(self, target: Any, chaos: Chaos, methods: set[str]) -> None:
+class OutsideProxy:
+    """GitHub or a provider as the engine sees it: every outside call goes through the world."""
+
+    def __init__(self, target: Any, world: World, methods: tuple[str, ...]) -> None:
         self._target = target
-        self._chaos = chaos
+        self._world = world
         self._methods = methods
 
     def __getattr__(self, name: str) -> Any:
@@ -77,9 +109,29 @@ class ChaosProxy:
             return attr
 
         async def wrapped(*args: Any, **kwargs: Any) -> Any:
-            return await self._chaos.around(attr, *args, **kwargs)
+            return await self._world.around(name, attr, *args, **kwargs)
 
         return wrapped
+
+
+class DyingStore(SqliteStore):
+    """The state database as a process sees it: unreachable once the process is dead."""
+
+    def __init__(self, path: Path, world: World) -> None:
+        self._world = world
+        super().__init__(path)
+
+    def __getattribute__(self, name: str) -> Any:
+        if not name.startswith("_") and object.__getattribute__(self, "_world").dead:
+            raise Crashed
+        return super().__getattribute__(name)
+
+
+class BlindStore(SqliteStore):
+    """A broken settle: the reconcile pass never sees the intents a crash left behind."""
+
+    def intents(self) -> list[CreateIntent]:
+        return []
 
 
 def config() -> ScaleSetsFile:
@@ -97,19 +149,35 @@ def config() -> ScaleSetsFile:
     return ScaleSetsFile(providers, (scale_set,), Timing(left_grace=0))
 
 
-def engine_for(tmp_path: Path, github: Any, providers: dict[str, Any], clock: FakeClock) -> Engine:
+def engine_for(store: SqliteStore, github: Any, providers: dict[str, Any], clock: Any) -> Engine:
     return Engine(
         config(),
         providers,
         github,
         clock=clock,
-        store=SqliteStore(tmp_path / "state.db"),
+        store=store,
         events=EventLog(clock),
         installation="gh-test",
     )
 
 
-async def one_trial(tmp_path: Path, seed: int) -> None:
+@dataclass
+class Trial:
+    seed: int
+    planned: str  # "<call> before|after"
+    crashed_at: tuple[int, str, bool] | None
+    crash_at: int
+    problems: list[str]
+
+    @property
+    def crashed_as_planned(self) -> bool:
+        return self.crashed_at is not None and self.crashed_at[0] == self.crash_at
+
+
+async def run_scenario(
+    seed: int, root: Path, world: World, store_type: type[SqliteStore] = SqliteStore
+) -> list[str]:
+    """One scenario with the given world; the problems found after a restart and one pass."""
     rng = random.Random(seed)
     clock = FakeClock()
     github = FakeGitHub()
@@ -119,53 +187,136 @@ async def one_trial(tmp_path: Path, seed: int) -> None:
     }
     if rng.random() < 0.3:
         real["a"].refuse(RefusalKind.FULL, count=rng.randint(1, 3), resource="memory")
-    chaos = Chaos(crash_at=rng.randint(1, 25), after=rng.random() < 0.5)
-    proxied_github = ChaosProxy(github, chaos, {"generate_jit_config", "remove_runner"})
-    proxied = {n: ChaosProxy(p, chaos, {"create", "delete"}) for n, p in real.items()}
-    first = engine_for(tmp_path, proxied_github, proxied, clock)
+    root.mkdir(parents=True, exist_ok=True)
+    db = root / "state.db"
+    first_store = DyingStore(db, world)
+    first = engine_for(
+        first_store,
+        OutsideProxy(github, world, GITHUB_CALLS),
+        {n: OutsideProxy(p, world, PROVIDER_CALLS) for n, p in real.items()},
+        clock,
+    )
     first.sets["linux"].id = await github.ensure_scale_set(first.sets["linux"].config)
-    try:
+
+    async def drive() -> None:
         first.on_demand("linux", rng.randint(1, 6))
         await first.drain_tasks()
         for _ in range(3):
+            world.check_alive()
             clock.advance(rng.choice([1, 20, 40]))
             await reconcile(first)
+            for runner in list(github.runners.values())[: rng.randint(0, 3)]:
+                github.start_runner(runner.name, busy=rng.random() < 0.5)
             first.on_demand("linux", rng.randint(0, 6))
             await first.drain_tasks()
-    except Crash:
-        pass
-    # kill -9: the first engine is dropped as it is; the world and the store remain.
-    second = engine_for(tmp_path, github, real, clock)
+
+    with contextlib.suppress(Crashed):
+        await drive()
+    # kill -9: whatever the engine still had running dies with it; the world remains.
+    for task in list(first._tasks):
+        task.cancel()
+    await asyncio.gather(*list(first._tasks), return_exceptions=True)
+    SqliteStore.close(first_store)
+
+    second_store = store_type(db)
+    second = engine_for(second_store, github, real, clock)
     second.sets["linux"].id = github.scale_sets["linux"]
     clock.advance(1)
     await reconcile(second)
     await second.drain_tasks()
+
+    problems = []
     machines = [m.name for p in real.values() for m in p.machines]
-    assert len(machines) == len(set(machines)), f"seed {seed}: a runner has two machines"
-    tracked = {r.name for r in second.runners}
-    leaked = set(machines) - tracked
-    assert not leaked, f"seed {seed}: machines nobody tracks after one pass: {leaked}"
-    assert second.fleet.provider_count("a") <= 3, f"seed {seed}: provider a over its limit"
-    assert second.store.intents() == [], f"seed {seed}: intents left unsettled"
+    if len(machines) != len(set(machines)):
+        problems.append(f"a runner has two machines: {sorted(machines)}")
+    leaked = set(machines) - {r.name for r in second.runners}
+    if leaked:
+        problems.append(f"machines nobody tracks after one pass: {sorted(leaked)}")
+    if second.fleet.provider_count("a") > 3:
+        problems.append("provider a over its limit")
+    unsettled = SqliteStore(db).intents()
+    if unsettled:
+        problems.append(f"intents left unsettled: {[i.runner for i in unsettled]}")
+    second_store.close()
+    return problems
 
 
-@pytest.mark.parametrize("seed", range(TRIALS))
-async def test_a_crash_at_any_moment_leaves_no_duplicate_and_no_leak(
-    tmp_path: Path, seed: int
+def choose_crash(seed: int, calls: list[str]) -> tuple[int, bool, str]:
+    """Trial ``seed`` aims at one kind of call (cycling through them, before then after), at a
+    random occurrence of it; a random call when this scenario never makes that kind."""
+    rng = random.Random(f"crash-{seed}")
+    kind = OUTSIDE_CALLS[seed % len(OUTSIDE_CALLS)]
+    after = (seed // len(OUTSIDE_CALLS)) % 2 == 1
+    at = [i + 1 for i, name in enumerate(calls) if name == kind] or list(range(1, len(calls) + 1))
+    crash_at = rng.choice(at)
+    return crash_at, after, f"{calls[crash_at - 1]} {'after' if after else 'before'}"
+
+
+async def plan_crash(tmp_path: Path, seed: int) -> tuple[int, bool, str]:
+    """Where trial ``seed`` crashes: one of the calls its scenario makes without a crash."""
+    dry = World()
+    problems = await run_scenario(seed, tmp_path / f"{seed}-dry", dry)
+    assert not problems, f"seed {seed}: without a crash: {problems}"
+    return choose_crash(seed, dry.calls)
+
+
+async def crash_trial(
+    tmp_path: Path, seed: int, plan: tuple[int, bool, str], store_type: type[SqliteStore]
+) -> Trial:
+    crash_at, after, planned = plan
+    world = World(crash_at, after)
+    problems = await run_scenario(seed, tmp_path / str(seed), world, store_type)
+    return Trial(seed, planned, world.crashed_at, crash_at, problems)
+
+
+async def run_trials(
+    tmp_path: Path, trials: int, store_type: type[SqliteStore] = SqliteStore
+) -> list[Trial]:
+    plans = [await plan_crash(tmp_path, seed) for seed in range(trials)]
+    return [await crash_trial(tmp_path, s, plans[s], store_type) for s in range(trials)]
+
+
+@pytest.mark.timeout(max(300, 2 * TRIALS))  # make test-long runs 2,000 trials
+async def test_a_crash_at_any_outside_call_leaves_no_duplicate_no_leak_and_no_intent(
+    tmp_path: Path,
 ) -> None:
-    await one_trial(tmp_path, seed)
+    results = await run_trials(tmp_path, TRIALS)
+
+    crashed = [t for t in results if t.crashed_as_planned]
+    assert len(crashed) >= 0.95 * len(results), (
+        f"only {len(crashed)} of {len(results)} trials crashed at their chosen call; "
+        f"missed: {[(t.seed, t.planned) for t in results if not t.crashed_as_planned][:10]}"
+    )
+    reached = Counter(t.planned for t in crashed)
+    every_point = {f"{call} {when}" for call in OUTSIDE_CALLS for when in ("before", "after")}
+    assert every_point <= set(reached), f"never crashed at: {sorted(every_point - set(reached))}"
+    failures = [(t.seed, t.planned, t.problems) for t in results if t.problems]
+    assert not failures, failures
 
 
-async def test_the_check_catches_a_daemon_that_does_not_adopt(
+async def test_the_trials_count_a_crash_that_did_not_happen_at_its_point(tmp_path: Path) -> None:
+    """If the crash never happens where it was aimed (here: never at all), the count says so."""
+    (trial,) = await run_trials(tmp_path, 1)
+    assert trial.crashed_as_planned
+    world = World(crash_at=10_000)
+    await run_scenario(0, tmp_path / "never", world)
+    missed = Trial(0, "never", world.crashed_at, 10_000, [])
+    assert not missed.crashed_as_planned
+
+
+async def test_the_check_catches_a_reconcile_pass_that_does_not_settle_intents(
+    tmp_path: Path,
+) -> None:
+    results = await run_trials(tmp_path, 12, store_type=BlindStore)
+    caught = [t for t in results if any("unsettled" in p for p in t.problems)]
+    assert len(caught) >= 3, [(t.seed, t.planned) for t in results]
+
+
+async def test_the_check_catches_a_reconcile_pass_that_does_not_adopt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    plans = [await plan_crash(tmp_path, seed) for seed in range(12)]
     monkeypatch.setattr(reconcile_module, "_adopt", lambda *args, **kwargs: None)
-    caught = 0
-    for seed in range(30):
-        trial = tmp_path / str(seed)
-        trial.mkdir()
-        try:
-            await one_trial(trial, seed)
-        except AssertionError:
-            caught += 1
-    assert caught > 0
+    results = [await crash_trial(tmp_path, s, plans[s], SqliteStore) for s in range(12)]
+    caught = [t for t in results if any("nobody tracks" in p for p in t.problems)]
+    assert len(caught) >= 3, [(t.seed, t.planned) for t in results]

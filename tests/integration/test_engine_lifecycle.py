@@ -290,12 +290,36 @@ async def test_a_busy_runners_stopped_machine_ends_it_when_no_conclusion_comes(
     assert world.providers["compute1"].removals[name].reason is RemovalReason.ENDED
 
 
-async def test_backoffs_and_holds_survive_a_restart(world: World) -> None:
+async def test_backoffs_and_holds_survive_a_restart(tmp_path: Path) -> None:
+    """A priority scale set finds its only provider full: the provider is backed off for it
+    and held for it against the lower priority one. A new engine on the same store keeps both
+    (checked to fail with the holds left out of ``SqliteStore.save_placement``)."""
+    big = ScaleSetConfig(
+        "big",
+        max_runners=2,
+        priority=10,
+        providers=(ScaleSetProvider("compute1", RUNNER),),
+        start_timeout=60,
+    )
+    cfg = config()
+    world = World(tmp_path, ScaleSetsFile(cfg.providers, (*cfg.scale_sets, big), cfg.timing))
+    await world.start()
     world.providers["compute1"].refuse(RefusalKind.FULL, resource="memory")
-    await world.demand(1)
+    for _ in range(2):  # refused, then nothing to try: the hold
+        world.engine.on_demand("big", 1)
+        await world.engine.drain_tasks()
+    now = world.clock.now()
+    hold = world.engine.fleet.hold_on("compute1", now)
+    assert hold is not None and hold.holder == "big"
     world.engine.save_placement()
+
     world.engine = world.new_engine()
-    assert world.engine.fleet.skip_reason("linux", "compute1", world.clock.now()) == "full"
+    fleet = world.engine.fleet
+    assert fleet.skip_reason("big", "compute1", now) == "full"
+    restored = fleet.hold_on("compute1", now)
+    assert restored is not None and (restored.holder, restored.priority) == ("big", 10)
+    assert restored.since == hold.since
+    assert "big" in (fleet.skip_reason("linux", "compute1", now) or "")
 
 
 async def test_a_machine_listed_by_two_providers_belongs_to_the_one_that_made_it(

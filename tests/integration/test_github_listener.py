@@ -21,6 +21,7 @@ S = JobEventKind.STARTED
 C = JobEventKind.COMPLETED
 
 
+# why the ignore[no-untyped-def] below: emu is the emulator fixture, untyped in these tests
 def _run_job(emu, scale_set_id: int, name: str, job_id: str, result: str = "Succeeded") -> None:  # type: ignore[no-untyped-def]
     runner = emu.state.register_runner(scale_set_id, name)
     emu.state.connect(runner)
@@ -75,6 +76,7 @@ async def test_legacy_mode_acquires_available_jobs_with_the_message_queue_token(
     ):
         job = emu.state.queue_job(JOB)
         await eventually(lambda: rec.kinds(job.job_id) == [A], what="JobAssigned after acquiring")
+        # why the ignore[union-attr] below: a listener that acquired a job has a session
         session = lis.session.session  # type: ignore[union-attr]
         assert session is not None
     acquires = [r for r in emu.state.requests if r["route"] == "A12"]
@@ -306,6 +308,7 @@ async def test_the_listen_stream_yields_demand_and_jobs_and_closing_it_deletes_t
             seen.append(await anext(stream))
         event = next(e for e in seen if isinstance(e, JobEvent))
         assert event.job_id == job.job_id and event.kind is A
+        # why the ignore[attr-defined] below: typed as an iterator, it is an async generator
         await stream.aclose()  # type: ignore[attr-defined]
         assert not gh.listeners
     assert emu.state.requests[-1]["route"] == "A10"

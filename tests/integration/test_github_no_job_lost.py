@@ -1,68 +1,74 @@
-"""Acceptance: against the emulator, with faults injected everywhere, every job is run exactly once
-and no surplus runner is registered (issue 5, "Done when")."""
+"""Acceptance: the engine against the emulator, with faults injected everywhere: every job is run
+exactly once and no surplus runner is registered."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
-from rungar.github.interface import Demand, JobEvent, JobEventKind
+from rungar.clock import SystemClock
+from rungar.config.model import ProviderConfig, ScaleSetsFile, Timing
+from rungar.engine.engine import Engine
+from rungar.engine.events import EventLog
+from rungar.engine.runloop import RunLoop
+from rungar.model.machine import Created, CreateRequest, MachineState, Refusal
+from rungar.store.sqlite import SqliteStore
+from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator import Fault, FaultKind, GitHubEmulator, JobSpec, JobState
-from rungar.testing.github_emulator.harness import (
-    emulator,
-    eventually,
-    github,
-    running_listener,
-    scale_set,
-)
+from rungar.testing.github_emulator.harness import emulator, eventually, github, scale_set
 
 JOBS = 30
 MAX_RUNNERS = 6
 
 
-class MiniScaler:
-    """desired = min(max_runners, assigned); one registration per missing runner.
+class BootingProvider(FakeProvider):
+    """A provider whose machines run the fake runner in-process: connect, take one job, finish
+    it. Its machine then stops, as an ephemeral runner's does."""
 
-    A runner counts as live until its ``JobCompleted`` is seen: statistics are never older than
-    the events delivered with them, so a finished runner is not replaced on stale numbers.
-    """
-
-    def __init__(self, emu: GitHubEmulator, gh: object) -> None:
-        self.emu, self.gh = emu, gh
-        self.live: set[str] = set()
-        self.created = 0
+    def __init__(self, emu: GitHubEmulator) -> None:
+        super().__init__("p", vcpus=64, memory_bytes=128 * GIB)
+        self.emu = emu
         self.tasks: set[asyncio.Task[None]] = set()
-        self._lock = asyncio.Lock()
+        self.booted: set[str] = set()
 
-    async def on_demand(self, demand: Demand) -> None:
-        async with self._lock:
-            missing = min(MAX_RUNNERS, demand.assigned) - len(self.live)
-            for _ in range(max(0, missing)):
-                self.created += 1
-                name = f"linux-{self.created}"
-                runner_id, _ = await self.gh.generate_jit_config(demand.scale_set_id, name)  # type: ignore[attr-defined]
-                self.live.add(name)
-                task = asyncio.create_task(self._runner(runner_id, name))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+    async def create(self, request: CreateRequest) -> Created | Refusal:
+        result = await super().create(request)
+        if isinstance(result, Created) and request.runner_name not in self.booted:
+            self.booted.add(request.runner_name)
+            task = asyncio.create_task(self._runner(request.runner_name))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+        return result
 
-    async def on_job(self, event: JobEvent) -> None:
-        if event.kind is JobEventKind.COMPLETED and event.runner_name:
-            self.live.discard(event.runner_name)
-
-    async def _runner(self, runner_id: int, name: str) -> None:
-        """What the fake runner does, in-process: connect, take one job, finish it."""
+    async def _runner(self, name: str) -> None:
         state = self.emu.state
-        runner = state.runners[runner_id]
+        runner = next(r for r in state.runners.values() if r.name == name)
         state.connect(runner)
         while (job := state.take_job(runner)) is None:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.02)
         state.complete(job, "Succeeded")
+        self.set_state(name, MachineState.STOPPED)
 
 
-async def test_every_job_runs_once_and_no_surplus_runner_is_registered_despite_faults() -> None:
+async def test_every_job_runs_once_and_no_surplus_runner_is_registered_despite_faults(
+    tmp_path: Path,
+) -> None:
+    """The daemon's own engine and run loop, listening through the real client (checked to fail
+    with the demand doubled in ``Engine.on_demand``: the surplus runners never get a job)."""
     async with emulator(assignment_timeout=3600) as emu, github(emu) as gh:
-        scaler = MiniScaler(emu, gh)
+        provider = BootingProvider(emu)
+        config = scale_set(max_runners=MAX_RUNNERS)
+        clock = SystemClock()
+        engine = Engine(
+            ScaleSetsFile((ProviderConfig("p", "fake"),), (config,), Timing()),
+            {"p": provider},
+            gh,
+            clock=clock,
+            store=SqliteStore(tmp_path / "state.db"),
+            events=EventLog(clock),
+            installation="gh-test",
+        )
         plan = [
             Fault("A13", status=503, count=3, headers={"Retry-After": "1"}),
             Fault("MQ_GET", status=401),
@@ -73,21 +79,28 @@ async def test_every_job_runs_once_and_no_surplus_runner_is_registered_despite_f
         ]
         for fault in plan:
             emu.state.faults.add(fault)
-        async with running_listener(gh, scale_set(max_runners=MAX_RUNNERS), scaler) as lis:  # type: ignore[arg-type]
-            await eventually(lambda: lis.last_demand is not None, what="session")
+        loop = RunLoop(engine)
+        await loop.start()
+        try:
+            await eventually(lambda: config.name in gh.listeners, what="session")
             for i in range(JOBS):
                 emu.state.queue_job(JobSpec(labels=("self-hosted", "rungar"), name=f"job-{i}"))
                 if i == JOBS // 2:
-                    emu.state.evict_session(lis.scale_set_id)
+                    emu.state.evict_session(engine.sets[config.name].id)
             await eventually(
                 lambda: all(j.state is JobState.COMPLETED for j in emu.state.jobs.values()),
                 timeout=30,
                 what="every job completed",
             )
-            await eventually(lambda: not scaler.tasks, what="every runner finished")
+            await eventually(lambda: not provider.tasks, what="every runner finished")
+        finally:
+            await loop.stop()
+            await engine.drain_tasks()
+            for task in provider.tasks:
+                task.cancel()
     assert {j.result for j in emu.state.jobs.values()} == {"Succeeded"}
     assert all(j.reassignments == 0 for j in emu.state.jobs.values())
     assert emu.state.runners_created == JOBS  # one registration per job: no surplus
-    assert not emu.state.runners  # every ephemeral runner is gone
+    assert provider.created == JOBS
     per_runner = gh.counter.total / emu.state.runners_created
     assert per_runner < 10, f"{per_runner:.1f} GitHub calls per runner"

@@ -8,7 +8,6 @@ server logs each call once, never with the JIT config.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -145,10 +144,9 @@ async def test_every_other_call_crosses_the_wire(
 
 async def test_nothing_listening_is_no_answer(tmp_path: Path) -> None:
     client = GrpcProvider("gone", f"unix://{tmp_path}/nobody.sock", timeout=5)
-    started = time.monotonic()
-    with pytest.raises(ProviderUnavailable, match="gone did not answer"):
+    with pytest.raises(ProviderUnavailable, match="gone did not answer") as caught:
         await client.list({})
-    assert time.monotonic() - started < 4  # fails fast, not at the deadline
+    assert "deadline" not in str(caught.value).lower(), "fails at once, not at the deadline"
     await client.close()
 
 
@@ -166,14 +164,14 @@ async def test_a_call_past_its_deadline_is_no_answer(tmp_path: Path) -> None:
 async def test_a_create_is_bounded_by_the_start_timeout_budget(tmp_path: Path) -> None:
     server = await _served(StuckProvider(), tmp_path)
     client = GrpcProvider("stuck", server.address, timeout=30)
-    started = time.monotonic()
     try:
-        with pytest.raises(ProviderUnavailable):
-            await client.create(request(), budget=0.2)
+        # Bounded by the budget, not by the 30 s timeout: past 10 s, TimeoutError fails it.
+        async with asyncio.timeout(10):
+            with pytest.raises(ProviderUnavailable, match=r"(?i)deadline"):
+                await client.create(request(), budget=0.2)
     finally:
         await client.close()
         await server.stop(None)
-    assert time.monotonic() - started < 5
 
 
 async def test_a_create_without_budget_left_is_not_sent(

@@ -51,6 +51,7 @@ class Pki:
         return f"{stem}.pem", f"{stem}.key"
 
     def client(self, **kwargs: object) -> ClientTls:
+        # why the ignore[arg-type] below: kwargs forwards issue()'s typed options
         cert, key = self.issue("rungar.client", **kwargs)  # type: ignore[arg-type]
         return ClientTls(self.ca_file, cert, key, SERVER_NAME)
 

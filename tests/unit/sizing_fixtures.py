@@ -56,12 +56,14 @@ def run(
 def series(
     n: int, peak: float, start: float = NOW - 20 * 86400, every: float = HOUR, **kw: object
 ) -> list[SizingRun]:
+    # why the ignore[arg-type] below: kw forwards run()'s typed keyword arguments
     return [run(start + i * every, peak, **kw) for i in range(n)]  # type: ignore[arg-type]
 
 
 def profile(
     name: str = "node", memory: float = 8, slots: int = 2, cpus: float = 8, **kw: object
 ) -> Profile:
+    # why the ignore[arg-type] below: kw forwards Profile's typed fields
     return Profile(name=name, cpus=cpus, memory=int(memory * G), slots=slots, **kw)  # type: ignore[arg-type]
 
 
@@ -81,6 +83,7 @@ def config(
     )
     return RunnerdConfig(
         host=host,
+        # why the ignore[arg-type] below: sizing forwards SizingConfig's typed fields
         sizing=SizingConfig(margin=Margin(15.0), **sizing),  # type: ignore[arg-type]
         profiles={p.name: p for p in profiles},
     )

@@ -14,14 +14,12 @@ import sys
 SDKS = ("google.cloud", "google.cloud.compute_v1", "boto3", "botocore")
 
 PROBE = """
-import contextlib, io, json, sys, time
-start = time.perf_counter()
+import contextlib, io, json, sys
 import rungar.cli.main as cli
-imported = time.perf_counter() - start
 with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
     cli.main(["--help"])
 {extra}
-print(json.dumps({{"seconds": imported, "loaded": [m for m in {sdks!r} if m in sys.modules]}}))
+print(json.dumps({{"loaded": [m for m in {sdks!r} if m in sys.modules]}}))
 """
 
 
@@ -34,11 +32,9 @@ def probe(extra: str = "") -> dict[str, object]:
     return result
 
 
-def test_rungar_help_imports_no_cloud_sdk_and_the_cli_imports_in_under_half_a_second() -> None:
-    result = probe()
-    assert result["loaded"] == []
-    seconds = result["seconds"]
-    assert isinstance(seconds, float) and seconds < 0.5
+def test_rungar_help_imports_no_cloud_sdk() -> None:
+    """How long ``rungar --help`` takes is checked in tests/integration/test_cli_startup.py."""
+    assert probe()["loaded"] == []
 
 
 def test_the_provider_modules_import_no_sdk_until_a_provider_is_opened() -> None:

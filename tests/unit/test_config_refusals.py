@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -98,15 +97,13 @@ def test_a_python_tag_on_a_key_is_refused() -> None:
     refused_with(text, "s.yaml:8:1: the tag !!python/name:os.system is not allowed here")
 
 
-def test_an_alias_expansion_bomb_is_refused_quickly() -> None:
+def test_an_alias_expansion_bomb_is_refused() -> None:
     lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
     for i in range(1, 10):
         prev = f"*a{i - 1}"
         lines.append(f"a{i}: &a{i} [{', '.join([prev] * 10)}]")
     text = VALID + "x-bomb:\n" + "\n".join("  " + line for line in lines) + "\n"
-    started = time.monotonic()
-    found = problems(text)
-    assert time.monotonic() - started < 5
+    found = problems(text)  # how quickly: benchmarks/, not here
     assert "s.yaml:1:1: more than 100000 nodes once aliases are expanded (an alias bomb?)" in found
 
 

@@ -72,7 +72,10 @@ async def test_a_wake_during_a_reconcile_pass_runs_another_pass(
         if len(passes) == 3:
             third.set()
 
+    slept = asyncio.Event()
+
     async def sleep_long(seconds: float) -> None:
+        slept.set()
         await asyncio.sleep(3600)
 
     engine: Any = SimpleNamespace(
@@ -85,7 +88,7 @@ async def test_a_wake_during_a_reconcile_pass_runs_another_pass(
     loop = RunLoop(engine)
     await loop.start()
     try:
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(slept.wait(), 5)  # waits on the event, not on the wall clock
         assert passes == [0, 1]  # the wake during the first pass ran a second, then it slept
         loop.wake()
         await asyncio.wait_for(third.wait(), 5)

@@ -56,7 +56,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     from rungar.cli.main import build_parser
 
     return {
-        "rungar": build_parser(),
+        "rungar": build_parser(full=True),
         "runnerd": runnerd_cli.parser(),
         "runnerctl": capture_parser(runnerctl.main),
     }

@@ -61,6 +61,7 @@ def test_an_app_with_a_broken_key_is_refused_at_load() -> None:
 
 
 def _transport(handler: object, clock: JumpingClock) -> Transport:
+    # why the ignore[arg-type] below: handler is a MockTransport handler
     return Transport(httpx.AsyncClient(transport=httpx.MockTransport(handler)), clock)  # type: ignore[arg-type]
 
 
@@ -71,7 +72,8 @@ async def test_concurrent_callers_share_one_installation_token_mint() -> None:
     async def handler(request: httpx.Request) -> httpx.Response:
         nonlocal mints
         mints += 1
-        await asyncio.sleep(0.01)  # let the other callers pile up behind the first
+        for _ in range(10):  # let the other callers pile up behind the first
+            await asyncio.sleep(0)
         return httpx.Response(
             201, json={"token": f"ghs_{mints}", "expires_at": _iso(clock.now() + 3600)}
         )

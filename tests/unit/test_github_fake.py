@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from rungar.clock import SystemClock
 from rungar.config.model import ScaleSetConfig, ScaleSetProvider
 from rungar.github.auth import PatAuth
@@ -14,10 +16,20 @@ CONFIG = ScaleSetConfig(
 )
 
 
-def test_both_implementations_satisfy_the_protocol() -> None:
+def test_both_implementations_have_every_method_of_the_protocol_with_its_parameters() -> None:
+    """mypy checks the assignments; this checks the same at run time (checked to fail with a
+    parameter of ``FakeGitHub.remove_runner`` renamed)."""
     fake: GitHub = FakeGitHub()
     real: GitHub = ScaleSetGitHub("http://127.0.0.1:1/octo", PatAuth("p"), SystemClock())
-    assert fake and real
+    methods = [
+        name for name, value in vars(GitHub).items() if callable(value) and not name.startswith("_")
+    ]
+    assert "generate_jit_config" in methods and "listen" in methods
+    for implementation in (fake, real):
+        for name in methods:
+            wanted = list(inspect.signature(getattr(GitHub, name)).parameters)[1:]
+            found = list(inspect.signature(getattr(implementation, name)).parameters)
+            assert found == wanted, (type(implementation).__name__, name, found)
 
 
 async def test_the_fake_registers_replaces_and_removes_runners_like_github() -> None:

@@ -52,6 +52,7 @@ def candidate(
         ),
     }
     fields.update(kw)
+    # why the ignore[arg-type] below: fields holds each field's typed value by name
     return Candidate(**fields)  # type: ignore[arg-type]
 
 
@@ -75,6 +76,7 @@ def runner(
         "used_at": used_at,
     }
     fields.update(kw)
+    # why the ignore[arg-type] below: fields holds each field's typed value by name
     return Running(**fields)  # type: ignore[arg-type]
 
 
@@ -194,6 +196,7 @@ def test_the_admission_record_reads_as_a_sentence() -> None:
 def host(
     total: float = 64, available: float = 31, held: float = 13, full: float = 0.0, **kw: object
 ) -> HostReading:
+    # why the ignore[arg-type] below: kw forwards HostReading's typed fields
     return HostReading(NOW - 1, int(total * G), int(available * G), full, int(held * G), **kw)  # type: ignore[arg-type]
 
 

@@ -103,7 +103,7 @@ def test_scale_down_spares_busy_runners_and_removes_outdated_first_then_oldest()
             True,
         ),
         (replace(IDLE, state=RunnerState.BUSY, revision="r0"), None, False),
-        (replace(IDLE, state=RunnerState.CREATING, created_at=NOW - 9999), None, False),
+        (replace(IDLE, state=RunnerState.LEAVING, created_at=NOW - 9999), None, False),
     ],
     ids=[
         "an_idle_runner_stays",
@@ -120,7 +120,7 @@ def test_scale_down_spares_busy_runners_and_removes_outdated_first_then_oldest()
         "a_busy_runner_past_max_age_is_forced_out",
         "a_busy_runner_offline_too_long_is_stuck",
         "a_busy_outdated_runner_waits_for_its_job",
-        "a_runner_being_created_is_left_alone",
+        "a_leaving_runner_is_left_alone",
     ],
 )
 def test_reconciliation_removes_only_what_can_no_longer_serve(

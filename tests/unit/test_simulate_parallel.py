@@ -114,6 +114,7 @@ def test_with_another_thread_running_the_rows_are_replayed_here(
 
     def recording(*args: object, **kwargs: object) -> ReplayResult:
         pids.append(os.getpid())
+        # why the ignore[arg-type] below: forwards replay()'s arguments unchanged
         return replay(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(parallel, "replay", recording)

@@ -79,6 +79,7 @@ def api_credentials(settings: GcpSettings) -> Any:
     Raises ``ConfigError`` naming the key when they cannot be had."""
     # google-auth ships partial annotations; these functions are untyped upstream.
     if settings.anonymous:
+        # why the ignore[no-untyped-call] below: untyped upstream (comment above)
         return AnonymousCredentials()  # type: ignore[no-untyped-call]
     try:
         if settings.credentials_file:
@@ -92,6 +93,7 @@ def api_credentials(settings: GcpSettings) -> Any:
         return source
     # The source only needs to mint the target's tokens (roles/iam.serviceAccountTokenCreator
     # on it); every Compute Engine call is then made as the target.
+    # why the ignore[no-untyped-call] below: untyped upstream in google-auth
     return impersonated_credentials.Credentials(  # type: ignore[no-untyped-call]
         source_credentials=source,
         target_principal=settings.impersonate_service_account,

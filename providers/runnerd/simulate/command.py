@@ -9,7 +9,7 @@ default. Predictions may read the 30 days before the window, as the daemon's wou
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from runnerd.admission import Limits, PredictionRules
 from runnerd.config import RunnerdConfig
@@ -80,9 +80,3 @@ def simulate(
     )
     text = render(results, len(jobs), request.memory_max, request.slice_cpus)
     return SimulateReport(len(jobs), results, text)
-
-
-def with_cpus(config: RunnerdConfig, cpus: float | None) -> RunnerdConfig:
-    if cpus is None:
-        return config
-    return replace(config, host=replace(config.host, cpus=cpus))

@@ -11,7 +11,6 @@ is marked ``!``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from rungar.model.units import format_bytes
 from runnerd.admission import Policy
@@ -21,13 +20,6 @@ HEADER = (
     "POLICY    SLOTS                   WAIT P50  WAIT P95  WAIT MAX      MEAN AT ONCE    PEAKS"
     "   UNDER  HELD    CPU CPU HELD"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    configured: Mapping[str, int]
-    candidate: Mapping[str, int]
-    candidate_fits_caps: bool
 
 
 def candidate_slots(

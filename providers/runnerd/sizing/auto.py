@@ -162,7 +162,7 @@ def _profile_change(
             reason=reason,
             old=current,
             new=new,
-            **extra,  # type: ignore[arg-type]
+            **extra,  # type: ignore[arg-type]  # extra holds the event's optional typed fields
         )
 
     taken_back = _take_back(look, profile, current, last, since, runs, history.running)

@@ -27,13 +27,14 @@ def scale_set(
         max_runners=max_runners,
         providers=(ScaleSetProvider("p"),),
         labels=labels,
-        **kw,  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]  # kw forwards the caller's typed options
     )
 
 
 def fast_options(**kw: object) -> EmulatorOptions:
     defaults: dict[str, object] = {"long_poll_seconds": 0.3, "session_idle_ttl": 2.0}
     defaults.update(kw)
+    # why the ignore[arg-type] below: defaults holds typed option values
     return EmulatorOptions(**defaults)  # type: ignore[arg-type]
 
 
@@ -52,7 +53,7 @@ async def github(
         auth or PatAuth("emulator-pat"),
         clock or InstantClock(),
         http=http_client(timeout=10.0),
-        **kw,  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]  # kw forwards the caller's typed options
     )
     try:
         yield gh
