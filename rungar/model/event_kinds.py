@@ -31,6 +31,13 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
     ("provider", "unreachable"): "it did not answer a call; nothing is placed on it",
     ("provider", "reachable"): "it answers again",
     ("provider", "held"): "a higher-priority scale set holds it (priority)",
+    ("provider", "crash_loop"): (
+        "a scale set's runner there ended before it ever connected; the scale set backs off "
+        "the provider (runner, runners in a row)"
+    ),
     ("scale_set", "paused"): "rungar scale-sets pause",
     ("scale_set", "resumed"): "rungar scale-sets resume",
+    ("scale_set", "min_runners_changed"): (
+        "its schedule moved the min_runners in force (from, to, window)"
+    ),
 }

@@ -54,7 +54,7 @@ from rungar.testing.fake_provider import GIB, FakeProvider
 
 TRIALS = int(os.environ.get("RUNGAR_CRASH_TRIALS", "24"))  # each point of the 12 twice
 RUNNER = {"vcpus": 2, "memory": "4GiB"}
-GITHUB_CALLS = ("generate_jit_config", "remove_runner", "list_runners")
+GITHUB_CALLS = ("generate_jit_config", "remove_runner", "list_all_runners")
 PROVIDER_CALLS = ("create", "delete", "list")
 OUTSIDE_CALLS = GITHUB_CALLS + PROVIDER_CALLS
 

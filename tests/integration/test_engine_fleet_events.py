@@ -153,7 +153,7 @@ def test_every_event_the_daemon_records_is_in_the_documented_catalogue() -> None
 
 
 def test_rungar_events_help_and_the_docs_list_every_kind_and_the_json_shape() -> None:
-    parser = build_parser()
+    parser = build_parser("events")
     subparsers = next(a for a in parser._actions if a.dest == "command")
     assert isinstance(subparsers.choices, dict)
     events_parser = subparsers.choices["events"]

@@ -38,7 +38,7 @@ def test_runs_on_is_the_label_or_a_flow_list_of_every_label() -> None:
 
 
 def test_the_completion_tree_has_every_command_and_their_subcommands_and_options() -> None:
-    words = tree(build_parser())
+    words = tree(build_parser(full=True))
     assert set(SUBCOMMANDS) <= set(words[""])
     assert {"ls", "inspect", "pause", "resume", "rm"} <= set(words["scale-sets"])
     assert "--json" in words["scale-sets ls"] and "--wait" in words["scale-sets pause"]
@@ -57,7 +57,7 @@ def test_bash_completes_commands_subcommands_and_options(
     line: str, expected: set[str], tmp_path: Path
 ) -> None:
     script = tmp_path / "rungar.bash"
-    script.write_text(bash_script(build_parser()))
+    script.write_text(bash_script(build_parser(full=True)))
     words = line.split(" ")
     program = (
         f"source {script}; COMP_WORDS=({' '.join(repr(w) for w in words)}); "
@@ -68,7 +68,7 @@ def test_bash_completes_commands_subcommands_and_options(
 
 
 def test_zsh_uses_the_bash_completion_and_fish_names_every_command() -> None:
-    parser = build_parser()
+    parser = build_parser(full=True)
     assert "bashcompinit" in zsh_script(parser) and "_rungar()" in zsh_script(parser)
     fish = fish_script(parser)
     for name in SUBCOMMANDS:
