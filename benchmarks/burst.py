@@ -1,4 +1,4 @@
-"""Benchmark: a burst of jobs assigned at once, through the real daemon engine (issue 4 §10).
+"""Benchmark: a burst of jobs assigned at once, through the real daemon engine.
 
 Each burst size runs in a fresh process (so its peak RSS is its own) that wires the daemon as
 ``rungar serve`` does: :class:`Engine` + :class:`RunLoop`, :class:`ScaleSetGitHub` over HTTP,

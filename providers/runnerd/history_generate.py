@@ -1,10 +1,10 @@
 """``runnerd history generate``: a realistic job history for tests, demos and benchmarks.
 
-Issue 7, item 5, after seed 000's own examples ("Sizing", "Try it first"): JVM builds whose peaks
-grow toward the room their cap gives them, node jobs from a linter to a bundle build, flaky and
-out-of-memory runs, cancelled ones, and pushes that queue a workflow's jobs together in daily
-waves (busy working hours, quiet nights and weekends). Starts follow a first-come queue per
-profile over its configured slots, so slot waits appear where the load peaks.
+Shaped after the examples of docs/admission.md ("Sizing", "Try it first: runnerd simulate"): JVM
+builds whose peaks grow toward the room their cap gives them, node jobs from a linter to a bundle
+build, flaky and out-of-memory runs, cancelled ones, and pushes that queue a workflow's jobs
+together in daily waves (busy working hours, quiet nights and weekends). Starts follow a first-come
+queue per profile over its configured slots, so slot waits appear where the load peaks.
 
 :func:`generate` is pure (a seeded ``random.Random``, ``until`` passed in); :func:`write_history`
 writes the rows through :class:`runnerd.history.History`'s writer API.
@@ -115,7 +115,7 @@ WORKFLOWS: tuple[Workflow, ...] = (
 
 def host_for(jobs: int, days: float) -> tuple[tuple[GeneratedProfile, ...], int]:
     """Profiles and a MemoryMax that keep up with ``jobs`` in ``days``: the 33G host of the
-    seed's example for up to about 70 jobs a day, and proportionally more slots beyond."""
+    documented example for up to about 70 jobs a day, and proportionally more slots beyond."""
     per_day = jobs / max(days, 1e-9)
     scale = max(1, math.ceil(per_day / 67 / 3.5))
     profiles = tuple(GeneratedProfile(p.name, p.memory, p.cpus, p.slots * scale) for p in PROFILES)
