@@ -50,7 +50,7 @@ RUNNER_VCPUS = 2
 RUNNER_MEMORY = 4 * 1024**3
 SLOW_LATENCY = 0.05
 SAMPLE_EVERY = 0.005
-# The emulator's route names (protocol spec §7.2) that are message-queue traffic, not REST.
+# The emulator's route names that are message-queue traffic, not REST.
 MQ_ROUTES = frozenset({"MQ_GET", "MQ_DELETE"})
 
 

@@ -178,7 +178,7 @@ def predict_memory(
 def memory_from_facts(
     job: JobFacts, profile: ProfileStats, cap: int, rules: PredictionRules, beside: bool = False
 ) -> tuple[int, str]:
-    """The memory tiers, in the seed's order (see the module docstring)."""
+    """The memory tiers, in the documented order (see the module docstring)."""
     if profile.runs < rules.min_jobs:
         return cap, f"its cap, as its profile has fewer than {rules.min_jobs} runs"
     if job.all_cancelled:
