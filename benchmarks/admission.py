@@ -1,5 +1,5 @@
 """runnerd admission: decisions per second with 200 running runners and a 100,000-job history,
-and the sampler's CPU cost per running runner (issue 6 §7).
+and the sampler's CPU cost per running runner.
 
 A decision is what a Create costs runnerd before the runtime: the runner's prediction from its
 scale set's queued jobs (three hints) and the pure admission decision over every running runner.

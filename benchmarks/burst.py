@@ -1,4 +1,4 @@
-"""Benchmark: a burst of jobs assigned at once, through the real daemon engine (issue 4 §10).
+"""Benchmark: a burst of jobs assigned at once, through the real daemon engine.
 
 Each burst size runs in a fresh process (so its peak RSS is its own) that wires the daemon as
 ``rungar serve`` does: :class:`Engine` + :class:`RunLoop`, :class:`ScaleSetGitHub` over HTTP,
@@ -50,7 +50,7 @@ RUNNER_VCPUS = 2
 RUNNER_MEMORY = 4 * 1024**3
 SLOW_LATENCY = 0.05
 SAMPLE_EVERY = 0.005
-# The emulator's route names (protocol spec §7.2) that are message-queue traffic, not REST.
+# The emulator's route names that are message-queue traffic, not REST.
 MQ_ROUTES = frozenset({"MQ_GET", "MQ_DELETE"})
 
 

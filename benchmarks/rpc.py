@@ -1,4 +1,4 @@
-"""Benchmark: a provider's create-or-refuse round trip over mTLS on loopback (issue 3 §8).
+"""Benchmark: a provider's create-or-refuse round trip over mTLS on loopback.
 
 A server process serves a no-op provider (it answers Created and Refused in turn) through the
 server kit, logging every call as JSON to /dev/null with the production log configuration

@@ -32,9 +32,9 @@ G = 1024**3
 DAY = 86400.0
 # The generated host keeps up with its jobs (480 CPUs for 100,000 jobs a month): a CPU budget
 # holds nothing back; at its busiest the running jobs average about 115 CPUs in all. At a fifth
-# of its CPUs the budget holds jobs back at the day's peaks, as the seed's 8-CPU example does
-# (cpu ×1: a p95 wait of about 10 minutes); at a fifteenth the queue for CPU grows all day
-# (waits of 15 hours, thousands of jobs waiting at once): the stress case.
+# of its CPUs the budget holds jobs back at the day's peaks, as the 8-CPU example of
+# docs/admission.md does (cpu ×1: a p95 wait of about 10 minutes); at a fifteenth the queue for
+# CPU grows all day (waits of 15 hours, thousands of jobs waiting at once): the stress case.
 SLICES = (("as generated", 1.0), ("contended", 1 / 5), ("overloaded", 1 / 15))
 
 

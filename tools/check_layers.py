@@ -1,4 +1,4 @@
-"""Import-layer check (STYLE.md): pure packages import no I/O; only rungar/rpc imports grpc.
+"""Import-layer check: pure packages import no I/O; only rungar/rpc imports grpc.
 
 Exit 1 listing every offending import.
 """

@@ -1,4 +1,4 @@
-"""runnerd: the host provider and its admission engine (seeds/000 "Admission and sizing").
+"""runnerd: the host provider and its admission engine (docs/admission.md).
 
 Layers, pure first: ``config`` (runnerd.toml), ``readers`` (cgroup v2, /proc parsers),
 ``admission`` (pure create-or-refuse), ``history`` (SQLite job history), ``runtime``

@@ -1,7 +1,7 @@
 """runnerctl's local API: HTTP/JSON on a unix socket (starlette + uvicorn).
 
-Seed 000, "The host's memory" (the host line beside the budget) and issue 6 (``runnerctl
-status``, ``watch``). Read-only: ``GET /status`` is the daemon's live view, ``GET /jobs/{id}``
+docs/admission.md, "The host's memory" (the host line beside the budget), for ``runnerctl
+status`` and ``watch``. Read-only: ``GET /status`` is the daemon's live view, ``GET /jobs/{id}``
 a job's record, ``GET /events?after=ID&wait=S`` the events after ``ID`` (``runnerctl
 events``). The socket is created 0600: runnerd's API is root-equivalent on its host.
 ``runnerctl job`` also works without the daemon by reading the history read-only.

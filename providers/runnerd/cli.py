@@ -1,6 +1,6 @@
 """``runnerd``: ``serve``, ``check-config``, ``doctor``, ``init``, ``simulate``, ``history``.
 
-Exit 2 for config and usage errors, 1 for runtime errors (STYLE.md).
+Exit 2 for config and usage errors, 1 for runtime errors, as every command of the project does.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Command lines for sizing, ``runnerd simulate`` and ``runnerd history generate``.
 
-Seed 000, "Sizing", "Auto sizing", "Try it first"; issue 7. Register with one line each:
-``add_runnerctl_commands(subparsers)`` in runnerctl (``sizing [--json]``, ``sizing apply
-PROFILE``, ``sizing undo PROFILE``) and ``add_runnerd_commands(subparsers)`` in runnerd
-(``simulate …``, ``history generate …``). Each parser sets ``func(args) -> int``.
+docs/admission.md, "Sizing", "Auto sizing", "Try it first: runnerd simulate". Register with one line
+each: ``add_runnerctl_commands(subparsers)`` in runnerctl (``sizing [--json]``, ``sizing apply
+PROFILE``, ``sizing undo PROFILE``) and ``add_runnerd_commands(subparsers)`` in runnerd (``simulate
+…``, ``history generate …``). Each parser sets ``func(args) -> int``.
 
 These read the config file and the history database read-only, so they work with or without
 the daemon; apply and undo write the config file in place and record the change in the

@@ -1,14 +1,15 @@
 """runnerd.toml: ``[host]``, ``[sizing]`` and ``[profiles.NAME]`` as frozen values.
 
-Seed 000, "Measured admission" (the keys and the config check) and "Configuration" as
-docs/reference/runnerd.md §9 lists it. Every timing constant of the seed is a key here with the
-seed's value as its default, so tests and demos can compress the clock.
+docs/admission.md, "Measured admission" (the keys and the config check), and every key of
+config/runnerd.example.toml. Every timing constant is a key here with the documented value as its
+default, so tests and demos can compress the clock.
 
-The check (:func:`check_budget`) is the seed's: under ``caps`` slots × memory of every profile
-with the mirror must fit the slice's MemoryMax; under ``measured`` one runner of each profile with
-the mirror must, and the slice must have a MemoryMax. A config that sets ``cpu_overcommit`` is
-refused when the slice's CPUs cannot be read. Problems name the file, line and key, all at once.
-Every relative path of ``[host]`` is relative to the folder of runnerd.toml (``HOST_PATHS``).
+The check (:func:`check_budget`) is the documented one: under ``caps`` slots × memory of every
+profile with the mirror must fit the slice's MemoryMax; under ``measured`` one runner of each
+profile with the mirror must, and the slice must have a MemoryMax. A config that sets
+``cpu_overcommit`` is refused when the slice's CPUs cannot be read. Problems name the file, line and
+key, all at once. Every relative path of ``[host]`` is relative to the folder of runnerd.toml
+(``HOST_PATHS``).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class HostConfig:
     disk_path: str = ""  # "" = state_dir
     disk_reserve: int = 10 * GiB
     disk_per_runner: int = 8 * GiB  # a profile's footprint when it sets no disk
-    # Timing (seconds), the seed's values by default.
+    # Timing (seconds), the documented values by default.
     sample_interval: float = 2.0
     exit_grace: float = 5.0  # a runner whose job completed may exit by itself before it is stopped
     holders_interval: float = 30.0
@@ -508,7 +509,7 @@ def check_budget(
     slice_cpus: float | None,
     text: str = "",
 ) -> None:
-    """The seed's config check against the slice; raises ``ConfigError`` and changes nothing."""
+    """The config check against the slice; raises ``ConfigError`` and changes nothing."""
     problems = Problems(config.file)
     lines = _Lines(text)
     host = config.host

@@ -1,4 +1,4 @@
-"""``runnerctl``: status, watch, job ID, jobs, sizing, doctor (seed 000; issue 6).
+"""``runnerctl``: status, watch, job ID, jobs, sizing, doctor (docs/runnerd.md).
 
 ``status`` and ``watch`` ask the daemon over its HTTP/JSON API on ``api_socket``. ``job`` reads
 the job history read-only, so it works without the daemon. ``doctor`` reads the host itself:

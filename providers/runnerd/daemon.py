@@ -1,6 +1,6 @@
 """Wiring: config → slice limits → runtime, history, provider, sampler; then serving.
 
-Issue 6, "runnerd serve": the provider protocol on a unix socket (plaintext there only) and,
+``runnerd serve``: the provider protocol on a unix socket (plaintext there only) and,
 with ``listen``, over TCP with TLS (mutual when ``tls_ca`` is set) or a bearer token over TLS;
 runnerctl's HTTP/JSON API on ``api_socket``; the sampler every ``sample_interval``; auto sizing
 at start and every 5 minutes, each change it writes taken up live by :meth:`Daemon.reconfigure`
@@ -71,7 +71,8 @@ def start_auto_sizing(
     daemon: Daemon, config_path: str, config_text: str
 ) -> asyncio.Task[None] | None:
     """Settle what a crash left of auto sizing (always), then look every 5 minutes while
-    ``[sizing] auto = true`` (seed 000, "Auto sizing"). Each change written is run with at once."""
+    ``[sizing] auto = true`` (docs/admission.md, "Auto sizing"). Each change written is run with at
+    once."""
     provider = daemon.provider
     clock = provider.clock
 

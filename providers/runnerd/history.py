@@ -1,4 +1,4 @@
-"""The job history: one SQLite database, WAL, one writer (seed 000; reference runnerd.md §4).
+"""The job history: one SQLite database, WAL, one writer (docs/admission.md).
 
 This docstring is the schema's one description; sizing and ``runnerd simulate`` read it too.
 

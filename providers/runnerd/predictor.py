@@ -1,12 +1,12 @@
 """The daemon's in-memory index of the job history, for predictions at thousands per second.
 
-Seed 000, "Measured admission"; reference runnerd.md §3.1 (``Predictor`` re-reads the history
-at most once a minute over 30 days). Runs are grouped by job key and by profile when loaded;
-a finished job is added as it finishes, so a re-read only catches what another writer added.
-The rules themselves are the pure functions of :mod:`runnerd.admission.predict`; each job's runs
-are a :class:`runnerd.admission.job_runs.JobRuns`, whose facts cost bisections, not a scan, and
-a job's last prediction is given again while its facts and the profile figures the rules read
-are unchanged.
+docs/admission.md, "Measured admission". ``Predictor`` re-reads the history at most once a minute
+over 30 days, so a prediction costs no database read. Runs are grouped by job key and by profile
+when loaded; a finished job is added as it finishes, so a re-read only catches what another writer
+added. The rules themselves are the pure functions of :mod:`runnerd.admission.predict`; each job's
+runs are a :class:`runnerd.admission.job_runs.JobRuns`, whose facts cost bisections, not a scan, and
+a job's last prediction is given again while its facts and the profile figures the rules read are
+unchanged.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""``RunnerdProvider``: the host provider behind the provider protocol (ARCHITECTURE §2).
+"""``RunnerdProvider``: the host provider behind the provider protocol (README, "Architecture").
 
-Seed 000 (admission), issue 6. Create resolves the runner's profile (``runner: {profile: node}``,
-else the profile named after its scale set; the profile's settings override the block's), asks
-the pure :func:`runnerd.admission.decide` with the latest readings, and starts the runner on its
-runtime, or refuses: FULL with the resource and the seed's sentence, INVALID for an unknown
-profile or a runner larger than the host. Creates are serialized so two admissions never take
-the same room. Sampling (every ``sample_interval``) lives in :mod:`runnerd.sampler`.
+docs/admission.md. Create resolves the runner's profile (``runner: {profile: node}``, else the
+profile named after its scale set; the profile's settings override the block's), asks the pure
+:func:`runnerd.admission.decide` with the latest readings, and starts the runner on its runtime, or
+refuses: FULL with the resource and a sentence saying what ran out, INVALID for an unknown profile
+or a runner larger than the host. Creates are serialized so two admissions never take the same room.
+Sampling (every ``sample_interval``) lives in :mod:`runnerd.sampler`.
 
 A runner's job is recorded when Rungar deletes the runner, with the conclusion its Delete
 carries (:mod:`runnerd.outcome`). A runner whose job completed gets ``exit_grace`` to exit by

@@ -1,7 +1,7 @@
 """What the kernel reports: cgroup v2 memory and CPU files, /proc/meminfo, PSI, big programs.
 
-Seed 000, "What a job's memory is" and "The host's memory". Parsers are pure functions of the
-file text (keys, never positions: the kernel adds keys); the readers below them only open files
+docs/admission.md, "What a job's memory is" and "The host's memory". Parsers are pure functions of
+the file text (keys, never positions: the kernel adds keys); the readers below them only open files
 under a root, so tests point them at fixture trees in the cgroup v2 format.
 
 - Job memory = memory.current − the file LRU lists (active_file + inactive_file): what the job

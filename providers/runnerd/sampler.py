@@ -1,6 +1,6 @@
-"""The sampler: every 2 s each running runner, the slice and the host (seed 000).
+"""The sampler: every 2 s each running runner, the slice and the host.
 
-Seed 000, "What a job's memory is" and "The host's memory": runners and the slice every
+docs/admission.md, "What a job's memory is" and "The host's memory": runners and the slice every
 ``sample_interval``; MemAvailable and /proc/pressure/memory on the same tick; the programs
 outside the slice holding 512M or more every ``holders_interval``. A runner whose process or
 container ended stops counting against the budget; its peak, average CPU, exit status and

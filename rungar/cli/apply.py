@@ -1,4 +1,4 @@
-"""``rungar apply FILE [--dry-run]``: change the running daemon's scale sets live (issue 4 item 6).
+"""``rungar apply FILE [--dry-run]``: change the running daemon's scale sets live (README).
 
 The file is checked here first, exactly as ``rungar validate`` does, so a broken file never
 reaches the daemon: its problems are printed ``FILE:LINE:COL: key.path: what is wrong`` and the

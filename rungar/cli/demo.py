@@ -4,7 +4,7 @@ It starts a GitHub emulator, three runnerd hosts with different memory budgets, 
 server for overflow, and the rungar daemon; queues a burst of jobs whose runners really
 allocate memory; shows ``rungar status`` live; and ends with a summary. ``--keep`` leaves it
 running for ``rungar status`` in another shell. ``--placement-only`` replays the Placement
-seed's two examples through the placement engine on a virtual clock instead.
+README's two placement examples through the placement engine on a virtual clock instead.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``rungar events [-f] [--scale-set S] [--provider P] [--since 1h|10:30|2026-09-28] [-n N]``.
 
-The daemon's kept events (rungar-go §2.2, §2.4), oldest first, one line each::
+The daemon's kept events (docs/events.md), oldest first, one line each::
 
     2026-09-28 10:16:40   Provider    compute2   Full   Full for runner ...: out of disk; ...
 

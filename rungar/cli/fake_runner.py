@@ -1,10 +1,10 @@
 """``rungar fake-runner``: what a real runner does with a JIT config, reduced to the protocol.
 
-It decodes the JIT config (``ACTIONS_RUNNER_INPUT_JITCONFIG`` as ARC passes it, or stdin,
-protocol spec §3.9), connects to the emulator named inside it (once: the config is single-use),
-waits for one job of its scale set, runs that job's workload for real (allocates and touches the
-memory, keeps the CPU cores busy, for the duration divided by the emulator's clock factor),
-reports the job's result, and exits 0. runnerd and ``make demo`` start it as a runner's command.
+It decodes the JIT config (``ACTIONS_RUNNER_INPUT_JITCONFIG`` as ARC passes it, or stdin), connects
+to the emulator named inside it (once: the config is single-use), waits for one job of its scale
+set, runs that job's workload for real (allocates and touches the memory, keeps the CPU cores busy,
+for the duration divided by the emulator's clock factor), reports the job's result, and exits 0.
+runnerd and ``make demo`` start it as a runner's command.
 """
 
 from __future__ import annotations

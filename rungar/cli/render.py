@@ -1,4 +1,4 @@
-"""Plain, column-aligned text for the CLI's tables and cells (rungar-go §2.2 "rungar status").
+"""Plain, column-aligned text for the CLI's tables and cells, as the README shows them.
 
 Output is plain text whether or not it goes to a terminal, so what a person reads is what a
 script greps. Cells are never wider than their content; columns are separated by two spaces

@@ -1,4 +1,4 @@
-"""``rungar runners ls [--scale-set S] [--provider P] [--json]|rm NAME...`` (rungar-go §2.2).
+"""``rungar runners ls [--scale-set S] [--provider P] [--json]|rm NAME...`` (README, "Commands").
 
 ``ls`` shows RUNNER SCALE SET PROVIDER STATE MACHINE GITHUB AGE JOB, as ``rungar status`` does.
 ``rm`` removes each runner the safe way round (registration, then machine) and prints

@@ -1,6 +1,6 @@
 """``rungar scale-sets ls|inspect NAME|pause NAME [--wait]|resume NAME|rm NAME [--wait]``.
 
-rungar-go §2.2: ``ls`` has the columns NAME STATUS ID GROUP RUNNERS ASSIGNED RUNNING IDLE, and
+``ls`` has the columns NAME STATUS ID GROUP RUNNERS ASSIGNED RUNNING IDLE, and
 shows as LEFTOVER a scale set no longer configured whose runners are still on the fleet.
 ``pause --wait`` prints a line each time the number of runners left changes and ends with
 ``X is paused, and no runner of it is left``; ``rm`` refuses while runners are busy unless

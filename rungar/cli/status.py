@@ -1,15 +1,15 @@
 """``rungar status [--json]``: the daemon, its scale sets, providers, skips and runners.
 
-The layout is rungar-go §2.2's ("rungar status layout"): a header block, then "Scale sets (N)"
+The layout (README, "Troubleshooting from `rungar status`"): a header block, then "Scale sets (N)"
 with a note line under the table for each scale set that is not plainly listening, "Providers
 (N)" followed by one line per unreachable provider and one per skip (the document's own
 "sentence"), "Runners (N)", and a closing count against what the scale sets allow.
 
-It reports what Rungar counts and the skips and holds it applies, never a provider's spare
-capacity: the words a person would read as such are not in it, and a test checks that.
-Exits 0 whatever it reports, and 1 only when the daemon cannot be asked (issue 4 item 7).
-``--wait-ready`` first waits until the daemon is ready (every scale set has its message session
-or waits for another daemon's), exiting 1 if ``--timeout`` passes first.
+It reports what Rungar counts and the skips and holds it applies, never a provider's spare capacity:
+the words a person would read as such are not in it, and a test checks that. Exits 0 whatever it
+reports, and 1 only when the daemon cannot be asked, so a script can tell the two apart.
+``--wait-ready`` first waits until the daemon is ready (every scale set has its message session or
+waits for another daemon's), exiting 1 if ``--timeout`` passes first.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ SCALE_SET_HEADERS = (
 )
 READY_POLL = 0.2  # seconds between two questions of --wait-ready: a local socket, cheap
 PROVIDER_HEADERS = ("PROVIDER", "TYPE", "STATUS", "RUNNERS")
-# The note for a status the daemon gave no sentence for (rungar-go §2.2 "status words").
+# The note for a status the daemon gave no sentence for.
 DEFAULT_NOTES = {
     "WAITING": "another message session holds the scale set; standing by until it ends",
     "UNREACHABLE": "GitHub does not answer; trying again for the message session",

@@ -1,8 +1,8 @@
 """``rungar validate FILE``: check a scale_sets.yaml without contacting anything.
 
 Prints ``FILE is valid: 3 providers, 2 scale sets`` and exits 0, or every problem on stderr as
-``FILE:LINE:COL: key.path: what is wrong`` and exits 2 (STYLE.md: 2 for configuration errors).
-``--json`` prints one JSON object on stdout instead, with the same exit codes.
+``FILE:LINE:COL: key.path: what is wrong`` and exits 2 (2 for configuration errors, as every
+command). ``--json`` prints one JSON object on stdout instead, with the same exit codes.
 
 FILE may also be the daemon's ``rungar.yaml`` (a mapping with a ``github:`` key): its settings
 are checked, then the scale_sets.yaml it names. ``--verbose`` prints every path either file

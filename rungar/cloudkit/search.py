@@ -1,4 +1,6 @@
-"""Creating a cloud machine by searching places × machine types (rungar-go §1.5, §1.6).
+"""Creating a cloud machine by searching places × machine types.
+
+docs/providers/gcp.md and docs/providers/aws.md, "What a create does".
 
 Both clouds walk places (zones, subnets) × machine types. Each failed request is read by the
 cloud's own error table (``rungar_gcp.errors``, ``rungar_aws.errors``) into one

@@ -1,6 +1,6 @@
 """Reading a cloud provider's settings and runner block: the checks both clouds make (pure).
 
-rungar-go §2.1: a provider's settings and each runner block are checked offline and every
+A provider's settings and each runner block are checked offline and every
 problem is reported at once, so each helper appends to a ``problems`` list and answers a usable
 value instead of raising. The cloud-specific rules (regions, disks, tags) stay in each
 provider's ``settings`` module.

@@ -1,4 +1,4 @@
-"""Loading scale_sets.yaml into :class:`rungar.config.model.ScaleSetsFile` (issue 2, item 2).
+"""Loading scale_sets.yaml into :class:`rungar.config.model.ScaleSetsFile` (docs/configuration.md).
 
 The file is read safely (:mod:`rungar.config.yaml_safe`), each value is checked against the
 schema (:mod:`rungar.config.schema`, :mod:`rungar.config.validate`), and then the rules between

@@ -1,4 +1,4 @@
-"""Laying a scale set's runner block over its provider's (rungar-go.md §1.5, "Runner-block merge").
+"""Laying a scale set's runner block over its provider's (docs/configuration.md).
 
 Mappings merge key by key at every depth; lists and scalars replace whole; ``null`` clears a key.
 A ``null`` left in the provider's own block (nothing under it to clear) is dropped too, so the

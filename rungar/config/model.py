@@ -1,7 +1,8 @@
 """The configuration Rungar runs from, as frozen values (scale_sets.yaml after validation).
 
-Durations are seconds (floats), sizes are bytes. Every timing constant of the seeds lives in
-:class:`Timing` with the seed's value as its default, so tests and demos can compress the clock.
+Durations are seconds (floats), sizes are bytes. Every timing constant lives in :class:`Timing` with
+its documented value (docs/configuration.md) as its default, so tests and demos can compress the
+clock.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ class Placement(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """Every duration of the seeds, in seconds; ``hold`` of ``None`` is 2 × reconcile_interval."""
+    """Every documented duration, in seconds; ``hold`` of ``None`` is 2 × reconcile_interval."""
 
     reconcile_interval: float = 30.0
     backoff_first: float = 15.0

@@ -1,4 +1,4 @@
-"""Config problems: where each one is, which key, and what is wrong (STYLE.md, "Config errors").
+"""Config problems: where each one is, which key, and what is wrong (``file:line:col: key: what``).
 
 Every check of scale_sets.yaml adds to one :class:`Problems` list instead of raising, so a user
 fixing a file sees all of it at once: ``scale_sets.yaml:14:5: scale_sets[2].max_runners: must be

@@ -1,7 +1,7 @@
 """The shape of scale_sets.yaml, declared once: the loader checks against it, and
 :func:`json_schema` renders it as the committed ``config/scale_sets.schema.json``.
 
-Rules and defaults follow rungar-go.md §2.1 and the Placement seed (004): ``weight`` positive and
+Rules and defaults (docs/configuration.md, "Rules between keys"): ``weight`` positive and
 finite, ``max_runners`` 1..10000, ``start_timeout`` at least 30 s, ``reconcile_interval`` at least
 5 s. Rules between two keys (``min_runners`` ≤ ``max_runners``, ``max_age`` ≥ ``start_timeout``,
 provider references) live in the loader and are stated in the descriptions here.

@@ -1,6 +1,6 @@
 """Reading scale_sets.yaml safely into a tree that remembers where every key and value was.
 
-Issue 2 asks that hostile or broken YAML be refused with a message, never a traceback: files over
+Hostile or broken YAML is refused with a message, never a traceback: files over
 1 MiB (checked before parsing), input that is not UTF-8, an empty file, tags other than the plain
 YAML ones (``!!python/object`` above all), duplicate keys, nesting deeper than 32 and alias
 expansion bombs. PyYAML's pure-Python ``SafeLoader`` composes the node graph (keeping marks); we

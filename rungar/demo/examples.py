@@ -1,4 +1,4 @@
-"""The numbered ``examples/``, each run for real on the demo's loopback world (issue 9, item 2).
+"""The numbered ``examples/``, each run for real on the demo's loopback world (README).
 
 An example is a folder holding a scale_sets.yaml (and a runnerd.toml when it has hosts) written
 as templates with the demo's placeholders, and the world it runs in: its hosts and their memory

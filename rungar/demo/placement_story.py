@@ -1,4 +1,5 @@
-"""The Placement seed's two examples, replayed through the placement engine on a virtual clock.
+"""Two placement examples (pack; priority), replayed through the placement engine on a virtual
+clock.
 
 ``pack``: compute1, compute2 and gcp; a runner goes to compute1 while it takes them, to compute2
 at once when compute1 refuses it for being full, then to gcp. ``priority``: rungar-c8-m16

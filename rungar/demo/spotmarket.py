@@ -2,7 +2,7 @@
 
 moto launches every Spot request it is given: it has no capacity to run out of. AWS answers a
 Spot launch it cannot fill with ``InsufficientInstanceCapacity``, which the aws provider turns
-into a FULL refusal (docs/reference/clouds.md). This proxy forwards every EC2 call to moto
+into a FULL refusal (docs/providers/aws.md, "Refusals"). This proxy forwards every EC2 call to moto
 unchanged, except a ``RunInstances`` for the Spot market while ``capacity`` Spot instances of
 ours already live: that one is answered as AWS would, so the refusal and the fallback it
 causes can be seen. The count is read from moto itself, so a terminated Spot instance frees

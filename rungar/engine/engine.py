@@ -6,7 +6,7 @@ a synchronous step, so concurrent creates never overshoot a limit (claims are ch
 taken in one step). Creates for different runners run in parallel, bounded by a semaphore,
 so a slow provider holds up only its own runner.
 
-Creating a runner follows the Placement seed: nothing is registered when no provider can be
+Creating a runner: nothing is registered when no provider can be
 tried; the runner is registered with GitHub once; its providers are tried in order; a refused
 create's leftover is deleted; when no provider takes it its registration is removed; the whole
 attempt is bounded by the scale set's ``start_timeout``. Each create's intent is written to the

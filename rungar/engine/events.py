@@ -1,7 +1,7 @@
 """The event log: JSONL on disk with retention by count and age, and a live feed for followers.
 
 One object per line: ``time, kind, name, action, scale_set, provider, message, attributes``
-(rungar-go §2.4). History only: never read back for decisions. No secret is ever written.
+(docs/events.md). History only: never read back for decisions. No secret is ever written.
 The file format and every ``(kind, action)`` in :data:`EVENT_ACTIONS` are stable, documented
 in docs/events.md and ``rungar events --help``; new actions and attributes may be added.
 """

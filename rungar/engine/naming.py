@@ -1,4 +1,4 @@
-"""Runner names and revisions (rungar-go §1.4, "createRunner").
+"""Runner names and revisions: one string names the machine, the runner and the host.
 
 A runner's name is ``<scale set>-<8 hex>``: the machine name, the runner name and the host name
 are the same string, so it must be a valid RFC 1123 label (≤ 63 characters).

@@ -1,4 +1,4 @@
-"""One reconcile pass (rungar-go §1.3 "reconcileFleet"; ARCHITECTURE §1), level-triggered.
+"""One reconcile pass (README, "Architecture"), level-triggered.
 
 1. List every provider by this installation's labels, in parallel. A provider that answers is
    reachable; one that does not is skipped by every scale set, and its runners are kept for

@@ -1,4 +1,4 @@
-"""Credentials and the admin connection chain (protocol spec §1.2–§1.5).
+"""Credentials and the admin connection chain (docs/github.md).
 
 Two credential modes end in the same place. A PAT is used as is. A GitHub App signs a JWT (RS256,
 ``iat`` backdated 60 s for clock skew, ``exp`` 9 minutes later) and trades it for an installation

@@ -1,4 +1,4 @@
-"""Every call of the scale-set protocol, one method each (protocol spec §2, §2.3).
+"""Every call of the scale-set protocol, one method each (docs/github.md, "Every call").
 
 ``ScaleSetClient`` knows the routes, the headers and what each status means; it does not decide
 what to do about a lost session or a deleted scale set (``session.MessageSession`` and
@@ -240,7 +240,7 @@ class ScaleSetClient:
         if r.status not in (200, 204, 400, 404):
             raise self._fail(r, "delete session")
 
-    # ---- the message queue (§2.3) and acquiring (A11, A12) ------------------------------------
+    # ---- the message queue and acquiring (A11, A12) ------------------------------------
 
     def _mq_headers(self, session: Session) -> dict[str, str]:
         return {

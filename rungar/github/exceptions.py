@@ -1,7 +1,7 @@
 """The GitHub answers that callers act on, as :class:`rungar.errors.GitHubError` subclasses.
 
 The Actions service names its failures with a .NET exception type in ``typeName``; clients match
-by substring (protocol spec §1.6, §3.10). Each class below is one such answer that changes what
+by substring (docs/github.md). Each class below is one such answer that changes what
 the caller does next; everything else stays a plain :class:`GitHubError` with its status.
 """
 

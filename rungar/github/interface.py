@@ -1,4 +1,4 @@
-"""The narrow face GitHub shows the daemon (ARCHITECTURE §1, §3): what a scale-set reconciler needs.
+"""The narrow face GitHub shows the daemon: what a scale-set reconciler needs.
 
 The engine depends on :class:`GitHub` only; :class:`rungar.github.service.ScaleSetGitHub` speaks
 the real protocol and :class:`rungar.testing.fake_github.FakeGitHub` is the hand-written fake for

@@ -1,4 +1,4 @@
-"""Which job messages are news: a pure de-duplication of the listener's job events (spec §4.3).
+"""Which job messages are news: a pure de-duplication of the listener's job events.
 
 Messages are redelivered until acked, a restart without a cursor replays them, and a job with no
 runner is re-assigned up to three times as ``JobAssigned`` → ``JobCompleted(canceled)``. The

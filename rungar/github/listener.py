@@ -1,19 +1,19 @@
 """A listener per scale set: the long poll that turns GitHub's messages into demand and job events.
 
-Protocol spec §4.2–§4.4 with the lessons of §6. Every GET carries ``X-ScaleSetMaxCapacity`` =
-``max_runners`` (0 while paused, ARC #3446). The statistics of the session and of every answer
-become a :class:`Demand`; on an empty poll the last one is re-asserted so the engine resyncs.
-A message is handled before it is acked (GARM's order, made safe by idempotence): ``JobAvailable``
-ids are acquired first (a failed acquire leaves the message unacked so it comes back), job events
-go through :class:`JobTracker`, the cursor is persisted, then the message is acked. A message at
-or below the persisted cursor is acked and skipped, so a restart neither replays nor loses.
-Handler errors are logged, never fatal (GARM PR #812). A deleted scale set is re-created, with its
-cursor starting over under the new id; any other failure (an error answer, an empty or garbled
-200) backs off and tries again, and after ``session_recreate_after`` failures in a row the
-session is deleted and opened anew. A message without statistics keeps the previous ones (read
-as zero they would scale runners down); a message of an unknown type is logged, skipped and left
-unacknowledged. Polls are never slowed by the REST rate-limit budget: the queue is not REST.
-The waits are :class:`GitHubTiming`; docs/github.md describes every case.
+docs/github.md, "Message sessions" and "The message queue". Every GET carries
+``X-ScaleSetMaxCapacity`` = ``max_runners`` (0 while paused, ARC #3446). The statistics of the
+session and of every answer become a :class:`Demand`; on an empty poll the last one is re-asserted
+so the engine resyncs. A message is handled before it is acked (GARM's order, made safe by
+idempotence): ``JobAvailable`` ids are acquired first (a failed acquire leaves the message unacked
+so it comes back), job events go through :class:`JobTracker`, the cursor is persisted, then the
+message is acked. A message at or below the persisted cursor is acked and skipped, so a restart
+neither replays nor loses. Handler errors are logged, never fatal (GARM PR #812). A deleted scale
+set is re-created, with its cursor starting over under the new id; any other failure (an error
+answer, an empty or garbled 200) backs off and tries again, and after ``session_recreate_after``
+failures in a row the session is deleted and opened anew. A message without statistics keeps the
+previous ones (read as zero they would scale runners down); a message of an unknown type is logged,
+skipped and left unacknowledged. Polls are never slowed by the REST rate-limit budget: the queue is
+not REST. The waits are :class:`GitHubTiming`; docs/github.md describes every case.
 """
 
 from __future__ import annotations

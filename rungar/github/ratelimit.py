@@ -1,4 +1,4 @@
-"""Rate-limit and retry arithmetic, pure (protocol spec §1.6, §7.5; seed 001 "API budget").
+"""Rate-limit and retry arithmetic, pure (docs/github.md, "Rate limits").
 
 GitHub's REST answers carry ``x-ratelimit-*`` headers. When the budget is spent, REST calls wait
 for the reset (at most 15 minutes); a reading whose reset time has passed is fresh budget. The

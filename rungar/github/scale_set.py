@@ -1,4 +1,4 @@
-"""Ensure a configured scale set exists on GitHub as configured (protocol spec §4.1, §3.2).
+"""Ensure a configured scale set exists on GitHub as configured (docs/github.md, "Scale sets").
 
 At start, after ``rungar apply``, and whenever GitHub says the scale set is gone (ARC #3205,
 #3935, PR #4571): find it by name in its runner group. When it is not there but the scale set

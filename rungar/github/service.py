@@ -1,7 +1,7 @@
 """``ScaleSetGitHub``: the real :class:`~rungar.github.interface.GitHub`, over the protocol.
 
 It wires the pieces together (target URL, credentials, the admin chain, one counted transport,
-a listener per scale set) and adds the JIT-name recovery of ARC (§4.5): when generate-jitconfig
+a listener per scale set) and adds the JIT-name recovery of ARC: when generate-jitconfig
 says the name is taken, a registration of the same scale set left by a crash is removed and the
 call retried; a name owned by another scale set is an error.
 """
@@ -117,7 +117,7 @@ class ScaleSetGitHub:
         return self._sessions
 
     async def aclose(self) -> None:
-        """Stop every listener (deleting its session, §4.6) before the HTTP client closes."""
+        """Stop every listener (deleting its session) before the HTTP client closes."""
         for listener in self.listeners.values():
             listener.stop()
         tasks = list(self._tasks.values())

@@ -1,6 +1,6 @@
 """One scale set's message session, kept alive through everything the service does to it.
 
-Protocol spec §4.2, §4.6 and the pain points of §6: a 409 on create means another (perhaps
+docs/github.md, "Message sessions": a 409 on create means another (perhaps
 crashed) listener still holds the session, so we stand by and retry with capped backoff for as
 long as it takes (GARM #700; ARC 0.9–0.13 crashed here). A 401 from the queue refreshes the
 session (A9) and retries once; a refresh that 404s, or a queue that 404s, means the service evicted
@@ -174,7 +174,7 @@ class MessageSession:
             )
 
     async def close(self) -> None:
-        """A10, best effort: a stale session left behind costs the next start 409s (§4.6)."""
+        """A10, best effort: a stale session left behind costs the next start 409s."""
         session, self.session = self.session, None
         if session is None:
             return

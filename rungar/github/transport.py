@@ -1,4 +1,4 @@
-"""The one door every GitHub HTTP call goes through: counting, retries, rate limits (spec §1.6).
+"""The one door every GitHub HTTP call goes through: counting, retries, rate limits.
 
 Retries follow go-retryablehttp as ARC and the scaleset library configure it: four retries,
 exponential 1–30 s, on connection errors, timeouts and 5xx except 501, ``Retry-After``

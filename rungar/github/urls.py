@@ -1,4 +1,4 @@
-"""From the configured GitHub URL to its scope and REST base (protocol spec §1.1).
+"""From the configured GitHub URL to its scope and REST base (docs/github.md).
 
 A single *config URL* says what Rungar registers runners for: ``https://github.com/ORG`` (an
 organization), ``https://github.com/ORG/REPO`` (a repository) or

@@ -1,4 +1,4 @@
-"""The ``workflow_job`` webhook receiver (protocol spec §5; ARCHITECTURE §6 "Webhook").
+"""The ``workflow_job`` webhook receiver (docs/github.md).
 
 Webhooks are a hint that wakes scale sets early; the listener's statistics stay the truth. So the
 receiver is strict and cheap: it refuses to start without a secret; refuses a body over the

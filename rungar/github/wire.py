@@ -1,4 +1,4 @@
-"""The JSON shapes of the scale-set protocol, parsed into frozen values (protocol spec §3).
+"""The JSON shapes of the scale-set protocol, parsed into frozen values (docs/github.md).
 
 Parsing is tolerant where GitHub is known to be sloppy: unknown fields are ignored, numbers may be
 missing, timestamps may be the zero value, ``runnerRequestId`` may be 0 (GARM PR #459), and a
@@ -58,7 +58,7 @@ def timestamp(value: Any) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Statistics:
-    """The scale set's counters as GitHub reports them (§3.5); ``assigned`` drives scaling."""
+    """The scale set's counters as GitHub reports them; ``assigned`` drives scaling."""
 
     available: int = 0
     acquired: int = 0
@@ -136,7 +136,7 @@ class ScaleSet:
 
 
 def scale_set_labels(name: str, extra: tuple[str, ...] | list[str]) -> list[dict[str, str]]:
-    """The create body's labels: the name first, extras de-duplicated, type System (§3.2)."""
+    """The create body's labels: the name first, extras de-duplicated, type System."""
     seen = {name.lower()}
     out = [{"name": name, "type": "System"}]
     for label in extra:
@@ -174,7 +174,7 @@ class Session:
 
 @dataclass(frozen=True, slots=True)
 class JobMessage:
-    """One element of a message body (§3.6). ``kind`` is the inner ``messageType``."""
+    """One element of a message body. ``kind`` is the inner ``messageType``."""
 
     kind: str
     job_id: str

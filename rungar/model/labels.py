@@ -1,4 +1,4 @@
-"""The labels every machine Rungar creates carries, so listings can be adopted (ARCHITECTURE §1)."""
+"""The labels every machine Rungar creates carries, so listings can be adopted."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ class MachineState(StrEnum):
 
 
 class RefusalKind(StrEnum):
-    """Why a provider would not create a runner (ARCHITECTURE §2)."""
+    """Why a provider would not create a runner (proto/rungar/provider/v1/provider.proto)."""
 
     FULL = "full"  # out of memory, CPU, disk, slots, quota, or stock: backoff and holds
     INVALID = "invalid"  # can never be created here: backoff, no hold

@@ -1,4 +1,4 @@
-"""The provider role every backend plays, in Python terms (ARCHITECTURE §2).
+"""The provider role every backend plays, in Python terms (proto/rungar/provider/v1/provider.proto).
 
 runnerd, the cloud providers and the scripted fake implement it and are served over gRPC by
 ``rungar.rpc.server.serve``; Rungar talks to each through ``rungar.rpc.client.GrpcProvider``,

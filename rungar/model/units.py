@@ -1,7 +1,7 @@
 """Sizes and durations as people write them: ``8GiB``, ``512M``, ``1.5G``, ``30s``, ``1h30m``.
 
 Sizes: a bare number is bytes; ``K/M/G/T`` and ``KiB/MiB/GiB/TiB`` are both powers of 1024
-(the seeds write ``6G`` and ``8GiB`` for the same thing); ``KB/MB/GB/TB`` are powers of 1000.
+(the docs write ``6G`` and ``8GiB`` for the same thing); ``KB/MB/GB/TB`` are powers of 1000.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def parse_bytes(value: object) -> int:
 
 
 def format_bytes(value: int) -> str:
-    """Shortest of ``512M``, ``1.25G``, ``30G`` the seeds use; powers of 1024."""
+    """Shortest of ``512M``, ``1.25G``, ``30G`` the docs use; powers of 1024."""
     if value < 0:
         return "-" + format_bytes(-value)
     for unit, power in (("T", 4), ("G", 3), ("M", 2), ("K", 1)):

@@ -1,7 +1,8 @@
 """Placement: which providers a scale set tries, in which order, and what holds it back.
 
-Pure decisions over :class:`Fleet` state (Placement seed; ARCHITECTURE §3). The try-in-order
-loop that calls providers lives in :mod:`rungar.placement.attempt`.
+Pure decisions over :class:`Fleet` state (README, "Architecture"; the ``placement`` key in
+docs/configuration.md). The try-in-order loop that calls providers lives in
+:mod:`rungar.placement.attempt`.
 """
 
 from rungar.placement.backoff import Backoff, backoff_wait

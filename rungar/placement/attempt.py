@@ -1,4 +1,4 @@
-"""Trying a scale set's providers in order until one creates the runner (Placement seed).
+"""Trying a scale set's providers in order until one creates the runner.
 
 This is the loop both the daemon's actuator and the simulation run. It decides nothing itself:
 the :class:`Fleet` orders, claims and records; the caller's callables talk to providers.

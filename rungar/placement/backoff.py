@@ -1,4 +1,4 @@
-"""Skip backoff per (scale set, provider): Placement seed, "Whatever the refusal…".
+"""Skip backoff per (scale set, provider) (docs/configuration.md, ``timing``).
 
 A refusal of either kind starts or extends a streak; the scale set skips the provider for
 ``first × 2^(n−1)`` capped at ``max`` (15 s doubling to 2 min by default). One runner created

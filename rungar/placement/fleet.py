@@ -6,7 +6,7 @@ created, a refusal, a provider that did not answer, machines listed or deleted โ
 which providers can this scale set try, in which order, and may it claim a place on one.
 
 Skip reasons, checked in this order, are user-facing sentences shared by logs, errors and
-``rungar status`` (Placement seed; rungar-go ยง1.6):
+``rungar status`` (README, "Troubleshooting from `rungar status`"):
 
 1. ``disabled``
 2. ``unreachable``

@@ -1,4 +1,4 @@
-"""Priority holds: Placement seed, "Priority".
+"""Priority holds (docs/configuration.md, ``priority``).
 
 A scale set that finds a provider full, and then has no provider left to try, keeps scale
 sets of strictly lower priority off that provider so the next room there is its own. The hold

@@ -1,4 +1,4 @@
-"""The order a scale set tries its providers in: Placement seed, "Trying providers in order".
+"""The order a scale set tries its providers in (docs/configuration.md, ``placement``).
 
 spread (default): fewest of this scale set's own runners ÷ weight first.
 pack: highest weight first. Ties keep the scale set's listed order in both (a stable sort).

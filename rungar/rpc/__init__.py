@@ -2,5 +2,6 @@
 
 ``client.GrpcProvider`` is the Provider role reached over the wire; ``server.serve`` serves any
 Provider; ``plugin`` starts local provider executables; ``settle`` settles unanswered creates;
-``convert`` is the one place protobuf messages become model values (ARCHITECTURE §2, §6).
+``convert`` is the one place protobuf messages become model values
+(proto/rungar/provider/v1/provider.proto).
 """

@@ -1,4 +1,4 @@
-"""``AdminClient``: the ``rungar.admin.v1.Admin`` service as plain async methods (issue 4 item 6).
+"""``AdminClient``: the ``rungar.admin.v1.Admin`` service as plain async methods.
 
 The CLI's only way to the daemon. Answers come back as JSON-able values (protobuf messages
 never leave ``rungar/rpc/``); failures come back as one error tree:

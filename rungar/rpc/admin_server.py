@@ -1,4 +1,4 @@
-"""The admin API served on the daemon's unix socket (issue 4 item 6; rungar-go §2.2, §2.4).
+"""The admin API served on the daemon's unix socket (README, "Commands").
 
 ``await serve_admin(control, socket_path)`` serves ``rungar.admin.v1.Admin`` for a
 :class:`~rungar.engine.control.Control` and returns an :class:`AdminServer` handle. Plaintext

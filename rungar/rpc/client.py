@@ -1,4 +1,4 @@
-"""``GrpcProvider``: the :class:`rungar.model.provider.Provider` role over gRPC (ARCHITECTURE §2).
+"""``GrpcProvider``: the :class:`rungar.model.provider.Provider` role over gRPC (the proto).
 
 One channel per provider, opened on first use and kept (gRPC reconnects it by itself, with a
 short backoff so a restarted provider is reconnected within a second). Every call carries

@@ -1,4 +1,4 @@
-"""Model values <-> ``rungar.provider.v1`` messages (ARCHITECTURE §2, STYLE "Types").
+"""Model values <-> ``rungar.provider.v1`` messages (proto/rungar/provider/v1/provider.proto).
 
 Protobuf messages never travel past ``rungar/rpc/``: the client converts answers into
 :mod:`rungar.model` values and the server converts requests back, here and only here.

@@ -3,9 +3,9 @@
 ``await serve(provider, address, tls=..., token=...)`` starts a grpc.aio server carrying
 ``rungar.provider.v1.Provider`` beside the standard ``grpc.health.v1.Health`` and reflection
 services, and returns a :class:`ProviderServer` handle to stop it. runnerd, the cloud providers
-and the scripted fake are all served this way (ARCHITECTURE §1, §2).
+and the scripted fake are all served this way (README, "Architecture").
 
-Security (ARCHITECTURE §6): plaintext only on ``unix://`` addresses (``serve`` refuses to start
+Security: plaintext only on ``unix://`` addresses (``serve`` refuses to start
 otherwise); TLS with ``client_ca_file`` requires client certificates (mTLS); a token is checked
 in constant time on every call but health checks, which tell nothing and serve probes. A TCP
 listener needs one of the two: TLS alone proves the server to its clients but lets anyone who

@@ -1,4 +1,4 @@
-"""Settling a create that got no answer (ARCHITECTURE §2, "nothing leaks").
+"""Settling a create that got no answer (so no machine leaks).
 
 When ``Create`` raises :class:`ProviderUnavailable`, the machine may or may not exist. Before
 anything else happens to the runner (trying another provider, removing its registration),

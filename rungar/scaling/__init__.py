@@ -1,4 +1,4 @@
-"""Scaling decisions, pure: how many runners, which to remove, and why (rungar-go §1.3)."""
+"""Scaling decisions, pure: how many runners, which to remove, and why (README, "Architecture")."""
 
 from rungar.scaling.decide import (
     Desired,

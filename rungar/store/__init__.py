@@ -1,4 +1,4 @@
-"""Rungar's state: what a provider listing cannot tell (ARCHITECTURE §1)."""
+"""Rungar's state: what a provider listing cannot tell (README, "Architecture")."""
 
 from rungar.store.sqlite import CreateIntent, SqliteStore
 

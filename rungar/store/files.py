@@ -1,4 +1,4 @@
-"""State files created private, whatever the umask (ARCHITECTURE §6).
+"""State files created private, whatever the umask (they may hold secrets).
 
 The state database and the event log name runners, providers and repositories; the event log
 may carry job names. They are created 0600, or 0640 where a group must read them, by an

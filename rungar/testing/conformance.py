@@ -1,12 +1,12 @@
 """The provider conformance kit: what every provider must do, as checks any test suite can run.
 
-Shipped in ``rungar.testing`` so runnerd, the cloud providers and third-party plugins all run
-the same checks (STYLE.md, after trio's ``check_*_stream``). Each ``check_*`` coroutine takes a
-:class:`~rungar.model.provider.Provider` (usually a ``GrpcProvider`` connected to the provider
-under test, so the wire is checked too) and raises :class:`ConformanceFailure` with a sentence
-saying what the protocol (ARCHITECTURE §2) expects and what the provider did. Each check cleans
-up what it created, and labels its machines with a fresh installation id so it only ever sees,
-and deletes, its own. :func:`check_provider` runs them all and reports every failure at once.
+Shipped in ``rungar.testing`` so runnerd, the cloud providers and third-party plugins all run the
+same checks (after trio's ``check_*_stream``). Each ``check_*`` coroutine takes a
+:class:`~rungar.model.provider.Provider` (usually a ``GrpcProvider`` connected to the provider under
+test, so the wire is checked too) and raises :class:`ConformanceFailure` with a sentence saying what
+the protocol (proto/rungar/provider/v1/provider.proto) expects and what the provider did. Each check
+cleans up what it created, and labels its machines with a fresh installation id so it only ever
+sees, and deletes, its own. :func:`check_provider` runs them all and reports every failure at once.
 
 The capacity checks fill the provider with ``capacity_runner`` until it refuses FULL (at most
 ``max_fill`` machines), so use a small provider, or skip them for a cloud with ``skip=``.

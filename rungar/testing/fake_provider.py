@@ -1,12 +1,13 @@
-"""``FakeProvider``: a scripted provider for simulations, tests and demos (ARCHITECTURE §3).
+"""``FakeProvider``: a scripted provider for simulations, tests and demos (README, "Architecture").
 
-A sync core (the ``*_now`` methods) holds machines in a room of vCPUs and memory (and
-optionally a maximum count) and answers create-or-refuse exactly as the protocol says
-(ARCHITECTURE §2): FULL with the resource that ran out and a human message, INVALID for a runner
-larger than the whole provider, Created (the same machine) for a repeat of a (runner name,
-request id) it already took. The async :class:`~rungar.model.provider.Provider` methods wrap
-the core, first waiting ``latency`` seconds on the injected :class:`~rungar.clock.Clock`
-(none by default), so the same fake serves engine tests, the demo and gRPC.
+A sync core (the ``*_now`` methods) holds machines in a room of vCPUs and memory (and optionally a
+maximum count) and answers create-or-refuse exactly as the protocol says
+(proto/rungar/provider/v1/provider.proto): FULL with the resource that ran out and a human message,
+INVALID for a runner larger than the whole provider, Created (the same machine) for a repeat of a
+(runner name, request id) it already took. The async :class:`~rungar.model.provider.Provider`
+methods wrap the core, first waiting ``latency`` seconds on the injected
+:class:`~rungar.clock.Clock` (none by default), so the same fake serves engine tests, the demo and
+gRPC.
 
 Faults are scripted for the next N calls or for every call: refusals of a chosen kind, no
 answer (optionally after creating the machine: an *uncertain* create), failing deletes and

@@ -1,4 +1,6 @@
-"""A local Compute Engine REST fake for the real google-cloud-compute client (clouds.md §2b).
+"""A local Compute Engine REST fake for the real google-cloud-compute client.
+
+docs/providers/gcp.md, "Testing offline".
 
 It answers the handful of routes the gcp provider uses, in GCE's proto-JSON shapes, on
 ``127.0.0.1`` (stdlib ``http.server`` in a thread, so the synchronous SDK can call it):
@@ -54,7 +56,7 @@ class GceFault:
     (the instance is created, the client is answered ``status`` anyway) or ``unavailable``
     (answered ``status`` before anything else, even for a request id seen before).
     ``http_status_in_operation=False`` leaves ``httpErrorStatusCode`` out of a failed
-    operation, which makes the SDK's ``result()`` report success (clouds.md §0).
+    operation, which makes the SDK's ``result()`` report success (see rungar_gcp.compute).
     """
 
     code: str

@@ -1,4 +1,4 @@
-"""A deterministic, seeded simulation of placement under faults (ARCHITECTURE §3).
+"""A deterministic, seeded simulation of placement under faults (README, "Architecture").
 
 Each seed builds a random fleet — providers with room in vCPUs and memory, weights and limits;
 scale sets with priorities, placements, runner sizes and limits — and then takes random steps
@@ -8,7 +8,7 @@ reasons of their own. After every step it checks the invariants:
 
 1. no scale set and no provider ever has more than its ``max_runners``;
 2. no create reaches a provider inside that scale set's backoff (checked against an independent
-   model of the seed's backoff rule) or while a higher priority holds it;
+   model of the documented backoff rule) or while a higher priority holds it;
 3. no runner is ever placed twice;
 4. a runner is not placed only when every provider of its scale set was skipped for a reason or
    refused it: none that had room and could be tried was passed over.

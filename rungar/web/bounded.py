@@ -1,7 +1,7 @@
 """A bounded HTTP/1.1 server for an ASGI app, on a thread and event loop of its own.
 
 Every listener of the daemon (the webhook receiver, ``/metrics``, dashboards to come) is built
-here, so each gets the same limits (ARCHITECTURE §6 "Every listener ... is bounded"):
+here, so each gets the same limits, so no client can hold one open or feed it without end:
 
 * **header timeout**: a request head must arrive whole within ``header_timeout`` of the
   connection (or of its first byte on a kept-alive connection); otherwise 408 and close. A

@@ -1,4 +1,4 @@
-"""The conformance kit against the scripted fake provider served over real gRPC (issue 3 §7).
+"""The conformance kit against the scripted fake provider served over real gRPC.
 
 Over a unix socket (plaintext), over loopback TCP with mTLS, and over loopback TCP with a
 bearer token: the kit must pass through every transport the protocol allows.

@@ -1,4 +1,4 @@
-"""Signed ``workflow_job`` deliveries through a running ``rungar serve`` (protocol spec §5).
+"""Signed ``workflow_job`` deliveries through a running ``rungar serve`` (docs/github.md).
 
 The emulator sends its deliveries over real HTTP to the daemon's receiver. What proves a
 delivery was taken is read from outside the process, as an operator would: the

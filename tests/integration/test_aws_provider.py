@@ -1,7 +1,7 @@
 """The aws provider with boto3 against moto's server on loopback, refusals injected.
 
-moto never refuses for capacity or quota and does not deduplicate ``ClientToken``
-(clouds.md §2a), so :class:`Ec2Faults` sits in the real client's event hooks: ``before-send``
+moto never refuses for capacity or quota and does not deduplicate ``ClientToken``,
+so :class:`Ec2Faults` sits in the real client's event hooks: ``before-send``
 answers a RunInstances with EC2's error XML (the real parser runs), and a small table of
 answered tokens emulates EC2's documented ClientToken contract. A "lost" answer lets moto
 launch the instance and then raises botocore's ``ReadTimeoutError`` to the caller.

@@ -1,4 +1,4 @@
-"""The daemon's bounded HTTP listener over real loopback sockets (ARCHITECTURE §6).
+"""The daemon's bounded HTTP listener over real loopback sockets.
 
 Each bound is tried as a hostile client would: a head that never ends, a body that never
 comes, a declared body past the cap, connections held open and idle, every slot busy. Each

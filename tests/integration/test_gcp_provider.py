@@ -174,7 +174,7 @@ async def test_refusals_from_either_plane_land_in_the_reference_kind(
 async def test_an_operation_error_without_http_status_is_still_a_refusal(
     provider: GcpProvider, fake: GceFake
 ) -> None:
-    # The SDK's result() would report success here (clouds.md §0, second trap).
+    # The SDK's result() would report success here (the second trap in rungar_gcp.compute).
     fault = GceFault("ZONE_RESOURCE_POOL_EXHAUSTED", times=99, http_status_in_operation=False)
     fake.inject(fault)
     result = await provider.create(request())

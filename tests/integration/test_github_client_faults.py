@@ -1,4 +1,4 @@
-"""The scale-set client against the emulator over real HTTP, one injected fault at a time (§7.5)."""
+"""The scale-set client against the emulator over real HTTP, one injected fault at a time."""
 
 from __future__ import annotations
 

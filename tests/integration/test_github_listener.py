@@ -1,5 +1,5 @@
 """The listener's semantics against the emulator over HTTP: demand, job events, and every way the
-service misbehaves (protocol spec §4.2–§4.6, §6, §7.6)."""
+service misbehaves."""
 
 from __future__ import annotations
 

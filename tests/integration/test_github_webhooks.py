@@ -1,4 +1,4 @@
-"""The emulator's signed webhooks reach Rungar's receiver over HTTP (protocol spec §5, §7.3)."""
+"""The emulator's signed webhooks reach Rungar's receiver over HTTP."""
 
 from __future__ import annotations
 

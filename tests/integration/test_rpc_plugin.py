@@ -1,4 +1,4 @@
-"""Local plugins started by Rungar (issue 3 §6): handshake, private socket, stop, restart.
+"""Local plugins started by Rungar: handshake, private socket, stop, restart.
 
 The plugin is a real executable: a Python script serving the scripted fake provider through
 ``serve_plugin``, started with this interpreter.

@@ -4,7 +4,7 @@ A runnerd that crashes is played by a real process: it starts a runner through i
 :class:`ProcessRuntime`, prints the runner's pid and is killed with SIGKILL, so nothing of it
 survives but what it wrote to its state directory and the runner, now nobody's child. A new
 runtime on the same state directory then adopts it. Each test runs under this machine's memory
-cgroup where one is writable (MACHINE-NOTES: cgroup v1 here) and with /proc sampling alone.
+cgroup where one is writable (not on cgroup v1) and with /proc sampling alone.
 """
 
 from __future__ import annotations

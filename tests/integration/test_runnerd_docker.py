@@ -1,6 +1,6 @@
 """The docker runtime against a small local fake of the Docker Engine API, on a unix socket.
 
-No container engine runs on this project's machines (MACHINE-NOTES), so the fake answers the
+A container engine is not assumed on the machine running the tests, so the fake answers the
 endpoints runnerd calls, as the Engine documents them, and keeps what it was asked.
 """
 

@@ -1,7 +1,7 @@
 """Real workloads under the process runtime: refused FULL for memory, admitted once one ends.
 
 The runners are real ``python -c`` processes. Where the machine has a writable memory cgroup
-(MACHINE-NOTES: cgroup v1 here) they run under a real cap and the kernel kills one past it;
+(not on cgroup v1) they run under a real cap and the kernel kills one past it;
 elsewhere runnerd samples /proc and kills it itself. Either way the history says it met its cap.
 """
 

@@ -1,4 +1,4 @@
-"""Apply, undo and auto sizing against real files and a real SQLite history (seed 000)."""
+"""Apply, undo and auto sizing against real files and a real SQLite history (docs/admission.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """admin.proto is the admin API's spec: it compiles with protoc alone, it has the calls the CLI
-uses, and every message, field, enum value and call in it is documented (issue 4 item 6)."""
+uses, and every message, field, enum value and call in it is documented."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every GCE code of the reference tables lands in its outcome (clouds.md §1.1, rungar-go §1.6)."""
+"""Every GCE code of docs/providers/gcp.md, "Refusals", lands in its outcome."""
 
 from __future__ import annotations
 

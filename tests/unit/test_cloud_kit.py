@@ -1,5 +1,5 @@
 """The shared cloud kit: the search order, resends of uncertain requests, final refusals,
-settings helpers and the provider process's settings file (rungar-go §1.6, §2.1).
+settings helpers and the provider process's settings file.
 
 The search is driven with the gcp provider's ``Attempt`` and ``Tried`` values."""
 

@@ -1,4 +1,4 @@
-"""The cloud SDKs are imported only when a cloud provider is opened (issue 8 §6, clouds.md §2c).
+"""The cloud SDKs are imported only when a cloud provider is opened.
 
 ``import google.cloud.compute_v1`` alone takes about a second; ``rungar --help`` and ``rungar
 status`` must never pay it. Each check runs in a fresh interpreter so nothing imported by

@@ -1,4 +1,4 @@
-"""Good scale_sets.yaml: the seed's examples, defaults, anchors, merge keys, runner merging."""
+"""Good scale_sets.yaml: the documented examples, defaults, anchors, merge keys, runner merging."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ providers:
     max_runners: 20
 """
 
-# The Placement seed (004), "Trying providers in order", verbatim.
+# Trying providers in order: one host first, then the cloud.
 SEED_PACK = """\
 scale_sets:
   - name: rungar-c4-m8
@@ -37,7 +37,7 @@ scale_sets:
       - { name: gcp, runner: { machine_type: e2-custom-4-8192 } }
 """
 
-# The Placement seed (004), "Priority", verbatim.
+# Priority between scale sets.
 SEED_PRIORITY = """\
 scale_sets:
   - name: rungar-c2-m4
@@ -53,7 +53,7 @@ scale_sets:
       - { name: compute2, runner: *c8-m16 }
 """
 
-# The Placement seed (004), "Limits", verbatim, with the project and zones gcp needs: no address
+# Limits, with the project and zones gcp needs: no address
 # or command, as gcp starts its shipped plugin.
 SEED_LIMIT = """\
 providers:

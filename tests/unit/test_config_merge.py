@@ -1,4 +1,4 @@
-"""Runner-block merging (rungar-go.md §1.5): mappings merge at every depth, the rest replaces."""
+"""Runner-block merging: mappings merge at every depth, the rest replaces."""
 
 from __future__ import annotations
 

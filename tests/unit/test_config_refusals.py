@@ -1,4 +1,4 @@
-"""Every refusal of issue 2 item 2: a ConfigError naming file, line, column and key path."""
+"""Every config refusal: a ConfigError naming file, line, column and key path."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """docs/benchmarks.md describes every benchmark script, and its figures match the scripts' own
-metric names (issue 9, item 3)."""
+metric names."""
 
 from __future__ import annotations
 

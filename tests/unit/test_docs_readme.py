@@ -1,4 +1,4 @@
-"""Every command the README shows exists (issue 9, item 4).
+"""Every command the README shows exists.
 
 A command is a line of a README code block whose first word is ``rungar``, ``runnerd``,
 ``runnerctl`` or ``make`` (after a ``$`` prompt, ``sudo``, environment assignments or a unit's

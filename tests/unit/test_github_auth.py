@@ -1,4 +1,4 @@
-"""App JWTs, installation tokens shared by concurrent callers, and the admin chain (spec §1)."""
+"""App JWTs, installation tokens shared by concurrent callers, and the admin chain."""
 
 from __future__ import annotations
 

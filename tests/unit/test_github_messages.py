@@ -1,4 +1,4 @@
-"""Message parsing (§3.4, §3.6) and the job tracker that keeps duplicates out (§4.3)."""
+"""Message parsing and the job tracker that keeps duplicates out."""
 
 from __future__ import annotations
 

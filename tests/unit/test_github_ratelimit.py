@@ -1,4 +1,4 @@
-"""Rate-limit and retry arithmetic (seed 001 "API budget"; protocol spec §1.6, §7.5)."""
+"""Rate-limit and retry arithmetic (docs/github.md, "Rate limits")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Config URL → scope and REST base (protocol spec §1.1)."""
+"""Config URL → scope and REST base (docs/github.md)."""
 
 from __future__ import annotations
 

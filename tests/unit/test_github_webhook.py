@@ -1,4 +1,4 @@
-"""The workflow_job receiver (§5): signature first, size cap, de-duplication, waking scale sets."""
+"""The workflow_job receiver: signature first, size cap, de-duplication, waking scale sets."""
 
 from __future__ import annotations
 

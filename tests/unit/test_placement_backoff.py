@@ -1,4 +1,4 @@
-"""Placement seed: "15 seconds, doubling each time in a row, up to 2 minutes"."""
+"""Skip backoff: 15 seconds, doubling each time in a row, up to 2 minutes."""
 
 from __future__ import annotations
 

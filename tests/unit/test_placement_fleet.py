@@ -1,4 +1,4 @@
-"""Every sentence of the Placement seed, as behaviour (rungar-go §3.6 names where they exist)."""
+"""Every placement rule, as behaviour: order, skips, backoff, holds and limits."""
 
 from __future__ import annotations
 

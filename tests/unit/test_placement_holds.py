@@ -1,4 +1,4 @@
-"""Placement seed, "Priority": holds placed by FULL refusals, renewed, lapsed and released."""
+"""Priority: holds placed by FULL refusals, renewed, lapsed and released."""
 
 from __future__ import annotations
 

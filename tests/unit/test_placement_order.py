@@ -1,4 +1,4 @@
-"""Placement seed, "Trying providers in order" and "Weights"."""
+"""Trying providers in order, and weights (docs/configuration.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The proto is the spec: it compiles with protoc alone, every element is documented, and the
-committed generated code is what it produces (issue 3 §1–2)."""
+committed generated code is what it produces."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Settling an unanswered create by asking again with the same key (ARCHITECTURE §2)."""
+"""Settling an unanswered create by asking again with the same key."""
 
 from __future__ import annotations
 

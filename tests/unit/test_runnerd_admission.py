@@ -1,4 +1,4 @@
-"""Admit or refuse, one test per rule of seed 000, built from the seed's own numbers."""
+"""Admit or refuse, one test per rule of docs/admission.md, built from its own numbers."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""runnerd.toml parsing and the seed's config check."""
+"""runnerd.toml parsing and the config check of docs/admission.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Predictions from job history, one test per rule of seed 000 "Measured admission"."""
+"""Predictions from job history, one test per rule of docs/admission.md, "Measured admission"."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scaling decisions (rungar-go §1.3): desired count, surplus, and what can no longer serve."""
+"""Scaling decisions: desired count, surplus, and what can no longer serve."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Sizing advice, rule by rule, with the seed's numbers (seed 000, "Sizing")."""
+"""Sizing advice, rule by rule, with the documented numbers (docs/admission.md, "Sizing")."""
 
 from __future__ import annotations
 

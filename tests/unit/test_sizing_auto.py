@@ -1,4 +1,4 @@
-"""Auto sizing's planner, rule by rule, with the seed's numbers (seed 000, "Auto sizing")."""
+"""Auto sizing's planner, rule by rule, with the numbers of docs/admission.md."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 It is imported only by :func:`rungar_aws.provider.open_aws_provider`. Blocking calls run in a
 thread. botocore's own retries are off (``total_max_attempts=1``): it would otherwise resend a
 capacity refusal (``InsufficientInstanceCapacity`` is an HTTP 500) up to 3–5 times before
-Rungar sees it (clouds.md §1.2); the provider decides what to retry, with the same
+Rungar sees it; the provider decides what to retry, with the same
 ``ClientToken``.
 """
 

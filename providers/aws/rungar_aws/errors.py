@@ -1,7 +1,7 @@
 """How an EC2 refusal is read: RunInstances error codes to attempt outcomes (pure).
 
 EC2 refuses synchronously with ``ClientError`` whose ``Error.Code`` is the cause
-(docs/reference/clouds.md §1.2, rungar-go §1.6):
+(docs/providers/aws.md, "Refusals"):
 
 =========== ======================================================================
 STOCK       the AZ or subnet is out of the type or of addresses: try on (FULL)
@@ -56,7 +56,7 @@ INVALID_CODES = frozenset(
 DENIED_CODES = frozenset(
     {"UnauthorizedOperation", "AuthFailure", "Blocked", "OptInRequired", "SignatureDoesNotMatch"}
 )
-# Throttling launched nothing; Go Rungar counts it as "other" (rungar-go §1.6), whatever status.
+# Throttling launched nothing; it is REFUSED like any other code, whatever its HTTP status.
 THROTTLING_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException"})
 UNCERTAIN_CODES = frozenset(
     {"InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", NO_ANSWER}

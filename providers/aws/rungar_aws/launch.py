@@ -1,11 +1,11 @@
 """What one RunInstances call asks for, and what to answer when no attempt worked (pure).
 
-rungar-go §1.6 and §4 example 5: subnets are tried in their written order, and in each every
-instance type of the list; a type refused for quota is skipped in the other subnets; a subnet
-whose AZ does not offer a type (``Unsupported``) is skipped, and only when no subnet offers it
-is the runner INVALID. The JIT config is exported in the user data right after the shebang.
-The ``ClientToken`` is derived from the runner's request id, the subnet and the type, so a
-resend of one attempt is deduplicated by EC2 and never launches a second instance.
+docs/providers/aws.md, "What a create does": subnets are tried in their written order, and in each
+every instance type of the list; a type refused for quota is skipped in the other subnets; a subnet
+whose AZ does not offer a type (``Unsupported``) is skipped, and only when no subnet offers it is
+the runner INVALID. The JIT config is exported in the user data right after the shebang. The
+``ClientToken`` is derived from the runner's request id, the subnet and the type, so a resend of one
+attempt is deduplicated by EC2 and never launches a second instance.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The aws provider: create or refuse on EC2 (issue 8; rungar-go §1.5, §1.6, §2.1).
+"""The aws provider: create or refuse on EC2 (docs/providers/aws.md).
 
 ``create`` follows :mod:`rungar.cloudkit.search`: it first looks for the runner's instance by
 its ``Name`` and installation tags (a retried create must never launch a second machine, even

@@ -1,4 +1,4 @@
-"""``rungar-provider-aws``: the aws provider served over the provider protocol (ARCHITECTURE §1).
+"""``rungar-provider-aws``: the aws provider served over the provider protocol (README).
 
 Settings of :mod:`rungar_aws.settings` keys (``region``, ``subnets``, ``installation`` …),
 handed over by Rungar from scale_sets.yaml and/or read from ``--config``; ``--listen``, TLS,

@@ -1,4 +1,4 @@
-"""The aws provider's settings and runner block, parsed and checked offline (rungar-go §2.1).
+"""The aws provider's settings and runner block, parsed and checked offline (docs/providers/aws.md).
 
 Provider keys: ``region`` (required), ``subnets`` (at least one, tried in order),
 ``installation`` (required: the only instances listed or terminated carry its tag),

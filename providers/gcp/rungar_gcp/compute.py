@@ -1,8 +1,8 @@
 """google-cloud-compute behind :class:`rungar_gcp.api.GceApi`: the only module that imports it.
 
 It is imported only by :func:`rungar_gcp.provider.open_gcp_provider`, never at package
-import (the SDK takes about a second to import, clouds.md §2c). Blocking SDK calls run in a
-thread. Two traps of the SDK are avoided on purpose (clouds.md §0):
+import (the SDK takes about a second to import). Blocking SDK calls run in a
+thread. Two traps of the SDK are avoided on purpose:
 
 * ``operation.result()`` polls through a ``ZoneOperationsClient`` built without our
   ``client_options`` (it would poll compute.googleapis.com even against the local fake), and it

@@ -1,11 +1,11 @@
 """How a GCE refusal is read: error codes to outcomes of one insert attempt (pure).
 
-GCE refuses in two planes (docs/reference/clouds.md §1.1): the HTTP answer to
+GCE refuses in two planes: the HTTP answer to
 ``instances.insert`` (``error.errors[].reason``, e.g. ``quotaExceeded``) and the operation,
 which ends ``DONE`` with ``error.errors[].code`` (e.g. ``ZONE_RESOURCE_POOL_EXHAUSTED``). The
 Python exception class is chosen from ``httpErrorStatusCode`` and lies about the cause (a
 stockout is a 503 ``ServiceUnavailable``), so only codes and the plane decide here. The
-mapping follows the reference tables (clouds.md §1.1, rungar-go §1.6):
+mapping (docs/providers/gcp.md, "Refusals"):
 
 =========== =====================================================================
 STOCK       the zone is out of the type: try the next type or zone (FULL)
@@ -54,7 +54,7 @@ INVALID_CODES = frozenset(
 )
 TRANSIENT_CODES = frozenset({"backendError", "internalError", "INTERNAL_ERROR"})
 ALREADY_EXISTS_CODES = frozenset({"alreadyExists", "RESOURCE_ALREADY_EXISTS"})
-# Seen when a Spot VM is reclaimed while it is being created (SkyPilot; clouds.md §1.1).
+# Seen when a Spot VM is reclaimed while it is being created (as SkyPilot reports it).
 SPOT_STOCK_CODES = frozenset({"UNSUPPORTED_OPERATION"})
 
 

@@ -1,9 +1,9 @@
 """Rungar's machine labels as GCP labels, and label selectors as GCE list filters (pure).
 
 GCP label keys must match ``[a-z][a-z0-9_-]{0,62}`` and values ``[a-z0-9_-]{0,63}``
-(docs/reference/clouds.md §3). Keys are mapped by lower-casing and turning every other
-character into ``_`` (``rungar.sh/scale-set`` → ``rungar_sh_scale-set``, as the Go Rungar
-does, rungar-go §2.1); a value GCP does not allow is replaced by ``h-`` and a hash of it. The
+by GCP's rules. Keys are mapped by lower-casing and turning every other
+character into ``_`` (``rungar.sh/scale-set`` → ``rungar_sh_scale-set``, so a key
+stays readable); a value GCP does not allow is replaced by ``h-`` and a hash of it. The
 exact labels travel in the ``rungar-labels`` metadata item as JSON, which is what ``List``
 reads back; the GCP labels exist so the cloud can filter.
 """

@@ -1,4 +1,4 @@
-"""The gcp provider: create or refuse on Compute Engine (issue 8; rungar-go §1.5, §1.6, §2.1).
+"""The gcp provider: create or refuse on Compute Engine (docs/providers/gcp.md).
 
 ``create`` follows :mod:`rungar.cloudkit.search`: it first looks for the runner's instance in
 every zone (a retried create must never make a second machine, even when the first landed in

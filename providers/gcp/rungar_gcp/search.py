@@ -1,10 +1,10 @@
 """Where to try a runner's machine, and what to answer when no attempt worked (pure).
 
-rungar-go §1.6 and §4 example 4: zones rotate per scale set; in each zone every machine type
-of the list is tried before the next zone; a zone that does not offer a type is skipped (that
-knowledge is cached for an hour); a type out of quota is not tried in other zones. Only when
-every attempt found the cloud full is the answer FULL; a refusal no zone would answer
-differently (bad image, permission, rate limit, an uncertain insert) stops the search.
+docs/providers/gcp.md, "What a create does": zones rotate per scale set; in each zone every machine
+type of the list is tried before the next zone; a zone that does not offer a type is skipped (that
+knowledge is cached for an hour); a type out of quota is not tried in other zones. Only when every
+attempt found the cloud full is the answer FULL; a refusal no zone would answer differently (bad
+image, permission, rate limit, an uncertain insert) stops the search.
 """
 
 from __future__ import annotations

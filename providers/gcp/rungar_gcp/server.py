@@ -1,4 +1,4 @@
-"""``rungar-provider-gcp``: the gcp provider served over the provider protocol (ARCHITECTURE §1).
+"""``rungar-provider-gcp``: the gcp provider served over the provider protocol (README).
 
 Its settings are the keys of :mod:`rungar_gcp.settings`, handed over by Rungar from
 scale_sets.yaml and/or read from ``--config``; options, serving and exit codes are

@@ -1,4 +1,4 @@
-"""The gcp provider's settings and runner block, parsed and checked offline (rungar-go §2.1).
+"""The gcp provider's settings and runner block, parsed and checked offline (docs/providers/gcp.md).
 
 Provider keys: ``project`` (required), ``zones`` (at least one, all in one region),
 ``installation`` (required: the only machines this provider lists or deletes carry it),

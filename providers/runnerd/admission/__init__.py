@@ -1,6 +1,6 @@
 """Admission, pure: admit or refuse a runner from readings, reservations and predictions.
 
-Seed 000, "The host's memory", "Measured admission", "CPU admission". No I/O and no clock:
+docs/admission.md, "The host's memory", "Measured admission", "CPU admission". No I/O and no clock:
 ``now`` is an argument, so the daemon and ``runnerd simulate`` run the same decisions.
 """
 

@@ -1,7 +1,8 @@
 """Admit or refuse one runner: the decision the daemon and ``runnerd simulate`` share.
 
-Seed 000: "The host's memory", "Measured admission", "CPU admission"; and the disk guard of
-seed 001 ("free disk must stay above a reserve plus the runner's footprint"). Pure: readings,
+docs/admission.md: "The host's memory", "Measured admission", "CPU admission"; and the disk guard of
+config/runnerd.example.toml (free disk must stay above ``disk_reserve`` plus the runner's
+footprint). Pure: readings,
 running runners, the candidate's prediction, limits, state and ``now`` in; an :class:`Outcome`
 out. Checks in order: slots, disk, the high-water mark, the host stall, MemoryMax, the host's
 room, CPU (a job that had a slot and memory but not CPU waits for CPU).

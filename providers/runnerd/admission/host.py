@@ -1,4 +1,6 @@
-"""The host guard: what the rest of the host leaves the slice (seed 000, "The host's memory").
+"""The host guard: what the rest of the host leaves the slice.
+
+docs/admission.md, "The host's memory".
 
 Pure arithmetic and sentences. The slice may hold what its runners hold now plus MemAvailable,
 less a margin kept for the host's page cache: the larger of 2G and a sixteenth of the host's

@@ -1,7 +1,7 @@
 """One job's runs, indexed so its :class:`JobFacts` cost a few bisections, not a scan.
 
-Seed 000, "Measured admission"; issue 7 ("``runnerd simulate`` replays 30 days of 100,000 jobs in
-seconds"). :func:`runnerd.admission.predict.job_facts` scans up to a few hundred runs per
+docs/admission.md, "Measured admission"; ``runnerd simulate`` replays 30 days of 100,000 jobs in
+seconds. :func:`runnerd.admission.predict.job_facts` scans up to a few hundred runs per
 prediction; the daemon and the replay ask for predictions far more often than a job finishes, so
 this keeps, beside the runs (oldest first), what the facts are made of: prefix counts, the
 positions of successes, running maxima as monotonic stacks (the largest value from any position

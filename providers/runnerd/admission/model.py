@@ -1,4 +1,4 @@
-"""The values admission decides from and answers with (seed 000, "Measured admission").
+"""The values admission decides from and answers with (docs/admission.md, "Measured admission").
 
 Pure data: the daemon fills these from its samples, its runners and the job history; ``runnerd
 simulate`` (a later issue) fills them from a replay. Sizes are bytes, times epoch seconds.

@@ -1,7 +1,7 @@
-"""A job's predicted peak and average CPU from its history (seed 000, "Measured admission",
-"CPU admission"). Pure: runs in, a :class:`Prediction` out.
+"""A job's predicted peak and average CPU from its history (docs/admission.md,
+"Measured admission", "CPU admission"). Pure: runs in, a :class:`Prediction` out.
 
-Memory, in the seed's order:
+Memory, in the documented order:
 - a run that met its cap or was killed for memory puts its job back on its cap until 3 of its
   runs in a row succeed clear of it (cancelled runs count), 7 days at most;
 - with min_jobs successful runs: the p95 (nearest rank) of the peaks of its last 20 successful
@@ -178,7 +178,7 @@ def predict_memory(
 def memory_from_facts(
     job: JobFacts, profile: ProfileStats, cap: int, rules: PredictionRules, beside: bool = False
 ) -> tuple[int, str]:
-    """The memory tiers, in the seed's order (see the module docstring)."""
+    """The memory tiers, in the documented order (see the module docstring)."""
     if profile.runs < rules.min_jobs:
         return cap, f"its cap, as its profile has fewer than {rules.min_jobs} runs"
     if job.all_cancelled:

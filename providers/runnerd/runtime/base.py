@@ -1,7 +1,7 @@
 """What a runtime does for runnerd: start a runner under its caps, sample it, stop it.
 
-Seed 000, "What a job's memory is": each runner is sampled every 2 s; its memory is job memory
-(memory.current − the file LRU lists); whether it met its cap comes from the kernel's events,
+docs/admission.md, "What a job's memory is": each runner is sampled every 2 s; its memory is job
+memory (memory.current − the file LRU lists); whether it met its cap comes from the kernel's events,
 never from how close a sample came. Runtimes: ``process`` (runtime/process.py) and ``docker``
 (runtime/docker.py).
 """

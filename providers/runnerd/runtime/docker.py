@@ -1,6 +1,6 @@
 """The ``docker`` runtime: one container per runner, over the Docker Engine API's unix socket.
 
-Seed 000, "What a job's memory is"; reference runnerd.md §1.1 (a container per job in the
+docs/admission.md, "What a job's memory is": a container per job in the
 slice, with the profile's limits and runnerd's labels). Each container gets the profile's
 memory as Memory and MemorySwap (no swap past the cap), its cpus as NanoCpus, the slice as its
 CgroupParent, the JIT config in its environment, and labels so a restarted runnerd adopts it.

@@ -1,6 +1,6 @@
 """The ``process`` runtime: each runner is a child process under its memory cap.
 
-Seed 000, "What a job's memory is"; docs/MACHINE-NOTES.md. The runner runs its profile's command
+docs/admission.md, "What a job's memory is". The runner runs its profile's command
 with ``ACTIONS_RUNNER_INPUT_JITCONFIG`` and ``RUNGAR_JITCONFIG`` in its environment, in its own
 cgroup where the kernel allows, best first:
 

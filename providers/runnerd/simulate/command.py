@@ -1,9 +1,9 @@
 """``runnerd simulate``: read the config and the history read-only, replay, print the table.
 
-Seed 000, "Try it first": it changes nothing and works without the daemon. Without
-``--memory-max`` the slice's is read (the config's ``memory_max``, else the slice's cgroup);
-without ``--cpus``, the slice's CPUs; ``--since 7d`` (or 12h, 2w) sets the window, 30 days by
-default. Predictions may read the 30 days before the window, as the daemon's would have.
+docs/admission.md, "Try it first: runnerd simulate": it changes nothing and works without the
+daemon. Without ``--memory-max`` the slice's is read (the config's ``memory_max``, else the slice's
+cgroup); without ``--cpus``, the slice's CPUs; ``--since 7d`` (or 12h, 2w) sets the window, 30 days
+by default. Predictions may read the 30 days before the window, as the daemon's would have.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The replay's state and its steps: predictions, starts, finishes, and asking decide().
 
-Seed 000, "Try it first" and "CPU admission"; the loop and the table are in
-:mod:`runnerd.simulate.replay`, the walks over the waiting jobs in
-:mod:`runnerd.simulate.walks`. Every start is decided by :func:`runnerd.admission.decide`, the
-daemon's own function, with predictions from the daemon's predictor fed the replayed runs as
-they finish. Each job asks as a scale set of its own, so the oldest job held for CPU is known;
-decide() is handed the waiters it reads (:meth:`runnerd.simulate.waiting.CpuWaiters.view`), or,
-with ``shortcuts=False`` (the reference the tests compare against), all of them. Without a CPU
-budget nothing decide() answers depends on who asks, and a key's jobs share one candidate.
+docs/admission.md, "Try it first: runnerd simulate" and "CPU admission"; the loop and the table are
+in :mod:`runnerd.simulate.replay`, the walks over the waiting jobs in :mod:`runnerd.simulate.walks`.
+Every start is decided by :func:`runnerd.admission.decide`, the daemon's own function, with
+predictions from the daemon's predictor fed the replayed runs as they finish. Each job asks as a
+scale set of its own, so the oldest job held for CPU is known; decide() is handed the waiters it
+reads (:meth:`runnerd.simulate.waiting.CpuWaiters.view`), or, with ``shortcuts=False`` (the
+reference the tests compare against), all of them. Without a CPU budget nothing decide() answers
+depends on who asks, and a key's jobs share one candidate.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The table's rows replayed side by side, one worker process per CPU this process may use.
 
-Issue 7: 100,000 jobs through every policy in seconds. A replay is one thread of pure Python and
+100,000 jobs go through every policy in seconds. A replay is one thread of pure Python and
 the rows are independent, so on a host with two or more CPUs they run at once in forked worker
 processes, the costliest first: CPU rows, then measured, then caps (greedy longest-first keeps the
 workers busy to the end). Forked workers inherit the history instead of receiving a pickled copy,

@@ -1,6 +1,6 @@
 """The replay behind ``runnerd simulate``: the history through the daemon's admission code.
 
-Seed 000, "Try it first" and "CPU admission" (reference runnerd.md §6). Each finished job of a
+docs/admission.md, "Try it first: runnerd simulate" and "CPU admission". Each finished job of a
 configured profile is queued when it was and runs as long as it ran; while it runs it is held at
 its peak (the slice reads every running job's peak plus the mirror). Start latency, seed
 containers, shells and cancelled jobs are left out, and run times are fixed, so CPU contention

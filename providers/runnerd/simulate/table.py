@@ -1,4 +1,4 @@
-"""``runnerd simulate``'s rows and table, as seed 000 "Try it first" and "CPU admission" print.
+"""``runnerd simulate``'s rows and table, as docs/admission.md shows them.
 
 Rows: ``caps`` with the configured slots; the candidate slots under caps (``caps*`` when the
 config check would refuse them under caps); ``measured`` with the candidate slots; one

@@ -1,6 +1,6 @@
 """The replay's waiting jobs: one queue per job key, and the jobs held for CPU by when.
 
-Seed 000, "CPU admission"; issue 7 ("100,000 jobs through all policies in seconds"). On an
+docs/admission.md, "CPU admission"; 100,000 jobs go through all policies in seconds. On an
 overloaded host thousands of jobs wait for CPU, and a walk that visits each of them at every
 event is what made a CPU replay take minutes. These structures let the walk of
 :mod:`runnerd.simulate.replay` jump from one job :func:`runnerd.admission.decide` must be asked

@@ -1,7 +1,8 @@
 """The walks over the waiting jobs: who decide() is asked about, and who is held without asking.
 
-Seed 000, "CPU admission" (a job held 2 minutes for CPU holds back every younger one) and
-"Try it first" (HELD, CPU HELD); issue 7 (100,000 jobs through every policy in seconds). A walk
+docs/admission.md, "CPU admission" (a job held 2 minutes for CPU holds back every younger one) and
+"Try it first: runnerd simulate" (HELD, CPU HELD); 100,000 jobs go through every policy in
+seconds. A walk
 tries the waiting jobs in queue order after a finish or a tick. :meth:`Walks._walk_each` visits
 them one at a time (the jobs that just arrived; every waiting job for the reference), and
 :meth:`Walks._walk` jumps from one job decide() must be asked about to the next, counting the

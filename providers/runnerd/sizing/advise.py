@@ -1,6 +1,6 @@
 """Sizing advice, pure: each profile's memory and slots from its jobs' sampled peaks.
 
-Seed 000, "Sizing" (reference runnerd.md §5.1). Runs in, :class:`ProfileAdvice` out; ``now`` is
+docs/admission.md, "Sizing". Runs in, :class:`ProfileAdvice` out; ``now`` is
 an argument and nothing here reads a file or the clock.
 
 - A job's recent runs are its last 60 successful ones in the window (3 × min_jobs when that is

@@ -1,6 +1,6 @@
 """Writing sizing into runnerd.toml in place: apply advice, undo a change.
 
-Seed 000, "Sizing" ("runnerctl sizing apply <profile> … goes through the same check as any
+docs/admission.md, "Sizing" ("runnerctl sizing apply <profile> … goes through the same check as any
 config, so a change MemoryMax cannot hold is refused") and "Auto sizing" ("the rest of the file
 kept as written, comments included … runnerctl sizing undo <profile> writes the old values
 back, cpus included").

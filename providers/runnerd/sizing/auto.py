@@ -1,6 +1,6 @@
 """Auto sizing, pure: one look's changes to each profile's memory, slots and cpus.
 
-Seed 000, "Auto sizing" (reference runnerd.md §5.2). :func:`plan` takes the config, the runs
+docs/admission.md, "Auto sizing". :func:`plan` takes the config, the runs
 in the window, the record of past changes and ``now``, and returns at most one change per
 profile, each sized against the budget the ones before it in the same look take. In order:
 

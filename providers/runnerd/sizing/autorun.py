@@ -1,12 +1,12 @@
 """Auto sizing's effectful shell: settle, look every 5 minutes, record, write.
 
-Seed 000, "Auto sizing": "Each change is recorded in the job history before the file is written
-… A change the history cannot record is not written; one a crash interrupted is settled from the
-file at the next start, with auto on or off: done if the profile has its values, else listed as
-one that may not have been written, still holding the interval … A change is never written over
-a file you edited on disk: until runnerd runs with your edit, auto sizing changes nothing and
-logs why." The decisions are :func:`runnerd.sizing.auto.plan`'s; this class only reads the
-files, asks it, and writes what it says through :func:`runnerd.sizing.apply.write`.
+docs/admission.md, "Auto sizing": "Each change is recorded in the job history before the file is
+written … A change the history cannot record is not written; one a crash interrupted is settled from
+the file at the next start, with auto on or off: done if the profile has its values, else listed as
+one that may not have been written, still holding the interval … A change is never written over a
+file you edited on disk: until runnerd runs with your edit, auto sizing changes nothing and logs
+why." The decisions are :func:`runnerd.sizing.auto.plan`'s; this class only reads the files, asks
+it, and writes what it says through :func:`runnerd.sizing.apply.write`.
 """
 
 from __future__ import annotations

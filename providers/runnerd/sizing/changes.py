@@ -1,10 +1,10 @@
 """The record of sizing changes: table ``sizing_changes`` in the job history's database file.
 
-Seed 000, "Auto sizing": "Each change is recorded in the job history before the file is written
-… one a crash interrupted is settled from the file at the next start … runnerctl sizing undo
-<profile> writes the old values back, cpus included." This module owns the table; it opens its
-own connection to the history file (SQLite serialises it with the daemon's writer; sizing
-writes a few rows an hour at most). Schema:
+docs/admission.md, "Auto sizing": "Each change is recorded in the job history before the file is
+written … one a crash interrupted is settled from the file at the next start … runnerctl sizing undo
+<profile> writes the old values back, cpus included." This module owns the table; it opens its own
+connection to the history file (SQLite serialises it with the daemon's writer; sizing writes a few
+rows an hour at most). Schema:
 
     id            INTEGER  row id
     profile       TEXT     the [profiles.NAME] changed

@@ -1,7 +1,7 @@
 """``runnerctl sizing``: the advice, the auto changes with what they replaced, as text or JSON.
 
-Seed 000, "Sizing" and "Auto sizing". Reads the config and the history read-only; ``apply`` and
-``undo`` write through :mod:`runnerd.sizing.apply`. A daemon's API can serve
+docs/admission.md, "Sizing" and "Auto sizing". Reads the config and the history read-only; ``apply``
+and ``undo`` write through :mod:`runnerd.sizing.apply`. A daemon's API can serve
 :func:`sizing_report` as it is.
 """
 

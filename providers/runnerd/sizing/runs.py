@@ -1,11 +1,10 @@
 """Finished runs as sizing and ``runnerd simulate`` read them from the job history.
 
-Seed 000, "Sizing" ("Run without a daemon, it reads the history database read-only … Where it
-may not write, it reads the database file alone"). The schema is the one documented in
-:mod:`runnerd.history`; this module only reads it, through its own read-only connection, so it
-works with or without the daemon. Columns a later schema may add (``branch``, ``run_id``) are
-read when present: the auto-sizing take-back rule needs them to tell workflow runs and branches
-apart.
+docs/admission.md, "Sizing" ("Run without a daemon, it reads the history database read-only … Where
+it may not write, it reads the database file alone"). The schema is the one documented in
+:mod:`runnerd.history`; this module only reads it, through its own read-only connection, so it works
+with or without the daemon. Columns a later schema may add (``branch``, ``run_id``) are read when
+present: the auto-sizing take-back rule needs them to tell workflow runs and branches apart.
 """
 
 from __future__ import annotations

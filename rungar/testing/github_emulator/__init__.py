@@ -1,7 +1,7 @@
 """A loopback GitHub for tests and the demo: REST, the Actions service, the message queue, webhooks.
 
-It implements §7 of ``docs/github-scaleset-protocol.md``: the state of §7.1, the endpoints and
-status codes of §7.2, the dispatcher of §7.3, the control API of §7.4 and the faults of §7.5.
+It implements what docs/github-emulator.md describes: the service's state, its endpoints and
+status codes, the dispatcher, the control API and the faults.
 Start it with ``async with GitHubEmulator(EmulatorOptions(...)) as emu:`` and point Rungar at
 ``emu.org_url`` with the PAT ``emulator-pat``.
 """

@@ -1,4 +1,4 @@
-"""The emulator's Actions-service routes A1–A17 under ``/tenant/1/`` (protocol spec §2.2, §7.2).
+"""The emulator's Actions-service routes A1–A17 under ``/tenant/1/`` (docs/github-emulator.md).
 
 Every call needs ``Authorization: Bearer <admin JWT>`` (not expired) and ``api-version``, except
 acquire (A12), which needs the session's message-queue token. Lists use the ``{count, value}``

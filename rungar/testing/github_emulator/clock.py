@@ -1,8 +1,8 @@
 """The emulator's time: real, compressed (``factor`` emulated seconds per real second) or stepped.
 
-Every expiry, session TTL, reassignment delay and rate-limit window of the emulator reads this
-clock (protocol spec §7.4), so a test can jump an hour ahead with :meth:`advance` and a demo can
-run a ten-minute job in ten seconds with ``factor=60``. Real time comes from the injected
+Every expiry, session TTL, reassignment delay and rate-limit window of the emulator reads this clock
+(docs/github-emulator.md, "Control API"), so a test can jump an hour ahead with :meth:`advance` and
+a demo can run a ten-minute job in ten seconds with ``factor=60``. Real time comes from the injected
 :class:`rungar.clock.Clock` (the one module that reads it).
 """
 

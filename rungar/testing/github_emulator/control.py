@@ -1,4 +1,4 @@
-"""The emulator's test-only control API under ``/_fake/`` (protocol spec §7.4).
+"""The emulator's test-only control API under ``/_fake/`` (docs/github-emulator.md, "Control API").
 
 Queue jobs with their workload, approve, cancel or complete them, drive runners, inject faults,
 advance the clock, evict sessions, delete scale sets, redeliver webhooks, and read the request

@@ -1,4 +1,4 @@
-"""The emulator's fault plan (protocol spec §7.5): what to break, where, and how many times.
+"""The emulator's fault plan (docs/github-emulator.md): what to break, where, and how many times.
 
 Routes are named as in the spec's catalogue (``R1``–``R5``, ``A1``–``A17``, ``MQ_GET``,
 ``MQ_DELETE``) plus ``RUNNER`` for the fake runner's calls and ``*`` for any route. A fault
@@ -55,7 +55,7 @@ class Fault:
 
 
 def exception_body(type_name: str, message: str) -> dict[str, str]:
-    """The Actions service's error shape (§3.10)."""
+    """The Actions service's error shape."""
     full = (
         type_name
         if "," in type_name or not type_name

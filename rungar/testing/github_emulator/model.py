@@ -1,4 +1,4 @@
-"""The emulator's records (protocol spec §7.1).
+"""The emulator's records (docs/github-emulator.md).
 
 These are mutable on purpose: they are the emulated service's own state, changed in place by one
 event loop, never shared with Rungar's code. Rungar's values stay frozen.
@@ -74,7 +74,7 @@ class Job:
         return self.spec.repository.split("/", 1)[-1]
 
     def event(self, kind: str, **extra: Any) -> dict[str, Any]:
-        """One element of a message body (§3.6)."""
+        """One element of a message body."""
         return {
             "messageType": kind,
             "runnerRequestId": self.request_id,

@@ -1,12 +1,12 @@
 """The message queue (``/mq/{id}``) and the fake runner's side (``/_runner/``) of the emulator.
 
-MQ (protocol spec §2.3, §7.2): GET needs the session's mq token (401 otherwise) and a live
-session (404 once evicted or the scale set is gone); it records ``X-ScaleSetMaxCapacity``
+MQ (docs/github.md, "The message queue"): GET needs the session's mq token (401 otherwise) and a
+live session (404 once evicted or the scale set is gone); it records ``X-ScaleSetMaxCapacity``
 (missing = unlimited, or 400 in strict mode), returns the oldest unacked message after
 ``lastMessageId``, or waits up to ``long_poll_seconds`` and answers 202. DELETE acks (204).
 
-The runner side is this project's reduction of what a real runner does with its JIT config
-(§3.9): connect once with the credential the JIT config carries (a second use is refused), wait
+The runner side is this project's reduction of what a real runner does with its JIT config:
+connect once with the credential the JIT config carries (a second use is refused), wait
 for a job of its scale set, report the result. The job carries its workload (duration, memory,
 CPU) and the clock factor so the runner can compress the duration.
 """

@@ -1,4 +1,4 @@
-"""The emulator's REST routes under ``/api/v3`` (protocol spec §2.1, §7.2 "REST").
+"""The emulator's REST routes under ``/api/v3`` (docs/github-emulator.md).
 
 R1 checks the App JWT; R2 and R4/R5 take a PAT or an installation token of the scope's owner;
 R3 takes ``RemoteAuth <registration token>`` for the same scope and returns the admin URL and JWT.
@@ -40,7 +40,7 @@ def scope_owner(scope: str) -> str:
 
 
 def encode_jit(base: str, runner_id: int, name: str, credential: str, work_folder: str) -> str:
-    """A JIT config shaped like GitHub's: base64 JSON of base64 runner files (§3.9)."""
+    """A JIT config shaped like GitHub's: base64 JSON of base64 runner files."""
 
     def b64(obj: object) -> str:
         return base64.b64encode(json.dumps(obj).encode()).decode()

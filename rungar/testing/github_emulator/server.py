@@ -1,4 +1,4 @@
-"""The emulator as a server: the Starlette app, a ticker, and ways to run it (protocol spec §7).
+"""The emulator as a server: the Starlette app, a ticker, and ways to run it.
 
 :class:`GitHubEmulator` builds everything from :class:`EmulatorOptions`. Use it in-process from
 async tests (``async with GitHubEmulator(options) as emu:`` binds 127.0.0.1 on a free port and

@@ -1,4 +1,4 @@
-"""The emulated service's state and its dispatcher (protocol spec §7.1, §7.3).
+"""The emulated service's state and its dispatcher (docs/github-emulator.md).
 
 Jobs are queued by the control API, matched to scale sets with a live session by label inclusion
 (``self-hosted`` ignored, case-insensitive), and assigned within each scale set's last reported

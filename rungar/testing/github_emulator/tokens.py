@@ -1,4 +1,4 @@
-"""Credentials the emulator accepts and issues (protocol spec §1, §7.1).
+"""Credentials the emulator accepts and issues (docs/github-emulator.md).
 
 PATs and App public keys are configured; installation and registration tokens are random strings
 with an expiry; the admin and message-queue tokens are HS256 JWTs with a real ``exp``, so a

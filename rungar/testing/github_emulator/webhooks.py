@@ -1,4 +1,4 @@
-"""The emulator's webhook sender (protocol spec §5.1, §7.3).
+"""The emulator's webhook sender (docs/github-emulator.md).
 
 Deliveries are signed with ``X-Hub-Signature-256`` over the exact bytes sent and carry GitHub's
 headers. Nothing is retried automatically, as on GitHub; a redelivery (control API) reuses the
