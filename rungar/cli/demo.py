@@ -22,7 +22,7 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> None:
     parser.add_argument(
         "--placement-only",
         action="store_true",
-        help="only replay the README's two placement timelines on a virtual clock",
+        help="only replay the placement examples on a virtual clock",
     )
     parser.add_argument("--small", type=int, default=28, help="small jobs in the burst")
     parser.add_argument("--large", type=int, default=4, help="large jobs in the burst")

@@ -217,7 +217,8 @@ class ScaleSetGitHub:
         """Runs one listener for ``config`` while the caller iterates; closing stops it."""
         if config.name in self.listeners:
             raise GitHubError(
-                f"scale set {config.name!r} already has a listener (two would fight over its message session)"
+                f"scale set {config.name!r} already has a listener "
+                "(two would fight over its message session)"
             )
         queue: asyncio.Queue[ListenerEvent] = asyncio.Queue()
         listener = self.listener_for(config, queue)
