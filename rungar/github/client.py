@@ -330,13 +330,6 @@ class ScaleSetClient:
             )
         return config
 
-    async def get_runner(self, runner_id: int) -> RunnerReference | None:
-        """A14; None once the (ephemeral) runner deleted itself."""
-        r = await self._call("GET", f"{AGENTS}/{runner_id}")
-        if r.status == 404:
-            return None
-        return RunnerReference.from_json(self._object(r, "get runner"))
-
     async def get_runner_by_name(self, name: str) -> RunnerReference | None:
         """A15. Several runners of one name is an error: which one to remove or trust is unknown."""
         r = await self._call("GET", AGENTS, params={"agentName": name})
