@@ -41,7 +41,7 @@ test: lint proto-check
 # Everything, the tests marked `long` included, with the soaks at full size.
 test-long: $(STAMP)
 	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 \
-	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 $(BIN)/pytest -q
+	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 $(BIN)/pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

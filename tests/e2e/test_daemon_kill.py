@@ -124,6 +124,7 @@ async def kill_restart_and_check(world: DaemonWorld, rng: random.Random, trial: 
     return len(left_behind)
 
 
+@pytest.mark.long  # the in-process crash test reaches every outside call in make test
 async def test_kill_9_at_random_moments_leaves_no_duplicate_and_no_leak(
     world: DaemonWorld,
 ) -> None:

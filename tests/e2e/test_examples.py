@@ -66,6 +66,7 @@ async def run(name: str) -> Outcome:
     return outcome
 
 
+@pytest.mark.long  # the runnerd learning test runs one host through the real stack in make test
 @pytest.mark.timeout(90)
 async def test_01_one_host_runs_every_job_and_refuses_past_its_slots() -> None:
     outcome = await run("01-single-host")

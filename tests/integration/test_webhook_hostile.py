@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -152,7 +153,7 @@ MUTATIONS = st.sampled_from(
 
 
 @settings(
-    max_examples=150,
+    max_examples=int(os.environ.get("RUNGAR_FUZZ_EXAMPLES", "50")),  # make test-long: 300
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     derandomize=True,  # a failure names its example; the same examples run every time
