@@ -174,6 +174,8 @@ class Simulation:
         self.leaving: dict[str, str] = {}  # runner -> provider, machine not yet deleted
         self.streaks: dict[tuple[str, str], tuple[int, float]] = {}  # oracle: (n, until)
         self.serial = 0
+        self.in_flight = 0  # placements running now
+        self.started = 0  # placements started so far
 
     # ----------------------------------------------------------------- checks
 
@@ -213,6 +215,19 @@ class Simulation:
     async def ask_for_runner(self, scale_set: str) -> None:
         if not self.fleet.can_place(scale_set, self.now).any:
             return
+        # Whether another placement ran beside this one: its claim may have taken a provider's
+        # last place for a moment and given it back when its create failed.
+        others_at_start, started_before = self.in_flight, self.started
+        self.in_flight += 1
+        self.started += 1
+        try:
+            await self._ask_for_runner(scale_set, others_at_start, started_before)
+        finally:
+            self.in_flight -= 1
+
+    async def _ask_for_runner(
+        self, scale_set: str, others_at_start: int, started_before: int
+    ) -> None:
         self.serial += 1
         runner = f"{scale_set}-{self.serial:08x}"
         vcpus, memory = self.sizes[scale_set]
@@ -244,7 +259,10 @@ class Simulation:
             self.stats.placed += 1
         else:
             self.stats.not_placed += 1
-            self.check_no_room_passed_over(scale_set, result, room_before, tryable_before, tried)
+            concurrent = others_at_start > 0 or self.started > started_before + 1
+            self.check_no_room_passed_over(
+                scale_set, result, room_before, tryable_before, tried, concurrent
+            )
         for attempt in result.tries:
             if attempt.outcome in (Outcome.REFUSED, Outcome.TIMED_OUT):
                 self.stats.refusals += 1
@@ -259,6 +277,7 @@ class Simulation:
         room_before: dict[str, bool],
         tryable_before: set[str],
         tried: list[str],
+        concurrent: bool = False,
     ) -> None:
         if result.stranded_on:
             return  # placement stopped on purpose at a provider it could not settle
@@ -273,6 +292,9 @@ class Simulation:
             stands = bool(skips) and self.fleet.skip_reason(scale_set, name, self.now) == skips[0]
             limit = self.fleet.providers[name].max_runners
             raced = limit > 0 and self.fleet.provider_count(name) >= limit
+            # ...or a placement beside this one claimed its last place and gave it back (its
+            # create failed) before this check: the skip was true when it was made.
+            raced = raced or (concurrent and bool(skips) and skips[0].startswith("at its limit"))
             if not (stands or raced) and set_full < config.max_runners:
                 self.fail(f"{scale_set} was not placed while {name} had room and was tryable")
 
