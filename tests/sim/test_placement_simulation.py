@@ -18,6 +18,7 @@ SEEDS = int(os.environ.get("RUNGAR_SIM_SEEDS", "100"))
 STEPS = int(os.environ.get("RUNGAR_SIM_STEPS", "1000"))
 
 
+@pytest.mark.timeout(1800)  # make test-long: 2,000 seeds × 5,000 steps take minutes
 async def test_placement_keeps_every_invariant_across_seeded_fault_scenarios() -> None:
     stats = await run_many(range(SEEDS), STEPS)
     assert stats.steps == SEEDS * STEPS
