@@ -12,6 +12,7 @@ exponential from 1 s to 30 s, ``Retry-After`` honoured on 503. See docs/github.m
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -74,10 +75,8 @@ def retry_after(headers: Mapping[str, str], now: float) -> float | None:
     value = _header(headers, "retry-after")
     if value is None:
         return None
-    try:
+    with contextlib.suppress(ValueError):  # not a number of seconds: an HTTP date, then
         return max(0.0, float(value))
-    except ValueError:
-        pass
     try:
         when = parsedate_to_datetime(value.strip())
     except (TypeError, ValueError, IndexError):
