@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-long lint types unit proto proto-check bench dist clean
+.PHONY: demo test test-long lint types unit proto proto-check bench dist clean screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ test: lint proto-check
 test-long: $(STAMP)
 	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 \
 	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 $(BIN)/pytest -q
+
+# The dashboards' pictures in docs/screenshots/, taken by the browser tests in a real Chromium.
+screenshots: $(STAMP)
+	RUNGAR_SCREENSHOTS=docs/screenshots $(BIN)/pytest -q -m screenshot tests/browser
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

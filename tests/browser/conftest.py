@@ -1,0 +1,68 @@
+"""Browser tests: the dashboards driven in a real Chromium, as a person would use them.
+
+Playwright for Python drives the system's Chromium (Debian's ``chromium`` package, which
+``.ci/run`` installs when it is missing); Playwright's own browser download is never used. The
+browser is found as ``$RUNGAR_CHROMIUM``, else ``chromium`` or ``chromium-browser`` on ``PATH``.
+Without one these tests fail with a line saying how to install it, rather than skip: a browser
+test that silently does not run proves nothing.
+
+``make screenshots`` runs the tests marked ``screenshot`` with ``RUNGAR_SCREENSHOTS`` set to
+``docs/screenshots``; :func:`shoot` writes a page's picture there and does nothing otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+
+def chromium_path() -> str:
+    for candidate in (os.environ.get("RUNGAR_CHROMIUM", ""), "chromium", "chromium-browser"):
+        if candidate and (found := shutil.which(candidate)):
+            return found
+    pytest.fail(
+        "no Chromium found: install Debian's chromium package (apt-get install chromium) "
+        "or set RUNGAR_CHROMIUM to a Chromium binary",
+        pytrace=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path(),
+            # Root in a container has no user namespaces for Chromium's sandbox.
+            args=["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+        )
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(10_000)
+    try:
+        yield opened
+    finally:
+        context.close()
+
+
+def shoot(page: Page, name: str) -> Path | None:
+    """Save ``page`` as ``<name>.png`` under ``$RUNGAR_SCREENSHOTS``, when that is set."""
+    folder = os.environ.get("RUNGAR_SCREENSHOTS", "")
+    if not folder:
+        return None
+    path = Path(folder) / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)
+    return path
