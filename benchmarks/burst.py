@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import json
 import math
@@ -42,6 +41,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+from rungar.testing.line_child import Child, cpu_seconds, rss_mib_now
 
 SCALE_SET = "burst"
 LABEL = "rungar-burst"
@@ -256,55 +257,6 @@ async def run_emulator() -> None:
 # --- the daemon process: one burst, measured -------------------------------------------------
 
 
-class Child:
-    """A helper process spoken to by lines on stdin and stdout."""
-
-    def __init__(self, *args: str) -> None:
-        self.role = " ".join(args[:4])
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-
-    async def read(self) -> str:
-        assert self.process.stdout is not None
-        line = await asyncio.to_thread(self.process.stdout.readline)
-        if not line:
-            raise RuntimeError(f"helper {self.role} exited")
-        return line.strip()
-
-    async def ask(self, command: str) -> Any:
-        assert self.process.stdin is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        return json.loads(await self.read())
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mib_now() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 async def wait_until(check: Any, seconds: float, what: str) -> None:
     end = time.monotonic() + seconds
     while not await check():
@@ -412,7 +364,7 @@ class Burst:
         }
 
     def _child(self, *args: str) -> Child:
-        child = Child(*args)
+        child = Child(__file__, *args, stop_wait=10)
         self.children.append(child)
         return child
 

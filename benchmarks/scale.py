@@ -39,14 +39,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import bisect
-import contextlib
 import cProfile
 import json
 import os
 import random
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +53,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
+
+from rungar.testing.line_child import Child, cpu_seconds, rss_mib_now
 
 RUNNER = {"vcpus": 2, "memory": "4GiB"}
 PROVIDERS_PER_SCALE_SET = 5
@@ -427,51 +427,6 @@ async def run_emulator(size: Size) -> None:
         task.cancel()
 
 
-class Child:
-    def __init__(self, *args: str) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-
-    async def read(self) -> str:
-        assert self.process.stdout is not None
-        line = await asyncio.to_thread(self.process.stdout.readline)
-        if not line:
-            raise RuntimeError("a helper process exited")
-        return line.strip()
-
-    async def ask(self, command: str) -> Any:
-        assert self.process.stdin is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-        return json.loads(await self.read())
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mib_now() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 @dataclass
 class Pass:
     began: float
@@ -531,8 +486,10 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
 
     namespace["reconcile"] = timed_reconcile
     try:
-        emulator = Child("--role", "emulator", *size_args(size))
-        providers = Child("--role", "providers", *size_args(size), "--socket-dir", str(folder))
+        emulator = Child(__file__, "--role", "emulator", *size_args(size))
+        providers = Child(
+            __file__, "--role", "providers", *size_args(size), "--socket-dir", str(folder)
+        )
         children += [emulator, providers]
         url = (await emulator.read()).split()[1]
         await providers.read()
