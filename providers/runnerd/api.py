@@ -74,6 +74,7 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
                 "cap": r.profile.memory,
                 "cpu": r.reserved_cpu,
                 "basis": r.basis,
+                "row": r.row,  # its job's record: GET /jobs/{row}, runnerctl job
                 "job": f"{r.job.repository} {r.job.workflow}/{r.job.job}" if r.job else "",
             }
             for r in provider.runners.values()

@@ -1,0 +1,141 @@
+"""The Jobs screen (``runnerctl jobs --since 7d``) and job detail (``runnerctl job ID``).
+
+Job detail is the job's record as ``runnerctl job`` prints it — what it was, how it ended, the
+admission record as a sentence and its waits — then its memory and CPU peaks. For a job still
+running, the runner's own figures from the status screen say what it holds so far.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Static
+
+from rungar.model.units import format_bytes
+from runnerd.cli_jobs import COLUMNS, job_cells
+from runnerd.ctl import job_sentence
+from runnerd.tui.source import Clock, Source
+
+
+def peaks(row: dict[str, Any], runner: dict[str, Any] | None) -> str:
+    """The job's memory and CPU peaks against its caps; so far, while it runs."""
+    cap = format_bytes(row["cap_memory"])
+    if row["result"] is None:
+        if runner is None:
+            return "running: its peaks are recorded when it ends"
+        return (
+            f"so far: memory peak {format_bytes(runner['peak'])} of its {cap} cap, "
+            f"using {format_bytes(runner['used'])} now; "
+            f"it reserved {format_bytes(runner['reserved'])}"
+        )
+    lines = [f"memory peak {format_bytes(row['peak_memory'])} of its {cap} cap"]
+    cpu = f"of its {row['cap_cpus']:g} CPUs"
+    if row["peak_cpu"] is not None:
+        lines.append(f"CPU peak {row['peak_cpu']:.2f} {cpu}")
+    if row["avg_cpu"] is not None:
+        lines.append(f"CPU average {row['avg_cpu']:.2f} {cpu}")
+    if row["peak_cpu"] is None and row["avg_cpu"] is None:
+        lines.append("CPU not measured")
+    return "\n".join(lines)
+
+
+class JobScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+    DEFAULT_CSS = "#record { padding: 1 2; }"
+
+    def __init__(self, source: Source, ident: str, runner: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.source = source
+        self.ident = ident
+        self.runner = runner
+        self.text = ""
+        self.loads = 0  # records shown so far; tests wait on it instead of the clock
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with VerticalScroll():
+            yield Static(f"reading job {self.ident}…", id="record")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = f"job {self.ident}"
+        self.load()
+
+    @work(exclusive=True)
+    async def load(self) -> None:
+        try:
+            row = await asyncio.to_thread(self.source.job, self.ident)
+        except OSError as e:
+            text = f"runnerctl job: {e}"
+        else:
+            if row is None:
+                text = f"no job {self.ident} in {self.source.history_path()}"
+            else:
+                text = job_sentence(row) + "\n\n" + peaks(row, self.runner)
+        self.text = text
+        self.query_one("#record", Static).update(text)
+        self.loads += 1
+
+
+class JobsScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "job", "Job detail", show=True),
+        Binding("r", "reload", "Reload"),
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, source: Source, clock: Clock) -> None:
+        super().__init__()
+        self.source = source
+        self.clock = clock
+        self.entries: list[dict[str, Any]] = []
+        self.loads = 0
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("", id="note")
+        table: DataTable[str] = DataTable(id="jobs", cursor_type="row")
+        table.add_columns(*COLUMNS)
+        yield table
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.title = "runnerd jobs, the last 7 days"
+        self.load()
+
+    def action_reload(self) -> None:
+        self.load()
+
+    @work(exclusive=True)
+    async def load(self) -> None:
+        try:
+            self.entries = await asyncio.to_thread(self.source.jobs, self.clock())
+        except OSError as e:
+            self.query_one("#note", Static).update(f"runnerctl jobs: {e}")
+            self.entries = []
+        table: DataTable[str] = self.query_one("#jobs", DataTable)
+        table.clear()
+        for entry in self.entries:
+            table.add_row(*job_cells(entry))
+        if not self.entries:
+            self.query_one("#note", Static).update("no jobs recorded in the last 7 days")
+        self.loads += 1
+
+    def action_job(self) -> None:
+        row = self.query_one("#jobs", DataTable).cursor_row
+        if row < len(self.entries):
+            self.app.push_screen(JobScreen(self.source, str(self.entries[row]["id"])))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_job()
