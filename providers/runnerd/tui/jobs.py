@@ -1,8 +1,9 @@
 """The Jobs screen (``runnerctl jobs --since 7d``) and job detail (``runnerctl job ID``).
 
-Job detail is the job's record as ``runnerctl job`` prints it — what it was, how it ended, the
-admission record as a sentence and its waits — then its memory and CPU peaks. For a job still
-running, the runner's own figures from the status screen say what it holds so far.
+Job detail is the job's record as ``runnerctl job`` prints it — what it was, how it ended with
+its memory peak and average CPU, the admission record as a sentence and its waits — then its
+CPU peak. For a job still running, the runner's own figures from the status screen say what it
+holds so far.
 """
 
 from __future__ import annotations
@@ -24,25 +25,18 @@ from runnerd.tui.source import Clock, Source
 
 
 def peaks(row: dict[str, Any], runner: dict[str, Any] | None) -> str:
-    """The job's memory and CPU peaks against its caps; so far, while it runs."""
-    cap = format_bytes(row["cap_memory"])
+    """What ``runnerctl job`` leaves out: the CPU peak, and while the job runs, what its runner
+    holds so far (its peaks are recorded when it ends)."""
     if row["result"] is None:
         if runner is None:
             return "running: its peaks are recorded when it ends"
         return (
-            f"so far: memory peak {format_bytes(runner['peak'])} of its {cap} cap, "
-            f"using {format_bytes(runner['used'])} now; "
-            f"it reserved {format_bytes(runner['reserved'])}"
+            f"so far: memory peak {format_bytes(runner['peak'])} of its "
+            f"{format_bytes(row['cap_memory'])} cap, using {format_bytes(runner['used'])} now"
         )
-    lines = [f"memory peak {format_bytes(row['peak_memory'])} of its {cap} cap"]
-    cpu = f"of its {row['cap_cpus']:g} CPUs"
-    if row["peak_cpu"] is not None:
-        lines.append(f"CPU peak {row['peak_cpu']:.2f} {cpu}")
-    if row["avg_cpu"] is not None:
-        lines.append(f"CPU average {row['avg_cpu']:.2f} {cpu}")
-    if row["peak_cpu"] is None and row["avg_cpu"] is None:
-        lines.append("CPU not measured")
-    return "\n".join(lines)
+    if row["peak_cpu"] is None:
+        return "CPU peak not measured"
+    return f"CPU peak {row['peak_cpu']:.2f} of its {row['cap_cpus']:g} CPUs"
 
 
 class JobScreen(Screen[None]):
@@ -80,7 +74,8 @@ class JobScreen(Screen[None]):
             if row is None:
                 text = f"no job {self.ident} in {self.source.history_path()}"
             else:
-                text = job_sentence(row) + "\n\n" + peaks(row, self.runner)
+                self.title = f"job {row['job_id'] or row['id']}"
+                text = job_sentence(row) + "\n" + peaks(row, self.runner)
         self.text = text
         self.query_one("#record", Static).update(text)
         self.loads += 1
@@ -88,7 +83,8 @@ class JobScreen(Screen[None]):
 
 class JobsScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "job", "Job detail", show=True),
+        # priority: the table would take Enter itself and the footer would not list it
+        Binding("enter", "job", "Job detail", priority=True),
         Binding("r", "reload", "Reload"),
         Binding("escape", "app.pop_screen", "Back"),
         Binding("q", "app.quit", "Quit"),
@@ -137,5 +133,5 @@ class JobsScreen(Screen[None]):
             self.app.push_screen(JobScreen(self.source, str(self.entries[row]["id"])))
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
+        event.stop()  # a click on the selected row
         self.action_job()

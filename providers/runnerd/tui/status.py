@@ -50,7 +50,8 @@ def runner_cells(r: dict[str, Any]) -> tuple[str, ...]:
 
 class StatusScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "job", "Job detail", show=True),
+        # priority: the table would take Enter itself and the footer would not list it
+        Binding("enter", "job", "Job detail", priority=True),
         Binding("w", "toggle_watch", "Watch on/off"),
         Binding("r", "refresh", "Refresh"),
         Binding("s", "sizing", "Sizing"),
@@ -144,10 +145,6 @@ class StatusScreen(Screen[None]):
             return
         self.rapp.show_job(str(runner["row"]), runner)
 
-    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_job()
-
     def refresh_status(self) -> None:
         """Ask for the status, or once more after the question in flight: a slow answer is
         never cancelled by the next tick, so a slow runnerd still shows each answer."""
@@ -156,6 +153,10 @@ class StatusScreen(Screen[None]):
             return
         self._asking = True
         self._ask()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()  # a click on the selected row
+        self.action_job()
 
     @work(group="status")
     async def _ask(self) -> None:
