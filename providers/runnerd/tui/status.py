@@ -9,6 +9,7 @@ asking while watching, so it comes back by itself once runnerd runs.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -211,30 +212,25 @@ class StatusScreen(Screen[None]):
 
     @work(exclusive=True, group="events")
     async def follow_events(self) -> None:
-        """List the newest events, then each new one as it comes, refreshing the status."""
-        after: int | None = None
+        """List the newest events runnerd kept, then each new one as it comes; a new one
+        refreshes the status at once."""
+        after = 0
+        caught_up = False  # asked without waiting until nothing older was left
         while self.watching:
             try:
-                found = await self.source.events(
-                    after or 0, 0.0 if after is None else self.events_wait
-                )
+                found = await self.source.events(after, self.events_wait if caught_up else 0.0)
             except Unreachable:
                 # The status refresh says so; ask again at the next interval.
-                await self._pause()
+                await asyncio.sleep(self.interval)
                 continue
-            if after is None:
-                found = found[-EVENTS_SHOWN:]
-                after = 0
             for event in found:
                 after = max(after, int(event["id"]))
                 self.event_lines = [*self.event_lines, render_event(event)][-EVENTS_SHOWN:]
-            if found and self._shown(self._show_events, self.event_lines):
+            if found and not self._shown(self._show_events, self.event_lines):
+                return
+            if found and caught_up:
                 self.refresh_status()
+            caught_up = caught_up or not found
 
     def _show_events(self, lines: list[str]) -> None:
         self.query_one("#events", Static).update("\n".join(lines))
-
-    async def _pause(self) -> None:
-        import asyncio
-
-        await asyncio.sleep(self.interval)
