@@ -261,3 +261,27 @@ def test_runnerctl_loads_textual_only_for_tui() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_runnerctl_tui_opens_on_the_config_s_socket_and_refuses_a_zero_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import runnerd.tui
+    from runnerd.ctl import main
+
+    path = tmp_path / "runnerd.toml"
+    path.write_text(CONFIG.format(state=tmp_path, db=tmp_path / "history.db"))
+    opened: list[tuple[str, str, float, bool]] = []
+
+    def run_tui(config: str, socket: str, interval: float, watch: bool) -> int:
+        opened.append((config, socket, interval, watch))
+        return 0
+
+    monkeypatch.setattr(runnerd.tui, "run_tui", run_tui)
+    assert main(["-c", str(path), "tui", "--interval", "0.5"]) == 0
+    assert main(["-c", str(path), "--socket", "/run/r.sock", "tui", "--no-watch"]) == 0
+    assert opened == [
+        (str(path), str(tmp_path / "runnerd.sock"), 0.5, True),
+        (str(path), "/run/r.sock", 2.0, False),
+    ]
+    assert main(["-c", str(path), "tui", "--interval", "0"]) == 2
