@@ -178,6 +178,10 @@ async def test_a_applies_the_advice_on_y_only_and_records_it_as_sizing_apply_doe
         await pilot.press("y")
         await until(pilot, lambda: sizing.applies == 1, "the apply")
         assert sizing.message.startswith("applied node: memory 7G → 3G"), sizing.message
+        await until(pilot, lambda: sizing.loads == 2, "the advice after the change")
+        changes = str(sizing.query_one("#changes").render())
+        assert "node: memory 7G → 3G (apply lower)" in changes
+        assert "replaced memory 7G, slots 2, cpus 8" in changes
     text = runnerd.config.read_text()
     assert 'memory = "3G"   # each container\'s hard limit' in text and "# the build host" in text
     with ChangeLog(runnerd.db, read_only=True) as log:

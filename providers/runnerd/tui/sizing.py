@@ -10,6 +10,7 @@ event. When the check refuses, the screen lists its problems and the file is lef
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import ClassVar
 
 from textual import work
@@ -29,6 +30,7 @@ COLUMNS = (
     "PROFILE", "MEMORY", "SLOTS", "RUNS", "PEAK P50", "PEAK P95", "PEAK MAX", "NEED",
     "WAIT P95", "BUSY", "ADVICE",
 )  # fmt: skip
+CHANGES_SHOWN = 5  # the newest sizing changes listed, each with what it replaced
 EVIDENCE_JOBS = 8  # the jobs listed under the selected profile, heaviest need first
 
 
@@ -84,6 +86,20 @@ def evidence(a: ProfileAdvice) -> str:
     return "\n".join(lines)
 
 
+def changes_text(report: SizingReport) -> str:
+    """The newest changes written, each with what it replaced, as ``runnerctl sizing`` lists
+    them."""
+    if not report.changes:
+        return ""
+    lines = ["Changes, newest first:"]
+    for c in list(reversed(report.changes))[:CHANGES_SHOWN]:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(c.at))
+        lines.append(f"  {when}  {c.describe()}; replaced {c.old.describe()}")
+    if len(report.changes) > CHANGES_SHOWN:
+        lines.append(f"  and {len(report.changes) - CHANGES_SHOWN} older (runnerctl sizing)")
+    return "\n".join(lines)
+
+
 class ConfirmApply(ModalScreen[bool]):
     """``y`` applies, ``n`` or Escape does not."""
 
@@ -117,7 +133,8 @@ class SizingScreen(Screen[None]):
         Binding("q", "app.quit", "Quit"),
     ]
     DEFAULT_CSS = """
-    #summary, #evidence, #message { padding: 0 1; height: auto; }
+    #summary, #evidence, #message, #changes { padding: 0 1; height: auto; }
+    #changes { color: $text-muted; }
     #advice { height: auto; max-height: 50%; }
     #message { color: $warning; }
     """
@@ -140,6 +157,7 @@ class SizingScreen(Screen[None]):
             yield table
             yield Static("", id="evidence")
             yield Static("", id="message")
+            yield Static("", id="changes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -167,10 +185,8 @@ class SizingScreen(Screen[None]):
         budget = format_bytes(report.memory_max) if report.memory_max else "none"
         summary = [f"MemoryMax {budget}. Need = largest peak + the margin, at least 1G."]
         summary += list(report.notes)
-        if report.changes:
-            last = report.changes[-1]
-            summary.append(f"last change: {last.describe()}; replaced {last.old.describe()}")
         self.query_one("#summary", Static).update("\n".join(summary))
+        self.query_one("#changes", Static).update(changes_text(report))
         table: DataTable[str] = self.query_one("#advice", DataTable)
         row = table.cursor_row
         table.clear()
