@@ -155,6 +155,8 @@ async def test_watch_mode_shows_a_new_runner_and_a_new_event_without_a_key(
             pilot, lambda: any("MemoryMax 34G" in e for e in screen.event_lines), "the event"
         )
         assert "slice.changed" in str(screen.query_one("#events").render())
+        await pilot.press("w")
+        assert not screen.watching and screen.sub_title == "paused"
 
 
 async def test_a_applies_the_advice_on_y_only_and_records_it_as_sizing_apply_does(

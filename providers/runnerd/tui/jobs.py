@@ -18,6 +18,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from rungar.errors import ConfigError
 from rungar.model.units import format_bytes
 from runnerd.cli_jobs import COLUMNS, job_cells
 from runnerd.ctl import job_sentence
@@ -68,11 +69,13 @@ class JobScreen(Screen[None]):
     async def load(self) -> None:
         try:
             row = await asyncio.to_thread(self.source.job, self.ident)
+        except ConfigError as e:
+            text = "\n".join(e.problems)
         except OSError as e:
-            text = f"runnerctl job: {e}"
+            text = str(e)
         else:
             if row is None:
-                text = f"no job {self.ident} in {self.source.history_path()}"
+                text = f"no job {self.ident} in the job history"
             else:
                 self.title = f"job {row['job_id'] or row['id']}"
                 text = job_sentence(row) + "\n" + peaks(row, self.runner)
@@ -114,17 +117,20 @@ class JobsScreen(Screen[None]):
 
     @work(exclusive=True)
     async def load(self) -> None:
+        note = ""
         try:
             self.entries = await asyncio.to_thread(self.source.jobs, self.clock())
+        except ConfigError as e:
+            self.entries, note = [], "\n".join(e.problems)
         except OSError as e:
-            self.query_one("#note", Static).update(f"runnerctl jobs: {e}")
-            self.entries = []
+            self.entries, note = [], str(e)
         table: DataTable[str] = self.query_one("#jobs", DataTable)
         table.clear()
         for entry in self.entries:
             table.add_row(*job_cells(entry))
-        if not self.entries:
-            self.query_one("#note", Static).update("no jobs recorded in the last 7 days")
+        if not note and not self.entries:
+            note = "no jobs recorded in the last 7 days"
+        self.query_one("#note", Static).update(note)
         self.loads += 1
 
     def action_job(self) -> None:

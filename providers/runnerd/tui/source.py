@@ -78,6 +78,12 @@ class Source:
     def history_path(self) -> Path:
         return Path(load_config(self.config_path).host.history_path())
 
+    def _history(self) -> Path:
+        path = self.history_path()
+        if not path.exists():
+            raise FileNotFoundError(f"no job history at {path}")
+        return path
+
     def sizing(self, now: float) -> SizingReport:
         """``runnerctl sizing``: the advice per profile from the config as it is on disk now."""
         from runnerd.provider import slice_limits
@@ -95,9 +101,7 @@ class Source:
         """``runnerctl jobs --since 7d``, newest first."""
         from runnerd.history import History
 
-        path = self.history_path()
-        if not path.exists():
-            return []
+        path = self._history()
         history = History(path, read_only=True)
         try:
             rows = history.recorded_since(now - JOBS_WINDOW)
@@ -109,9 +113,7 @@ class Source:
         """``runnerctl job ID``: one job's record by GitHub job id or history row id."""
         from runnerd.history import History
 
-        path = self.history_path()
-        if not path.exists():
-            return None
+        path = self._history()
         history = History(path, read_only=True)
         try:
             return history.job(ident)

@@ -215,6 +215,7 @@ class StatusScreen(Screen[None]):
         """List the newest events runnerd kept, then each new one as it comes; a new one
         refreshes the status at once."""
         after = 0
+        self.event_lines = []  # listed again from the start when watching resumes
         caught_up = False  # asked without waiting until nothing older was left
         while self.watching:
             try:
