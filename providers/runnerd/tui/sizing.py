@@ -16,7 +16,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Container, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
@@ -108,7 +108,7 @@ class ConfirmApply(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "Cancel"),
     ]
     DEFAULT_CSS = """
-    ConfirmApply { align: center middle; }
+    #middle { align: center middle; height: 1fr; }
     #question { width: 72; height: auto; border: thick $warning; padding: 1 2;
                 background: $surface; }
     """
@@ -118,7 +118,8 @@ class ConfirmApply(ModalScreen[bool]):
         self.question = question
 
     def compose(self) -> ComposeResult:
-        yield Static(self.question + "\n\n[b]y[/b] apply   [b]n[/b] cancel", id="question")
+        with Container(id="middle"):
+            yield Static(self.question + "\n\n[b]y[/b] apply   [b]n[/b] cancel", id="question")
         yield Footer()
 
     def action_answer(self, yes: bool) -> None:
