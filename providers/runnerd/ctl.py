@@ -2,9 +2,9 @@
 
 ``status``, ``watch`` and ``tui`` ask the daemon over its HTTP/JSON API on ``api_socket``;
 ``tui`` (:mod:`runnerd.tui`) is imported only when asked for, so the other commands do not load
-Textual. ``job`` reads
-the job history read-only, so it works without the daemon. ``doctor`` reads the host itself:
-cgroup v2, the slice, the runtime, and host memory warnings naming the programs that hold it.
+Textual. ``job`` reads the job history read-only, so it works without the daemon. ``doctor``
+reads the host itself: cgroup v2, the slice, the runtime, and host memory warnings naming the
+programs that hold it.
 """
 
 from __future__ import annotations
