@@ -68,11 +68,8 @@ class Runnerd:
             await self.provider.update_runner(name, job)
 
     def app(self, watch: bool = True) -> RunnerctlApp:
-        # Watch mode's refreshes come quickly so the tests wait briefly for them, and its long
-        # poll of the events is short so the API's shutdown does not wait one out.
-        return RunnerctlApp(
-            self.source, watch=watch, interval=0.05, clock=lambda: NOW, events_wait=0.2
-        )
+        # Watch mode's refreshes come quickly so the tests wait briefly for them.
+        return RunnerctlApp(self.source, watch=watch, interval=0.05, clock=lambda: NOW)
 
 
 @pytest.fixture
