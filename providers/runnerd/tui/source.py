@@ -2,10 +2,10 @@
 
 Status and events come from runnerd's local API on its unix socket, the same ``GET /status`` and
 ``GET /events`` as ``runnerctl status`` and ``runnerctl events -f`` (:mod:`runnerd.api`), asked
-asynchronously so that quitting cancels a long poll at once instead of waiting out its thread;
-sizing, the jobs and a job's record from the config file and the job
-history read-only (``runnerctl sizing``, ``runnerctl jobs``, ``runnerctl job ID``), so those
-screens work with or without the daemon; ``a`` on the Sizing screen writes through
+asynchronously so that quitting cancels a long poll at once instead of waiting out its thread.
+Sizing, the jobs and a job's record come from the config file and the job history read-only
+(``runnerctl sizing``, ``runnerctl jobs``, ``runnerctl job ID``), so those screens work with or
+without the daemon; ``a`` on the Sizing screen writes through
 ``runnerctl sizing apply``'s own function. Those block; the app runs them in a thread so the
 screen keeps drawing. Nothing here imports Textual.
 """
