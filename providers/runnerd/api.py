@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from rungar.model.machine import MachineState
 from rungar.model.units import format_bytes
 from runnerd.admission import counted_memory, cpu_line
 from runnerd.admission import host as hostguard
+from runnerd.events import Event
 from runnerd.provider import RunnerdProvider
 
 MAX_WAIT = 60.0  # the longest a GET /events waits for a new event
@@ -74,6 +76,7 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
                 "cap": r.profile.memory,
                 "cpu": r.reserved_cpu,
                 "basis": r.basis,
+                "row": r.row,  # its job's record: GET /jobs/{row}, runnerctl job
                 "job": f"{r.job.repository} {r.job.workflow}/{r.job.job}" if r.job else "",
             }
             for r in provider.runners.values()
@@ -81,7 +84,23 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
     }
 
 
-def app(provider: RunnerdProvider) -> Starlette:
+async def unless_stopping(
+    waiting: Coroutine[Any, Any, list[Event]], stopping: asyncio.Event
+) -> list[Event]:
+    """What ``waiting`` finds, or none as soon as the API stops: a follower's long poll
+    (``runnerctl events -f``, ``runnerctl tui``) must not hold the daemon's exit for its wait."""
+    found = asyncio.ensure_future(waiting)
+    stopped = asyncio.ensure_future(stopping.wait())
+    done, _ = await asyncio.wait({found, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (found, stopped):
+        if task not in done:
+            task.cancel()
+    return found.result() if found in done else []
+
+
+def app(provider: RunnerdProvider, stopping: asyncio.Event | None = None) -> Starlette:
+    stopping = stopping or asyncio.Event()
+
     async def get_status(request: Request) -> JSONResponse:
         return JSONResponse(status(provider))
 
@@ -102,7 +121,7 @@ def app(provider: RunnerdProvider) -> Starlette:
             wait = min(MAX_WAIT, max(0.0, float(request.query_params.get("wait", "0"))))
         except ValueError:
             return JSONResponse({"error": "after and wait must be numbers"}, status_code=400)
-        found = await events.wait(after, wait)
+        found = await unless_stopping(events.wait(after, wait), stopping)
         return JSONResponse({"events": [e.to_json() for e in found]})
 
     return Starlette(
@@ -123,11 +142,15 @@ class _QuietServer(uvicorn.Server):
 
 
 class ApiServer:
-    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    def __init__(
+        self, server: uvicorn.Server, task: asyncio.Task[None], stopping: asyncio.Event
+    ) -> None:
         self._server = server
+        self._stopping = stopping
         self.task = task
 
     async def stop(self) -> None:
+        self._stopping.set()  # long polls answer at once instead of holding the exit
         self._server.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await self.task
@@ -138,9 +161,10 @@ async def serve_api(provider: RunnerdProvider, path: str) -> ApiServer:
     socket.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         socket.unlink()
+    stopping = asyncio.Event()
     config = uvicorn.Config(
         # log_config=None: its lines go through the process's logging (rungar.logs), as JSON.
-        app(provider),
+        app(provider, stopping),
         uds=str(socket),
         log_level="warning",
         lifespan="off",
@@ -153,4 +177,4 @@ async def serve_api(provider: RunnerdProvider, path: str) -> ApiServer:
             break
         await asyncio.sleep(0.01)
     os.chmod(socket, 0o600)
-    return ApiServer(server, task)
+    return ApiServer(server, task, stopping)

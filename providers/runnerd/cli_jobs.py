@@ -77,25 +77,27 @@ def job_entry(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def job_cells(e: dict[str, Any]) -> tuple[str, ...]:
+    """One job's row under ``COLUMNS`` (``runnerctl jobs`` and the TUI's Jobs screen)."""
+    return (
+        str(e["id"]),
+        e["repository"] or "-",
+        e["workflow"] or "-",
+        e["job"] or "-",
+        e["runner"],
+        e["conclusion"],
+        format_bytes(e["peak_memory"]),
+        f"{e['peak_cpu']:.2f}" if e["peak_cpu"] is not None else "-",
+        format_duration(e["waited"]),
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["started"])),
+        format_duration(e["duration"]) if e["duration"] is not None else "-",
+    )
+
+
 def render_jobs(entries: list[dict[str, Any]]) -> str:
     if not entries:
         return "no jobs recorded in that time"
-    rows = [COLUMNS] + [
-        (
-            e["id"],
-            e["repository"] or "-",
-            e["workflow"] or "-",
-            e["job"] or "-",
-            e["runner"],
-            e["conclusion"],
-            format_bytes(e["peak_memory"]),
-            f"{e['peak_cpu']:.2f}" if e["peak_cpu"] is not None else "-",
-            format_duration(e["waited"]),
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["started"])),
-            format_duration(e["duration"]) if e["duration"] is not None else "-",
-        )
-        for e in entries
-    ]
+    rows = [COLUMNS] + [job_cells(e) for e in entries]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(COLUMNS))]
     return "\n".join(
         "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()

@@ -18,11 +18,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rungar.errors import ConfigError
 from rungar.model.units import parse_bytes, parse_duration
 from runnerd.config import RunnerdConfig, load_config
+
+if TYPE_CHECKING:
+    from runnerd.sizing.changes import Change
 
 DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "runnerd.toml")
 
@@ -89,7 +92,7 @@ def _limits(config: RunnerdConfig, memory_max: str | None) -> tuple[int | None, 
     return (parse_bytes(memory_max) if memory_max else read_max), cpus
 
 
-def _sent(db: Path, change: Any, now: float) -> None:
+def _sent(db: Path, change: Change, now: float) -> None:
     """A change written by hand is a ``sizing.changed`` event too (runnerctl events -f)."""
     from runnerd.events import EventLog
 
@@ -112,8 +115,29 @@ def _duration(text: str) -> float:
     return parse_duration(text)
 
 
+def apply_sizing(
+    path: Path, profile: str, now: float, db: Path | None = None, memory_max: int | None = None
+) -> Change:
+    """``runnerctl sizing apply PROFILE`` and ``a`` in ``runnerctl tui``: the advice from the
+    history, checked against the config as it is on disk now, the same check as any config;
+    recorded in the history and sent as a ``sizing.changed`` event. Raises ``ConfigError`` with
+    the problems when the check refuses, and then nothing is written or recorded."""
+    from runnerd.sizing.report import apply_command
+
+    config = load_config(str(path))
+    if profile not in config.profiles:
+        raise ConfigError([f"{path}: no [profiles.{profile}]"])
+    read_max, cpus = _limits(config, None)
+    db = db or Path(config.host.history_path())
+    change = apply_command(
+        path, db, config, profile, read_max if memory_max is None else memory_max, cpus, now
+    )
+    _sent(db, change, now)
+    return change
+
+
 def run_sizing(args: argparse.Namespace) -> int:
-    from runnerd.sizing.report import apply_command, sizing_report, undo_command
+    from runnerd.sizing.report import sizing_report, undo_command
 
     try:
         config, db = _load(args)
@@ -126,10 +150,7 @@ def run_sizing(args: argparse.Namespace) -> int:
             print(f"{_config_path(args)}: no [profiles.{args.profile}]", file=sys.stderr)
             return 2
         if args.action == "apply":
-            change = apply_command(
-                Path(_config_path(args)), db, config, args.profile, memory_max, cpus, now
-            )
-            _sent(db, change, now)
+            change = apply_sizing(Path(_config_path(args)), args.profile, now, db, memory_max)
             print(f"applied {change.describe()}")
             print("runnerd runs with it once restarted")
             return 0

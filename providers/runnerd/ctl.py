@@ -1,8 +1,10 @@
-"""``runnerctl``: status, watch, job ID, jobs, sizing, doctor (docs/runnerd.md).
+"""``runnerctl``: status, watch, tui, job ID, jobs, sizing, doctor (docs/runnerd.md).
 
-``status`` and ``watch`` ask the daemon over its HTTP/JSON API on ``api_socket``. ``job`` reads
-the job history read-only, so it works without the daemon. ``doctor`` reads the host itself:
-cgroup v2, the slice, the runtime, and host memory warnings naming the programs that hold it.
+``status``, ``watch`` and ``tui`` ask the daemon over its HTTP/JSON API on ``api_socket``;
+``tui`` (:mod:`runnerd.tui`) is imported only when asked for, so the other commands do not load
+Textual. ``job`` reads the job history read-only, so it works without the daemon. ``doctor``
+reads the host itself: cgroup v2, the slice, the runtime, and host memory warnings naming the
+programs that hold it.
 """
 
 from __future__ import annotations
@@ -151,6 +153,19 @@ def main(argv: list[str] | None = None) -> int:
     status.add_argument("--json", action="store_true")
     watch = sub.add_parser("watch", help="status, refreshed")
     watch.add_argument("--interval", type=float, default=2.0)
+    tui = sub.add_parser(
+        "tui",
+        help="full screen: status (live), Sizing with a to apply, job detail; q quits",
+        description="runnerd full screen. Status screen: Enter a runner's job, s Sizing, "
+        "j Jobs, w watch on/off, r refresh. Sizing: a applies the selected advice after "
+        "asking (the same check as runnerctl sizing apply). Escape goes back; q quits.",
+    )
+    tui.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between refreshes (default 2)"
+    )
+    tui.add_argument(
+        "--no-watch", action="store_true", help="start with watch mode off (w turns it on)"
+    )
     job = sub.add_parser("job", help="a job's admission record as a sentence")
     job.add_argument("ident", help="GitHub job id or history row id")
     job.add_argument("--json", action="store_true")
@@ -176,6 +191,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(e.problems), file=sys.stderr)
         return 2
     socket = args.socket or config.host.api_socket_path()
+    if args.command == "tui":
+        if args.interval <= 0:
+            print("runnerctl tui: --interval must be more than 0", file=sys.stderr)
+            return 2
+        from runnerd.tui import run_tui
+
+        return run_tui(args.config, socket, args.interval, not args.no_watch)
     try:
         if args.command == "status":
             result = fetch_status(socket)

@@ -4,14 +4,22 @@ change whoever makes it."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+from runnerd.api import serve_api
+from runnerd.config import parse_config
 from runnerd.ctl import main as runnerctl_main
 from runnerd.events import EventLog
+from runnerd.history import History
+from runnerd.provider import RunnerdProvider
 
+from rungar.testing.clock import FakeClock
 from tests.unit.sizing_fixtures import light_history
+from tests.unit.test_runnerd_provider import FakeRuntime, G
 
 
 async def test_a_follower_gets_an_event_another_writer_recorded(tmp_path: Path) -> None:
@@ -58,3 +66,31 @@ def test_sizing_apply_by_hand_is_a_sizing_changed_event(
         events.close()
     assert (event.kind, event.subject, event.data["source"]) == ("sizing.changed", "node", "apply")
     assert event.data["old"]["memory"] == 7 * 1024**3 and event.data["new"]["memory"] == 3 * 1024**3
+
+
+async def test_stopping_the_api_answers_a_follower_s_long_poll_at_once(tmp_path: Path) -> None:
+    history = History(tmp_path / "history.db")
+    text = f'[host]\nmemory_max = "33G"\nstate_dir = "{tmp_path}"\n'
+    provider = RunnerdProvider(parse_config(text), FakeRuntime(), history, FakeClock(), 33 * G, 8.0)
+    provider.events = EventLog(tmp_path / "history.db")
+    socket = Path(tempfile.mkdtemp(prefix="rdev", dir="/tmp")) / "runnerd.sock"
+    api = await serve_api(provider, str(socket))
+    transport = httpx.AsyncHTTPTransport(uds=str(socket))
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://runnerd") as client:
+            poll = asyncio.create_task(client.get("/events", params={"wait": 60}, timeout=90))
+            in_flight = api._server.server_state.tasks  # uvicorn's requests being answered
+            for _ in range(1000):
+                if in_flight:
+                    break
+                await asyncio.sleep(0.01)
+            assert in_flight, "the poll never reached the API"
+            # Without the answer, stop() waits out the poll's 60 s and this times out.
+            await asyncio.wait_for(api.stop(), 20)
+            answer = await asyncio.wait_for(poll, 20)
+        assert answer.json() == {"events": []}
+    finally:
+        provider.events.close()
+        history.close()
+        socket.unlink(missing_ok=True)
+        socket.parent.rmdir()
