@@ -90,7 +90,7 @@ class RunLoop:
         if isinstance(event, Demand):
             engine.on_demand(name, event.assigned)
         elif event.kind is JobEventKind.ASSIGNED:
-            engine.on_job_assigned(name, event.job_id, event.hint)
+            engine.on_job_assigned(name, event.job_id, event.hint, event.times.assigned or event.at)
         elif event.kind is JobEventKind.STARTED:
             engine.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
             observe_job_wait(engine, name, event.times.queued, event.times.started, event.at)
