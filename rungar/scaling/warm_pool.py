@@ -4,7 +4,12 @@ and the clock (README, "Warm pool").
 The prediction is deliberately simple, so ``status`` can say it in one line:
 
     the p90 of the jobs assigned in the same 15-minute slot of the day, on the last 5 days
-    of the same kind (weekdays Monday to Friday, or weekend days), at most ``warm_pool.max``.
+    of the same kind (weekdays Monday to Friday, or weekend days), less the jobs assigned in
+    the slot today so far, at most ``warm_pool.max``.
+
+Less the jobs that came: the pool is for the jobs the slot is predicted to bring that have
+not been assigned yet. A job that takes a warm runner is not replaced by another warm one
+once the slot's predicted jobs have all come, so a rush costs one runner per job, not two.
 
 Days of the same kind, because a Saturday morning says little about a Monday morning, while
 last Friday's 08:15 says a lot about today's. A day with no job in the slot counts as 0, so a
@@ -45,16 +50,20 @@ class Warm:
     percentile: int
     counts: tuple[int, ...]  # jobs in the slot on each day looked at, newest first
     most: int  # warm_pool.max
+    come: int = 0  # jobs assigned in the slot today so far: they need no warm runner any more
 
     @property
     def reason(self) -> str:
-        """``p90 of 3 jobs at 08:15 on the last 5 weekdays`` (the percentile is 3 jobs)."""
+        """``p90 of 3 jobs at 08:15 on the last 5 weekdays`` (the percentile is 3 jobs), and
+        ``, 1 assigned so far`` once some of them came."""
         jobs = "job" if self.predicted == 1 else "jobs"
         text = (
             f"p{self.percentile} of {self.predicted} {jobs} at {self.slot} on the last "
             f"{len(self.counts)} {self.kind}"
         )
-        if self.predicted > self.most:
+        if self.come:
+            text += f", {self.come} assigned so far"
+        if self.predicted - self.come > self.most:
             text += f", at most warm_pool.max {self.most}"
         return text
 
@@ -92,22 +101,33 @@ def _days_like(day: date, lookback: int) -> list[date]:
 
 
 def _slot_prediction(
-    pool: WarmPool, zone: ZoneInfo, history: Sequence[float], at: float
-) -> tuple[int, str, str, tuple[int, ...]]:
+    pool: WarmPool, zone: ZoneInfo, history: Sequence[float], at: float, now: float
+) -> Warm:
+    """The prediction for the slot ``at`` falls in, less the jobs assigned in it by ``now``."""
     local = datetime.fromtimestamp(at, zone)
     slot_minutes = max(1, round(pool.slot / 60))
     start_minute = (local.hour * 60 + local.minute) // slot_minutes * slot_minutes
     counts = []
-    for day in _days_like(local.date(), pool.lookback):
+    for day in (local.date(), *_days_like(local.date(), pool.lookback)):
         opens = datetime(day.year, day.month, day.day, tzinfo=zone) + timedelta(
             minutes=start_minute
         )
         closes = opens + timedelta(minutes=slot_minutes)  # wall-clock arithmetic, as schedules
         first = bisect_left(history, opens.timestamp())
-        counts.append(bisect_left(history, closes.timestamp(), lo=first) - first)
-    kind = "weekend days" if _is_weekend(local.date()) else "weekdays"
-    slot = f"{start_minute // 60:02d}:{start_minute % 60:02d}"
-    return nearest_rank(counts, pool.percentile), slot, kind, tuple(counts)
+        last = bisect_left(history, min(closes.timestamp(), now + 1e-6), lo=first)
+        counts.append(max(0, last - first))
+    come, counts = counts[0], counts[1:]
+    predicted = nearest_rank(counts, pool.percentile)
+    return Warm(
+        runners=min(max(0, predicted - come), pool.max),
+        predicted=predicted,
+        slot=f"{start_minute // 60:02d}:{start_minute % 60:02d}",
+        kind="weekend days" if _is_weekend(local.date()) else "weekdays",
+        percentile=pool.percentile,
+        counts=tuple(counts),
+        most=pool.max,
+        come=come,
+    )
 
 
 def predict(config: ScaleSetConfig, history: Sequence[float], now: float) -> Warm | None:
@@ -116,13 +136,12 @@ def predict(config: ScaleSetConfig, history: Sequence[float], now: float) -> War
     if pool is None:
         return None
     zone = zone_of(config)
-    best = _slot_prediction(pool, zone, history, now)
+    best = _slot_prediction(pool, zone, history, now, now)
     if pool.ahead > 0:
-        later = _slot_prediction(pool, zone, history, now + pool.ahead)
-        if later[0] > best[0]:
+        later = _slot_prediction(pool, zone, history, now + pool.ahead, now)
+        if later.runners > best.runners:
             best = later
-    predicted, slot, kind, counts = best
-    return Warm(min(predicted, pool.max), predicted, slot, kind, pool.percentile, counts, pool.max)
+    return best
 
 
 def history_span(pool: WarmPool | None) -> float:
