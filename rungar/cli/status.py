@@ -326,7 +326,8 @@ def render_status(document: dict[str, Any]) -> str:
             document.get("daemon", {}),
             queue_age_text(scale_sets, document.get("daemon", {}).get("now")),
         ),
-        scale_set_lines(scale_sets, document.get("daemon", {}).get("now")),
+        scale_set_lines(scale_sets, document.get("daemon", {}).get("now"))
+        + [f"  {f['sentence']}" for f in document.get("leftovers", [])],
         provider_lines(document.get("providers", []), document.get("skips", [])),
         runner_lines(runners),
         [f"{plural(len(runners), 'runner')}; the scale sets allow {allowed} between them."],

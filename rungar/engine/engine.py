@@ -29,12 +29,13 @@ from rungar.clock import Clock
 from rungar.config.model import ScaleSetConfig, ScaleSetsFile
 from rungar.engine.events import EventLog
 from rungar.engine.job_history import JobHistory
+from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
 from rungar.engine.notices import note_connected, note_crash, note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.errors import GitHubError, ProviderError, RungarError
-from rungar.github.interface import GitHub, JobTimes, RemoveOutcome
+from rungar.github.interface import GitHub, JobTimes, RemoveOutcome, RunnerStatus
 from rungar.model.labels import machine_labels
 from rungar.model.machine import Conclusion, Created, CreateRequest, JobHint, Refusal, Removal
 from rungar.model.provider import Provider
@@ -137,6 +138,11 @@ class Engine:
             s.name: ScaleSetState(s, watchers=self.phase_watchers) for s in config.scale_sets
         }
         self.orphans_seen: dict[str, float] = {}
+        # GitHub's last list of the installation's runners, and the leftover scale sets found
+        # in it and on the providers (rungar.engine.leftovers).
+        self.listed_runners: list[RunnerStatus] = []
+        self.leftovers: list[Leftover] = []
+        self.leftovers_reported: set[str] = set()
         self.draining_providers: set[str] = set()
         self.list_errors: dict[str, str] = {}  # why a provider is unreachable
         self.github_calls_exported: dict[str, int] = {}

@@ -16,6 +16,8 @@ Document (every time in epoch seconds, every duration in seconds)::
                         "next_min_runners", "next_window"}; reserve: the part of desired kept
      idle beyond the assigned jobs, warm pool included; warm: null | {"runners" (its part of
      reserve), "predicted", "max", "reason"}; min: the min_runners in force now)
+     "leftovers": [{"scale_set", "runners", "busy", "registrations", "sentence"}],
+     (scale sets no longer configured whose runners or registrations remain)
      "providers": [{"name", "type", "status", "runners", "max_runners", "leaving", "weight",
                     "reachable", "disabled", "draining", "runtime_change",
                     "hold": null | {"holder", "priority", "left"}}],
@@ -280,6 +282,16 @@ def snapshot(engine: Engine) -> dict[str, Any]:
             "github": engine.github_url,
         },
         "scale_sets": scale_sets,
+        "leftovers": [
+            {
+                "scale_set": f.scale_set,
+                "runners": f.runners,
+                "busy": f.busy,
+                "registrations": f.registrations,
+                "sentence": f.sentence,
+            }
+            for f in engine.leftovers
+        ],
         "providers": providers,
         "skips": skips,
         "runners": runners,

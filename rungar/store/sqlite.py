@@ -16,6 +16,7 @@ providers' labels on the next reconcile pass.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -165,6 +166,20 @@ class SqliteStore:
     def set_meta(self, key: str, value: str) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def scale_set_ids(self) -> dict[str, int]:
+        """Every scale set's id on GitHub this installation recorded, by name (kept by the GitHub
+        side as ``github.scale_set_id.NAME``), configured or not any more."""
+        prefix = "github.scale_set_id."
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchall()
+        out = {}
+        for key, value in rows:
+            with contextlib.suppress(ValueError):
+                out[str(key)[len(prefix) :]] = int(value)
+        return out
 
     # ------------------------------------------------------------ backoffs and holds
 
