@@ -104,9 +104,9 @@ async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | No
     too: their runners' state is synced (a busy one is not removed) and their offline
     registrations with no machine are swept as any other's."""
     names = {state.id: name for name, state in engine.sets.items() if state.id}
-    for name, recorded in engine.store.scale_set_ids().items():
-        if recorded and recorded not in names and name not in engine.sets:
-            names[recorded] = name
+    for leftover, recorded in engine.store.scale_set_ids().items():
+        if recorded and recorded not in names and leftover not in engine.sets:
+            names[recorded] = leftover
     if not names:
         return {}
     try:
