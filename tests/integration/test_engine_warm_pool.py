@@ -7,8 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+from rungar.cli.scale_sets import inspect_lines
 from rungar.cli.status import render_status
 from rungar.config.model import WarmPool
+from rungar.engine.control import Control
 from rungar.engine.status import snapshot
 from rungar.model.machine import JobHint, RefusalKind
 from tests.integration.test_engine_scaling import World, scale_set
@@ -62,6 +64,10 @@ async def test_the_history_survives_a_restart_and_fills_the_pool_ahead_of_the_sl
     assert (
         "ci: desired 5 (1 reserve + 3 warm: p90 of 3 jobs at 08:15 on the last 5 weekdays)" in text
     )
+
+    found = Control(world.engine).inspect_scale_set("ci")
+    assert "Desired:" in (lines := "\n".join(inspect_lines(found)))
+    assert "5 (1 reserve + 3 warm: p90 of 3 jobs at 08:15 on the last 5 weekdays)" in lines
 
     await world.connect_all()
     world.clock.set(utc(12, 7, 8, 31))
