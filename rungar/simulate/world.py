@@ -6,10 +6,9 @@ runs is the real code where the daemon decides, and a model where it talks:
 - real: :func:`rungar.scaling.desired` and :func:`rungar.scaling.surplus_to_remove` (how many
   runners a scale set wants, schedules and warm pools included, which idle ones go), the warm
   pool's :func:`rungar.scaling.predict` fed each job as it is assigned; the placement
-  :class:`Fleet` and
-  its try-in-order loop :func:`rungar.placement.attempt.place` (order, spread/pack, weights,
-  limits, backoffs, priority holds, unreachable providers); runnerd's ``decide()`` and
-  predictor on runnerd hosts (:mod:`rungar.simulate.backends`).
+  :class:`Fleet` and its try-in-order loop :func:`rungar.placement.attempt.place` (order,
+  spread/pack, weights, limits, backoffs, priority holds, unreachable providers); runnerd's
+  ``decide()`` and predictor on runnerd hosts (:mod:`rungar.simulate.backends`).
 - modelled: GitHub (a first-come queue per scale set; a connected idle runner takes the oldest
   job at once; assigned jobs are the queued and running ones); the engine's triggers (a scale
   step on each job queued or finished in the scale set, and every ``reconcile_interval`` for
@@ -37,7 +36,7 @@ from rungar.model.machine import Created, JobHint, Refusal
 from rungar.model.runner import RunnerState, RunnerView
 from rungar.placement import Fleet
 from rungar.placement.attempt import Outcome, Placed, Try, place
-from rungar.scaling import Warm, desired, predict, surplus_to_remove
+from rungar.scaling import Warm, desired, in_force, predict, surplus_to_remove
 from rungar.simulate.backends import Backend
 from rungar.simulate.history import SimJob
 
@@ -154,8 +153,8 @@ class World:
                     break
                 await self.tick()
                 if self.quiet():
-                    # Nothing a pass could do until the next job arrives, or a warm pool's
-                    # slot changes: then passes resume, on their grid.
+                    # Nothing a pass could do until the next job arrives, or a schedule window
+                    # or a warm pool's slot changes: then passes resume, on their grid.
                     wake = self.next_warm_change()
                     if wake is None:
                         ticking = False
@@ -235,15 +234,19 @@ class World:
             not self.runners
             and not self.open_holds
             and not any(self.queue.values())
-            and all(s.min_runners == 0 for s in self.sets.values())
+            and all(in_force(s, self.now).min_runners == 0 for s in self.sets.values())
             and all(self.warm(n).runners == 0 for n, s in self.sets.items() if s.warm_pool)  # type: ignore[union-attr]  # a warm pool predicts
         )
 
     def next_warm_change(self) -> float | None:
-        """The first moment a warm pool's prediction may change with no job arriving: when
-        ``now + ahead`` enters the next slot. None without warm pools."""
+        """The first moment the idle reserve may change with no job arriving: a schedule's next
+        window edge, or ``now + ahead`` entering a warm pool's next slot. None when neither."""
         changes = []
         for config in self.sets.values():
+            if config.schedule is not None:
+                edge = in_force(config, self.now).next_change
+                if edge is not None:
+                    changes.append(edge)
             pool = config.warm_pool
             if pool is not None:
                 step = math.gcd(int(pool.slot), 900)  # as in :meth:`warm`

@@ -85,3 +85,27 @@ def test_a_warm_pool_what_if_below_one_is_refused(tmp_path: Path) -> None:
     config, history, models = files(tmp_path, "")
     with pytest.raises(ConfigError, match="--warm-pool 0: must be at least 1"):
         simulate(SimulateRequest(config, (history,), models=models, warm_pools=(0,)))
+
+
+def test_a_schedule_window_keeps_its_reserve_ready_in_a_replay_with_no_job_to_wake_it(
+    tmp_path: Path,
+) -> None:
+    # One job at 07:00 on a Monday, the next at 08:30; the window 08:00-09:00 keeps 2 ready.
+    config, _, models = files(
+        tmp_path,
+        "    schedule:\n      windows:\n"
+        '        - {days: mon-fri, from: "08:00", to: "09:00", min_runners: 2}\n',
+    )
+    history = tmp_path / "two.jsonl"
+    monday = datetime(2026, 12, 7, tzinfo=UTC).timestamp()
+    history.write_text(
+        "".join(
+            json.dumps({"scale_set": "nightly", "queued_at": monday + hour * 3600, "duration": 300})
+            + "\n"
+            for hour in (7.0, 8.5)
+        )
+    )
+    report = simulate(SimulateRequest(config, (str(history),), models=models))
+    (row,) = report.json["scenarios"]
+    assert row["scale_sets"]["nightly"]["wait_max"] == 60.0, "07:00: nothing ready, one boot"
+    assert row["scale_sets"]["nightly"]["wait_p50"] == 0.0, "08:30: a reserve runner was ready"
