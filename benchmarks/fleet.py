@@ -180,7 +180,7 @@ def main() -> int:
     bench_priority(0.5 if args.quick else 3.0)
     bench_admission(6000 if args.quick else 8000)
     bench_pack(3000 if args.quick else 10000)
-    bench_warm_pool(28 if args.quick else 56)
+    bench_warm_pool(56)  # fewer days: the first weekend's learning dominates the p95
     bench_cost(10_000 if args.quick else 100_000)
     return 0
 
