@@ -11,7 +11,9 @@ from rungar.cli.scale_sets import inspect_lines
 from rungar.cli.status import render_status
 from rungar.config.model import WarmPool
 from rungar.engine.control import Control
+from rungar.engine.runloop import RunLoop
 from rungar.engine.status import snapshot
+from rungar.github.interface import JobEvent, JobEventKind, JobTimes
 from rungar.model.machine import JobHint, RefusalKind
 from tests.integration.test_engine_scaling import World, scale_set
 
@@ -100,3 +102,16 @@ async def test_old_history_is_pruned_from_the_state_database(tmp_path: Path) -> 
     world.engine.job_history.prune(world.clock.now(), force=True)
     assert list(world.engine.store.job_history(0.0)) == ["ci"]
     assert world.engine.store.job_history(0.0)["ci"] == [utc(12, 4, 8, 0)]
+
+
+async def test_the_history_keeps_githubs_assignment_time_of_each_job(tmp_path: Path) -> None:
+    world = World(tmp_path, scale_set("ci", warm_pool=POOL))
+    await world.start()
+    told = utc(12, 1, 8, 16)
+    event = JobEvent(
+        JobEventKind.ASSIGNED, "ci", "job-1", JobHint(), at=told + 3, times=JobTimes(told, told)
+    )
+    RunLoop(world.engine)._dispatch(world.engine.sets["ci"], event)
+    untimed = JobEvent(JobEventKind.ASSIGNED, "ci", "job-2", JobHint(), at=told + 60)
+    RunLoop(world.engine)._dispatch(world.engine.sets["ci"], untimed)
+    assert world.engine.store.job_history(0.0)["ci"] == [told, told + 60]
