@@ -466,9 +466,10 @@ TIMING_NOTES = {
     ),
     "crash_backoff_max": "Longest such skip; at least crash_backoff_first.",
     "starting_sync_interval": (
-        "How often starting runners are checked against GitHub between passes (through the "
-        "shared runner list), so a runner is seen idle, and its boot timed, soon after it "
-        "connects."
+        "How often starting runners are checked between passes against GitHub (through the "
+        "shared runner list) and their providers' listings: a runner is seen idle, and its "
+        "boot timed, soon after it connects; one whose machine stopped before it connected "
+        "ends then."
     ),
 }
 

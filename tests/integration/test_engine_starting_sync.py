@@ -1,6 +1,7 @@
 """The 5-second sync of starting runners, on a fake clock: a runner that connects between two
-reconcile passes is seen idle, and its boot timed, at the next sync, not the next pass; a
-runner GitHub does not list yet is left to the pass; nothing to ask about asks nothing."""
+reconcile passes is seen idle, and its boot timed, at the next sync, not the next pass; one
+whose machine stops before it connects ends then; a runner GitHub does not list yet is left to
+the pass; nothing to ask about asks nothing."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 from rungar.engine.starting_sync import sync_starting, sync_starting_forever
+from rungar.model.machine import MachineState
 from rungar.model.runner import GitHubState, RunnerState
 from tests.integration.test_engine_scaling import World, scale_set
 
@@ -32,7 +34,9 @@ async def test_a_runner_that_connects_is_seen_idle_at_the_next_sync_not_the_next
     loop = asyncio.ensure_future(sync_starting_forever(world.engine))
     await asyncio.sleep(0)
     world.clock.advance(5)  # the sync's interval: no reconcile pass runs in this test
-    for _ in range(5):
+    for _ in range(50):  # event-loop turns, not time: the clock stands still
+        if record.state is not RunnerState.STARTING:
+            break
         await asyncio.sleep(0)
     loop.cancel()
 
@@ -56,3 +60,19 @@ async def test_with_no_runner_starting_the_sync_asks_github_nothing(tmp_path: Pa
     world.github.calls.clear()
     assert await sync_starting(world.engine) == []
     assert world.github.calls == []
+
+
+async def test_a_runner_whose_machine_stops_before_connecting_ends_at_the_next_sync(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, scale_set("ci"))
+    await world.start()
+    await world.demand("ci", 1)
+    (record,) = world.engine.runners.live("ci")
+    world.providers["compute1"].set_state(record.name, MachineState.STOPPED)  # exits at once
+    await sync_starting(world.engine)
+    await world.engine.drain_tasks()
+    assert record.removal_reason == "ended"
+    assert world.engine.fleet.crash_loop("ci", "compute1") is not None, "a crash loop starts"
+    assert world.github.runners == {}, "its registration is removed"
+    assert world.providers["compute1"].machines == [], "its machine is deleted"
