@@ -165,3 +165,13 @@ def test_utc_offsets_do_not_move_a_slot_across_midnight() -> None:
     history = jobs_on(LAST_WEEKDAYS, "23:50", [1, 1, 1, 1, 1])
     warm = predict(config(POOL), history, datetime(2026, 12, 7, 23, 46, tzinfo=UTC).timestamp())
     assert warm is not None and (warm.runners, warm.slot) == (1, "23:45")
+
+
+def test_jobs_already_assigned_in_the_slot_today_need_no_warm_runner_any_more() -> None:
+    history = jobs_on(LAST_WEEKDAYS, "08:16", [3, 3, 3, 3, 3])
+    today = [*history, at("2026-12-07T08:16"), at("2026-12-07T08:17")]
+    warm = predict(config(POOL), sorted(today), at("2026-12-07T08:20"))
+    assert warm is not None and (warm.runners, warm.predicted, warm.come) == (1, 3, 2)
+    assert warm.reason == "p90 of 3 jobs at 08:15 on the last 5 weekdays, 2 assigned so far"
+    later = predict(config(POOL), sorted(today), at("2026-12-07T08:16:30"))
+    assert later is not None and later.come == 1, "only those assigned by now count"
