@@ -113,6 +113,10 @@ SETTINGS_NOTES: dict[str, str] = {
     "github.timing.message_queue_token_refresh_margin": (
         "The message-queue token is refreshed when this little of its life is left."
     ),
+    "github.timing.runner_list_max_age": (
+        "The installation's runner list is shared by every caller this long; concurrent "
+        "callers await one request."
+    ),
     "scale_sets": "Path of scale_sets.yaml; relative to this file's folder.",
     "installation": (
         "Installation id written on every machine's labels; empty = `gh-` + 12 hex digits of "

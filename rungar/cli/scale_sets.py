@@ -139,7 +139,7 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
             ("Runners", runners),
             ("Assigned", found.get("assigned")),
             ("Queue age", queue_age_text([found], found.get("now")) or None),
-            ("Desired", desired_cell(found)),
+            ("Desired", desired_cell(found, reason=bool(found.get("warm")))),
             ("Limits", f"min {found.get('min')}, max {found.get('max')}"),
             ("Schedule", schedule_sentence(found, found.get("now")) or None),
             ("Priority", found.get("priority")),

@@ -207,12 +207,20 @@ def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
     return lines
 
 
-def desired_cell(scale_set: dict[str, Any]) -> object:
-    """``7 (4 reserve)``: how much of desired is idle reserve beyond the assigned jobs."""
+def desired_cell(scale_set: dict[str, Any], *, reason: bool = False) -> object:
+    """``7 (4 reserve)``: how much of desired is idle reserve beyond the assigned jobs, and
+    the warm pool's part of it: ``6 (2 reserve + 3 warm)``; with ``reason``, why the pool is
+    that size: ``6 (2 reserve + 3 warm: p90 of 3 jobs at 08:15 on the last 5 weekdays)``."""
     desired, reserve = scale_set.get("desired"), scale_set.get("reserve") or 0
-    if desired is None or not reserve:
+    warm = scale_set.get("warm") or {}
+    warm_runners = int(warm.get("runners") or 0)
+    if desired is None or not (reserve or (reason and warm)):
         return desired
-    return f"{desired} ({reserve} reserve)"
+    parts = [f"{reserve - warm_runners} reserve"] if reserve - warm_runners else []
+    if warm_runners or reason:
+        why = f": {warm['reason']}" if reason and warm.get("reason") else ""
+        parts.append(f"{warm_runners} warm{why}")
+    return f"{desired} ({' + '.join(parts)})"
 
 
 def schedule_sentence(scale_set: dict[str, Any], now: float | None) -> str:
@@ -281,6 +289,8 @@ def scale_set_lines(scale_sets: list[dict[str, Any]], now: float | None = None) 
         schedule = schedule_sentence(s, now)
         if schedule:
             lines.append(f"  {s['name']}: {schedule}")
+        if s.get("warm") and s.get("desired") is not None:
+            lines.append(f"  {s['name']}: desired {desired_cell(s, reason=True)}")
     return lines
 
 
@@ -316,7 +326,8 @@ def render_status(document: dict[str, Any]) -> str:
             document.get("daemon", {}),
             queue_age_text(scale_sets, document.get("daemon", {}).get("now")),
         ),
-        scale_set_lines(scale_sets, document.get("daemon", {}).get("now")),
+        scale_set_lines(scale_sets, document.get("daemon", {}).get("now"))
+        + [f"  {f['sentence']}" for f in document.get("leftovers", [])],
         provider_lines(document.get("providers", []), document.get("skips", [])),
         runner_lines(runners),
         [f"{plural(len(runners), 'runner')}; the scale sets allow {allowed} between them."],

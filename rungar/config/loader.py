@@ -24,6 +24,7 @@ from rungar.config.model import (
     Schedule,
     ScheduleWindow,
     Timing,
+    WarmPool,
 )
 from rungar.config.paths import base_of, resolve_provider
 from rungar.config.problems import START, Mark, Problems, first_at, join_path
@@ -246,7 +247,15 @@ def _scale_sets(
         ages_ok = _check_ages(record, start_timeout, checker)
         providers = _scale_set_providers(record, runner_blocks, checker)
         schedule_ok, schedule = _schedule(record, checker)
-        if name is None or not limits_ok or not ages_ok or providers is None or not schedule_ok:
+        warm_ok, warm_pool = _warm_pool(record, checker)
+        if (
+            name is None
+            or not limits_ok
+            or not ages_ok
+            or providers is None
+            or not schedule_ok
+            or not warm_ok
+        ):
             continue
         scale_sets.append(
             ScaleSetConfig(
@@ -263,6 +272,7 @@ def _scale_sets(
                 max_age=record.get("max_age"),
                 paused=record.get("paused", False),
                 schedule=schedule,
+                warm_pool=warm_pool,
             )
         )
     return scale_sets
@@ -296,6 +306,49 @@ def _schedule(record: Record, checker: Checker) -> tuple[bool, Schedule | None]:
     if "windows" not in found.values or not ok:
         return False, None
     return True, Schedule(timezone=timezone, windows=tuple(windows))
+
+
+def _warm_pool(record: Record, checker: Checker) -> tuple[bool, WarmPool | None]:
+    """Whether the warm pool is valid (its problems added if not), and the pool or None."""
+    if "warm_pool" not in record.marks:
+        return True, None
+    found = record.get("warm_pool")
+    if not isinstance(found, Record) or "max" not in found.values:
+        return False, None
+    ok = True
+    most, ceiling = found.get("max"), record.get("max_runners")
+    if ceiling is not None and most > ceiling:
+        checker.fail(
+            found.mark_of("max"),
+            found.path_of("max"),
+            f"is {most}; at most max_runners ({ceiling})",
+        )
+        ok = False
+    slot = found.get("slot", 900.0)
+    if "slot" in found.marks and "slot" in found.values and (slot % 60 or 86400 % slot):
+        checker.fail(
+            found.mark_of("slot"),
+            found.path_of("slot"),
+            f"is {_dur(slot)}; a day must divide into whole slots of whole minutes "
+            "(such as 5m, 15m, 30m or 1h)",
+        )
+        ok = False
+    zone = found.get("timezone", "")
+    if "timezone" in found.marks:
+        why = zone_problem(zone) if "timezone" in found.values else "is not a timezone"
+        if why is not None:
+            checker.fail(found.mark_of("timezone"), found.path_of("timezone"), why)
+            ok = False
+    if not ok or any(key in found.marks and key not in found.values for key in found.marks):
+        return False, None
+    return True, WarmPool(
+        max=most,
+        slot=float(slot),
+        lookback=found.get("lookback", 5),
+        percentile=found.get("percentile", 90),
+        ahead=float(found.get("ahead", 300.0)),
+        timezone=zone,
+    )
 
 
 def _window(record: Record, most: int | None, checker: Checker) -> ScheduleWindow | None:

@@ -40,6 +40,7 @@ class Timing:
     session_retry_max: float = 60.0
     crash_backoff_first: float = 30.0  # runners that end before connecting: first skip
     crash_backoff_max: float = 600.0  # ... doubling in a row up to this
+    starting_sync_interval: float = 5.0  # starting runners checked against GitHub this often
 
     @property
     def hold_duration(self) -> float:
@@ -92,6 +93,21 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class WarmPool:
+    """Runners kept idle ahead of predicted demand, on top of ``min_runners`` (README, "Warm
+    pool"): the ``percentile`` of the jobs assigned in the same ``slot`` of the day on the last
+    ``lookback`` days of the same kind (weekdays, or weekend days), at most ``max``. The slot
+    looked at is the one in force now or ``ahead`` from now, whichever predicts more."""
+
+    max: int
+    slot: float = 900.0  # seconds; divides a day into whole minutes
+    lookback: int = 5  # days of the same kind
+    percentile: int = 90
+    ahead: float = 300.0  # a slot's runners are started this long before it opens
+    timezone: str = ""  # "" = the schedule's timezone, else UTC
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleSetConfig:
     name: str
     max_runners: int
@@ -106,6 +122,7 @@ class ScaleSetConfig:
     max_age: float | None = None
     paused: bool = False
     schedule: Schedule | None = None
+    warm_pool: WarmPool | None = None
 
     @property
     def provider_names(self) -> tuple[str, ...]:

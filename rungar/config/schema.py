@@ -325,6 +325,47 @@ SCHEDULE = Obj(
     )
 )
 
+WARM_POOL = Obj(
+    (
+        Field(
+            "max",
+            Int(1, MAX_RUNNERS),
+            "Most runners the warm pool keeps ready on top of min_runners; at most max_runners.",
+            True,
+        ),
+        Field(
+            "slot",
+            Duration(60.0),
+            "Length of the time-of-day slots jobs are counted in; divides a day into whole "
+            "minutes.",
+            default=900,
+        ),
+        Field(
+            "lookback",
+            Int(1, 60),
+            "Days of the same kind (weekdays, or weekend days) the slot is counted on.",
+            default=5,
+        ),
+        Field(
+            "percentile",
+            Int(1, 100),
+            "Percentile of those days' job counts that is kept ready.",
+            default=90,
+        ),
+        Field(
+            "ahead",
+            Duration(),
+            "A slot's runners are started this long before it opens.",
+            default=300,
+        ),
+        Field(
+            "timezone",
+            Str(),
+            "IANA zone of the slots; unset = the schedule's timezone, else UTC.",
+        ),
+    )
+)
+
 SCALE_SET = Obj(
     (
         Field("name", SCALE_SET_NAME, "Runner-name base; unique ignoring case.", True),
@@ -373,6 +414,11 @@ SCALE_SET = Obj(
         ),
         Field("paused", Bool(), "Creates nothing while true.", default=False),
         Field("schedule", SCHEDULE, "Time-of-day min_runners; unset = min_runners always."),
+        Field(
+            "warm_pool",
+            WARM_POOL,
+            "Runners kept ready ahead of the demand the job history predicts; unset = none.",
+        ),
     )
 )
 
@@ -390,6 +436,7 @@ TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
     "session_retry_max": (0.0, True),
     "crash_backoff_first": (0.0, True),
     "crash_backoff_max": (0.0, True),
+    "starting_sync_interval": (0.0, True),
 }
 TIMING_NOTES = {
     "reconcile_interval": "How often each scale set is reconciled; at least 5s.",
@@ -418,6 +465,12 @@ TIMING_NOTES = {
         "before they ever connect skips it this long; doubles in a row."
     ),
     "crash_backoff_max": "Longest such skip; at least crash_backoff_first.",
+    "starting_sync_interval": (
+        "How often starting runners are checked between passes against GitHub (through the "
+        "shared runner list) and their providers' listings: a runner is seen idle, and its "
+        "boot timed, soon after it connects; one whose machine stopped before it connected "
+        "ends then."
+    ),
 }
 
 

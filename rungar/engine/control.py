@@ -336,6 +336,7 @@ class Control:
         old_names = set(engine.sets)
         engine.config = new
         engine.fleet.configure(new.providers, new.scale_sets, new.timing)
+        engine.job_history.configure(new.scale_sets)
         for provider_config in new.providers:
             if provider_config.name in engine.providers:
                 retime(engine.providers[provider_config.name], provider_config, new.timing)

@@ -28,12 +28,14 @@ import structlog
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetConfig, ScaleSetsFile
 from rungar.engine.events import EventLog
+from rungar.engine.job_history import JobHistory
+from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
 from rungar.engine.notices import note_connected, note_crash, note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.errors import GitHubError, ProviderError, RungarError
-from rungar.github.interface import GitHub, JobTimes, RemoveOutcome
+from rungar.github.interface import GitHub, JobTimes, RemoveOutcome, RunnerStatus
 from rungar.model.labels import machine_labels
 from rungar.model.machine import Conclusion, Created, CreateRequest, JobHint, Refusal, Removal
 from rungar.model.provider import Provider
@@ -41,7 +43,7 @@ from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.placement import Fleet
 from rungar.placement.attempt import NotPlaced, Outcome, Placed, Try, place
-from rungar.scaling import InForce, desired, surplus_to_remove
+from rungar.scaling import InForce, Warm, desired, surplus_to_remove
 from rungar.store.sqlite import CreateIntent, SqliteStore
 
 log = structlog.get_logger("rungar.engine")
@@ -73,6 +75,8 @@ class ScaleSetState:
     desired: int | None = None  # unknown until the first decision
     reserve: int = 0  # of desired, the runners kept idle beyond the assigned jobs
     minimum: InForce | None = None  # min_runners in force (schedule window) at the last decision
+    warm: Warm | None = None  # the warm pool's prediction at the last decision
+    warm_runners: int = 0  # of reserve, the warm pool's part (after max_runners)
     polled_at: float = 0.0  # when GitHub last told the assigned count (0 = never)
     paused_at_runtime: bool | None = None  # None: as configured
     _phase: str = "STARTING"  # STARTING, LISTENING, WAITING (the listener says), UNREACHABLE
@@ -134,6 +138,11 @@ class Engine:
             s.name: ScaleSetState(s, watchers=self.phase_watchers) for s in config.scale_sets
         }
         self.orphans_seen: dict[str, float] = {}
+        # GitHub's last list of the installation's runners, and the leftover scale sets found
+        # in it and on the providers (rungar.engine.leftovers).
+        self.listed_runners: list[RunnerStatus] = []
+        self.leftovers: list[Leftover] = []
+        self.leftovers_reported: set[str] = set()
         self.draining_providers: set[str] = set()
         self.list_errors: dict[str, str] = {}  # why a provider is unreachable
         self.github_calls_exported: dict[str, int] = {}
@@ -146,6 +155,7 @@ class Engine:
         backoffs, holds = store.load_placement()
         self.fleet.restore_state(backoffs, holds)
         self.fleet.restore_crash_loops(store.load_crash_loops())
+        self.job_history = JobHistory(store, config.scale_sets, clock.now())
 
     # ------------------------------------------------------------------ helpers
 
@@ -190,14 +200,19 @@ class Engine:
         if state is None:
             return
         async with state.lock:
+            now = self.clock.now()
+            state.warm = self.job_history.warm(state.config, now)
+            warm = state.warm.runners if state.warm else 0
             decision = desired(
-                state.config, state.assigned, paused=state.paused, now=self.clock.now()
+                state.config, state.assigned, paused=state.paused, now=now, warm=warm
             )
             note_minimum(self, state, decision.minimum)
             target = 0 if state.removed else decision.total
             state.desired = target
             state.reserve = 0 if state.removed else decision.reserve
+            state.warm_runners = 0 if state.removed else decision.warm
             self.metrics.runners_desired.labels(name).set(target)
+            self.metrics.runners_warm.labels(name).set(state.warm_runners)
             live = self.runners.live(name)
             have = len(live) + state.creating
             if have < target:
@@ -575,11 +590,13 @@ class Engine:
         self.metrics.last_poll.labels(name).set(state.polled_at)
         self.spawn(self.scale(name))
 
-    def on_job_assigned(self, name: str, job_id: str, hint: JobHint) -> None:
+    def on_job_assigned(self, name: str, job_id: str, hint: JobHint, at: float = 0.0) -> None:
+        """``at``: when GitHub assigned it (0: now); warm pools predict from these times."""
         state = self.sets.get(name)
         if state is not None:
             state.queued[job_id] = hint
             state.assigned_at.setdefault(job_id, self.clock.now())
+            self.job_history.record(name, job_id, at or self.clock.now())
 
     def mark_connected(self, record: RunnerRecord) -> None:
         """The runner was seen on GitHub for the first time: its boot is over."""

@@ -40,6 +40,18 @@ class Metrics:
         self.runners_desired = Gauge(
             "rungar_runners_desired", "Desired runners", ["scale_set"], registry=r
         )
+        self.runners_warm = Gauge(
+            "rungar_runners_warm",
+            "Runners the warm pool keeps ready beyond min_runners",
+            ["scale_set"],
+            registry=r,
+        )
+        self.orphaned_runners = Gauge(
+            "rungar_orphaned_runners",
+            "Runners and registrations of this installation for scale sets no longer configured",
+            ["scale_set"],
+            registry=r,
+        )
         self.paused = Gauge("rungar_scale_set_paused", "Paused", ["scale_set"], registry=r)
         self.runners_current = Gauge(
             "rungar_runners_current", "Runners by state", ["scale_set", "state"], registry=r

@@ -11,7 +11,9 @@
 5. Leaving machines are deleted, concurrently (bounded), and retried every pass; each still
    counts for its provider until deleted. Those on an unreachable provider are not asked for
    until it lists again (a pass's List or a probe's), so a dead provider never holds up a pass.
-6. Offline registrations with no machine, named like our runners, are swept after start_timeout.
+6. Offline registrations with no machine, named like our runners, are swept after start_timeout
+   (those of leftover scale sets too: no longer configured, their id recorded); leftover scale
+   sets are warned about (:mod:`rungar.engine.leftovers`).
 7. Counts are re-synced into placement, backoffs and holds saved, and every decision retried.
 """
 
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine.leftovers import note_leftovers
 from rungar.engine.naming import belongs_to
 from rungar.engine.records import RunnerRecord
 from rungar.errors import GitHubError, ProviderError
@@ -97,8 +100,13 @@ async def probe_unreachable(engine: Engine) -> list[str]:
 
 async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | None:
     """Registrations per scale set, from one call for all of them; None when GitHub could not
-    be asked."""
+    be asked. Scale sets no longer configured whose id this installation recorded are in it
+    too: their runners' state is synced (a busy one is not removed) and their offline
+    registrations with no machine are swept as any other's."""
     names = {state.id: name for name, state in engine.sets.items() if state.id}
+    for leftover, recorded in engine.store.scale_set_ids().items():
+        if recorded and recorded not in names and leftover not in engine.sets:
+            names[recorded] = leftover
     if not names:
         return {}
     try:
@@ -106,6 +114,7 @@ async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | No
     except GitHubError as e:
         log.warning("github.list_runners_failed", error=str(e))
         return None
+    engine.listed_runners = runners
     view: dict[str, dict[str, RunnerStatus]] = {name: {} for name in names.values()}
     for runner in runners:
         name = names.get(runner.scale_set_id)
@@ -340,6 +349,9 @@ async def reconcile(engine: Engine) -> None:
         gone = record.scale_set not in engine.sets
         if gone and record.state is not RunnerState.LEAVING and not record.view().busy:
             await engine.remove(record, RemovalReason.SCALE_SET_REMOVED, delete=False)
+
+    if registrations is not None:
+        note_leftovers(engine, engine.listed_runners)
 
     # 5. leaving machines, all at once (bounded); those on unreachable providers wait for them
     leaving = [r for r in engine.runners if r.state is RunnerState.LEAVING]

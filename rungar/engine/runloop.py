@@ -1,5 +1,5 @@
-"""The engine's long-running loops: a listener per scale set, the reconcile ticker, and the
-prober that lists unreachable providers between passes.
+"""The engine's long-running loops: a listener per scale set, the reconcile ticker, the
+prober that lists unreachable providers between passes, and the sync of starting runners.
 
 Kept apart from :mod:`rungar.engine.engine` so the engine's steps can be driven one by one in
 tests, while the daemon runs them here. Stopping cancels the loops and leaves every runner in
@@ -16,6 +16,7 @@ import structlog
 from rungar.engine.engine import Engine, ScaleSetState
 from rungar.engine.notices import observe_job_wait
 from rungar.engine.reconcile import probe_unreachable, reconcile
+from rungar.engine.starting_sync import sync_starting_forever
 from rungar.engine.status import UNREACHABLE_NOTE
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
@@ -29,6 +30,7 @@ class RunLoop:
         self._listeners: dict[str, asyncio.Task[None]] = {}
         self._reconciler: asyncio.Task[None] | None = None
         self._prober: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
     async def start(self) -> None:
@@ -36,6 +38,7 @@ class RunLoop:
             self.start_scale_set(name)
         self._reconciler = asyncio.create_task(self._reconcile_forever())
         self._prober = asyncio.create_task(self._probe_forever())
+        self._starting = asyncio.create_task(sync_starting_forever(self.engine))
 
     def start_scale_set(self, name: str) -> None:
         if name not in self._listeners:
@@ -52,7 +55,7 @@ class RunLoop:
 
     async def stop(self) -> None:
         tasks = [*self._listeners.values()]
-        tasks += [t for t in (self._reconciler, self._prober) if t is not None]
+        tasks += [t for t in (self._reconciler, self._prober, self._starting) if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -90,7 +93,7 @@ class RunLoop:
         if isinstance(event, Demand):
             engine.on_demand(name, event.assigned)
         elif event.kind is JobEventKind.ASSIGNED:
-            engine.on_job_assigned(name, event.job_id, event.hint)
+            engine.on_job_assigned(name, event.job_id, event.hint, event.times.assigned or event.at)
         elif event.kind is JobEventKind.STARTED:
             engine.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
             observe_job_wait(engine, name, event.times.queued, event.times.started, event.at)

@@ -45,6 +45,7 @@ class GitHubTimingSettings(_Strict):
     registration_token_refresh_margin: float = Field(default=300.0, ge=0)
     admin_token_refresh_margin: float = Field(default=120.0, ge=0)
     message_queue_token_refresh_margin: float = Field(default=600.0, ge=0)
+    runner_list_max_age: float = Field(default=15.0, ge=0)
 
     def value(self) -> GitHubTiming:
         return GitHubTiming(**self.model_dump())

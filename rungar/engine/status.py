@@ -14,7 +14,10 @@ Document (every time in epoch seconds, every duration in seconds)::
      daemon.now - polled_at;
      schedule: null | {"timezone", "window", "min_runners", "next_change",
                         "next_min_runners", "next_window"}; reserve: the part of desired kept
-     idle beyond the assigned jobs; min: the min_runners in force now)
+     idle beyond the assigned jobs, warm pool included; warm: null | {"runners" (its part of
+     reserve), "predicted", "max", "reason"}; min: the min_runners in force now)
+     "leftovers": [{"scale_set", "runners", "busy", "registrations", "sentence"}],
+     (scale sets no longer configured whose runners or registrations remain)
      "providers": [{"name", "type", "status", "runners", "max_runners", "leaving", "weight",
                     "reachable", "disabled", "draining", "runtime_change",
                     "hold": null | {"holder", "priority", "left"}}],
@@ -37,7 +40,7 @@ from rungar.model.units import format_duration
 from rungar.scaling import in_force
 
 if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
+    from rungar.engine.engine import Engine, ScaleSetState
 
 WAITING_NOTE = "another message session holds the scale set; standing by until it ends"
 UNREACHABLE_NOTE = "GitHub does not answer; trying again for the message session"
@@ -80,6 +83,18 @@ def schedule_document(config: ScaleSetConfig, now: float) -> Any:
         "next_change": found.next_change,
         "next_min_runners": found.next_min_runners,
         "next_window": found.next_window,
+    }
+
+
+def warm_document(state: ScaleSetState) -> Any:
+    """The warm pool's part of desired and why, or None for a scale set with no warm pool."""
+    if state.warm is None:
+        return None
+    return {
+        "runners": state.warm_runners,
+        "predicted": state.warm.predicted,
+        "max": state.warm.most,
+        "reason": state.warm.reason,
     }
 
 
@@ -161,6 +176,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "reserve": state.reserve,
                 "min": in_force(ss, now).min_runners,
                 "schedule": schedule_document(ss, now),
+                "warm": warm_document(state),
                 "max": ss.max_runners,
                 "priority": ss.priority,
                 "placement": ss.placement.value,
@@ -266,6 +282,16 @@ def snapshot(engine: Engine) -> dict[str, Any]:
             "github": engine.github_url,
         },
         "scale_sets": scale_sets,
+        "leftovers": [
+            {
+                "scale_set": f.scale_set,
+                "runners": f.runners,
+                "busy": f.busy,
+                "registrations": f.registrations,
+                "sentence": f.sentence,
+            }
+            for f in engine.leftovers
+        ],
         "providers": providers,
         "skips": skips,
         "runners": runners,

@@ -35,6 +35,7 @@ from rungar.github.interface import (
 )
 from rungar.github.listener import Listener
 from rungar.github.ratelimit import RequestCounter
+from rungar.github.runner_list import SharedListing
 from rungar.github.scale_set import ensure_scale_set
 from rungar.github.timing import GitHubTiming
 from rungar.github.transport import Transport
@@ -103,6 +104,10 @@ class ScaleSetGitHub:
         self._cursors = cursors or InMemoryCursorStore()
         self._sessions = sessions or InMemorySessionStore()
         self._session_retry = (session_retry_first, session_retry_max)
+        # Every caller's runner list: one request per runner_list_max_age, single flight.
+        self.runner_listing: SharedListing[list[RunnerStatus]] = SharedListing(
+            self._list_runners, clock, self.timing.runner_list_max_age
+        )
         self._ids: dict[str, int] = {}
         self._configs: dict[str, ScaleSetConfig] = {}
         self.listeners: dict[str, Listener] = {}
@@ -178,11 +183,13 @@ class ScaleSetGitHub:
         return _status(runner) if runner is not None else None
 
     async def list_runners(self, scale_set_id: int) -> list[RunnerStatus]:
-        return [
-            _status(r) for r in await self.client.list_runners() if r.scale_set_id == scale_set_id
-        ]
+        return [r for r in await self.runner_listing.get() if r.scale_set_id == scale_set_id]
 
     async def list_all_runners(self) -> list[RunnerStatus]:
+        """The installation's runners, shared (:mod:`rungar.github.runner_list`)."""
+        return list(await self.runner_listing.get())
+
+    async def _list_runners(self) -> list[RunnerStatus]:
         return [_status(r) for r in await self.client.list_runners()]
 
     def session_phase(self, scale_set: str) -> SessionPhase:

@@ -37,6 +37,8 @@ class GitHubTiming:
     registration_token_refresh_margin: float = 5 * 60.0
     admin_token_refresh_margin: float = 2 * 60.0  # GARM's; ARC's 60 s left listeners dying
     message_queue_token_refresh_margin: float = 10 * 60.0
+    # The installation's runner list is shared by every caller this long (single flight).
+    runner_list_max_age: float = 15.0
 
     def __post_init__(self) -> None:
         if self.session_recreate_after < 1:

@@ -9,14 +9,17 @@ from rungar.scaling.decide import (
     surplus_to_remove,
 )
 from rungar.scaling.schedule import InForce, in_force
+from rungar.scaling.warm_pool import Warm, predict
 
 __all__ = [
     "Desired",
     "InForce",
     "Removal",
+    "Warm",
     "decide_removal",
     "desired",
     "desired_runners",
     "in_force",
+    "predict",
     "surplus_to_remove",
 ]

@@ -2,7 +2,7 @@
 
 Pure functions of configuration, runner views and ``now`` (README, "Architecture"):
 
-- desired = min(max_runners, min_runners in force + assigned jobs); 0 while paused.
+- desired = min(max_runners, min_runners in force + warm pool + assigned jobs); 0 while paused.
 - surplus: idle runners only (busy ones are never removed), outdated revision first, then oldest.
 - removal: busy runners go only when expired or stuck (forced); any other runner goes when
   unregistered, never connected, disconnected, outdated or expired. At most one replacement
@@ -25,32 +25,40 @@ class Desired:
 
     ``work`` runners serve the assigned jobs (GitHub counts running jobs as assigned, so a busy
     runner covers its own job and nothing more); ``reserve`` runners are kept idle beyond them
-    (``min_runners`` in force), and come second whenever room is short.
+    (``min_runners`` in force, then the warm pool), and come second whenever room is short.
+    ``warm`` is the warm pool's part of the reserve: the ceiling cuts it first.
     """
 
     total: int
     reserve: int
     minimum: InForce
+    warm: int = 0
 
     @property
     def work(self) -> int:
         return self.total - self.reserve
 
 
-def desired(config: ScaleSetConfig, assigned_jobs: int, *, paused: bool, now: float) -> Desired:
-    """min(max_runners, min_runners in force + assigned jobs); nothing while paused."""
+def desired(
+    config: ScaleSetConfig, assigned_jobs: int, *, paused: bool, now: float, warm: int = 0
+) -> Desired:
+    """min(max_runners, min_runners in force + warm + assigned jobs); nothing while paused.
+
+    ``warm`` is the warm pool's prediction (:func:`rungar.scaling.warm_pool.predict`)."""
     minimum = in_force(config, now)
     if paused:
         return Desired(0, 0, minimum)
     work = max(0, min(config.max_runners, assigned_jobs))
-    total = max(0, min(config.max_runners, minimum.min_runners + max(0, assigned_jobs)))
-    return Desired(total, total - work, minimum)
+    reserve = minimum.min_runners + max(0, warm)
+    total = max(0, min(config.max_runners, reserve + max(0, assigned_jobs)))
+    kept = total - work
+    return Desired(total, kept, minimum, warm=max(0, kept - minimum.min_runners))
 
 
 def desired_runners(
-    config: ScaleSetConfig, assigned_jobs: int, *, paused: bool, now: float = 0.0
+    config: ScaleSetConfig, assigned_jobs: int, *, paused: bool, now: float = 0.0, warm: int = 0
 ) -> int:
-    return desired(config, assigned_jobs, paused=paused, now=now).total
+    return desired(config, assigned_jobs, paused=paused, now=now, warm=warm).total
 
 
 def surplus_to_remove(

@@ -15,9 +15,11 @@ from typing import Any
 
 EPILOG = """\
 What is real and what is modelled:
-  real      scaling (desired runners, idle surplus), the placement fleet and its try-in-order
-            loop (spread/pack, weights, limits, backoffs, priority holds, unreachable
-            providers), and on runnerd hosts runnerd's admission decide() and its predictor.
+  real      scaling (desired runners with schedules and warm pools, idle surplus), the warm
+            pool's prediction from the jobs replayed so far, the placement fleet and its
+            try-in-order loop (spread/pack, weights, limits, backoffs, priority holds,
+            unreachable providers), and on runnerd hosts runnerd's admission decide() and its
+            predictor.
   modelled  GitHub (a first-come queue per scale set; a connected idle runner takes the oldest
             job), the engine's triggers (a scale step per job queued or finished, and every
             reconcile_interval), runner boot times, clouds (a quota, a boot time, a price),
@@ -66,6 +68,14 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         "--speed", action="append", default=[], type=float, metavar="N",
         help="the same jobs queued N times as fast",
     )  # fmt: skip
+    what_if.add_argument(
+        "--no-warm-pool", action="store_true",
+        help="no scale set with a warm pool; the warm pool line compares it with the baseline",
+    )  # fmt: skip
+    what_if.add_argument(
+        "--warm-pool", action="append", default=[], type=int, metavar="MAX",
+        help="every scale set with warm_pool.max MAX (other keys as configured, else defaults)",
+    )  # fmt: skip
     return parser
 
 
@@ -92,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         removes=tuple(args.remove_provider),
         max_runners=tuple(args.max_runners),
         speeds=tuple(args.speed),
+        no_warm_pool=args.no_warm_pool,
+        warm_pools=tuple(args.warm_pool),
     )
     try:
         report = simulate(request)

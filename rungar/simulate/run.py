@@ -29,6 +29,8 @@ class SimulateRequest:
     removes: tuple[str, ...] = ()
     max_runners: tuple[str, ...] = ()
     speeds: tuple[float, ...] = ()
+    no_warm_pool: bool = False
+    warm_pools: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,8 @@ def replay_one(
     made = backends(scenario, config, models, start)
     result: WorldResult = asyncio.run(World(config, made, paced).run())
     priced = frozenset(n for n, b in made.items() if not models.of(n).is_runnerd)
-    return Row(scenario.name, result, priced)
+    warm = "without" if scenario.no_warm_pool else "with" if scenario.warm_pool else ""
+    return Row(scenario.name, result, priced, warm)
 
 
 def simulate(request: SimulateRequest) -> SimulateReport:
@@ -71,6 +74,8 @@ def simulate(request: SimulateRequest) -> SimulateReport:
         request.removes,
         request.max_runners,
         request.speeds,
+        request.no_warm_pool,
+        request.warm_pools,
     )
     rows = tuple(replay_one(s, config, models, jobs) for s in scenarios)
     days = (jobs[-1].queued_at - jobs[0].queued_at) / 86400.0

@@ -17,6 +17,7 @@ from rungar.config.model import (
     ScaleSetConfig,
     ScaleSetProvider,
     ScaleSetsFile,
+    WarmPool,
 )
 from rungar.errors import ConfigError
 from rungar.simulate.backends import Backend, RunnerdHost
@@ -34,6 +35,8 @@ class Scenario:
     remove_provider: str = ""
     max_runners: tuple[str, int] | None = None
     speed: float = 1.0
+    no_warm_pool: bool = False
+    warm_pool: int = 0  # every scale set with warm_pool.max this (its other keys kept)
 
 
 def what_ifs(
@@ -44,6 +47,8 @@ def what_ifs(
     removes: Sequence[str],
     max_runners: Sequence[str],
     speeds: Sequence[float],
+    no_warm_pool: bool = False,
+    warm_pools: Sequence[int] = (),
 ) -> list[Scenario]:
     """The baseline, then one row per what-if in the order the flags are listed here."""
     rows = [Scenario()]
@@ -62,6 +67,12 @@ def what_ifs(
         if speed <= 0:
             raise ConfigError([f"--speed {speed:g}: must be more than 0"])
         rows.append(Scenario(f"speed x{speed:g}", speed=speed))
+    if no_warm_pool:
+        rows.append(Scenario("no warm pool", no_warm_pool=True))
+    for most in warm_pools:
+        if most < 1:
+            raise ConfigError([f"--warm-pool {most}: must be at least 1"])
+        rows.append(Scenario(f"warm pool {most}", warm_pool=most))
     return rows
 
 
@@ -91,6 +102,17 @@ def configure(
         scale_sets = [replace(s, placement=scenario.placement) for s in scale_sets]
     if scenario.no_priority:
         scale_sets = [replace(s, priority=0) for s in scale_sets]
+    if scenario.no_warm_pool:
+        scale_sets = [replace(s, warm_pool=None) for s in scale_sets]
+    if scenario.warm_pool:
+        most = scenario.warm_pool
+        scale_sets = [
+            replace(
+                s,
+                warm_pool=replace(s.warm_pool or WarmPool(most), max=min(most, s.max_runners)),
+            )
+            for s in scale_sets
+        ]
     if scenario.add_host:
         config_models, providers, scale_sets = _add_host(
             scenario.add_host, models, providers, scale_sets

@@ -5,6 +5,8 @@ measured on one of these, so anyone can rerun it.
   priority ask now and then (the Priority section of docs/placement's example).
 - :func:`generated_fleet`: ``runnerd history generate``'s jobs on its own hosts, with clouds for
   overflow (``pack``: hosts first).
+- :func:`rush_fleet`: a nightly matrix and a weekday morning rush on one cloud, with warm
+  pools.
 All of them are pure functions of their arguments and a seed.
 """
 
@@ -162,3 +164,52 @@ def generated_fleet(
     for i, n in enumerate(cloud_names):
         models[n] = ProviderModel(n, quota=50, boot=45.0 + 15 * i, price_per_hour=0.40 + 0.05 * i)
     return config, Models(models), generated_jobs(jobs, days, seed)
+
+
+def rush_fleet(
+    *, days: int = 28, matrix: int = 12, rush_jobs: int = 8, per_hour: float = 1.0,
+    boot: float = 90.0, warm_max: int = 16, seed: int = 1,
+) -> tuple[ScaleSetsFile, Models, list[SimJob]]:  # fmt: skip
+    """Two scale sets on one cloud, both with ``warm_pool: {max: warm_max}``:
+
+    - ``nightly``: a scheduled workflow's matrix of about ``matrix`` jobs queued within two
+      minutes of 02:00 UTC every day: demand the history predicts well;
+    - ``ci``: weekdays open with about ``rush_jobs`` jobs between 08:15 and 08:25 UTC, then
+      ``per_hour`` jobs at random moments until 18:00: a rush it predicts, then random traffic
+      it cannot; nights and weekends are quiet.
+
+    Each job runs 5-15 minutes; the cloud boots in ``boot`` seconds and costs 0.10 an hour.
+    ``days`` from a Monday."""
+    sets = "".join(
+        f"  - name: {name}\n    max_runners: 40\n    providers: [cloud]\n"
+        f"    warm_pool: {{ max: {warm_max} }}\n"
+        for name in ("nightly", "ci")
+    )
+    text = "version: 1\nproviders:\n  - { name: cloud, type: fake }\nscale_sets:\n" + sets
+    config = parse_scale_sets(text, "rush.yaml")
+    models = Models({"cloud": ProviderModel("cloud", boot=boot, price_per_hour=0.10)})
+    rng = random.Random(seed)
+    monday = START - (START % (7 * DAY)) + 4 * DAY  # the epoch began on a Thursday
+    jobs: list[SimJob] = []
+
+    def add(label: str, at: float) -> None:
+        duration = rng.uniform(5, 15) * 60.0
+        jobs.append(SimJob(label, "acme/app", label, "build", at, duration, 0, 0, None,
+                           "success", label))  # fmt: skip
+
+    for day in range(days):
+        midnight = monday + day * DAY
+        for _ in range(max(0, round(rng.gauss(matrix, 1.0)))):
+            add("nightly", midnight + 2 * 3600 + rng.uniform(0, 120))
+        if day % 7 >= 5:
+            continue
+        for _ in range(max(0, round(rng.gauss(rush_jobs, 1.5)))):
+            add("ci", midnight + 8 * 3600 + 15 * 60 + rng.uniform(0, 600))
+        at = midnight + 8.5 * 3600
+        while True:
+            at += rng.expovariate(per_hour / 3600.0)
+            if at >= midnight + 18 * 3600:
+                break
+            add("ci", at)
+    jobs.sort(key=lambda j: (j.queued_at, j.label))
+    return config, models, jobs

@@ -3,11 +3,12 @@
 A discrete-event loop, deterministic: the same inputs give the same result to the digit. What
 runs is the real code where the daemon decides, and a model where it talks:
 
-- real: :func:`rungar.scaling.desired_runners` and :func:`rungar.scaling.surplus_to_remove`
-  (how many runners a scale set wants, which idle ones go); the placement :class:`Fleet` and
-  its try-in-order loop :func:`rungar.placement.attempt.place` (order, spread/pack, weights,
-  limits, backoffs, priority holds, unreachable providers); runnerd's ``decide()`` and
-  predictor on runnerd hosts (:mod:`rungar.simulate.backends`).
+- real: :func:`rungar.scaling.desired` and :func:`rungar.scaling.surplus_to_remove` (how many
+  runners a scale set wants, schedules and warm pools included, which idle ones go), the warm
+  pool's :func:`rungar.scaling.predict` fed each job as it is assigned; the placement
+  :class:`Fleet` and its try-in-order loop :func:`rungar.placement.attempt.place` (order,
+  spread/pack, weights, limits, backoffs, priority holds, unreachable providers); runnerd's
+  ``decide()`` and predictor on runnerd hosts (:mod:`rungar.simulate.backends`).
 - modelled: GitHub (a first-come queue per scale set; a connected idle runner takes the oldest
   job at once; assigned jobs are the queued and running ones); the engine's triggers (a scale
   step on each job queued or finished in the scale set, and every ``reconcile_interval`` for
@@ -15,6 +16,9 @@ runs is the real code where the daemon decides, and a model where it talks:
   another and stop at the first runner not placed; runners are ephemeral, boot in the
   provider's boot time, and their machine is deleted when their job ends; GitHub registration,
   start timeouts, adoption and the state store are left out.
+
+The replay ends at the first pass after every job has finished: idle reserve runners (from
+``min_runners`` or a warm pool) are deleted then, and counted until then.
 """
 
 from __future__ import annotations
@@ -22,16 +26,17 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rungar.config.model import ScaleSetsFile
 from rungar.model.machine import Created, JobHint, Refusal
 from rungar.model.runner import RunnerState, RunnerView
 from rungar.placement import Fleet
 from rungar.placement.attempt import Outcome, Placed, Try, place
-from rungar.scaling import desired_runners, surplus_to_remove
+from rungar.scaling import Warm, desired, in_force, predict, surplus_to_remove
 from rungar.simulate.backends import Backend
 from rungar.simulate.history import SimJob
 
@@ -67,6 +72,7 @@ class WorldResult:
     backends: dict[str, Backend]
     end: float
     events: int
+    runner_seconds: dict[str, float] = field(default_factory=dict)  # scale set -> machine time
 
 
 class World:
@@ -91,6 +97,9 @@ class World:
         self.of_set: dict[str, dict[str, _Runner]] = {name: {} for name in self.sets}
         self.idle: dict[str, dict[str, _Runner]] = {name: {} for name in self.sets}
         self.waits: dict[str, list[float]] = {name: [] for name in self.sets}
+        self.runner_seconds: dict[str, float] = dict.fromkeys(self.sets, 0.0)
+        self.history: dict[str, list[float]] = {name: [] for name in self.sets}  # assigned at
+        self.warm_cache: dict[str, tuple[tuple[float, ...], Warm | None]] = {}
         self.holds: dict[str, HoldUse] = {name: HoldUse() for name in self.sets}
         self.open_holds: dict[str, tuple[str, float, float]] = {}  # provider -> holder, from, since
         self.heap: list[tuple[float, int, int, str]] = []
@@ -136,22 +145,40 @@ class World:
             else:
                 if (
                     nxt >= n
-                    and not self.runners
+                    and not any(r.job is not None for r in self.runners.values())
                     and (not any(self.queue.values()) or at > last_arrival + GIVE_UP_AFTER)
                 ):
+                    for left in list(self.runners):  # idle reserve: kept until now
+                        await self.finish(left, rescale=False)
                     break
                 await self.tick()
                 if self.quiet():
-                    ticking = False  # nothing a pass could do until the next job arrives
+                    # Nothing a pass could do until the next job arrives, or a schedule window
+                    # or a warm pool's slot changes: then passes resume, on their grid.
+                    wake = self.next_warm_change()
+                    if wake is None:
+                        ticking = False
+                    else:
+                        passes = -(-(wake - origin) // interval)
+                        self.push(origin + passes * interval, TICK, "")
                 else:
                     self.push(at + interval, TICK, "")
         self.close_holds(self.now, everything=True)
         never = {name: len(q) for name, q in self.queue.items()}
-        return WorldResult(self.waits, never, self.holds, self.backends, self.now, self.events)
+        return WorldResult(
+            self.waits,
+            never,
+            self.holds,
+            self.backends,
+            self.now,
+            self.events,
+            self.runner_seconds,
+        )
 
     async def arrive(self, index: int) -> None:
         name = self.jobs[index].scale_set
         self.queue[name].append(index)
+        self.history[name].append(self.now)  # jobs arrive in time order: it stays sorted
         self.assigned[name] += 1
         idle = self.idle[name]
         if idle:
@@ -183,11 +210,12 @@ class World:
             backend.usage.kills += 1
             self.push(self.now, FINISH, victim)  # the kernel ends it now
 
-    async def finish(self, runner: str) -> None:
+    async def finish(self, runner: str, *, rescale: bool = True) -> None:
         record = self.runners.pop(runner, None)
         if record is None:
             return  # killed earlier: its own finish comes later and finds it gone
         name = record.scale_set
+        self.runner_seconds[name] += self.now - record.created_at
         del self.of_set[name][runner]
         self.idle[name].pop(runner, None)
         backend = self.backends[record.provider]
@@ -197,7 +225,8 @@ class World:
         self.fleet.remove_runner(name, record.provider, leaving=True)
         backend.delete(runner, self.now)
         self.fleet.machine_deleted(record.provider)
-        await self.scale(name)
+        if rescale:
+            await self.scale(name)
 
     def quiet(self) -> bool:
         """No job waits, no runner lives and no hold stands: a pass has nothing to do."""
@@ -205,8 +234,24 @@ class World:
             not self.runners
             and not self.open_holds
             and not any(self.queue.values())
-            and all(s.min_runners == 0 for s in self.sets.values())
+            and all(in_force(s, self.now).min_runners == 0 for s in self.sets.values())
+            and all(self.warm(n).runners == 0 for n, s in self.sets.items() if s.warm_pool)  # type: ignore[union-attr]  # a warm pool predicts
         )
+
+    def next_warm_change(self) -> float | None:
+        """The first moment the idle reserve may change with no job arriving: a schedule's next
+        window edge, or ``now + ahead`` entering a warm pool's next slot. None when neither."""
+        changes = []
+        for config in self.sets.values():
+            if config.schedule is not None:
+                edge = in_force(config, self.now).next_change
+                if edge is not None:
+                    changes.append(edge)
+            pool = config.warm_pool
+            if pool is not None:
+                step = math.gcd(int(pool.slot), 900)  # as in :meth:`warm`
+                changes.append(((self.now + pool.ahead) // step + 1) * step - pool.ahead)
+        return min(changes, default=None)
 
     async def tick(self) -> None:
         for name, backend in self.backends.items():
@@ -219,11 +264,20 @@ class World:
 
     async def scale(self, name: str) -> None:
         config = self.sets[name]
-        target = desired_runners(config, self.assigned[name], paused=config.paused)
+        warm = self.warm(name) if config.warm_pool else None
+        decision = desired(
+            config,
+            self.assigned[name],
+            paused=config.paused,
+            now=self.now,
+            warm=warm.runners if warm else 0,
+        )
+        target = decision.total
         live = self.of_set[name]
         if len(live) < target:
-            for _ in range(target - len(live)):
-                if not await self.create(name):
+            for n in range(len(live), target):
+                # As the engine: runners beyond the assigned jobs are reserve (no holds).
+                if not await self.create(name, reserve=n >= decision.work):
                     break
         elif len(live) > target and self.idle[name]:
             views = [
@@ -233,9 +287,26 @@ class World:
             for runner in surplus_to_remove(views, len(live) - target, {}):
                 await self.finish(runner)
 
-    async def create(self, name: str) -> bool:
+    def warm(self, name: str) -> Warm | None:
+        """The warm pool's prediction; the same until a job arrives or either slot it looks at
+        changes (passes every reconcile_interval ask it far more often than that)."""
+        config = self.sets[name]
+        pool = config.warm_pool
+        assert pool is not None
+        # Slots start on multiples of this in epoch time, in any zone whose offset from UTC is
+        # whole quarter hours (every zone in use today).
+        step = math.gcd(int(pool.slot), 900)
+        key = (len(self.history[name]), self.now // step, (self.now + pool.ahead) // step)
+        cached = self.warm_cache.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        found = predict(config, self.history[name], self.now)
+        self.warm_cache[name] = (key, found)
+        return found
+
+    async def create(self, name: str, *, reserve: bool = False) -> bool:
         now = self.now
-        found = self.fleet.can_place(name, now)
+        found = self.fleet.can_place(name, now, reserve=reserve)
         if not found.any:
             self.note_holds()
             return False
@@ -267,6 +338,7 @@ class World:
             delete=delete,
             settle=settle,
             observe=self.observe,
+            reserve=reserve,
         )
         self.note_holds()
         if not isinstance(result, Placed):

@@ -1,5 +1,6 @@
 """SQLite state (WAL): backoffs, crash loops, holds, create intents, the listeners' last message
-ids, scale-set and session ids (in a small key-value ``meta`` table).
+ids, scale-set and session ids (in a small key-value ``meta`` table), and when each scale set's
+recent jobs were assigned (the warm pool's history, pruned by age).
 
 The providers' listings are the truth about machines; this store keeps only what they cannot
 tell. Each create's intent is written *before* the provider is called, with its idempotency
@@ -15,6 +16,7 @@ providers' labels on the next reconcile pass.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -51,6 +53,10 @@ CREATE TABLE IF NOT EXISTS intents (
     runner_id INTEGER NOT NULL DEFAULT 0, provider TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS listener (scale_set TEXT PRIMARY KEY, last_message_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS job_history (
+    scale_set TEXT NOT NULL, job_id TEXT NOT NULL, assigned_at REAL NOT NULL,
+    PRIMARY KEY (scale_set, job_id));
+CREATE INDEX IF NOT EXISTS job_history_age ON job_history (assigned_at);
 """
 
 
@@ -161,6 +167,20 @@ class SqliteStore:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
+    def scale_set_ids(self) -> dict[str, int]:
+        """Every scale set's id on GitHub this installation recorded, by name (kept by the GitHub
+        side as ``github.scale_set_id.NAME``), configured or not any more."""
+        prefix = "github.scale_set_id."
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix)
+            ).fetchall()
+        out = {}
+        for key, value in rows:
+            with contextlib.suppress(ValueError):
+                out[str(key)[len(prefix) :]] = int(value)
+        return out
+
     # ------------------------------------------------------------ backoffs and holds
 
     def save_placement(self, backoffs: list[tuple[str, str, Backoff]], holds: list[Hold]) -> None:
@@ -243,3 +263,33 @@ class SqliteStore:
     def set_last_message_id(self, scale_set: str, message_id: int) -> None:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO listener VALUES (?, ?)", (scale_set, message_id))
+
+    # ------------------------------------------------------------ job history (warm pools)
+
+    def record_job(self, scale_set: str, job_id: str, assigned_at: float) -> bool:
+        """Keep a job's assignment time; False when the job was recorded already (a message
+        GitHub sent again)."""
+        with self._tx() as db:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO job_history VALUES (?, ?, ?)",
+                (scale_set, job_id, assigned_at),
+            )
+            return cursor.rowcount > 0
+
+    def job_history(self, since: float) -> dict[str, list[float]]:
+        """Each scale set's assignment times from ``since`` on, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT scale_set, assigned_at FROM job_history WHERE assigned_at >= ? "
+                "ORDER BY assigned_at",
+                (since,),
+            ).fetchall()
+        out: dict[str, list[float]] = {}
+        for scale_set, at in rows:
+            out.setdefault(str(scale_set), []).append(float(at))
+        return out
+
+    def prune_job_history(self, before: float) -> int:
+        """Forget jobs assigned before ``before``; how many were forgotten."""
+        with self._tx() as db:
+            return db.execute("DELETE FROM job_history WHERE assigned_at < ?", (before,)).rowcount

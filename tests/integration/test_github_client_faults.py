@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -203,3 +205,19 @@ async def test_the_rest_jit_config_of_webhook_pools_needs_labels_and_a_group() -
         jit = await gh.client.generate_rest_jit_config("pool-1", 1, ["self-hosted", "linux"])
     assert jit.runner.name == "pool-1" and jit.encoded
     assert emu.state.requests[-1]["route"] == "R4"
+
+
+async def test_every_scale_set_shares_one_runner_listing_for_its_max_age() -> None:
+    async with emulator() as emu, github(emu) as gh:
+        a = await gh.ensure_scale_set(scale_set("a"))
+        b = await gh.ensure_scale_set(scale_set("b"))
+        await gh.generate_jit_config(a, "a-1")
+        await gh.generate_jit_config(b, "b-1")
+        before = len(emu.state.requests)
+        # Two scale sets and a reconcile pass asking at once: one request to GitHub.
+        listed = await asyncio.gather(gh.list_runners(a), gh.list_runners(b), gh.list_all_runners())
+        await gh.list_all_runners()  # and again within 15 s: no request at all
+        lists = [r for r in emu.state.requests[before:] if r["path"].endswith("/agents")]
+    assert len(lists) == 1, emu.state.requests[before:]
+    assert [r.name for r in listed[0]] == ["a-1"] and [r.name for r in listed[1]] == ["b-1"]
+    assert sorted(r.name for r in listed[2]) == ["a-1", "b-1"]

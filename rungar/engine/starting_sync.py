@@ -1,0 +1,95 @@
+"""The sync of starting runners: every ``timing.starting_sync_interval`` (5 s), runners still
+starting are checked against GitHub's runner list and their providers' listings, between
+reconcile passes (README, "Architecture").
+
+A pass comes every ``reconcile_interval`` (30 s); without this, a runner that connected just
+after one would be counted as starting, and its boot timed, up to 30 s late, and an idle
+surplus would wait that long to go. The list is the installation's shared one
+(:mod:`rungar.github.runner_list`: at most one request per 15 s whoever asks), so the sync
+costs GitHub nothing beyond what the passes ask, and a connection is seen within about 20 s.
+
+Only good news is taken from it: a runner GitHub lists online or busy has connected (its boot
+is timed then, and its scale set's decision is applied again so an idle surplus can go). A
+runner the list does not show yet is left to the pass, which judges that with the runner's
+age: the list may be older than the runner's registration.
+
+Each provider with a runner still starting is listed too: a runner whose machine stopped
+before it ever connected (an image that exits at once) ends then, with the crash loop's
+backoff and its registration removed, as the pass would end it up to ``reconcile_interval``
+later. A machine missing from the listing is left to the pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import structlog
+
+from rungar.engine.reconcile import github_view, list_provider
+from rungar.model.machine import MachineState
+from rungar.model.runner import GitHubState, RemovalReason, RunnerState
+
+if TYPE_CHECKING:
+    from rungar.engine.engine import Engine
+
+log = structlog.get_logger("rungar.engine")
+
+
+async def sync_starting(engine: Engine) -> list[str]:
+    """Check the starting runners against GitHub once; the names of those that connected."""
+    if not any(r.state is RunnerState.STARTING for r in engine.runners):
+        return []  # nothing to ask about: no listing is asked for
+    await _end_stopped(engine)
+    registrations = await github_view(engine)
+    if registrations is None:
+        return []
+    connected: list[str] = []
+    scale_sets: set[str] = set()
+    for record in list(engine.runners):
+        if record.state is not RunnerState.STARTING:  # changed while the list was asked for
+            continue
+        status = registrations.get(record.scale_set, {}).get(record.name)
+        if status is None or not (status.online or status.busy):
+            continue
+        record.runner_id = record.runner_id or status.id
+        engine.mark_connected(record)  # times its boot, forgives a crash loop
+        record.offline_since = None
+        record.github = GitHubState.BUSY if status.busy else GitHubState.IDLE
+        record.state = RunnerState.BUSY if status.busy else RunnerState.IDLE
+        connected.append(record.name)
+        scale_sets.add(record.scale_set)
+    for scale_set in sorted(scale_sets):
+        engine.spawn(engine.scale(scale_set))
+    return connected
+
+
+async def _end_stopped(engine: Engine) -> list[str]:
+    """List each provider with a starting runner; end the runners whose machine stopped."""
+    providers = sorted(
+        {r.provider for r in engine.runners if r.state is RunnerState.STARTING}
+        & set(engine.providers)
+    )
+    listings = await asyncio.gather(*(list_provider(engine, p) for p in providers))
+    ended: list[str] = []
+    for provider, machines in zip(providers, listings, strict=True):
+        stopped = {m.name for m in machines or () if m.state is MachineState.STOPPED}
+        for record in engine.runners.on(provider):
+            if record.state is RunnerState.STARTING and record.name in stopped:
+                record.machine = MachineState.STOPPED
+                record.stopped_at = record.stopped_at or engine.clock.now()
+                engine.let_go(record, RemovalReason.ENDED)  # a crash: backs the provider off
+                engine.spawn(engine.settle_leaving(record))
+                ended.append(record.name)
+    return ended
+
+
+async def sync_starting_forever(engine: Engine) -> None:
+    while True:
+        await engine.clock.sleep(engine.config.timing.starting_sync_interval)
+        try:
+            await sync_starting(engine)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("starting_sync.failed")
