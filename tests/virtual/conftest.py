@@ -1,11 +1,13 @@
-"""A failing seeded test names its seed and the command that replays it alone."""
+"""A failing seeded test names its seed and the command that replays it alone; the engine's
+log lines are kept in memory, not rendered (an hour of a fleet writes thousands)."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 
 import pluggy
 import pytest
+import structlog
 
 from tests.virtual.harness import SEED_VARIABLE
 
@@ -26,3 +28,9 @@ def pytest_runtest_makereport(
     test = f"{item.path.relative_to(item.config.rootpath)}::{name}"
     replay = f"{SEED_VARIABLE}={seed} .venv/bin/pytest -q '{test}'"
     report.sections.append(("virtual clock", f"seed {seed}; replay: {replay}"))
+
+
+@pytest.fixture(autouse=True)
+def quiet_logs() -> Iterator[None]:
+    with structlog.testing.capture_logs():
+        yield

@@ -46,9 +46,9 @@ from rungar.testing.fake_provider import GIB, FakeProvider
 
 START = 1_800_000_000.0
 SEED_VARIABLE = "RUNGAR_VIRTUAL_SEED"
-# Rounds of the event loop after each event: every engine task that is not waiting on the
+# Most rounds of the event loop after each event: every engine task that is not waiting on the
 # virtual clock finishes within a few (nothing here waits on a socket or a thread).
-SETTLE_ROUNDS = 50
+SETTLE_ROUNDS = 200
 
 
 def seeds(default: Iterable[int]) -> list[int]:
@@ -173,8 +173,13 @@ class VirtualFleet:
         self.next_pass = self.clock.now() + self.config.timing.reconcile_interval
 
     async def settle(self) -> None:
+        """Let every engine task run until each is done or waits on the virtual clock."""
+        loop = asyncio.get_running_loop()
         for _ in range(SETTLE_ROUNDS):
             await asyncio.sleep(0)
+            # Nothing left to run at this instant: asyncio keeps no public view of its queue.
+            if not getattr(loop, "_ready", True):
+                return
 
     # ------------------------------------------------------------------ GitHub's side
 
