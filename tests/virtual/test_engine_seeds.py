@@ -7,7 +7,7 @@ fail, listings that fail for a while, and a restart of the daemon on the same st
 harness checks the fleet's promises after every event; at the end every job has run exactly
 once, and no machine or registration is left behind.
 
-The default run takes a few seeds; ``RUNGAR_VIRTUAL_SEEDS=N`` takes N (``make test-long``), and
+The default run takes two seeds; ``RUNGAR_VIRTUAL_SEEDS=N`` takes N (``make test-long``), and
 ``RUNGAR_VIRTUAL_SEED=S`` replays one.
 """
 
@@ -24,7 +24,7 @@ from rungar.config.model import ScaleSetsFile
 from rungar.model.machine import RefusalKind
 from tests.virtual.harness import Host, VirtualFleet, seeds
 
-SEEDS = int(os.environ.get("RUNGAR_VIRTUAL_SEEDS", "3"))
+SEEDS = int(os.environ.get("RUNGAR_VIRTUAL_SEEDS", "2"))
 
 
 def random_fleet(rng: random.Random) -> tuple[ScaleSetsFile, dict[str, Host]]:
