@@ -232,3 +232,28 @@ async def test_runners_that_never_connect_are_removed_after_start_timeout_and_ba
     ), "its registration is removed"
     reason = fleet.engine.fleet.skip_reason("linux", "a", fleet.clock.now())
     assert reason == "its runners never connect within start_timeout (1 in a row)"
+
+
+async def test_a_large_runner_refused_by_both_hosts_holds_one_and_the_other_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    # Holding every host that refused (the rule before) fails the last assertion.
+    sets = HOLD_SETS.replace(
+        "providers: [{name: a, runner: {vcpus: 2, memory: 4GiB}}]",
+        "providers: [{name: a, runner: {vcpus: 2, memory: 4GiB}}, "
+        "{name: b, runner: {vcpus: 2, memory: 4GiB}}]",
+    ).replace(
+        "providers: [{name: a, runner: {vcpus: 8, memory: 16GiB}}]",
+        "providers: [{name: a, runner: {vcpus: 8, memory: 16GiB}}, "
+        "{name: b, runner: {vcpus: 8, memory: 16GiB}}]",
+    )
+    hosts = {"a": Host(vcpus=16, memory_gib=32), "b": Host(vcpus=16, memory_gib=32)}
+    fleet = await started(VirtualFleet(tmp_path, config(sets, "a b"), hosts))
+    await fleet.queue("small", 16, duration=600)  # both hosts full: 8 x 4 GiB each
+    await fleet.run_for(10)
+    await fleet.queue("large", 1, duration=300)
+    await fleet.run_for(1)
+    now = fleet.clock.now()
+    held = [p for p in ("a", "b") if fleet.engine.fleet.hold_on(p, now) is not None]
+    assert held == ["a"]
+    assert fleet.engine.fleet.skip_reason("small", "b", now) is None
