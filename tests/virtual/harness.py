@@ -109,6 +109,7 @@ class VirtualFleet:
         never_boot: Iterable[str] = (),
     ) -> None:
         self.root = root
+        root.mkdir(parents=True, exist_ok=True)
         self.config = config
         self.seed = seed
         self.rng = random.Random(seed)
@@ -157,8 +158,9 @@ class VirtualFleet:
     async def restart(self) -> None:
         """The daemon stops (its tasks cut short, as at a crash) and a new one starts on the
         same state file; the providers and GitHub carry on."""
-        for task in list(self.engine._tasks):  # no public way to cut a crashed daemon's tasks
-            task.cancel()
+        for task in asyncio.all_tasks():  # in this loop, only the engine's creates and removals
+            if task is not asyncio.current_task():
+                task.cancel()
         await self.settle()
         self.engine.store.close()
         self.engine = self.new_engine()
@@ -330,6 +332,16 @@ class VirtualFleet:
             for e in self.engine.events.recent()
             if e.action in ("removed", "lost")
         }
+
+    def trace(self) -> list[tuple[object, ...]]:
+        """What happened, without the runners' names (random per run): every event's time,
+        action, provider, scale set and reason, and every job's start and end."""
+        events = [
+            (e.time, e.kind, e.action, e.provider, e.scale_set, e.attributes.get("reason"))
+            for e in self.engine.events.recent()
+        ]
+        jobs = [(j.id, j.scale_set, j.started_at, j.done_at) for j in self.jobs.values()]
+        return [*events, *jobs]
 
     def check(self) -> None:
         now = self.clock.now()

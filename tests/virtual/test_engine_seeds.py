@@ -1,13 +1,14 @@
 """Seeded fleets with faults, through the real engine on the virtual clock.
 
 Each seed builds a random fleet (one to three providers of random room and limits; two or three
-scale sets with priorities, placements and limits) and a random day's worth of bursts, then
-faults at random moments: refusals (full or failing), creates that get no answer, deletes that
-fail, listings that fail for a while, and a restart of the daemon on the same state file. The
-harness checks the fleet's promises after every event; at the end every job has run exactly
-once, and no machine or registration is left behind.
+scale sets with priorities, placements and limits) and an hour of random bursts, then faults at
+random moments: refusals (full or failing), creates that get no answer, deletes that fail,
+listings that fail for a while, and a restart of the daemon on the same state file. The harness
+checks the fleet's promises after every event; at the end every job has run exactly once, and
+no machine or registration is left behind.
 
-The default run takes two seeds; ``RUNGAR_VIRTUAL_SEEDS=N`` takes N (``make test-long``), and
+The default run takes two seeds, and runs one twice to show that a seed replays the same run
+(runner names aside); ``RUNGAR_VIRTUAL_SEEDS=N`` takes N (``make test-long``), and
 ``RUNGAR_VIRTUAL_SEED=S`` replays one.
 """
 
@@ -55,13 +56,11 @@ def random_fleet(rng: random.Random) -> tuple[ScaleSetsFile, dict[str, Host]]:
     return parse_scale_sets(text, "seeded.yaml"), hosts
 
 
-@pytest.mark.parametrize("seed", seeds(range(SEEDS)))
-async def test_every_job_runs_once_and_nothing_is_left_behind_across_faults_and_a_restart(
-    tmp_path: Path, seed: int
-) -> None:
+async def faulty_hour(root: Path, seed: int) -> VirtualFleet:
+    """An hour of random bursts and faults, a restart among them, then until every job is done."""
     rng = random.Random(seed)
     cfg, hosts = random_fleet(rng)
-    fleet = VirtualFleet(tmp_path, cfg, hosts, seed=seed)
+    fleet = VirtualFleet(root, cfg, hosts, seed=seed)
     await fleet.start()
     names = [s.name for s in cfg.scale_sets]
     for _ in range(rng.randint(3, 8)):
@@ -90,6 +89,14 @@ async def test_every_job_runs_once_and_nothing_is_left_behind_across_faults_and_
     for provider in fleet.providers.values():
         provider.heal()
     await fleet.run_until_done(limit=12 * 3600)
+    return fleet
+
+
+@pytest.mark.parametrize("seed", seeds(range(SEEDS)))
+async def test_every_job_runs_once_and_nothing_is_left_behind_across_faults_and_a_restart(
+    tmp_path: Path, seed: int
+) -> None:
+    fleet = await faulty_hour(tmp_path, seed)
     assert all(j.started_at is not None for j in fleet.jobs.values()), f"seed {seed}"
     runners = [j.runner for j in fleet.jobs.values()]
     assert len(set(runners)) == len(runners), f"seed {seed}: an ephemeral runner ran two jobs"
@@ -98,3 +105,11 @@ async def test_every_job_runs_once_and_nothing_is_left_behind_across_faults_and_
     assert all(set(machines) <= live for machines in left.values()), f"seed {seed}: {left}"
     registered = {r.name for r in fleet.github.runners.values()}
     assert registered <= live, f"seed {seed}: registrations left: {registered - live}"
+
+
+@pytest.mark.parametrize("seed", seeds([3]))
+async def test_the_same_seed_replays_the_same_run(tmp_path: Path, seed: int) -> None:
+    first = await faulty_hour(tmp_path / "first", seed)
+    again = await faulty_hour(tmp_path / "again", seed)
+    assert len(first.trace()) > 20, "a run with something in it"
+    assert first.trace() == again.trace()
