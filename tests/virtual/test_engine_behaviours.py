@@ -15,7 +15,7 @@ from rungar.cli.status import render_status
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ScaleSetsFile
 from rungar.engine.status import snapshot
-from rungar.model.machine import RefusalKind
+from rungar.model.machine import MachineState, RefusalKind
 from tests.virtual.harness import Host, VirtualFleet, seeds
 
 TIMING = "timing: {reconcile_interval: 30s, backoff_first: 15s, backoff_max: 2m, left_grace: 0s}"
@@ -257,3 +257,18 @@ async def test_a_large_runner_refused_by_both_hosts_holds_one_and_the_other_keep
     held = [p for p in ("a", "b") if fleet.engine.fleet.hold_on(p, now) is not None]
     assert held == ["a"]
     assert fleet.engine.fleet.skip_reason("small", "b", now) is None
+
+
+async def test_a_machine_that_stops_before_its_job_ends_its_runner_and_a_new_one_takes_the_job(
+    tmp_path: Path,
+) -> None:
+    cfg = config("  - {name: linux, max_runners: 4, providers: [a]}\n")
+    fleet = await started(VirtualFleet(tmp_path, cfg, {"a": Host()}, never_boot=["a"]))
+    (job,) = await fleet.queue("linux", 1, duration=60)
+    (record,) = fleet.engine.runners.live("linux")
+    fleet.providers["a"].set_state(record.name, MachineState.STOPPED)  # it died while booting
+    fleet.never_boot.clear()
+    await fleet.run_for(30)
+    assert fleet.removals()[record.name] == "ended"
+    await fleet.run_until_done()
+    assert job.runner != record.name, "a replacement ran the job"
