@@ -40,7 +40,7 @@ test: lint proto-check
 
 # Everything, the tests marked `long` included, with the soaks at full size.
 test-long: $(STAMP)
-	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 \
+	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 RUNGAR_VIRTUAL_SEEDS=200 \
 	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 $(BIN)/pytest -q
 
 # The dashboards' pictures in docs/screenshots/, taken by the browser tests in a real Chromium.

@@ -443,37 +443,55 @@ class Fleet:
         return self.set_reachable(provider, False)
 
     def hold_full_providers(self, scale_set: str, now: float) -> list[Hold]:
-        """Place or renew this scale set's holds on the providers it is skipping as full, and
-        mark them as waited on by its assigned work. Only for work: never for a reserve."""
+        """Mark the providers this scale set is skipping as full as waited on by its assigned
+        work, and place or renew its hold on one of them. Only for work: never for a reserve.
+
+        One provider is held, not every one that refused: the room a runner needs opens on one
+        provider first, and a hold on each would keep lower priorities off all of them while
+        only one is needed. The one held is the one this scale set already holds, else the one
+        with the fewest runners counted on it (the most room freed already), the first in the
+        scale set's order on a tie."""
         config = self.scale_sets[scale_set]
-        placed = []
+        full: list[str] = []
         for entry in config.providers:
             backoff = self._backoffs.get((scale_set, entry.name))
             if backoff is None or not backoff.active(now) or not backoff.full:
                 continue
             self._work_waits.setdefault(entry.name, {})[scale_set] = now
-            if not self._anyone_below(config.priority, entry.name):
-                continue  # a hold that keeps no one off would only clutter status
-            current = self._holds.get(entry.name)
-            hold = place_hold(
-                current,
-                provider=entry.name,
-                holder=scale_set,
-                priority=config.priority,
-                now=now,
-                duration=self.timing.hold_duration,
-            )
-            self._holds[entry.name] = hold
-            placed.append(hold)
-            duration = self.timing.hold_duration
-            renewal = (
-                current is not None
-                and current.active(now, duration)
-                and current.holder == scale_set
-            )
-            if hold.holder == scale_set and not renewal:
-                self.new_holds.append(hold)
-        return placed
+            if self._anyone_below(config.priority, entry.name):
+                full.append(entry.name)  # a hold that keeps no one off would clutter status
+        if not full:
+            return []
+        provider = self._provider_to_hold(scale_set, full, now)
+        duration = self.timing.hold_duration
+        current = self._holds.get(provider)
+        hold = place_hold(
+            current,
+            provider=provider,
+            holder=scale_set,
+            priority=config.priority,
+            now=now,
+            duration=duration,
+        )
+        self._holds[provider] = hold
+        renewal = (
+            current is not None and current.active(now, duration) and current.holder == scale_set
+        )
+        if hold.holder == scale_set and not renewal:
+            self.new_holds.append(hold)
+        return [hold]
+
+    def _provider_to_hold(self, scale_set: str, full: list[str], now: float) -> str:
+        """Of the providers found full, the one to hold (see :meth:`hold_full_providers`)."""
+        for provider in full:
+            hold = self.hold_on(provider, now)
+            if hold is not None and hold.holder == scale_set:
+                return provider
+        config = self.scale_sets[scale_set]
+        own = {name: self._runners[(scale_set, name)] for name in full}
+        weights = {name: self.providers[name].weight for name in full}
+        ordered = order_providers(full, config.placement, weights, own)
+        return min(ordered, key=lambda name: (self.provider_count(name), ordered.index(name)))
 
     def _anyone_below(self, priority: int, provider: str) -> bool:
         return self._lowest_priority.get(provider, priority) < priority

@@ -1,7 +1,10 @@
 """Priority holds (docs/configuration.md, ``priority``).
 
-A scale set that finds a provider full, and then has no provider left to try, keeps scale
-sets of strictly lower priority off that provider so the next room there is its own. The hold
+A scale set that finds its providers full, and then has no provider left to try, keeps scale
+sets of strictly lower priority off one of them so the next room there is its own: the one it
+already holds, else the one with the fewest runners counted on it, the first in its order on a
+tie (:meth:`rungar.placement.Fleet.hold_full_providers`). Holding every provider that refused
+would keep the lower priorities off all of them while the room is needed on one. The hold
 lasts ``hold_duration`` (2 × reconcile_interval) from its last renewal; it is renewed each time
 the holder again finds nothing to try, and released when a scale set of equal or higher
 priority places a runner. Equal priorities never hold each other back. It is not a reservation.

@@ -1,6 +1,7 @@
 """The daemon as a user drives it: ``rungar serve`` in its own process, two providers over gRPC
-(one refusing FULL), GitHub jobs queued on the emulator, and the status document asserted at
-each step (asked in-process; ``rungar status`` itself where its output is the point). ``kill -9``
+(one refusing FULL), and ``rungar status`` asking it. What the engine does with the jobs over
+time (the full provider skipped, runners on the other, every machine deleted once its job is
+done) is checked on the virtual clock in tests/virtual/test_engine_behaviours.py. ``kill -9``
 at random moments and a restart is in test_daemon_kill.py.
 """
 
@@ -13,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from rungar.cli.status import render_status
 from rungar.model.machine import RefusalKind
 from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator.model import JobState
@@ -76,35 +76,6 @@ async def world() -> Any:
     yield w
     await w.stop()
     shutil.rmtree(root, ignore_errors=True)
-
-
-async def test_jobs_become_runners_on_the_provider_that_takes_them_and_are_cleaned_up(
-    world: DaemonWorld,
-) -> None:
-    status = await world.wait_for(
-        lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "LISTENING", 30
-    )
-    assert [p["status"] for p in status["providers"]] == ["OK", "OK"]
-    assert status["runners"] == []
-
-    await queue(world, 3, duration=60)
-    status = await world.wait_for(lambda s: s and len(s["runners"]) == 3, "three runners", 30)
-    assert {r["provider"] for r in status["runners"]} == {"roomy-host"}
-    assert any(
-        skip["sentence"].startswith("linux found full-host full; tries it again in")
-        for skip in status["skips"]
-    ), status["skips"]
-    assert world.providers["full-host"].fake.machines == [], "a refused create leaves nothing"
-    # What `rungar status` prints from that same document names the skip (checked to fail with
-    # the skip lines left out of rungar/cli/status.py); the skip comes and goes with its
-    # backoff, so the process below is asked only for what is always there.
-    assert "  linux found full-host full; tries it again in" in render_status(status)
-    human = await world.rungar("status")
-    assert human.returncode == 0 and "Scale sets (1)" in human.stdout
-    assert "full-host,roomy-host (pack)" in human.stdout, human.stdout
-
-    await world.wait_for(lambda s: s and not s["runners"] and jobs_done(world), "jobs done", 60)
-    assert world.machines() == [], "every machine is deleted once its job completes"
 
 
 async def test_status_exits_non_zero_only_when_the_daemon_cannot_be_asked(

@@ -109,3 +109,48 @@ async def test_a_new_hold_is_reported_once_and_its_renewals_are_not() -> None:
     f.new_holds.clear()
     f.can_place("big", T0 + 5)
     assert f.new_holds == [], "a renewal is not a new hold"
+
+
+def two_host_fleet() -> Fleet:
+    return fleet(
+        [provider("a"), provider("b")],
+        [scale_set("big", ["a", "b"], priority=10), scale_set("small", ["a", "b"])],
+    )
+
+
+async def test_a_runner_refused_by_every_provider_holds_only_one_of_them() -> None:
+    # Holding every provider that refused (the rule before) fails the first assertion.
+    f = two_host_fleet()
+    for _ in range(3):
+        f.add_runner("small", "a")
+        f.add_runner("small", "b")
+    result = await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0)
+    assert isinstance(result, NotPlaced)
+    held = [p for p in ("a", "b") if f.hold_on(p, T0) is not None]
+    assert held == ["a"], "equally busy: the first in its order is held"
+    assert f.skip_reason("small", "b", T0 + 1) is None, "the other still serves lower ones"
+
+
+async def test_the_provider_held_is_the_one_with_the_fewest_runners_on_it() -> None:
+    f = two_host_fleet()
+    for _ in range(4):
+        f.add_runner("small", "a")
+    f.add_runner("small", "b")
+    await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0)
+    assert f.hold_on("a", T0) is None
+    hold = f.hold_on("b", T0)
+    assert hold is not None and hold.holder == "big"
+
+
+async def test_a_standing_hold_stays_on_its_provider_when_renewed() -> None:
+    f = two_host_fleet()
+    f.add_runner("small", "b")
+    await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0)
+    assert f.hold_on("a", T0) is not None
+    f.remove_runner("small", "b", leaving=False)  # room frees on b meanwhile ...
+    f.add_runner("small", "a")
+    f.add_runner("small", "a")
+    await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0 + 50)
+    hold = f.hold_on("a", T0 + 100)
+    assert hold is not None and hold.since == T0 + 50, "... the room kept on a is kept"
+    assert f.hold_on("b", T0 + 50) is None
