@@ -1,0 +1,303 @@
+"""The dashboard's routes: four pages, their JSON, the live stream, the config editor's save.
+
+Access: on loopback anyone on the host may use it, as runnerctl's socket owner may; beyond
+loopback the TLS listener has already asked for a client certificate (``tls_ca``), or every
+request must carry the bearer token of ``token_file``: as an ``Authorization`` header, or the
+cookie a browser is given by opening any page once with ``?token=...``. A write (the editor's
+save) needs the same access as the pages and, against cross-site requests, the header
+``X-Runnerd-Dashboard: 1`` (which a cross-site form cannot send, and a cross-site script may not
+without a CORS answer it never gets) and, when the browser sends an ``Origin``, this site's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import html
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from string import Template
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+from starlette.routing import Route
+
+import rungar.web
+from rungar.errors import ConfigError
+from rungar.model.units import parse_duration
+from runnerd.dashboard.editor import Opened, Stale
+from runnerd.sizing.changes import Change
+
+HERE = Path(__file__).parent
+TEMPLATES = HERE / "templates"
+STATIC = {
+    "dashboard.js": HERE / "static" / "dashboard.js",
+    "dashboard.css": HERE / "static" / "dashboard.css",
+    "uPlot.iife.min.js": Path(rungar.web.__file__).parent / "static/vendor/uplot/uPlot.iife.min.js",
+    "uPlot.min.css": Path(rungar.web.__file__).parent / "static/vendor/uplot/uPlot.min.css",
+}
+COOKIE = "runnerd_dashboard"
+WRITE_HEADER = "x-runnerd-dashboard"
+STREAM_FOR = 300.0  # a live stream ends after this; the browser reconnects at once
+MAX_WINDOW = 30 * 86400.0  # the history keeps 30 days
+
+PAGES = {
+    "overview": "Overview",
+    "sizing": "Sizing",
+    "utilization": "Utilization",
+    "job": "Job",
+    "config": "Config",
+}
+
+
+class Source(Protocol):
+    """What the routes read and write (:class:`runnerd.dashboard.source.DaemonSource`)."""
+
+    @property
+    def sample_interval(self) -> float: ...
+
+    async def overview(self) -> dict[str, Any]: ...
+    async def events_after(self, after: int) -> list[dict[str, Any]]: ...
+    async def latest_event(self) -> int: ...
+    async def job(self, ident: str) -> dict[str, Any] | None: ...
+    async def utilization(self, window: float, buckets: int = 120) -> list[dict[str, Any]]: ...
+    async def sizing(self) -> dict[str, Any]: ...
+    async def open_config(self, profile: str = "") -> Opened: ...
+    async def save_config(self, text: str, version: str, profile: str) -> Change | None: ...
+
+
+def render(page: str, **values: str) -> HTMLResponse:
+    body = Template((TEMPLATES / f"{page}.html").read_text()).substitute(values)
+    nav = "".join(
+        f'<a href="/{"" if name == "overview" else name}"'
+        f"{' class=current' if name == page else ''}>{title}</a>"
+        for name, title in PAGES.items()
+        if name not in ("job", "config")
+    )
+    shell = Template((TEMPLATES / "page.html").read_text()).substitute(
+        title=PAGES[page], page=page, nav=nav, body=body
+    )
+    return HTMLResponse(shell, headers={"cache-control": "no-store"})
+
+
+def sse(kind: str, data: Any, ident: int | None = None) -> bytes:
+    head = f"id: {ident}\n" if ident is not None else ""
+    return f"{head}event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+async def live_messages(
+    source: Source, after: int, clock: Any = None, stream_for: float = STREAM_FOR
+) -> AsyncIterator[bytes]:
+    """What the live stream sends: the overview now and after each sample, and each runnerd
+    event as it is recorded, until ``stream_for`` has passed."""
+    loop = asyncio.get_running_loop()
+    ends = loop.time() + stream_for
+    yield b"retry: 1000\n\n"
+    while True:
+        yield sse("status", await source.overview())
+        for event in await source.events_after(after):
+            after = max(after, int(event["id"]))
+            yield sse("runnerd", event, after)
+        if loop.time() >= ends:
+            return
+        await asyncio.sleep(source.sample_interval)
+
+
+class LiveStream:
+    """``GET /api/live``: server-sent events, written straight to the bounded server."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        request = Request(scope)
+        try:
+            after = int(request.headers.get("last-event-id") or -1)
+        except ValueError:
+            after = -1
+        if after < 0:  # a new page: only what happens from now on
+            after = await self.source.latest_event()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream"),
+                    (b"cache-control", b"no-store"),
+                ],
+            }
+        )
+        # The peer going away shows as a failed write, which ends this (OSError).
+        async for message in live_messages(self.source, after):
+            await send({"type": "http.response.body", "body": message, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class Access:
+    """The token rule around the whole app (no token: loopback, or client certificates)."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or not self.token:
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        given = request.query_params.get("token", "").encode()
+        if given and hmac.compare_digest(given, self.token):
+            # Once with ?token=: a cookie from now on, and the token out of the address bar.
+            response: Response = RedirectResponse(request.url.path, status_code=303)
+            response.set_cookie(
+                COOKIE, given.decode(), httponly=True, secure=True, samesite="strict"
+            )
+            await response(scope, receive, send)
+            return
+        header = request.headers.get("authorization", "").encode()
+        cookie = request.cookies.get(COOKIE, "").encode()
+        if hmac.compare_digest(header, b"Bearer " + self.token) or (
+            cookie and hmac.compare_digest(cookie, self.token)
+        ):
+            await self.app(scope, receive, send)
+            return
+        refused = PlainTextResponse(
+            "the dashboard needs the bearer token of runnerd's token_file: open it once as "
+            "/?token=TOKEN\n",
+            status_code=401,
+        )
+        await refused(scope, receive, send)
+
+
+def cross_site(request: Request) -> str:
+    """Why a write is refused as possibly cross-site; "" when it may go on."""
+    if request.headers.get(WRITE_HEADER) != "1":
+        return f"a write needs the header {WRITE_HEADER}: 1, which the dashboard's pages send"
+    origin = request.headers.get("origin")
+    if origin is not None:
+        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+        if origin != own:
+            return f"a write from {origin} is refused: only the dashboard's own pages may write"
+    return ""
+
+
+def app(source: Source, token: str = "") -> Any:
+    async def overview_page(request: Request) -> Response:
+        return render("overview")
+
+    async def sizing_page(request: Request) -> Response:
+        return render("sizing")
+
+    async def utilization_page(request: Request) -> Response:
+        return render("utilization")
+
+    async def job_page(request: Request) -> Response:
+        ident = str(request.path_params["ident"])
+        return render("job", ident=html.escape(ident, quote=True))
+
+    async def config_page(request: Request) -> Response:
+        profile = request.query_params.get("profile", "")
+        return render("config", profile=html.escape(profile, quote=True))
+
+    async def get_status(request: Request) -> Response:
+        return JSONResponse(await source.overview())
+
+    async def get_job(request: Request) -> Response:
+        ident = str(request.path_params["ident"])
+        found = await source.job(ident)
+        if found is None:
+            return JSONResponse({"error": f"no job {ident} in the history"}, status_code=404)
+        return JSONResponse(found)
+
+    async def get_sizing(request: Request) -> Response:
+        try:
+            return JSONResponse(await source.sizing())
+        except ConfigError as e:
+            return JSONResponse({"error": "config", "problems": e.problems}, status_code=422)
+
+    async def get_utilization(request: Request) -> Response:
+        text = request.query_params.get("window", "24h")
+        try:
+            window = parse_duration(text)
+        except ValueError as e:
+            return JSONResponse({"error": f"window: {e}"}, status_code=400)
+        if not 0 < window <= MAX_WINDOW:
+            return JSONResponse({"error": "window: between 1s and 30d"}, status_code=400)
+        return JSONResponse({"window": window, "profiles": await source.utilization(window)})
+
+    async def get_config(request: Request) -> Response:
+        profile = request.query_params.get("profile", "")
+        try:
+            opened = await source.open_config(profile)
+        except ConfigError as e:
+            return JSONResponse({"error": "config", "problems": e.problems}, status_code=422)
+        return JSONResponse(
+            {
+                "text": opened.text,
+                "version": opened.version,
+                "profile": opened.profile,
+                "note": opened.note,
+            }
+        )
+
+    async def put_config(request: Request) -> Response:
+        why = cross_site(request)
+        if why:
+            return JSONResponse({"error": why}, status_code=403)
+        try:
+            body = await request.json()
+            text, version = str(body["text"]), str(body["version"])
+            profile = str(body.get("profile") or "")
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse(
+                {"error": "the body must be JSON with text and version"}, status_code=400
+            )
+        try:
+            change = await source.save_config(text, version, profile)
+        except Stale as e:
+            return JSONResponse({"error": str(e)}, status_code=409)
+        except ConfigError as e:
+            return JSONResponse(
+                {"error": "the check refused it; nothing was saved", "problems": e.problems},
+                status_code=422,
+            )
+        return JSONResponse(
+            {
+                "saved": True,
+                "change": change.describe() if change is not None else None,
+                "message": "saved; runnerd runs with it now",
+            }
+        )
+
+    async def static(request: Request) -> Response:
+        path = STATIC.get(str(request.path_params["name"]))
+        if path is None:
+            return PlainTextResponse("not found\n", status_code=404)
+        return FileResponse(path, headers={"cache-control": "max-age=300"})
+
+    routes = [
+        Route("/", overview_page),
+        Route("/sizing", sizing_page),
+        Route("/utilization", utilization_page),
+        Route("/jobs/{ident}", job_page),
+        Route("/config", config_page),
+        Route("/api/status", get_status),
+        Route("/api/jobs/{ident}", get_job),
+        Route("/api/sizing", get_sizing),
+        Route("/api/utilization", get_utilization),
+        Route("/api/config", get_config, methods=["GET"]),
+        Route("/api/config", put_config, methods=["POST"]),
+        Route("/api/live", LiveStream(source)),
+        Route("/static/{name}", static),
+    ]
+    return Access(Starlette(routes=routes), token)
