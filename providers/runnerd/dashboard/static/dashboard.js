@@ -10,7 +10,7 @@ function bytes(n) {
   let v = n;
   while (v >= 1024 && i < UNITS.length - 1) { v /= 1024; i += 1; }
   const text = v >= 100 || Number.isInteger(v) ? v.toFixed(0) : v.toFixed(v >= 10 ? 1 : 2);
-  return text.replace(/\.?0+$/, "") + UNITS[i];
+  return (text.includes(".") ? text.replace(/\.?0+$/, "") : text) + UNITS[i];
 }
 
 function el(tag, attrs, ...children) {
@@ -68,7 +68,7 @@ function drawOverview(s) {
     title: `${p.label}: ${bytes(p.bytes)}`,
     style: `width:${total ? (100 * p.bytes / total).toFixed(3) : 0}%`,
   }, el("span", {text: p.bytes / total > 0.08 ? `${p.label} ${bytes(p.bytes)}` : ""}))));
-  document.getElementById("legend").replaceChildren(...s.parts.map(p => el("li", {},
+  document.getElementById("legend").replaceChildren(...s.parts.filter(p => p.bytes > 0 || p.key !== "mirror").map(p => el("li", {},
     el("i", {class: "swatch part-" + p.key}), `${p.label} ${bytes(p.bytes)}`)));
   document.getElementById("budget-line").textContent = s.budget;
   document.getElementById("host-line").textContent = s.host || "host: no reading yet";
