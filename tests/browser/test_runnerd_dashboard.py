@@ -37,7 +37,12 @@ from tests.browser.conftest import shoot
 
 G = 1024**3
 T = TypeVar("T")
-SLEEP = "import time\ntime.sleep(120)\n"
+MEMORY_MAX = 32 * G
+# A runner that takes 8M every quarter second up to 256M, then sleeps: a shape to chart.
+GROW = (
+    "import time\nheld = []\nfor _ in range(32):\n"
+    "    held.append(bytearray(8 << 20)); time.sleep(0.25)\ntime.sleep(120)\n"
+)
 
 
 def free_port() -> int:
@@ -65,14 +70,14 @@ def config_text(state: Path, port: int) -> str:
     return f"""# runnerd for the dashboard's browser tests
 [host]
 slice = "rddash{uuid.uuid4().hex[:8]}.slice"
-memory_max = "8G"
+memory_max = "32G"  # past what this host leaves the slice: the bar hatches the rest
 cpus = 4
 state_dir = "{state}"
 dashboard_listen = "127.0.0.1:{port}"
 sample_interval = "0.5s"
 
 [profiles.node]
-command = [{json.dumps(sys.executable)}, "-c", {json.dumps(SLEEP)}]
+command = [{json.dumps(sys.executable)}, "-c", {json.dumps(GROW)}]
 cpus = 2
 memory = "3G"
 slots = 2
@@ -164,7 +169,7 @@ def test_the_budget_bar_adds_up_to_memory_max_and_a_new_runner_appears_without_r
     expect(page.locator("#bar [data-part]").first).to_be_visible()
     expect(page.locator("#live.on")).to_be_visible()  # the live stream is open
     parts = bar_parts(page)
-    assert sum(parts.values()) == 8 * G, parts
+    assert sum(parts.values()) == MEMORY_MAX, parts
     page.evaluate("window.notReloaded = true")
 
     runnerd.create("dash-r1", JobHint("octo/app", "ci", "build", "4242"))
@@ -176,8 +181,10 @@ def test_the_budget_bar_adds_up_to_memory_max_and_a_new_runner_appears_without_r
     # The runner's reservation is now a part of the bar, which still adds up to MemoryMax.
     expect(page.locator('#bar [data-part="reserved"]')).to_be_visible()
     parts = bar_parts(page)
-    assert sum(parts.values()) == 8 * G and parts["reserved"] + parts.get("in_use", 0) >= 3 * G
+    assert sum(parts.values()) == MEMORY_MAX and parts["reserved"] + parts.get("in_use", 0) >= 3 * G
     expect(page.locator("#host-line")).to_contain_text("host: ")
+    runnerd.wait_for_samples("4242", 4)  # its memory over the last minutes, live
+    expect(row.locator("canvas")).to_be_visible()
     shoot(page, "runnerd-overview")
 
 
@@ -217,7 +224,7 @@ def test_the_job_page_says_its_admission_and_charts_it_and_utilization_reads_the
     page: Page, runnerd: Runnerd
 ) -> None:
     runnerd.create("dash-r2", JobHint("octo/app", "ci", "lint", "4343"))
-    runnerd.wait_for_samples("4343", 3)
+    runnerd.wait_for_samples("4343", 8)
     page.goto(runnerd.url + "/jobs/4343")
     expect(page.locator("#sentence")).to_contain_text("admitted by caps: reserved")
     expect(page.locator("#memory-chart canvas")).to_be_visible()

@@ -41,16 +41,17 @@ const COLORS = {in_use: "#2f7d32", reserved: "#8fbf5a", mirror: "#7b8fa6", host:
 
 const sparks = new Map();
 
-function spark(cell, name, series, cap) {
+function spark(cell, name, series) {
   const data = [series.times, series.memory];
   let chart = sparks.get(name);
   if (chart && !cell.contains(chart.root)) { chart.destroy(); chart = null; }
   if (!chart) {
     chart = new uPlot({
-      width: 220, height: 46, legend: {show: false}, cursor: {show: false},
+      width: 220, height: 40, legend: {show: false}, cursor: {show: false},
       axes: [{show: false}, {show: false}],
-      scales: {x: {time: true}, y: {range: [0, cap]}},
-      series: [{}, {stroke: "#2f7d32", fill: "rgba(47,125,50,0.15)", width: 1.5}],
+      // From 0 to a little over its largest sample: the shape of its use, not its cap.
+      scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(hi, 1) * 1.15]}},
+      series: [{}, {stroke: "#2f7d32", fill: "rgba(47,125,50,0.15)", width: 1.5, points: {show: false}}],
     }, data, cell);
     sparks.set(name, chart);
   } else {
@@ -93,7 +94,8 @@ function drawOverview(s) {
     cells[4].textContent = bytes(r.used);
     cells[5].textContent = bytes(r.cap);
     row.dataset.state = r.state;
-    spark(cells[6], r.name, r.series, r.cap);
+    spark(cells[6], r.name, r.series);
+    cells[6].title = `peak ${bytes(r.peak)} of its ${bytes(r.cap)} cap`;
   }
   for (const row of [...body.children]) {
     if (!seen.has(row.dataset.runner)) { sparks.delete(row.dataset.runner); row.remove(); }
@@ -175,7 +177,8 @@ function lineChart(holder, title, times, series, opts) {
     scales: {x: {time: true}, y: {range: [0, opts.top]}},
     axes: [{}, {values: (u, ticks) => ticks.map(opts.format), size: 70}],
     series: [{}, ...series.map(s => ({label: s.label, stroke: s.color, width: s.width || 1.5,
-      dash: s.dash, fill: s.fill, value: (u, v) => v === null ? "-" : opts.format(v)}))],
+      dash: s.dash, fill: s.fill, points: {show: false},
+      value: (u, v) => v === null ? "-" : opts.format(v)}))],
   }, [times, ...series.map(s => s.values)], holder);
 }
 
@@ -189,16 +192,16 @@ async function job() {
   const s = found.series;
   if (!s || s.times.length === 0) { document.getElementById("no-series").hidden = false; return; }
   const flat = v => s.times.map(() => v);
-  lineChart(document.getElementById("memory-chart"), "memory", s.times, [
+  lineChart(document.getElementById("memory-chart"), "", s.times, [
     {label: "used", values: s.memory, color: "#2f7d32", fill: "rgba(47,125,50,0.12)"},
-    {label: "reservation", values: flat(r.reserved_memory), color: "#c77c02", dash: [6, 4]},
     {label: "cap", values: flat(r.cap_memory), color: "#b0413e", width: 2},
+    {label: "reservation", values: flat(r.reserved_memory), color: "#c77c02", dash: [6, 4], width: 2},
   ], {top: r.cap_memory * 1.1, format: bytes});
   const top = Math.max(r.cap_cpus, found.slice_cpus || 0) * 1.05;
-  lineChart(document.getElementById("cpu-chart"), "CPUs", s.times, [
+  lineChart(document.getElementById("cpu-chart"), "", s.times, [
     {label: "used", values: s.cpu, color: "#1f5fa8", fill: "rgba(31,95,168,0.12)"},
-    {label: "reservation", values: flat(r.reserved_cpu), color: "#c77c02", dash: [6, 4]},
     {label: "cap", values: flat(r.cap_cpus), color: "#b0413e", width: 2},
+    {label: "reservation", values: flat(r.reserved_cpu), color: "#c77c02", dash: [6, 4], width: 2},
   ], {top, format: v => v.toFixed(1)});
 }
 
