@@ -185,6 +185,22 @@ def test_apply_opens_the_advice_in_the_editor_and_saving_records_it_as_apply_doe
     assert (recorded.old.memory, recorded.new.memory, recorded.state) == (7 * G, 3 * G, "done")
 
 
+def test_undo_opens_what_the_change_replaced_and_saving_records_it_as_undo_does(
+    written: tuple[Path, Path],
+) -> None:
+    path, db = written
+    config = parse_config(path.read_text(), str(path))
+    (advice,) = sizing_report(config, db, 33 * G, time.time()).advice
+    applied = editor.open_with_advice(path, advice)
+    first = editor.save(path, applied.text, applied.version, db, time.time(), "node", advice)
+    assert first is not None
+    opened = editor.open_with_undo(path, first)
+    assert opened.undo and 'memory = "7G"' in opened.text and "undo change" in opened.note
+    undo = editor.save(path, opened.text, opened.version, db, time.time(), "node", None, first)
+    assert undo is not None and (undo.source, undo.kind, undo.undoes) == ("undo", "undo", first.id)
+    assert 'memory = "7G"' in path.read_text() and "# kept as written" in path.read_text()
+
+
 def test_a_save_over_a_file_changed_since_it_was_opened_is_refused(
     written: tuple[Path, Path],
 ) -> None:
@@ -236,10 +252,10 @@ class FakeSource:
     async def sizing(self) -> dict[str, Any]:
         return {}
 
-    async def open_config(self, profile: str = "") -> Opened:
+    async def open_config(self, profile: str = "", undo: bool = False) -> Opened:
         return Opened("x = 1\n", "v1")
 
-    async def save_config(self, text: str, version: str, profile: str) -> None:
+    async def save_config(self, text: str, version: str, profile: str, undo: bool = False) -> None:
         if self.stale:
             raise Stale("the file changed since this editor opened it")
         self.saved.append((text, version, profile))

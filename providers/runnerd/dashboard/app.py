@@ -71,8 +71,10 @@ class Source(Protocol):
     async def job(self, ident: str) -> dict[str, Any] | None: ...
     async def utilization(self, window: float, buckets: int = 120) -> list[dict[str, Any]]: ...
     async def sizing(self) -> dict[str, Any]: ...
-    async def open_config(self, profile: str = "") -> Opened: ...
-    async def save_config(self, text: str, version: str, profile: str) -> Change | None: ...
+    async def open_config(self, profile: str = "", undo: bool = False) -> Opened: ...
+    async def save_config(
+        self, text: str, version: str, profile: str, undo: bool = False
+    ) -> Change | None: ...
 
 
 def render(page: str, **values: str) -> HTMLResponse:
@@ -206,7 +208,8 @@ def app(source: Source, token: str = "") -> Any:
 
     async def config_page(request: Request) -> Response:
         profile = request.query_params.get("profile", "")
-        return render("config", profile=html.escape(profile, quote=True))
+        undo = "1" if request.query_params.get("undo") == "1" else ""
+        return render("config", profile=html.escape(profile, quote=True), undo=undo)
 
     async def get_status(request: Request) -> Response:
         return JSONResponse(await source.overview())
@@ -237,7 +240,7 @@ def app(source: Source, token: str = "") -> Any:
     async def get_config(request: Request) -> Response:
         profile = request.query_params.get("profile", "")
         try:
-            opened = await source.open_config(profile)
+            opened = await source.open_config(profile, request.query_params.get("undo") == "1")
         except ConfigError as e:
             return JSONResponse({"error": "config", "problems": e.problems}, status_code=422)
         return JSONResponse(
@@ -246,6 +249,7 @@ def app(source: Source, token: str = "") -> Any:
                 "version": opened.version,
                 "profile": opened.profile,
                 "note": opened.note,
+                "undo": opened.undo,
             }
         )
 
@@ -257,12 +261,13 @@ def app(source: Source, token: str = "") -> Any:
             body = await request.json()
             text, version = str(body["text"]), str(body["version"])
             profile = str(body.get("profile") or "")
+            undo = body.get("undo") is True
         except (ValueError, KeyError, TypeError):
             return JSONResponse(
                 {"error": "the body must be JSON with text and version"}, status_code=400
             )
         try:
-            change = await source.save_config(text, version, profile)
+            change = await source.save_config(text, version, profile, undo)
         except Stale as e:
             return JSONResponse({"error": str(e)}, status_code=409)
         except ConfigError as e:

@@ -31,8 +31,9 @@ class Stale(Exception):
 class Opened:
     text: str  # what the editor shows: the file, or the file with the advice applied
     version: str  # the file's version as it was opened
-    profile: str = ""  # the profile an apply changes, "" for a plain edit
-    note: str = ""  # what the advice says, above the editor
+    profile: str = ""  # the profile an apply or undo changes, "" for a plain edit
+    note: str = ""  # what the advice says, or what the undo reverts, above the editor
+    undo: bool = False  # the editor opened to undo the profile's newest sizing change
 
 
 def version_of(data: bytes) -> str:
@@ -55,6 +56,15 @@ def open_with_advice(path: Path, advice: ProfileAdvice) -> Opened:
         text, advice.profile, Values(advice.new_memory, advice.new_slots, current.cpus)
     )
     return Opened(edited, version_of(data), advice.profile, advice.line)
+
+
+def open_with_undo(path: Path, undone: Change) -> Opened:
+    """The file with what ``undone`` replaced written back into its profile, cpus included
+    (``runnerctl sizing undo``), for the person to save."""
+    data = path.read_bytes()
+    edited = edit_profile(data.decode(), undone.profile, undone.old)
+    note = f"undo change {undone.id}: back to {undone.old.describe()} ({undone.describe()})"
+    return Opened(edited, version_of(data), undone.profile, note, undo=True)
 
 
 def check(text: str, path: Path) -> tuple[RunnerdConfig, int | None, float | None]:
@@ -81,11 +91,14 @@ def save(
     now: float,
     profile: str = "",
     advice: ProfileAdvice | None = None,
+    undone: Change | None = None,
 ) -> Change | None:
     """Write ``text`` to ``path`` when it passes the check and the file is as it was opened.
 
     Returns the sizing change recorded for ``profile`` (None for a plain edit, or when its
-    values did not change). Raises :class:`Stale` or ``ConfigError``; then nothing is written.
+    values did not change): an undo of ``undone`` when the profile now has what it replaced,
+    else an apply (of ``advice`` when the values are its). Raises :class:`Stale` or
+    ``ConfigError``; then nothing is written.
     """
     current = path.read_bytes()
     if version_of(current) != opened_version:
@@ -105,6 +118,19 @@ def save(
     if old_values is None or new_values is None or new_values == old_values:
         write_atomically(path, text)
         return None
+    if undone is not None and new_values == undone.old:
+        change = Change(
+            profile=profile,
+            at=now,
+            source="undo",
+            kind="undo",
+            reason=f"undid change {undone.id}: {undone.reason}",
+            old=old_values,
+            new=new_values,
+            undoes=undone.id,
+        )
+        with ChangeLog(db) as log:
+            return write(path, text, change, log, memory_max, cpus)[0]
     as_advised = (
         advice is not None
         and advice.applicable

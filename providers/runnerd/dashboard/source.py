@@ -23,7 +23,7 @@ from runnerd.dashboard import editor
 from runnerd.dashboard.timeline import Timeline
 from runnerd.dashboard.views import ProfileCapacity, budget_parts, utilization
 from runnerd.sizing.advise import ProfileAdvice
-from runnerd.sizing.changes import Change
+from runnerd.sizing.changes import Change, ChangeLog, last_undoable
 from runnerd.sizing.report import sizing_report
 
 if TYPE_CHECKING:
@@ -144,13 +144,21 @@ class DaemonSource:
         return Path(self.daemon.config.host.history_path())
 
     async def sizing(self) -> dict[str, Any]:
+        """``runnerctl sizing``'s report, and each profile's change an undo would revert."""
+
         def read() -> dict[str, Any]:
             config, memory_max, _ = self._limits()
-            return sizing_report(
-                config, self._db(), memory_max, self.daemon.provider.clock.now()
-            ).to_json()
+            now = self.daemon.provider.clock.now()
+            found = sizing_report(config, self._db(), memory_max, now).to_json()
+            undoable = {p: self._undoable(p) for p in config.profiles}
+            found["undoable"] = {p: c.to_json() for p, c in undoable.items() if c is not None}
+            return found
 
         return await asyncio.to_thread(read)
+
+    def _undoable(self, profile: str) -> Change | None:
+        with ChangeLog(self._db(), read_only=True) as log:
+            return last_undoable(log.changes(profile))
 
     def _advice(self, profile: str) -> ProfileAdvice | None:
         config, memory_max, _ = self._limits()
@@ -159,28 +167,41 @@ class DaemonSource:
 
     # -- the config editor ---------------------------------------------------------------
 
-    async def open_config(self, profile: str = "") -> editor.Opened:
+    async def open_config(self, profile: str = "", undo: bool = False) -> editor.Opened:
         def read() -> editor.Opened:
+            from rungar.errors import ConfigError
+
             if not profile:
                 return editor.open_file(self.config_path)
+            if undo:
+                undone = self._undoable(profile)
+                if undone is None:
+                    raise ConfigError([f"{profile}: no sizing change to undo"])
+                return editor.open_with_undo(self.config_path, undone)
             advice = self._advice(profile)
             if advice is None:
-                from rungar.errors import ConfigError
-
                 raise ConfigError([f"{self.config_path}: no [profiles.{profile}]"])
             return editor.open_with_advice(self.config_path, advice)
 
         return await asyncio.to_thread(read)
 
-    async def save_config(self, text: str, version: str, profile: str) -> Change | None:
+    async def save_config(
+        self, text: str, version: str, profile: str, undo: bool = False
+    ) -> Change | None:
         """Check and write; then the daemon runs with the file, as after a reload."""
 
         async def on_loop() -> Change | None:
             from runnerd.daemon import reload
 
-            advice = await asyncio.to_thread(self._advice, profile) if profile else None
+            advice, undone = None, None
+            if profile and undo:
+                undone = await asyncio.to_thread(self._undoable, profile)
+            elif profile:
+                advice = await asyncio.to_thread(self._advice, profile)
             now = self.daemon.provider.clock.now()
-            change = editor.save(self.config_path, text, version, self._db(), now, profile, advice)
+            change = editor.save(
+                self.config_path, text, version, self._db(), now, profile, advice, undone
+            )
             if change is not None:
                 self.daemon.provider.record_event(
                     "sizing.changed", change.profile, change.describe(), **change.event_data()

@@ -157,8 +157,15 @@ async function sizing() {
       ? el("a", {class: "button", href: `/config?profile=${encodeURIComponent(a.profile)}`,
           "data-apply": a.profile, text: `Apply: memory ${bytes(a.new_memory)}, slots ${a.new_slots}`})
       : null;
+    const last = (report.undoable || {})[a.profile];
+    const undo = last
+      ? el("a", {class: "undo", href: `/config?profile=${encodeURIComponent(a.profile)}&undo=1`,
+          "data-undo": a.profile,
+          text: `Undo change ${last.id}: back to memory ${bytes(last.old.memory)}, slots ${last.old.slots}, cpus ${last.old.cpus}`})
+      : null;
     return el("article", {class: "profile", "data-profile": a.profile},
-      el("h3", {text: a.profile}), stats, el("p", {class: "advice", text: a.line}), action, evidence);
+      el("h3", {text: a.profile}), stats, el("p", {class: "advice", text: a.line}),
+      el("div", {class: "actions"}, action, undo), evidence);
   }));
   for (const note of report.notes) holder.append(el("p", {class: "line", text: note}));
   const changes = document.getElementById("changes");
@@ -234,11 +241,14 @@ async function utilization() {
 // ---- the config editor ----------------------------------------------------------------------
 
 async function config() {
-  const profile = document.querySelector("[data-profile]").dataset.profile;
+  const section = document.querySelector("[data-profile]");
+  const profile = section.dataset.profile;
+  const query = profile
+    ? `?profile=${encodeURIComponent(profile)}${section.dataset.undo ? "&undo=1" : ""}` : "";
   const editor = document.getElementById("editor");
   const message = document.getElementById("message");
   const problems = document.getElementById("problems");
-  const opened = await getJSON(`/api/config${profile ? "?profile=" + encodeURIComponent(profile) : ""}`);
+  const opened = await getJSON(`/api/config${query}`);
   editor.value = opened.text;
   editor.dataset.version = opened.version;
   if (opened.note) document.getElementById("note").textContent = `${opened.profile}: ${opened.note}`;
@@ -249,7 +259,8 @@ async function config() {
     const answer = await fetch("/api/config", {
       method: "POST",
       headers: {"content-type": "application/json", "x-runnerd-dashboard": "1"},
-      body: JSON.stringify({text: editor.value, version: editor.dataset.version, profile: opened.profile}),
+      body: JSON.stringify({text: editor.value, version: editor.dataset.version,
+        profile: opened.profile, undo: opened.undo}),
     });
     const body = await answer.json();
     if (answer.ok) {
