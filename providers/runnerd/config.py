@@ -91,6 +91,8 @@ class HostConfig:
     hold_for: float = 7 * 86400.0
     history_window: float = 30 * 86400.0
     reread: float = 60.0
+    dashboard_recent: float = 300.0  # the overview charts each runner's last 5 minutes
+    dashboard_stream: float = 300.0  # a live page's stream ends after this; it reconnects at once
     # Thresholds.
     high_water: float = 0.90
     stall_enter: float = 5.0
@@ -158,6 +160,8 @@ HOST_DURATIONS = (
     "hold_for",
     "history_window",
     "reread",
+    "dashboard_recent",
+    "dashboard_stream",
 )
 HOST_STRINGS = (
     "slice",

@@ -229,6 +229,7 @@ def test_a_save_the_check_refuses_names_file_line_and_key_and_writes_nothing(
 
 class FakeSource:
     sample_interval = 0.01
+    stream_for = 0.0
 
     def __init__(self) -> None:
         self.saved: list[tuple[str, str, str]] = []
@@ -324,7 +325,7 @@ async def test_the_pages_are_served_with_the_vendored_charting_library(
 
 
 async def test_the_live_stream_sends_the_overview_then_each_event_with_its_id() -> None:
-    messages = [m async for m in live_messages(FakeSource(), after=4, stream_for=0)]
+    messages = [m async for m in live_messages(FakeSource(), after=4)]
     assert messages[0] == b"retry: 1000\n\n"
     assert messages[1].startswith(b"event: status\ndata: {")
     assert messages[2].startswith(b"id: 5\nevent: runnerd\n")
@@ -349,3 +350,44 @@ def test_dashboard_listen_beyond_loopback_needs_a_client_ca_or_a_token_too() -> 
         parse_config(f'[host]\ndashboard_listen = "0.0.0.0:7477"\n{tls}')
     assert "host.dashboard_listen: beyond loopback needs tls_ca" in e.value.problems[0]
     assert parse_config(f'[host]\ndashboard_listen = "0.0.0.0:7477"\n{tls}token_file = "t"\n')
+
+
+# -- the queue, as the local API's status says it ------------------------------------------------
+
+
+async def test_status_lists_a_refused_scale_set_in_the_queue_with_the_refusal_sentence(
+    tmp_path: Path,
+) -> None:
+    from runnerd.admission.model import HostReading, SliceReading
+    from runnerd.api import status
+    from runnerd.history import History
+    from runnerd.provider import RunnerdProvider
+
+    from rungar.model.machine import Refusal
+    from rungar.testing.clock import FakeClock
+    from tests.unit.test_runnerd_provider import CONFIG as PROVIDER_CONFIG
+    from tests.unit.test_runnerd_provider import FakeRuntime, request
+
+    clock = FakeClock()
+    history = History(tmp_path / "history.db")
+    text = PROVIDER_CONFIG.replace("[host]", f'[host]\nstate_dir = "{tmp_path}"')
+    provider = RunnerdProvider(
+        parse_config(text), FakeRuntime(), history, clock, 33 * G, 32.0, host_memory=64 * G
+    )
+    provider.readings.slice = SliceReading(clock.now(), 0)
+    provider.readings.host = HostReading(clock.now(), 64 * G, 60 * G, 0.0, 0)
+    try:
+        for name in ("j1", "j2"):  # jvm has 2 slots
+            await provider.create(request(name, "jvm"))
+        assert status(provider)["queue"] == []
+        refused = await provider.create(request("j3", "jvm"))
+        assert isinstance(refused, Refusal)
+        (waiting,) = status(provider)["queue"]
+        assert waiting == {
+            "scale_set": "jvm",
+            "since": clock.now(),
+            "kind": "slot",
+            "why": refused.message,
+        }
+    finally:
+        history.close()

@@ -47,7 +47,6 @@ STATIC = {
 }
 COOKIE = "runnerd_dashboard"
 WRITE_HEADER = "x-runnerd-dashboard"
-STREAM_FOR = 300.0  # a live stream ends after this; the browser reconnects at once
 MAX_WINDOW = 30 * 86400.0  # the history keeps 30 days
 
 PAGES = {
@@ -64,6 +63,8 @@ class Source(Protocol):
 
     @property
     def sample_interval(self) -> float: ...
+    @property
+    def stream_for(self) -> float: ...
 
     async def overview(self) -> dict[str, Any]: ...
     async def events_after(self, after: int) -> list[dict[str, Any]]: ...
@@ -96,13 +97,12 @@ def sse(kind: str, data: Any, ident: int | None = None) -> bytes:
     return f"{head}event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-async def live_messages(
-    source: Source, after: int, clock: Any = None, stream_for: float = STREAM_FOR
-) -> AsyncIterator[bytes]:
+async def live_messages(source: Source, after: int) -> AsyncIterator[bytes]:
     """What the live stream sends: the overview now and after each sample, and each runnerd
-    event as it is recorded, until ``stream_for`` has passed."""
+    event as it is recorded, until ``[host] dashboard_stream`` has passed (then the browser
+    opens a new one, so a stream whose reader left without a word does not linger)."""
     loop = asyncio.get_running_loop()
-    ends = loop.time() + stream_for
+    ends = loop.time() + source.stream_for
     yield b"retry: 1000\n\n"
     while True:
         yield sse("status", await source.overview())

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from runnerd.daemon import Daemon
 
 T = TypeVar("T")
-OVERVIEW_SECONDS = 300.0  # the overview charts each runner's last 5 minutes
 
 
 class DaemonSource:
@@ -58,6 +57,10 @@ class DaemonSource:
     def sample_interval(self) -> float:
         return self.daemon.config.host.sample_interval
 
+    @property
+    def stream_for(self) -> float:
+        return self.daemon.config.host.dashboard_stream
+
     def observe(self) -> None:
         """Add the latest samples to the timeline (the daemon's loop, after each tick)."""
         self.timeline.observe(self.daemon.provider.runners.values())
@@ -80,7 +83,9 @@ class DaemonSource:
                 )
             ]
             for r in found["runners"]:
-                r["series"] = self.timeline.recent(r["name"], now - OVERVIEW_SECONDS)
+                r["series"] = self.timeline.recent(
+                    r["name"], now - self.daemon.config.host.dashboard_recent
+                )
             found["at"] = now
             return found
 
