@@ -58,3 +58,14 @@ def test_sizing_apply_by_hand_is_a_sizing_changed_event(
         events.close()
     assert (event.kind, event.subject, event.data["source"]) == ("sizing.changed", "node", "apply")
     assert event.data["old"]["memory"] == 7 * 1024**3 and event.data["new"]["memory"] == 3 * 1024**3
+
+
+def test_a_new_follower_starts_after_the_newest_event(tmp_path: Path) -> None:
+    events = EventLog(tmp_path / "history.db")
+    try:
+        assert events.last_id() == 0
+        events.record(1.0, "slice.changed", "runnerd.slice", "MemoryMax 8G")
+        newest = events.record(2.0, "sizing.changed", "node", "node: memory 7G → 6G")
+        assert events.last_id() == newest.id and events.after(events.last_id()) == []
+    finally:
+        events.close()

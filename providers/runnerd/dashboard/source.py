@@ -101,8 +101,7 @@ class DaemonSource:
     async def latest_event(self) -> int:
         async def read() -> int:
             events = self.daemon.provider.events
-            found = events.after(0, limit=1_000_000) if events else []
-            return found[-1].id if found else 0
+            return events.last_id() if events else 0
 
         return await self.on_engine(read)
 
