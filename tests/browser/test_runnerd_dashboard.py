@@ -191,7 +191,11 @@ def test_the_budget_bar_adds_up_to_memory_max_and_a_new_runner_appears_without_r
     parts = bar_parts(page)
     assert sum(parts.values()) == MEMORY_MAX and parts["reserved"] + parts.get("in_use", 0) >= 3 * G
     expect(page.locator("#host-line")).to_contain_text("host: ")
-    runnerd.wait_for_samples("4242", 2)  # its memory over the last minutes, live
+    # Its memory over the last minutes, live: two samples make a line.
+    page.wait_for_function(
+        """() => Number(document.querySelector('tr[data-runner="dash-r1"] td[data-points]')
+            ?.dataset.points) >= 2"""
+    )
     expect(row.locator("canvas")).to_be_visible()
     shoot(page, "runnerd-overview")
 

@@ -144,6 +144,22 @@ def test_a_long_series_is_thinned_to_keep_the_whole_life() -> None:
     assert timeline.recent("r1", since=3.0)["times"] == [3.0, 5.0]
 
 
+def test_the_slice_series_keeps_its_last_points_and_one_per_look() -> None:
+    timeline = Timeline(points=3)
+    for t in range(1, 6):
+        timeline.observe_slice(float(t), t * G, 0.5 * t, 2 * G, 1.0)
+    timeline.observe_slice(5.0, 99 * G, None, 0, 0.0)  # the same look again: no new point
+    recent = timeline.slice_recent(since=4.0)
+    assert timeline.slice.times == [3.0, 4.0, 5.0]
+    assert recent == {
+        "times": [4.0, 5.0],
+        "memory": [4 * G, 5 * G],
+        "cpu": [2.0, 2.5],
+        "reserved": [2 * G, 2 * G],
+        "reserved_cpu": [1.0, 1.0],
+    }
+
+
 # -- the config editor ------------------------------------------------------------------------
 
 CONFIG = """# the host

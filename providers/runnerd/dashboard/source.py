@@ -62,8 +62,29 @@ class DaemonSource:
         return self.daemon.config.host.dashboard_stream
 
     def observe(self) -> None:
-        """Add the latest samples to the timeline (the daemon's loop, after each tick)."""
-        self.timeline.observe(self.daemon.provider.runners.values())
+        """Add the latest samples to the timeline (the daemon's loop, once per sample): each
+        runner's, and the slice's memory (as admission reads it, else the runners' sum) and
+        CPUs (the slice's cgroup, else the runners' sum)."""
+        provider = self.daemon.provider
+        self.timeline.observe(provider.runners.values())
+        now = provider.clock.now()
+        live = [r for r in provider.runners.values() if r.ended_at is None]
+        readings = provider.readings
+        fresh = provider.limits.fresh_for
+        if readings.slice is not None and now - readings.slice.at <= fresh:
+            memory = readings.slice.memory
+        else:
+            memory = sum(r.used for r in live)
+        counters = readings.counters
+        cpu: float | None = None
+        if counters is not None and counters.cpu_utilization is not None and provider.slice_cpus:
+            cpu = counters.cpu_utilization * provider.slice_cpus
+        else:
+            rates = [self.timeline.latest_cpu(r.name) for r in live]
+            cpu = sum(r for r in rates if r is not None) if live else 0.0
+        reserved = sum(r.reserved for r in live)
+        reserved_cpu = sum(r.reserved_cpu for r in live)
+        self.timeline.observe_slice(now, memory, cpu, reserved, reserved_cpu)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -87,6 +108,9 @@ class DaemonSource:
                     r["name"], now - self.daemon.config.host.dashboard_recent
                 )
             found["at"] = now
+            found["slice_series"] = self.timeline.slice_recent(
+                now - self.daemon.config.host.dashboard_recent
+            )
             return found
 
         return await self.on_engine(read)

@@ -37,11 +37,54 @@ class Series:
         return {"times": self.times, "memory": self.memory, "cpu": self.cpu}
 
 
+@dataclass
+class SliceSeries:
+    """The whole slice, one point per look: memory, CPUs used, and what runners reserve."""
+
+    times: list[float] = field(default_factory=list)
+    memory: list[int] = field(default_factory=list)
+    cpu: list[float | None] = field(default_factory=list)
+    reserved: list[int] = field(default_factory=list)
+    reserved_cpu: list[float] = field(default_factory=list)
+
+
 class Timeline:
     def __init__(self, points: int = 600, runners: int = 200) -> None:
         self.points = points
         self.runners = runners
         self._series: OrderedDict[str, Series] = OrderedDict()
+        self.slice = SliceSeries()
+
+    def observe_slice(
+        self, at: float, memory: int, cpu: float | None, reserved: int, reserved_cpu: float
+    ) -> None:
+        """One point of the slice; the oldest goes once ``points`` are kept."""
+        s = self.slice
+        if s.times and at <= s.times[-1]:
+            return
+        s.times.append(at)
+        s.memory.append(memory)
+        s.cpu.append(cpu)
+        s.reserved.append(reserved)
+        s.reserved_cpu.append(reserved_cpu)
+        if len(s.times) > self.points:
+            for name in ("times", "memory", "cpu", "reserved", "reserved_cpu"):
+                del getattr(s, name)[0]
+
+    def slice_recent(self, since: float) -> dict[str, Any]:
+        s = self.slice
+        i = next((n for n, t in enumerate(s.times) if t >= since), len(s.times))
+        return {
+            "times": s.times[i:],
+            "memory": s.memory[i:],
+            "cpu": s.cpu[i:],
+            "reserved": s.reserved[i:],
+            "reserved_cpu": s.reserved_cpu[i:],
+        }
+
+    def latest_cpu(self, runner: str) -> float | None:
+        series = self._series.get(runner)
+        return series.cpu[-1] if series and series.cpu else None
 
     def observe(self, states: Iterable[Sampled]) -> None:
         """Add each running runner's latest sample, once per sample it has."""

@@ -59,6 +59,40 @@ function spark(cell, name, series) {
   }
 }
 
+const sliceCharts = {};
+
+function drawSlice(s) {
+  const t = s.slice_series;
+  const top = s.memory_max || Math.max(1, ...t.memory, ...t.reserved);
+  const memory = [t.times, t.memory, t.reserved, t.times.map(() => s.memory_max)];
+  const cpus = s.slice_cpus || Math.max(1, ...t.cpu.filter(v => v !== null));
+  const cpu = [t.times, t.cpu, t.reserved_cpu, t.times.map(() => cpus)];
+  if (!sliceCharts.memory) {
+    const base = (title, format, topOf) => ({
+      width: 520, height: 180, title,
+      scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, topOf() * 1.05]}},
+      axes: [{}, {values: (u, ticks) => ticks.map(format), size: 60}],
+    });
+    sliceCharts.top = top;
+    sliceCharts.cpus = cpus;
+    sliceCharts.memory = new uPlot({...base("memory", bytes, () => sliceCharts.top), series: [{},
+      {label: "used", stroke: "#2f7d32", fill: "rgba(47,125,50,0.12)", points: {show: false}, value: (u, v) => bytes(v)},
+      {label: "reserved", stroke: "#c77c02", dash: [6, 4], points: {show: false}, value: (u, v) => bytes(v)},
+      {label: "MemoryMax", stroke: "#b0413e", width: 2, points: {show: false}, value: (u, v) => bytes(v)},
+    ]}, memory, document.getElementById("slice-memory"));
+    sliceCharts.cpu = new uPlot({...base("CPUs", v => v === null ? "-" : v.toFixed(1), () => sliceCharts.cpus), series: [{},
+      {label: "used", stroke: "#1f5fa8", fill: "rgba(31,95,168,0.12)", points: {show: false}},
+      {label: "reserved", stroke: "#c77c02", dash: [6, 4], points: {show: false}},
+      {label: "the slice's CPUs", stroke: "#b0413e", width: 2, points: {show: false}},
+    ]}, cpu, document.getElementById("slice-cpu"));
+  } else {
+    sliceCharts.top = top;
+    sliceCharts.cpus = cpus;
+    sliceCharts.memory.setData(memory);
+    sliceCharts.cpu.setData(cpu);
+  }
+}
+
 function drawOverview(s) {
   const bar = document.getElementById("bar");
   const total = s.parts.reduce((sum, p) => sum + p.bytes, 0);
@@ -74,6 +108,7 @@ function drawOverview(s) {
   document.getElementById("budget-line").textContent = s.budget;
   document.getElementById("host-line").textContent = s.host || "host: no reading yet";
   document.getElementById("cpu-line").textContent = s.cpu || "";
+  drawSlice(s);
 
   const body = document.querySelector("#runners tbody");
   const seen = new Set();
@@ -95,6 +130,7 @@ function drawOverview(s) {
     cells[5].textContent = bytes(r.cap);
     row.dataset.state = r.state;
     spark(cells[6], r.name, r.series);
+    cells[6].dataset.points = String(r.series.times.length);
     cells[6].title = `peak ${bytes(r.peak)} of its ${bytes(r.cap)} cap`;
   }
   for (const row of [...body.children]) {
