@@ -233,6 +233,17 @@ def test_apply_through_the_editor_changes_the_file_and_a_stale_save_is_refused(
     assert runnerd.config.read_text() == on_disk
     shoot(page, "runnerd-config-editor")
 
+    # A save the check refuses lists each problem as FILE:LINE:COL: key: what.
+    page.goto(runnerd.url + "/config")
+    expect(editor).to_have_value(re.compile("slots = 1"))
+    editor.fill(editor.input_value().replace("slots = 1", "slots = 20"))
+    page.locator("#save").click()
+    expect(page.locator("#message.refused")).to_contain_text("the check refused it")
+    expect(page.locator("#problems li").first).to_contain_text(
+        f"{runnerd.config}:2:1: profiles: slots × memory"
+    )
+    assert runnerd.config.read_text() == on_disk
+
 
 @pytest.mark.long
 @pytest.mark.screenshot

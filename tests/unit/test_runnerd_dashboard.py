@@ -336,6 +336,7 @@ async def test_the_pages_are_served_with_the_vendored_charting_library(
     for path in ("/", "/sizing", "/utilization", "/jobs/42", "/config?profile=node"):
         page = await http.get(path)
         assert page.status_code == 200 and "/static/uPlot.iife.min.js" in page.text, path
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
     assert (await http.get("/static/uPlot.iife.min.js")).status_code == 200
     assert (await http.get("/static/../config.py")).status_code == 404
 

@@ -49,6 +49,19 @@ COOKIE = "runnerd_dashboard"
 WRITE_HEADER = "x-runnerd-dashboard"
 MAX_WINDOW = 30 * 86400.0  # the history keeps 30 days
 
+# Pages load only their own script and styles, and no other site may frame them (so no page
+# elsewhere can lay the editor's Save under a click of its own).
+PAGE_HEADERS = {
+    "cache-control": "no-store",
+    "content-security-policy": (
+        "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        "frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    ),
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+}
+
 PAGES = {
     "overview": "Overview",
     "sizing": "Sizing",
@@ -89,7 +102,7 @@ def render(page: str, **values: str) -> HTMLResponse:
     shell = Template((TEMPLATES / "page.html").read_text()).substitute(
         title=PAGES[page], page=page, nav=nav, body=body
     )
-    return HTMLResponse(shell, headers={"cache-control": "no-store"})
+    return HTMLResponse(shell, headers=PAGE_HEADERS)
 
 
 def sse(kind: str, data: Any, ident: int | None = None) -> bytes:
