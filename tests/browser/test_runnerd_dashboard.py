@@ -11,6 +11,8 @@ changed since the editor opened it is refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import re
 import socket
@@ -27,6 +29,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 from playwright.sync_api import Page, expect
+from runnerd.ctl import main as runnerctl
 from runnerd.history import JobEnd, JobKey, JobStart
 from runnerd.history_generate import GeneratedJob, write_history
 
@@ -96,13 +99,26 @@ class Runnerd:
     state: Path
     url: str
     process: subprocess.Popen[str]
+    token: str = ""
+    link: str = ""
 
-    def ready(self) -> Runnerd:
-        """Wait until the dashboard answers."""
+    def ready(self, page: Page) -> None:
+        """Wait until the dashboard answers, then sign ``page`` in with the link
+        ``runnerctl dashboard`` prints."""
         for _ in range(600):
             try:
-                if httpx.get(f"{self.url}/api/status", timeout=1).status_code == 200:
-                    return self
+                if httpx.get(f"{self.url}/api/status", timeout=1).status_code == 401:
+                    if not self.token:
+                        printed = io.StringIO()
+                        with contextlib.redirect_stdout(printed):
+                            assert runnerctl(["-c", str(self.config), "dashboard"]) == 0
+                        self.link = printed.getvalue().strip()
+                    link = self.link
+                    assert link.startswith(f"{self.url}/?token="), link
+                    self.token = link.partition("?token=")[2]
+                    page.goto(link)  # the token becomes a cookie; the address drops it
+                    assert page.url == f"{self.url}/"
+                    return
             except httpx.HTTPError:
                 pass
             if self.process.poll() is not None:
@@ -129,7 +145,11 @@ class Runnerd:
     def wait_for_samples(self, job: str, count: int) -> None:
         """Until the job's runner has ``count`` samples (one every 0.5 s) to chart."""
         for _ in range(200):
-            found = httpx.get(f"{self.url}/api/jobs/{job}", timeout=5).json()
+            found = httpx.get(
+                f"{self.url}/api/jobs/{job}",
+                headers={"authorization": f"Bearer {self.token}"},
+                timeout=5,
+            ).json()
             if found.get("series") and len(found["series"]["times"]) >= count:
                 return
             time.sleep(0.05)
@@ -172,7 +192,7 @@ def bar_parts(page: Page) -> dict[str, int]:
 def test_the_budget_bar_adds_up_to_memory_max_and_a_new_runner_appears_without_reload(
     runnerd: Runnerd, page: Page
 ) -> None:
-    runnerd.ready()
+    runnerd.ready(page)
     page.goto(runnerd.url + "/")
     expect(page.locator("#bar [data-part]").first).to_be_visible()
     expect(page.locator("#live.on")).to_be_visible()  # the live stream is open
@@ -205,7 +225,7 @@ def test_the_budget_bar_adds_up_to_memory_max_and_a_new_runner_appears_without_r
 def test_apply_through_the_editor_changes_the_file_and_a_stale_save_is_refused(
     runnerd: Runnerd, page: Page
 ) -> None:
-    runnerd.ready()
+    runnerd.ready(page)
     page.goto(runnerd.url + "/sizing")
     node = page.locator('article.profile[data-profile="node"]')
     expect(node.locator(".advice")).to_contain_text("lower")
@@ -250,7 +270,7 @@ def test_apply_through_the_editor_changes_the_file_and_a_stale_save_is_refused(
 def test_the_job_page_says_its_admission_and_charts_it_and_utilization_reads_the_slots(
     runnerd: Runnerd, page: Page
 ) -> None:
-    runnerd.ready()
+    runnerd.ready(page)
     runnerd.create("dash-r2", JobHint("octo/app", "ci", "lint", "4343"))
     runnerd.wait_for_samples("4343", 8)
     page.goto(runnerd.url + "/jobs/4343")

@@ -21,7 +21,7 @@ import trustme
 from runnerd.api import serve_api
 from runnerd.config import parse_config
 from runnerd.daemon import Daemon, open_daemon
-from runnerd.dashboard.server import Dashboard, bind_dashboard, serve_dashboard
+from runnerd.dashboard.server import Dashboard, bind_dashboard, login_token, serve_dashboard
 
 from rungar.model.machine import Created, CreateRequest
 from rungar.model.runner_block import RunnerBlock
@@ -89,7 +89,9 @@ async def test_300_idle_connections_to_the_dashboard_leave_runnerd_and_the_dashb
             request = CreateRequest(f"r{n}", f"q{n}", "node", {}, RunnerBlock(), "jit")
             made = await asyncio.wait_for(daemon.provider.create(request), ANSWER_WITHIN)
             assert isinstance(made, Created)
-            async with httpx.AsyncClient(timeout=ANSWER_WITHIN) as http:
+            token = login_token(daemon.config.host)
+            signed_in = {"authorization": f"Bearer {token}"}
+            async with httpx.AsyncClient(timeout=ANSWER_WITHIN, headers=signed_in) as http:
                 page = await http.get(f"http://127.0.0.1:{dashboard.port}/api/status")
             assert page.status_code == 200
             assert f"r{n}" in [r["name"] for r in page.json()["runners"]]
@@ -142,3 +144,20 @@ async def test_beyond_loopback_with_tls_ca_the_dashboard_needs_a_client_certific
     with_cert.load_cert_chain(str(pki / "browser.pem"), str(pki / "browser.key"))
     async with httpx.AsyncClient(verify=with_cert, timeout=5) as http:
         assert (await http.get(url)).status_code == 200
+
+
+async def test_on_loopback_the_dashboard_needs_runnerds_own_token_which_only_its_user_reads(
+    served: tuple[Daemon, Dashboard, Path],
+) -> None:
+    daemon, dashboard, _ = served
+    host = daemon.config.host
+    token_file = Path(host.state_dir) / "dashboard.token"
+    assert token_file.stat().st_mode & 0o777 == 0o600
+    url = f"http://127.0.0.1:{dashboard.port}"
+    async with httpx.AsyncClient(timeout=5) as http:
+        assert (await http.get(f"{url}/api/status")).status_code == 401
+        assert (await http.get(f"{url}/")).status_code == 401
+        login = await http.get(f"{url}/?token={token_file.read_text().strip()}")
+        assert login.status_code == 303 and login.headers["location"] == "/"
+        assert (await http.get(f"{url}/api/status")).status_code == 200  # its cookie now
+    assert login_token(host) == token_file.read_text().strip()  # kept across starts

@@ -1,9 +1,10 @@
 """The dashboard's routes: four pages, their JSON, the live stream, the config editor's save.
 
-Access: on loopback anyone on the host may use it, as runnerctl's socket owner may; beyond
-loopback the TLS listener has already asked for a client certificate (``tls_ca``), or every
-request must carry the bearer token of ``token_file``: as an ``Authorization`` header, or the
-cookie a browser is given by opening any page once with ``?token=...``. A write (the editor's
+Access: beyond loopback the TLS listener has already asked for a client certificate
+(``tls_ca``), or every request must carry the bearer token of ``token_file``; on loopback,
+runnerd's own token (``state_dir/dashboard.token``, which ``runnerctl dashboard`` prints as a
+login link). A request carries it as an ``Authorization`` header, or as the cookie a browser is
+given by opening any page once with ``?token=...``. A write (the editor's
 save) needs the same access as the pages and, against cross-site requests, the header
 ``X-Runnerd-Dashboard: 1`` (which a cross-site form cannot send, and a cross-site script may not
 without a CORS answer it never gets) and, when the browser sends an ``Origin``, this site's.
@@ -164,6 +165,12 @@ class Access:
         self.app = app
         self.token = token.encode()
 
+    @staticmethod
+    def cookie(scope: Any) -> str:
+        """A cookie per port: browsers share cookies between the ports of one host."""
+        server = scope.get("server") or ("", 0)
+        return f"{COOKIE}_{server[1]}"
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or not self.token:
             await self.app(scope, receive, send)
@@ -174,20 +181,24 @@ class Access:
             # Once with ?token=: a cookie from now on, and the token out of the address bar.
             response: Response = RedirectResponse(request.url.path, status_code=303)
             response.set_cookie(
-                COOKIE, given.decode(), httponly=True, secure=True, samesite="strict"
+                self.cookie(scope),
+                given.decode(),
+                httponly=True,
+                secure=request.url.scheme == "https",
+                samesite="strict",
             )
             await response(scope, receive, send)
             return
         header = request.headers.get("authorization", "").encode()
-        cookie = request.cookies.get(COOKIE, "").encode()
+        cookie = request.cookies.get(self.cookie(scope), "").encode()
         if hmac.compare_digest(header, b"Bearer " + self.token) or (
             cookie and hmac.compare_digest(cookie, self.token)
         ):
             await self.app(scope, receive, send)
             return
         refused = PlainTextResponse(
-            "the dashboard needs the bearer token of runnerd's token_file: open it once as "
-            "/?token=TOKEN\n",
+            "runnerd's dashboard needs its token: open the link `runnerctl dashboard` prints "
+            "(or /?token=TOKEN with the token of token_file)\n",
             status_code=401,
         )
         await refused(scope, receive, send)

@@ -2,15 +2,19 @@
 
 The listener is rungar/web/bounded.py's: its own thread and loop, header, body and idle
 timeouts, a connection cap that evicts idle connections first, so a flood of connections to the
-dashboard's port does not slow runnerd. Access follows ``metrics_listen``'s rule: plain HTTP on
+dashboard's port does not slow runnerd. Reach follows ``metrics_listen``'s rule: plain HTTP on
 loopback; beyond it TLS (``tls_cert``, ``tls_key``), and then a client certificate from
-``tls_ca`` or the bearer token of ``token_file`` (:class:`runnerd.dashboard.app.Access`).
+``tls_ca`` or the bearer token of ``token_file`` (:class:`runnerd.dashboard.app.Access`). On
+loopback the token is runnerd's own (:func:`login_token`), which ``runnerctl dashboard`` reads
+to print the login link.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import secrets
 import socket
 import ssl
 from dataclasses import dataclass
@@ -32,9 +36,10 @@ def bind_dashboard(host: HostConfig) -> socket.socket:
 
 
 def server_tls(host: HostConfig) -> tuple[ssl.SSLContext | None, str]:
-    """The listener's TLS context (None on loopback) and the token a request must carry."""
+    """The listener's TLS context (None on loopback) and the token a request must carry
+    ("" when client certificates decide instead)."""
     if is_loopback(host.dashboard_listen):
-        return None, ""
+        return None, login_token(host)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(host.tls_cert, host.tls_key)
     if host.tls_ca:
@@ -42,6 +47,30 @@ def server_tls(host: HostConfig) -> tuple[ssl.SSLContext | None, str]:
         context.verify_mode = ssl.CERT_REQUIRED
         return context, ""
     return context, Path(host.token_file).read_text().strip()
+
+
+def login_token(host: HostConfig) -> str:
+    """The loopback dashboard's token: kept in ``state_dir/dashboard.token`` (0600, the daemon's
+    user), made once. Every local user reaches a loopback port, and the dashboard can change
+    runnerd.toml, which says what runs as runnerd's user: only who can read that file, as
+    ``runnerctl dashboard`` does for its login link, may use it."""
+    path = token_path(host)
+    try:
+        found = path.read_text().strip()
+    except FileNotFoundError:
+        found = ""
+    if found:
+        return found
+    token = secrets.token_urlsafe(32)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return token
+
+
+def token_path(host: HostConfig) -> Path:
+    return Path(host.state_dir) / "dashboard.token"
 
 
 @dataclass
