@@ -408,3 +408,33 @@ async def test_status_lists_a_refused_scale_set_in_the_queue_with_the_refusal_se
         }
     finally:
         history.close()
+
+
+async def test_a_utilization_window_past_the_history_or_not_a_duration_is_refused(
+    client: tuple[httpx.AsyncClient, FakeSource],
+) -> None:
+    http, _ = client
+    assert (await http.get("/api/utilization?window=31d")).status_code == 400
+    assert "window" in (await http.get("/api/utilization?window=soon")).json()["error"]
+    assert (await http.get("/api/utilization?window=7d")).json() == {
+        "window": 7 * 86400.0,
+        "profiles": [],
+    }
+
+
+def test_runnerctl_dashboard_prints_the_login_link_or_says_there_is_no_dashboard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runnerd.ctl import main as runnerctl
+    from runnerd.dashboard.server import login_token
+
+    path = tmp_path / "runnerd.toml"
+    path.write_text(f'[host]\nstate_dir = "{tmp_path}"\n')
+    assert runnerctl(["-c", str(path), "dashboard"]) == 1
+    assert "no dashboard: set [host] dashboard_listen" in capsys.readouterr().out
+    path.write_text(f'[host]\nstate_dir = "{tmp_path}"\ndashboard_listen = "127.0.0.1:7477"\n')
+    assert runnerctl(["-c", str(path), "dashboard"]) == 1  # runnerd has not made its token yet
+    assert "cannot read the dashboard's token" in capsys.readouterr().err
+    token = login_token(parse_config(path.read_text(), str(path)).host)
+    assert runnerctl(["-c", str(path), "dashboard"]) == 0
+    assert capsys.readouterr().out == f"http://127.0.0.1:7477/?token={token}\n"
