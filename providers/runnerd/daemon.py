@@ -270,10 +270,7 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         "runnerd.serving",
         socket=host.socket_path(),
         listen=host.listen or None,
-        dashboard=f"http{'s' if dashboard and dashboard.server.tls else ''}://"
-        f"{dashboard.server.address}/"
-        if dashboard
-        else None,
+        dashboard=dashboard.url if dashboard else None,
     )
     stop_wait = asyncio.ensure_future(stopping.wait())
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(s.wait()) for s in servers]

@@ -14,6 +14,8 @@ here, so each gets the same limits, so no client can hold one open or feed it wi
   connection is busy with a request, the new one is answered 503 at once and closed.
 * **body cap**: a ``Content-Length`` over ``max_body_bytes`` is answered 413 before a byte of
   the body is read; a chunked body is cut off at the cap the same way.
+* **TLS** (``tls``, a server context): each connection's handshake must end within the header
+  timeout, before its first request.
 * **accept errors** (``Too many open files`` and kin) are logged once per burst, with a count
   when the burst ends, never a traceback per connection; refusals at the cap likewise.
 

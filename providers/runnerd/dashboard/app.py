@@ -4,10 +4,12 @@ Access: beyond loopback the TLS listener has already asked for a client certific
 (``tls_ca``), or every request must carry the bearer token of ``token_file``; on loopback,
 runnerd's own token (``state_dir/dashboard.token``, which ``runnerctl dashboard`` prints as a
 login link). A request carries it as an ``Authorization`` header, or as the cookie a browser is
-given by opening any page once with ``?token=...``. A write (the editor's
-save) needs the same access as the pages and, against cross-site requests, the header
-``X-Runnerd-Dashboard: 1`` (which a cross-site form cannot send, and a cross-site script may not
-without a CORS answer it never gets) and, when the browser sends an ``Origin``, this site's.
+given by opening any page once with ``?token=...``.
+
+A write (the editor's save) needs the same access as the pages and, against cross-site
+requests, the header ``X-Runnerd-Dashboard: 1`` (which a cross-site form cannot send, and a
+cross-site script may not without a CORS answer it never gets) and, when the browser sends an
+``Origin``, this site's.
 """
 
 from __future__ import annotations

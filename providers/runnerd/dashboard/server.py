@@ -80,6 +80,11 @@ class Dashboard:
     observing: asyncio.Task[None]
 
     @property
+    def url(self) -> str:
+        """Its address, without the token (``runnerctl dashboard`` prints that)."""
+        return f"http{'s' if self.server.tls else ''}://{self.server.address}/"
+
+    @property
     def port(self) -> int:
         return int(self.server.address.rpartition(":")[2])
 
