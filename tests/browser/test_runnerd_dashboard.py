@@ -99,6 +99,7 @@ class Runnerd:
     state: Path
     url: str
     process: subprocess.Popen[str]
+    log: Path
     token: str = ""
     link: str = ""
 
@@ -122,8 +123,7 @@ class Runnerd:
             except httpx.HTTPError:
                 pass
             if self.process.poll() is not None:
-                stderr = self.process.stderr.read() if self.process.stderr else ""
-                pytest.fail(f"runnerd stopped: {stderr}")
+                pytest.fail(f"runnerd stopped: {self.log.read_text()}")
             time.sleep(0.05)
         pytest.fail("runnerd's dashboard did not answer within 30 s")
 
@@ -167,17 +167,19 @@ def runnerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnerd]:
     port = free_port()
     config = root / "runnerd.toml"
     config.write_text(config_text(state, port))
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "runnerd.cli", "serve", "-c", str(config)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = root / "runnerd.log"  # a file, not a pipe nobody reads that could fill and stall it
+    with log.open("w") as written:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "runnerd.cli", "serve", "-c", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=written,
+            text=True,
+        )
     try:
-        yield Runnerd(config, state, f"http://127.0.0.1:{port}", daemon)
+        yield Runnerd(config, state, f"http://127.0.0.1:{port}", daemon, log)
     finally:
         daemon.terminate()
-        daemon.communicate(timeout=20)
+        daemon.wait(timeout=20)
 
 
 def bar_parts(page: Page) -> dict[str, int]:
