@@ -69,18 +69,19 @@ def history(db: Path, now: float) -> None:
     write_history(db, rows)
 
 
-def config_text(state: Path, port: int) -> str:
+def config_text(port: int) -> str:
+    """runnerd.toml beside its state folder; the runners run the host's python3."""
     return f"""# runnerd for the dashboard's browser tests
 [host]
 slice = "rddash{uuid.uuid4().hex[:8]}.slice"
 memory_max = "32G"  # past what this host leaves the slice: the bar hatches the rest
 cpus = 4
-state_dir = "{state}"
+state_dir = "state"
 dashboard_listen = "127.0.0.1:{port}"
 sample_interval = "0.5s"
 
 [profiles.node]
-command = [{json.dumps(sys.executable)}, "-c", {json.dumps(GROW)}]
+command = ["/usr/bin/env", "python3", "-c", {json.dumps(GROW)}]
 cpus = 2
 memory = "3G"
 slots = 2
@@ -166,7 +167,7 @@ def runnerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnerd]:
     history(state / "history.db", time.time())
     port = free_port()
     config = root / "runnerd.toml"
-    config.write_text(config_text(state, port))
+    config.write_text(config_text(port))
     log = root / "runnerd.log"  # a file, not a pipe nobody reads that could fill and stall it
     with log.open("w") as written:
         daemon = subprocess.Popen(
