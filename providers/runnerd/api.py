@@ -52,8 +52,10 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
         )
     host = readings.host
     host_line = ""
+    host_room = None
     if host is not None and now - host.at <= limits.fresh_for:
         host_line = hostguard.host_line(host, limits, reserved, provider.guard.widened, len(live))
+        host_room = hostguard.room(host, limits, provider.guard.widened, len(live))
     elif host is not None:
         host_line = "host: no recent reading; only MemoryMax bounds starts"
     return {
@@ -63,6 +65,15 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
         "host": host_line,
         "cpu": cpu_line(running, limits, provider.guard),
         "slice": readings.slice.memory if readings.slice else None,
+        "mirror": limits.mirror,
+        "host_room": host_room,  # what the host leaves the slice; None without a reading
+        "slice_cpus": provider.slice_cpus,
+        "reserved": reserved,
+        "queue": [
+            {"scale_set": name, "since": w.first, "kind": w.kind, "why": w.why}
+            for name, w in provider.waiting.items()
+            if now - w.last <= provider.config.host.cpu_wait_forget
+        ],
         "runners": [
             {
                 "name": r.name,
@@ -78,6 +89,7 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
                 "basis": r.basis,
                 "row": r.row,  # its job's record: GET /jobs/{row}, runnerctl job
                 "job": f"{r.job.repository} {r.job.workflow}/{r.job.job}" if r.job else "",
+                "job_id": r.job.job_id if r.job and r.job.job_id else str(r.row),
             }
             for r in provider.runners.values()
         ],

@@ -61,6 +61,7 @@ class HostConfig:
     allow_unsafe: bool = False  # unsafe-dind needs it, so a copied config cannot turn it on
     runner_image: str = RUNNER_IMAGE  # what a profile's image_stage names a stage of
     metrics_listen: str = ""  # host:port for Prometheus metrics; "" = none
+    dashboard_listen: str = ""  # host:port for the dashboard (docs/runnerd-dashboard.md); "" = off
     state_dir: str = "/var/lib/runnerd"
     socket: str = ""  # provider gRPC on a unix socket; "" = state_dir/provider.sock
     api_socket: str = ""  # runnerctl's HTTP/JSON API; "" = state_dir/runnerd.sock
@@ -90,6 +91,8 @@ class HostConfig:
     hold_for: float = 7 * 86400.0
     history_window: float = 30 * 86400.0
     reread: float = 60.0
+    dashboard_recent: float = 300.0  # the overview charts each runner's last 5 minutes
+    dashboard_stream: float = 300.0  # a live page's stream ends after this; it reconnects at once
     # Thresholds.
     high_water: float = 0.90
     stall_enter: float = 5.0
@@ -157,6 +160,8 @@ HOST_DURATIONS = (
     "hold_for",
     "history_window",
     "reread",
+    "dashboard_recent",
+    "dashboard_stream",
 )
 HOST_STRINGS = (
     "slice",
@@ -175,6 +180,7 @@ HOST_STRINGS = (
     "disk_path",
     "runner_image",
     "metrics_listen",
+    "dashboard_listen",
 )
 HOST_FLOATS = ("cpu_overcommit", "cpus", "high_water", "stall_enter", "stall_leave")
 PROFILE_KEYS = {
@@ -330,23 +336,8 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
                 values[key] = _count(value, least=1)
         except ValueError as e:
             problems.add(mark, path, _sentence(key, e))
-    metrics_listen = values.get("metrics_listen")
-    if metrics_listen:
-        mark = lines.of("host", "metrics_listen")
-        try:
-            split_address(metrics_listen)
-        except ValueError as e:
-            problems.add(mark, "host.metrics_listen", str(e))
-        else:
-            if not is_loopback(metrics_listen) and not (
-                values.get("tls_cert") and values.get("tls_key")
-            ):
-                problems.add(
-                    mark,
-                    "host.metrics_listen",
-                    "beyond loopback needs tls_cert and tls_key, as listen does (then tls_ca "
-                    "or token_file decides who may read it)",
-                )
+    for key in ("metrics_listen", "dashboard_listen"):
+        _check_http_listen(key, values, problems, lines)
     if "listen" in values and values["listen"] and not values.get("tls_cert"):
         problems.add(
             lines.of("host", "listen"), "host.listen", "gRPC over TCP needs tls_cert and tls_key"
@@ -379,6 +370,37 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
             "must hold {stage}, where a profile's image_stage goes",
         )
     return HostConfig(**values)
+
+
+def _check_http_listen(key: str, values: dict[str, Any], problems: Problems, lines: _Lines) -> None:
+    """An HTTP listener of runnerd's (metrics, dashboard): plain HTTP on loopback only; beyond
+    it TLS, and then tls_ca or token_file decides who may use it. The dashboard can write the
+    config, so beyond loopback it also needs one of them."""
+    address = values.get(key)
+    if not address:
+        return
+    mark = lines.of("host", key)
+    try:
+        split_address(address)
+    except ValueError as e:
+        problems.add(mark, f"host.{key}", str(e))
+        return
+    if is_loopback(address):
+        return
+    if not (values.get("tls_cert") and values.get("tls_key")):
+        problems.add(
+            mark,
+            f"host.{key}",
+            "beyond loopback needs tls_cert and tls_key, as listen does (then tls_ca "
+            "or token_file decides who may read it)",
+        )
+    elif key == "dashboard_listen" and not (values.get("tls_ca") or values.get("token_file")):
+        problems.add(
+            mark,
+            f"host.{key}",
+            "beyond loopback needs tls_ca (client certificates) or token_file (a bearer "
+            "token): the dashboard can change runnerd.toml",
+        )
 
 
 def _runtime_for(

@@ -2,9 +2,9 @@
 
 ``status``, ``watch`` and ``tui`` ask the daemon over its HTTP/JSON API on ``api_socket``;
 ``tui`` (:mod:`runnerd.tui`) is imported only when asked for, so the other commands do not load
-Textual. ``job`` reads the job history read-only, so it works without the daemon. ``doctor``
-reads the host itself: cgroup v2, the slice, the runtime, and host memory warnings naming the
-programs that hold it.
+Textual. ``job`` reads the job history read-only, so it works without the daemon.
+``dashboard`` prints the dashboard's login link. ``doctor`` reads the host itself: cgroup v2, the
+slice, the runtime, and host memory warnings naming the programs that hold it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from runnerd.admission import AdmissionRecord, Policy
 from runnerd.cli_jobs import add_jobs_command
 from runnerd.cli_sizing import add_runnerctl_commands
 from runnerd.config import RunnerdConfig, load_config
+from runnerd.dashboard.login import add_dashboard_command
 
 DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "/etc/runnerd/runnerd.toml")
 
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     events.add_argument("--json", action="store_true", help="one JSON object a line")
     add_runnerctl_commands(sub)
     add_jobs_command(sub)
+    add_dashboard_command(sub)
     args = p.parse_args(argv)
     if hasattr(args, "func"):  # sizing [apply|undo], jobs
         code: int = args.func(args)

@@ -231,10 +231,12 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
     from rungar.rpc.server import serve
     from rungar.rpc.tls import ServerTls
     from runnerd.api import serve_api
+    from runnerd.dashboard.server import bind_dashboard, serve_dashboard
     from runnerd.metrics_http import serve_metrics
 
     text = Path(config_path).read_text()
     config = load_config(config_path)
+    dashboard_socket = bind_dashboard(config.host) if config.host.dashboard_listen else None
     # SIGINT/SIGTERM end the daemon through the cleanup below (runners stopped, jobs closed).
     stopping = asyncio.Event()
     stop_on_signals(stopping)  # a second one: exit 130 at once, the runners left to adoption
@@ -257,9 +259,19 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         )
     api = await serve_api(daemon.provider, host.api_socket_path())
     metrics = await serve_metrics(daemon.provider.metrics, host) if host.metrics_listen else None
+    dashboard = (
+        await serve_dashboard(daemon, config_path, dashboard_socket)
+        if dashboard_socket is not None
+        else None
+    )
     sampling = asyncio.create_task(daemon.sampler.run())
     sizing = start_auto_sizing(daemon, config_path, text)
-    log.info("runnerd.serving", socket=host.socket_path(), listen=host.listen or None)
+    log.info(
+        "runnerd.serving",
+        socket=host.socket_path(),
+        listen=host.listen or None,
+        dashboard=dashboard.url if dashboard else None,
+    )
     stop_wait = asyncio.ensure_future(stopping.wait())
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(s.wait()) for s in servers]
     try:
@@ -277,6 +289,8 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
         await api.stop()
         if metrics is not None:
             await metrics.stop()
+        if dashboard is not None:
+            await dashboard.stop()
         loop.remove_signal_handler(signal.SIGHUP)
         await daemon.close()
     return 0

@@ -95,6 +95,11 @@ class EventLog:
         ).fetchall()
         return [Event(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
 
+    def last_id(self) -> int:
+        """The newest event's id, 0 when there is none: a new follower starts after it."""
+        row = self._db.execute("SELECT MAX(id) FROM events").fetchone()
+        return int(row[0] or 0)
+
     async def wait(self, after: int, timeout: float, poll: float = 1.0) -> list[Event]:
         """Events newer than ``after``; waits up to ``timeout`` seconds for one. The daemon's
         own events wake it at once; another writer's (``runnerctl sizing apply``) within

@@ -94,6 +94,7 @@ admission = "caps"             # each runner reserves its profile's memory; "mea
                                # job's predicted peak (try `runnerd simulate` first)
 runtime = "process"            # or remove it and set isolation = "sysbox": a container per runner
 state_dir = "{args.state_dir}" # history.db, provider.sock, runnerd.sock
+dashboard_listen = "127.0.0.1:7477"  # the dashboard on loopback (docs/runnerd-dashboard.md)
 {roots}
 [sizing]
 auto = true                    # runnerd sizes memory, slots and cpus from its job history

@@ -134,6 +134,7 @@ class Waiting:
     last: float
     kind: str
     spent: dict[str, float] = field(default_factory=lambda: {"slot": 0.0, "host": 0.0, "cpu": 0.0})
+    why: str = ""  # the last refusal's sentence, for the dashboard's queue
 
     def tick(self, now: float, kind: str) -> None:
         self.spent[self.kind] += max(0.0, now - self.last)
@@ -354,6 +355,7 @@ class RunnerdProvider:
         if isinstance(decision, Refuse):
             self.metrics.refusals.labels(profile.name, decision.resource).inc()
             self._note_wait(request.scale_set, now, decision.wait)
+            self.waiting[request.scale_set].why = decision.message
             log.info(
                 "runner.refused",
                 runner=request.runner_name,

@@ -14,6 +14,8 @@ here, so each gets the same limits, so no client can hold one open or feed it wi
   connection is busy with a request, the new one is answered 503 at once and closed.
 * **body cap**: a ``Content-Length`` over ``max_body_bytes`` is answered 413 before a byte of
   the body is read; a chunked body is cut off at the cap the same way.
+* **TLS** (``tls``, a server context): each connection's handshake must end within the header
+  timeout, before its first request.
 * **accept errors** (``Too many open files`` and kin) are logged once per burst, with a count
   when the burst ends, never a traceback per connection; refusals at the cap likewise.
 
@@ -34,6 +36,7 @@ import contextlib
 import errno
 import resource
 import socket
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, replace
@@ -125,8 +128,10 @@ class BoundedHttpServer:
         *,
         name: str = "http",
         on_refused: Refused | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls  # a server context: TLS is handshaken within the header timeout
         self.limits = limits or Limits()
         self.name = name
         self._sock = sock
@@ -297,8 +302,8 @@ class BoundedHttpServer:
     async def _serve(self, conn_id: int, conn: _Conn) -> None:
         try:
             try:
-                reader, writer = await asyncio.open_connection(sock=conn.sock, limit=_CHUNK)
-            except OSError:
+                reader, writer = await self._streams(conn)
+            except (OSError, ssl.SSLError, TimeoutError):
                 return
             conn.writer = writer
             if not conn.closed:  # else evicted while its streams were made
@@ -312,6 +317,20 @@ class BoundedHttpServer:
             elif conn.writer is None:
                 conn.sock.close()
             conn.closed = True
+
+    async def _streams(self, conn: _Conn) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.tls is None:
+            return await asyncio.open_connection(sock=conn.sock, limit=_CHUNK)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        transport, _ = await loop.connect_accepted_socket(
+            lambda: protocol,
+            conn.sock,
+            ssl=self.tls,
+            ssl_handshake_timeout=self.limits.header_timeout,
+        )
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
     async def _requests(
         self, conn: _Conn, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -451,7 +470,7 @@ class BoundedHttpServer:
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": request.http_version.decode(),
             "method": request.method.decode(),
-            "scheme": "http",
+            "scheme": "https" if self.tls is not None else "http",
             "path": request.target.decode("latin-1").partition("?")[0],
             "raw_path": request.target.partition(b"?")[0],
             "query_string": request.target.partition(b"?")[2],

@@ -94,3 +94,14 @@ async def test_stopping_the_api_answers_a_follower_s_long_poll_at_once(tmp_path:
         history.close()
         socket.unlink(missing_ok=True)
         socket.parent.rmdir()
+
+
+def test_a_new_follower_starts_after_the_newest_event(tmp_path: Path) -> None:
+    events = EventLog(tmp_path / "history.db")
+    try:
+        assert events.last_id() == 0
+        events.record(1.0, "slice.changed", "runnerd.slice", "MemoryMax 8G")
+        newest = events.record(2.0, "sizing.changed", "node", "node: memory 7G → 6G")
+        assert events.last_id() == newest.id and events.after(events.last_id()) == []
+    finally:
+        events.close()

@@ -1,0 +1,320 @@
+// runnerd's dashboard: each page fetches its JSON and draws it; the overview follows the live
+// stream (server-sent events). No build step: plain browser JavaScript and uPlot.
+"use strict";
+
+const UNITS = ["B", "K", "M", "G", "T"];
+
+function bytes(n) {
+  if (n === null || n === undefined) return "-";
+  let i = 0;
+  let v = n;
+  while (v >= 1024 && i < UNITS.length - 1) { v /= 1024; i += 1; }
+  const text = v >= 100 || Number.isInteger(v) ? v.toFixed(0) : v.toFixed(v >= 10 ? 1 : 2);
+  return (text.includes(".") ? text.replace(/\.?0+$/, "") : text) + UNITS[i];
+}
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "text") node.textContent = v;
+    else if (k === "style") node.setAttribute("style", v);
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) if (child) node.append(child);
+  return node;
+}
+
+function clock(t) {
+  return new Date(t * 1000).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"});
+}
+
+async function getJSON(url) {
+  const answer = await fetch(url, {headers: {accept: "application/json"}});
+  const body = await answer.json();
+  if (!answer.ok) throw new Error(body.error || answer.statusText);
+  return body;
+}
+
+const COLORS = {in_use: "#2f7d32", reserved: "#8fbf5a", mirror: "#7b8fa6", host: "#b0413e", free: "#e9ecef"};
+
+// ---- overview -------------------------------------------------------------------------------
+
+const sparks = new Map();
+
+function spark(cell, name, series) {
+  const data = [series.times, series.memory];
+  let chart = sparks.get(name);
+  if (chart && !cell.contains(chart.root)) { chart.destroy(); chart = null; }
+  if (!chart) {
+    chart = new uPlot({
+      width: 220, height: 40, legend: {show: false}, cursor: {show: false},
+      axes: [{show: false}, {show: false}],
+      // From 0 to a little over its largest sample: the shape of its use, not its cap.
+      scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, Math.max(hi, 1) * 1.15]}},
+      series: [{}, {stroke: "#2f7d32", fill: "rgba(47,125,50,0.15)", width: 1.5, points: {show: false}}],
+    }, data, cell);
+    sparks.set(name, chart);
+  } else {
+    chart.setData(data);
+  }
+}
+
+const sliceCharts = {};
+
+function drawSlice(s) {
+  const t = s.slice_series;
+  const top = s.memory_max || Math.max(1, ...t.memory, ...t.reserved);
+  const memory = [t.times, t.memory, t.reserved, t.times.map(() => s.memory_max)];
+  const cpus = s.slice_cpus || Math.max(1, ...t.cpu.filter(v => v !== null));
+  const cpu = [t.times, t.cpu, t.reserved_cpu, t.times.map(() => cpus)];
+  if (!sliceCharts.memory) {
+    const base = (title, format, topOf) => ({
+      width: 520, height: 180, title,
+      scales: {x: {time: true}, y: {range: (u, lo, hi) => [0, topOf() * 1.05]}},
+      axes: [{}, {values: (u, ticks) => ticks.map(format), size: 60}],
+    });
+    sliceCharts.top = top;
+    sliceCharts.cpus = cpus;
+    sliceCharts.memory = new uPlot({...base("memory", bytes, () => sliceCharts.top), series: [{},
+      {label: "used", stroke: "#2f7d32", fill: "rgba(47,125,50,0.12)", points: {show: false}, value: (u, v) => bytes(v)},
+      {label: "reserved", stroke: "#c77c02", dash: [6, 4], points: {show: false}, value: (u, v) => bytes(v)},
+      {label: "MemoryMax", stroke: "#b0413e", width: 2, points: {show: false}, value: (u, v) => bytes(v)},
+    ]}, memory, document.getElementById("slice-memory"));
+    sliceCharts.cpu = new uPlot({...base("CPUs", v => v === null ? "-" : v.toFixed(1), () => sliceCharts.cpus), series: [{},
+      {label: "used", stroke: "#1f5fa8", fill: "rgba(31,95,168,0.12)", points: {show: false}},
+      {label: "reserved", stroke: "#c77c02", dash: [6, 4], points: {show: false}},
+      {label: "the slice's CPUs", stroke: "#b0413e", width: 2, points: {show: false}},
+    ]}, cpu, document.getElementById("slice-cpu"));
+  } else {
+    sliceCharts.top = top;
+    sliceCharts.cpus = cpus;
+    sliceCharts.memory.setData(memory);
+    sliceCharts.cpu.setData(cpu);
+  }
+}
+
+function drawOverview(s) {
+  const bar = document.getElementById("bar");
+  const total = s.parts.reduce((sum, p) => sum + p.bytes, 0);
+  bar.dataset.total = String(total);
+  bar.dataset.memoryMax = s.memory_max === null ? "" : String(s.memory_max);
+  bar.replaceChildren(...s.parts.filter(p => p.bytes > 0).map(p => el("div", {
+    class: "part part-" + p.key, "data-part": p.key, "data-bytes": String(p.bytes),
+    title: `${p.label}: ${bytes(p.bytes)}`,
+    style: `width:${total ? (100 * p.bytes / total).toFixed(3) : 0}%`,
+  }, el("span", {text: p.bytes / total > 0.08 ? `${p.label} ${bytes(p.bytes)}` : ""}))));
+  document.getElementById("legend").replaceChildren(...s.parts.filter(p => p.bytes > 0 || p.key !== "mirror").map(p => el("li", {},
+    el("i", {class: "swatch part-" + p.key}), `${p.label} ${bytes(p.bytes)}`)));
+  document.getElementById("budget-line").textContent = s.budget;
+  document.getElementById("host-line").textContent = s.host || "host: no reading yet";
+  document.getElementById("cpu-line").textContent = s.cpu || "";
+  drawSlice(s);
+
+  const body = document.querySelector("#runners tbody");
+  const seen = new Set();
+  for (const r of s.runners) {
+    seen.add(r.name);
+    let row = body.querySelector(`tr[data-runner="${CSS.escape(r.name)}"]`);
+    if (!row) {
+      row = el("tr", {"data-runner": r.name});
+      for (let i = 0; i < 7; i += 1) row.append(el("td"));
+      body.append(row);
+    }
+    const cells = row.children;
+    cells[0].textContent = r.name;
+    cells[1].textContent = r.profile;
+    cells[2].replaceChildren(r.job ? el("a", {href: `/jobs/${encodeURIComponent(r.job_id)}`, text: r.job})
+      : el("a", {href: `/jobs/${encodeURIComponent(r.job_id)}`, class: "quiet", text: "waiting for a job"}));
+    cells[3].textContent = bytes(r.counted);
+    cells[4].textContent = bytes(r.used);
+    cells[5].textContent = bytes(r.cap);
+    row.dataset.state = r.state;
+    spark(cells[6], r.name, r.series);
+    cells[6].dataset.points = String(r.series.times.length);
+    cells[6].title = `peak ${bytes(r.peak)} of its ${bytes(r.cap)} cap`;
+  }
+  for (const row of [...body.children]) {
+    if (!seen.has(row.dataset.runner)) { sparks.delete(row.dataset.runner); row.remove(); }
+  }
+  document.getElementById("no-runners").hidden = s.runners.length > 0;
+
+  const queue = document.getElementById("queue");
+  queue.replaceChildren(...s.queue.map(q => el("li", {"data-scale-set": q.scale_set},
+    el("strong", {text: q.scale_set}), ` waits for ${q.kind} since ${clock(q.since)}: `, q.why)));
+  document.getElementById("no-queue").hidden = s.queue.length > 0;
+}
+
+function addEvent(e) {
+  const list = document.getElementById("events");
+  list.prepend(el("li", {}, el("time", {text: clock(e.at)}), el("code", {text: e.kind}), e.message));
+  while (list.children.length > 20) list.lastChild.remove();
+  document.getElementById("no-events").hidden = true;
+}
+
+function live(onStatus) {
+  const dot = document.getElementById("live");
+  const stream = new EventSource("/api/live");
+  stream.addEventListener("open", () => dot.classList.add("on"));
+  stream.addEventListener("error", () => dot.classList.remove("on"));
+  stream.addEventListener("status", m => onStatus(JSON.parse(m.data)));
+  stream.addEventListener("runnerd", m => addEvent(JSON.parse(m.data)));
+}
+
+async function overview() {
+  drawOverview(await getJSON("/api/status"));
+  live(drawOverview);
+}
+
+// ---- sizing ---------------------------------------------------------------------------------
+
+async function sizing() {
+  const report = await getJSON("/api/sizing");
+  document.getElementById("sizing-head").textContent =
+    `MemoryMax ${report.memory_max ? bytes(report.memory_max) : "none"}. ` +
+    "Need = largest peak + the margin, at least 1G, in 256M steps.";
+  const holder = document.getElementById("profiles");
+  holder.replaceChildren(...report.profiles.map(a => {
+    const applicable = (a.action === "lower" || a.action === "raise") &&
+      (a.new_memory !== a.memory || a.new_slots !== a.slots);
+    const stats = el("table", {class: "stats"},
+      el("thead", {}, el("tr", {}, ...["memory", "slots", "runs", "peak p50", "peak p95", "peak max",
+        "need", "wait p95", "busy"].map(h => el("th", {text: h})))),
+      el("tbody", {}, el("tr", {}, ...[bytes(a.memory), a.slots, a.runs,
+        a.runs ? bytes(a.peaks.p50) : "-", a.runs ? bytes(a.peaks.p95) : "-",
+        a.runs ? bytes(a.peaks.max) : "-", a.need ? bytes(a.need) : "-",
+        `${Math.round(a.wait_p95)}s`, `${Math.round(100 * a.busy)}%`].map(v => el("td", {text: String(v)})))));
+    const evidence = el("details", {}, el("summary", {text: `evidence: ${a.jobs.length} jobs`}),
+      el("table", {class: "stats"},
+        el("thead", {}, el("tr", {}, ...["repository", "workflow", "job", "runs", "largest", "need",
+          "on its cap"].map(h => el("th", {text: h})))),
+        el("tbody", {}, ...a.jobs.map(j => el("tr", {}, ...[j.repository, j.workflow, j.job, j.runs,
+          bytes(j.largest), bytes(j.need), j.on_cap ? "yes" : ""].map(v => el("td", {text: String(v)})))))));
+    const action = applicable
+      ? el("a", {class: "button", href: `/config?profile=${encodeURIComponent(a.profile)}`,
+          "data-apply": a.profile, text: `Apply: memory ${bytes(a.new_memory)}, slots ${a.new_slots}`})
+      : null;
+    const last = (report.undoable || {})[a.profile];
+    const undo = last
+      ? el("a", {class: "undo", href: `/config?profile=${encodeURIComponent(a.profile)}&undo=1`,
+          "data-undo": a.profile,
+          text: `Undo change ${last.id}: back to memory ${bytes(last.old.memory)}, slots ${last.old.slots}, cpus ${last.old.cpus}`})
+      : null;
+    return el("article", {class: "profile", "data-profile": a.profile},
+      el("h3", {text: a.profile}), stats, el("p", {class: "advice", text: a.line}),
+      el("div", {class: "actions"}, action, undo), evidence);
+  }));
+  for (const note of report.notes) holder.append(el("p", {class: "line", text: note}));
+  const changes = document.getElementById("changes");
+  changes.replaceChildren(...report.changes.slice().reverse().map(c => el("li", {},
+    el("time", {text: new Date(c.at * 1000).toLocaleString()}),
+    ` ${c.profile}: ${c.source} ${c.kind}: memory ${bytes(c.old.memory)} → ${bytes(c.new.memory)}, ` +
+    `slots ${c.old.slots} → ${c.new.slots}: ${c.reason}`)));
+  document.getElementById("no-changes").hidden = report.changes.length > 0;
+}
+
+// ---- a job ----------------------------------------------------------------------------------
+
+function lineChart(holder, title, times, series, opts) {
+  return new uPlot({
+    width: Math.min(1100, holder.clientWidth || 1100), height: 240, title,
+    scales: {x: {time: true}, y: {range: [0, opts.top]}},
+    axes: [{}, {values: (u, ticks) => ticks.map(opts.format), size: 70}],
+    series: [{}, ...series.map(s => ({label: s.label, stroke: s.color, width: s.width || 1.5,
+      dash: s.dash, fill: s.fill, points: {show: false},
+      value: (u, v) => v === null ? "-" : opts.format(v)}))],
+  }, [times, ...series.map(s => s.values)], holder);
+}
+
+async function job() {
+  const ident = document.querySelector("[data-ident]").dataset.ident;
+  const found = await getJSON(`/api/jobs/${encodeURIComponent(ident)}`);
+  const r = found.record;
+  document.getElementById("job-title").textContent =
+    r.repository ? `${r.repository} ${r.workflow}/${r.job_name}` : `runner ${r.runner}`;
+  document.getElementById("sentence").textContent = found.sentence;
+  const s = found.series;
+  if (!s || s.times.length === 0) { document.getElementById("no-series").hidden = false; return; }
+  const flat = v => s.times.map(() => v);
+  lineChart(document.getElementById("memory-chart"), "", s.times, [
+    {label: "used", values: s.memory, color: "#2f7d32", fill: "rgba(47,125,50,0.12)"},
+    {label: "cap", values: flat(r.cap_memory), color: "#b0413e", width: 2},
+    {label: "reservation", values: flat(r.reserved_memory), color: "#c77c02", dash: [6, 4], width: 2},
+  ], {top: r.cap_memory * 1.1, format: bytes});
+  const top = Math.max(r.cap_cpus, found.slice_cpus || 0) * 1.05;
+  lineChart(document.getElementById("cpu-chart"), "", s.times, [
+    {label: "used", values: s.cpu, color: "#1f5fa8", fill: "rgba(31,95,168,0.12)"},
+    {label: "cap", values: flat(r.cap_cpus), color: "#b0413e", width: 2},
+    {label: "reservation", values: flat(r.reserved_cpu), color: "#c77c02", dash: [6, 4], width: 2},
+  ], {top, format: v => v.toFixed(1)});
+}
+
+// ---- utilization ----------------------------------------------------------------------------
+
+async function utilization() {
+  const holder = document.getElementById("utilization");
+  const select = document.getElementById("window");
+  async function draw() {
+    const found = await getJSON(`/api/utilization?window=${encodeURIComponent(select.value)}`);
+    holder.replaceChildren();
+    for (const p of found.profiles) {
+      const box = el("article", {class: "profile", "data-profile": p.profile}, el("h3", {text: p.profile}),
+        el("p", {class: "reading", text: p.reading}));
+      const chart = el("div", {class: "chart"});
+      box.append(chart);
+      holder.append(box);
+      const pct = v => `${Math.round(v * 100)}%`;
+      lineChart(chart, "", p.times, [
+        {label: "concurrency", values: p.concurrency, color: "#6a3d9a", width: 2},
+        {label: "memory", values: p.memory, color: "#2f7d32"},
+        {label: "CPU", values: p.cpu, color: "#1f5fa8"},
+      ], {top: Math.max(1.05, ...p.concurrency, ...p.memory, ...p.cpu), format: pct});
+    }
+  }
+  select.addEventListener("change", draw);
+  await draw();
+}
+
+// ---- the config editor ----------------------------------------------------------------------
+
+async function config() {
+  const section = document.querySelector("[data-profile]");
+  const profile = section.dataset.profile;
+  const query = profile
+    ? `?profile=${encodeURIComponent(profile)}${section.dataset.undo ? "&undo=1" : ""}` : "";
+  const editor = document.getElementById("editor");
+  const message = document.getElementById("message");
+  const problems = document.getElementById("problems");
+  const opened = await getJSON(`/api/config${query}`);
+  editor.value = opened.text;
+  editor.dataset.version = opened.version;
+  if (opened.note) document.getElementById("note").textContent = `${opened.profile}: ${opened.note}`;
+  document.getElementById("save").addEventListener("click", async () => {
+    message.className = "message";
+    message.textContent = "checking…";
+    problems.replaceChildren();
+    const answer = await fetch("/api/config", {
+      method: "POST",
+      headers: {"content-type": "application/json", "x-runnerd-dashboard": "1"},
+      body: JSON.stringify({text: editor.value, version: editor.dataset.version,
+        profile: opened.profile, undo: opened.undo}),
+    });
+    const body = await answer.json();
+    if (answer.ok) {
+      message.classList.add("ok");
+      message.textContent = body.change ? `${body.message}: ${body.change}` : body.message;
+      const reopened = await getJSON("/api/config");
+      editor.dataset.version = reopened.version;
+      return;
+    }
+    message.classList.add(answer.status === 409 ? "stale" : "refused");
+    message.textContent = body.error;
+    problems.replaceChildren(...(body.problems || []).map(p => el("li", {text: p})));
+  });
+}
+
+const PAGES = {overview, sizing, job, utilization, config};
+const run = PAGES[document.body.dataset.page];
+if (run) run().catch(e => {
+  const main = document.querySelector("main");
+  main.prepend(el("p", {class: "message refused", text: `could not load: ${e.message}`}));
+});

@@ -1,0 +1,180 @@
+"""What the dashboard's pages show, worked out from runnerd's own data; pure, no I/O.
+
+The budget bar (:func:`budget_parts`) splits the slice's MemoryMax into parts that add up to it
+exactly: what runners use now, what they reserve beyond that, the mirror, the room the host
+holds (hatched), and what is free. :func:`utilization` puts resource utilization and
+concurrency utilization of each profile on one time axis, and :func:`reading` says what that
+means for its slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# A profile "reached" its concurrency or its resources when a bucket's average came this close.
+FULL = 0.95
+# Resource utilization under this while every slot was busy leaves room for more slots.
+LOW_UTILIZATION = 0.70
+# Resource utilization at or over this while slots were free: jobs are bigger than slots assume.
+HIGH_UTILIZATION = 0.90
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    key: str  # in_use | reserved | mirror | host | free
+    label: str
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "bytes": self.bytes}
+
+
+def budget_parts(
+    memory_max: int | None,
+    mirror: int,
+    runners: Iterable[tuple[int, int]],
+    host_room: int | None,
+) -> list[Part]:
+    """The budget bar's parts, which add up to ``memory_max``.
+
+    ``runners`` is each live runner's (counted reservation, memory in use). A runner's use
+    counts first, what it reserves beyond its use second; the host's part is the room under
+    MemoryMax the host does not leave the slice. Where the parts would run past MemoryMax
+    (the host holds room the runners already use), the later parts give way. Without a
+    MemoryMax the whole is what the host leaves the slice, or else what runners reserve.
+    """
+    in_use = 0
+    reserved = 0
+    for counted, used in runners:
+        in_use += max(0, used)
+        reserved += max(0, counted - max(0, used))
+    held_by_host = 0
+    if memory_max is None:
+        total = host_room if host_room is not None else in_use + reserved + mirror
+    else:
+        total = memory_max
+        if host_room is not None:
+            held_by_host = max(0, memory_max - host_room)
+    left = total
+    parts = []
+    for key, label, wanted in (
+        ("in_use", "in use", in_use),
+        ("reserved", "reserved", reserved),
+        ("mirror", "mirror", mirror),
+        ("host", "held by the host", held_by_host),
+    ):
+        taken = min(max(0, wanted), left)
+        left -= taken
+        parts.append(Part(key, label, taken))
+    parts.append(Part("free", "free", left))
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileCapacity:
+    name: str
+    slots: int
+    memory: int
+    cpus: float
+
+
+@dataclass(frozen=True, slots=True)
+class Utilization:
+    """One profile's buckets: each a share of what its slots hold (1.0 = all of it)."""
+
+    profile: str
+    times: tuple[float, ...]  # each bucket's start, epoch seconds
+    concurrency: tuple[float, ...]  # jobs running ÷ slots, averaged over the bucket
+    memory: tuple[float, ...]  # jobs' peak memory ÷ (slots × memory)
+    cpu: tuple[float, ...]  # jobs' average CPUs ÷ (slots × cpus)
+    reading: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "times": list(self.times),
+            "concurrency": [round(v, 4) for v in self.concurrency],
+            "memory": [round(v, 4) for v in self.memory],
+            "cpu": [round(v, 4) for v in self.cpu],
+            "reading": self.reading,
+        }
+
+
+def utilization(
+    jobs: Sequence[Mapping[str, Any]],
+    profiles: Sequence[ProfileCapacity],
+    start: float,
+    end: float,
+    buckets: int,
+    now: float,
+    live_memory: Mapping[str, int] | None = None,
+) -> list[Utilization]:
+    """Each profile's utilization from ``start`` to ``end`` in ``buckets`` equal buckets.
+
+    ``jobs`` are history rows (``profile``, ``runner``, ``started_at``, ``finished_at``,
+    ``peak_memory``, ``avg_cpu``); one without ``finished_at`` runs until ``now``, at the
+    memory ``live_memory`` gives its runner when known. Each job counts for the part of a bucket
+    it ran: memory at its peak, CPU at its average, so a bucket's value is a time-weighted mean.
+    """
+    live_memory = live_memory or {}
+    width = max(1e-9, (end - start) / max(1, buckets))
+    times = tuple(start + i * width for i in range(buckets))
+    found = []
+    for p in profiles:
+        running = [0.0] * buckets
+        memory = [0.0] * buckets
+        cpu = [0.0] * buckets
+        for job in jobs:
+            if job["profile"] != p.name:
+                continue
+            began = float(job["started_at"])
+            finished = job["finished_at"]
+            ended = float(finished) if finished is not None else now
+            peak = int(job["peak_memory"] or 0)
+            if finished is None:
+                peak = max(peak, live_memory.get(str(job["runner"]), 0))
+            avg = float(job["avg_cpu"] or 0.0)
+            first = max(0, int((began - start) // width))
+            last = min(buckets - 1, int((ended - start) // width))
+            for i in range(first, last + 1):
+                b0 = start + i * width
+                share = max(0.0, min(ended, b0 + width) - max(began, b0)) / width
+                running[i] += share
+                memory[i] += share * peak
+                cpu[i] += share * avg
+        slots = max(1, p.slots)
+        concurrency = tuple(v / slots for v in running)
+        mem = tuple(v / (slots * p.memory) if p.memory else 0.0 for v in memory)
+        cpus = tuple(v / (slots * p.cpus) if p.cpus else 0.0 for v in cpu)
+        found.append(
+            Utilization(p.name, times, concurrency, mem, cpus, reading(concurrency, mem, cpus))
+        )
+    return found
+
+
+def reading(concurrency: Sequence[float], memory: Sequence[float], cpu: Sequence[float]) -> str:
+    """The tuning reading: which of concurrency and resources peaked without the other."""
+    if not concurrency or max(concurrency) == 0:
+        return "no jobs in this window"
+    peak_slots = max(concurrency)
+    peak_memory = max(memory, default=0.0)
+    peak_cpu = max(cpu, default=0.0)
+    peak_resource = max(peak_memory, peak_cpu)
+    which = "memory" if peak_memory >= peak_cpu else "CPU"
+    if peak_slots >= FULL and peak_resource < LOW_UTILIZATION:
+        return (
+            f"peak concurrency without high utilization: every slot was busy while {which} "
+            f"peaked at {peak_resource:.0%} of what the slots hold → room to raise slots"
+        )
+    if peak_resource >= HIGH_UTILIZATION and peak_slots < FULL:
+        return (
+            f"peak utilization without high concurrency: {which} reached {peak_resource:.0%} "
+            f"with at most {peak_slots:.0%} of the slots busy → jobs are larger than the "
+            "slots assume; lower slots (or raise memory) before jobs fail"
+        )
+    return (
+        f"concurrency peaked at {peak_slots:.0%} of the slots and {which} at "
+        f"{peak_resource:.0%}: in step, nothing to tune"
+    )
