@@ -15,6 +15,7 @@ providers' labels on the next reconcile pass.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -145,6 +146,10 @@ class SqliteStore:
             except sqlite3.Error as e:
                 self._db.execute("ROLLBACK")
                 raise StateError(f"state database {self.path}: {e}") from e
+
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One short write transaction, for the store's companions (rungar.store.usage)."""
+        return self._tx()
 
     def close(self) -> None:
         with self._lock:

@@ -34,6 +34,7 @@ import contextlib
 import errno
 import resource
 import socket
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, replace
@@ -125,8 +126,14 @@ class BoundedHttpServer:
         *,
         name: str = "http",
         on_refused: Refused | None = None,
+        tls: ssl.SSLContext | None = None,
+        background: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls  # set: every connection is TLS, its handshake due within header_timeout
+        # Work of the app's own that runs on the listener's loop while it serves (a dashboard's
+        # sampler); cancelled when the listener stops.
+        self._background = background
         self.limits = limits or Limits()
         self.name = name
         self._sock = sock
@@ -191,9 +198,12 @@ class BoundedHttpServer:
         self._tasks: set[asyncio.Task[None]] = set()  # kept: the loop holds tasks weakly
         loop.add_reader(self._sock.fileno(), self._accept_some)
         sweeping = asyncio.ensure_future(self._sweep_silent())
+        working = asyncio.ensure_future(self._background()) if self._background else None
         self._ready.set()
         await self._stopping.wait()
         sweeping.cancel()
+        if working is not None:
+            working.cancel()
         loop.remove_reader(self._sock.fileno())
         for conn in list(self._conns.values()):
             self._drop(conn)
@@ -297,9 +307,9 @@ class BoundedHttpServer:
     async def _serve(self, conn_id: int, conn: _Conn) -> None:
         try:
             try:
-                reader, writer = await asyncio.open_connection(sock=conn.sock, limit=_CHUNK)
-            except OSError:
-                return
+                reader, writer = await self._streams(conn.sock)
+            except (OSError, TimeoutError):
+                return  # includes a TLS handshake that failed or did not end in time
             conn.writer = writer
             if not conn.closed:  # else evicted while its streams were made
                 await self._requests(conn, reader, writer)
@@ -312,6 +322,22 @@ class BoundedHttpServer:
             elif conn.writer is None:
                 conn.sock.close()
             conn.closed = True
+
+    async def _streams(
+        self, sock: socket.socket
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.tls is None:
+            return await asyncio.open_connection(sock=sock, limit=_CHUNK)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=_CHUNK, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        transport, _ = await loop.connect_accepted_socket(
+            lambda: protocol,
+            sock=sock,
+            ssl=self.tls,
+            ssl_handshake_timeout=self.limits.header_timeout,
+        )
+        return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
     async def _requests(
         self, conn: _Conn, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -451,7 +477,7 @@ class BoundedHttpServer:
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": request.http_version.decode(),
             "method": request.method.decode(),
-            "scheme": "http",
+            "scheme": "http" if self.tls is None else "https",
             "path": request.target.decode("latin-1").partition("?")[0],
             "raw_path": request.target.partition(b"?")[0],
             "query_string": request.target.partition(b"?")[2],
