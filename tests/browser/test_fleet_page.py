@@ -33,6 +33,7 @@ def open_page(page: Page, fleet: FleetWorld) -> None:
     expect(page.locator('#scale-sets tr[data-scale-set="small"]')).to_be_visible()
 
 
+@pytest.mark.long
 def test_a_new_runner_and_its_events_appear_on_an_open_page_without_a_reload(
     page: Page, fleet: FleetWorld
 ) -> None:
