@@ -104,8 +104,8 @@ async def test_live_views_past_max_streams_are_refused_and_the_open_ones_get_upd
         client.stream("GET", "/api/stream") as two,
     ):
         assert one.status_code == two.status_code == 200
-        third = await client.get("/api/stream")
-        assert third.status_code == 503
+        async with client.stream("GET", "/api/stream") as third:
+            assert third.status_code == 503
         lines = one.aiter_lines()
         assert await anext(lines) == "event: snapshot"
         engine.events.append(
@@ -200,7 +200,8 @@ async def test_a_flood_of_idle_connections_and_live_views_leaves_engine_and_page
                     await on_loop_within(ANSWER_WITHIN, lambda: None)
                     page = await client.get("/")
                     assert page.status_code == 200
-                    assert (await client.get("/api/stream")).status_code == 503
+                    async with client.stream("GET", "/api/stream") as refused:
+                        assert refused.status_code == 503
                     status = await client.get("/api/status")
                     assert status.json()["scale_sets"][0]["name"] == "linux"
         finally:
