@@ -55,6 +55,13 @@ def duration_text(seconds: float | None) -> str:
     return f"{hours}h {minutes:02d}m"
 
 
+def money(cost: float | None) -> str:
+    """Cents, unless the amount is smaller than a cent (a few minutes of a cheap machine)."""
+    if cost is None:
+        return "-"
+    return f"{cost:.2f}" if cost >= 0.01 or cost == 0 else f"{cost:.4f}"
+
+
 def rows_of(groups: list[dict[str, Any]]) -> list[list[object]]:
     rows: list[list[object]] = []
     for group in groups:
@@ -71,7 +78,7 @@ def rows_of(groups: list[dict[str, Any]]) -> list[list[object]]:
                 duration_text(group["runner_seconds"]),
                 duration_text(group["wait_p50"]),
                 duration_text(group["wait_p95"]),
-                "-" if cost is None else f"{cost:.2f}",
+                money(cost),
             ]
         )
     return rows

@@ -98,6 +98,7 @@ def summarize(rows: Iterable[JobUsage], by: str, since: float, now: float) -> di
         total.add(row)
     ordered = sorted(groups.values(), key=lambda g: (-g.runner_seconds, g.key))
     return {
+        "version": 1,  # the shape's version (docs/json.md)
         "by": by,
         "since": since,
         "now": now,

@@ -84,12 +84,28 @@ def test_a_provider_held_for_a_higher_priority_scale_set_shows_held_while_the_ho
 @pytest.mark.long
 @pytest.mark.screenshot
 def test_screenshots_of_the_fleet_overview_and_usage_tab(page: Page, fleet: FleetWorld) -> None:
-    fleet.queue(labels=["cloud"], repository="octo-org/web", name="lint", duration=30)
-    fleet.queue(labels=["cloud"], repository="octo-org/api", name="test", duration=120)
-    fleet.wait_for(lambda s: runners_on(s, "cloudy") >= 2, "two cloud runners")
+    fleet.wait_for(lambda s: runners_on(s, "small") == 3, "small's three idle runners: host full")
+    fleet.queue(labels=["big"], name="integration", duration=600)  # holds the full host
+    served = [
+        ("octo-org/web", "lint", 20),
+        ("octo-org/web", "test", 40),
+        ("octo-org/api", "build", 30),
+        ("octo-org/api", "test", 60),
+        ("octo-org/payments", "unit", 25),
+    ]
+    for repository, name, duration in served:
+        fleet.queue(labels=["cloud"], repository=repository, name=name, duration=duration)
+    fleet.wait_for(
+        lambda s: s["providers"][0]["hold"] is not None and runners_on(s, "cloudy") == 0,
+        "the cloud jobs served and the hold in force",
+        60,
+    )
+    for repository, name in (("octo-org/web", "e2e"), ("octo-org/docs", "publish")):
+        fleet.queue(labels=["cloud"], repository=repository, name=name, duration=900)
+    fleet.wait_for(lambda s: runners_on(s, "cloudy") == 2, "two cloud runners at work")
     open_page(page, fleet)
     page.wait_for_timeout(3000)  # a few live samples on the runners chart
     shoot(page, "fleet-overview")
     page.click("#tab-usage")
-    expect(page.locator("#usage-table tfoot tr")).to_be_visible()
+    expect(page.locator('#usage-table tbody tr[data-key="octo-org/web"]')).to_be_visible()
     shoot(page, "fleet-usage")

@@ -17,10 +17,12 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// The status word is the leading capitals ("HELD", "HOLDING BACK"); the rest is its detail.
 function statusBadge(text) {
-  const word = (text || "").split(" ")[0];
+  const match = /^[A-Z]+(?: [A-Z]+)*(?![a-z])/.exec(text || "");
+  const word = match ? match[0] : (text || "");
   const rest = (text || "").slice(word.length).trim();
-  const badge = el("span", { class: "status " + word.toLowerCase() }, word);
+  const badge = el("span", { class: "status " + word.split(" ")[0].toLowerCase() }, word);
   return rest ? el("span", {}, badge, el("span", { class: "status-rest" }, rest)) : badge;
 }
 
@@ -38,6 +40,12 @@ function duration(seconds) {
   const minutes = Math.round(seconds / 60);
   if (minutes < 60) return minutes + "m";
   return Math.floor(minutes / 60) + "h " + String(minutes % 60).padStart(2, "0") + "m";
+}
+
+// Cents, unless the amount is smaller than a cent (a few minutes of a cheap machine).
+function money(cost) {
+  if (cost == null) return "-";
+  return cost >= 0.01 || cost === 0 ? cost.toFixed(2) : cost.toFixed(4);
 }
 
 function fill(tbody, rows) {
@@ -174,7 +182,7 @@ async function loadUsage() {
       el("td", { class: "num" }, String(succeeded)), el("td", { class: "num" }, String(failed)),
       el("td", { class: "num" }, String(other)), el("td", { class: "num" }, duration(g.runner_seconds)),
       el("td", { class: "num" }, duration(g.wait_p50)), el("td", { class: "num" }, duration(g.wait_p95)),
-      el("td", { class: "num" }, g.cost == null ? "-" : g.cost.toFixed(2)),
+      el("td", { class: "num" }, money(g.cost)),
       el("td", {}, bar ? el("div", { class: "bar", style: `width:${(100 * g.runner_seconds / most).toFixed(1)}%` }) : ""));
   };
   const body = document.querySelector("#usage-table tbody");
