@@ -362,11 +362,11 @@ class Daemon:
             stop_on_signals(stop, at_once=plugins_at_once)
         config = load_scale_sets(settings.scale_sets)
         webhook_socket = self._bind_webhook()
-        dashboard_socket = None
+        dashboard = None
         if config.dashboard.listen:
-            from rungar.web.fleet.serve import bind_dashboard, dashboard_url, serve_dashboard
+            from rungar.web.fleet.serve import dashboard_url, prepare_dashboard, serve_dashboard
 
-            dashboard_socket = bind_dashboard(config.dashboard)
+            dashboard = prepare_dashboard(config.dashboard)
         state_dir = Path(settings.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         store = SqliteStore(state_dir / "state.db", now=self.clock.now)
@@ -423,12 +423,10 @@ class Daemon:
             listeners.append(serve_metrics(metrics, settings.metrics, ready=reporter.answer))
         if webhook_socket:
             listeners.append(self._serve_webhook(webhook_socket, engine, runloop))
-        if dashboard_socket:
-            dashboard = serve_dashboard(
-                dashboard_socket, config.dashboard, control, store.path, self.clock
-            )
-            listeners.append(dashboard)
-            log.info("dashboard.serving", url=dashboard_url(config.dashboard, dashboard.address))
+        if dashboard is not None:
+            page = serve_dashboard(dashboard, config.dashboard, control, store.path, self.clock)
+            listeners.append(page)
+            log.info("dashboard.serving", url=dashboard_url(config.dashboard, page.address))
         await runloop.start()
         reporter.start()
         log.info(

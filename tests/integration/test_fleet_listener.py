@@ -21,10 +21,11 @@ import pytest
 import trustme
 
 from rungar.config.model import DashboardConfig
+from rungar.errors import ConfigError
 from rungar.web.bounded import BoundedHttpServer, Limits, bind, engine_caller
 from rungar.web.fleet.app import FleetApp
 from rungar.web.fleet.feed import Feed
-from rungar.web.fleet.serve import dashboard_url, tls_context
+from rungar.web.fleet.serve import dashboard_url, prepare_dashboard, tls_context
 from tests.integration.fleet_script import ScriptedEngine
 
 ANSWER_WITHIN = 1.0  # seconds: a deadline on each call, not a measurement
@@ -209,3 +210,25 @@ async def test_a_flood_of_idle_connections_and_live_views_leaves_engine_and_page
                 await stream.aclose()
             for sock in held:
                 sock.close()
+
+
+def test_a_certificate_or_token_that_cannot_be_read_stops_the_start_naming_its_key(
+    tmp_path: Path,
+) -> None:
+    missing = DashboardConfig(
+        listen="127.0.0.1:0",
+        cert_file=str(tmp_path / "absent.pem"),
+        key_file=str(tmp_path / "absent.pem"),
+        token_file=str(tmp_path / "token"),
+    )
+    with pytest.raises(ConfigError, match=r"^dashboard.tls.cert_file: cannot load .*absent.pem"):
+        prepare_dashboard(missing)
+    (tmp_path / "token").write_text("\n")
+    empty = DashboardConfig(listen="127.0.0.1:0", token_file=str(tmp_path / "token"))
+    with pytest.raises(ConfigError, match=r"^dashboard.token_file: .* is empty"):
+        prepare_dashboard(empty)
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    prepared = prepare_dashboard(empty)
+    assert prepared is not None and prepared.token == TOKEN and prepared.tls is None
+    prepared.sock.close()
+    assert prepare_dashboard(DashboardConfig()) is None  # no listen: no fleet page

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,21 @@ from rungar.web.fleet.app import FleetApp
 from rungar.web.fleet.feed import Feed, engine_read
 
 
-def bind_dashboard(config: DashboardConfig) -> socket.socket | None:
-    return bind(config.listen, key="dashboard.listen") if config.listen else None
+@dataclass(frozen=True)
+class Prepared:
+    """The fleet page's socket, TLS and token, made before the daemon starts anything: a port
+    in use or a certificate that does not load stops it with its reason."""
+
+    sock: socket.socket
+    tls: ssl.SSLContext | None
+    token: str
+
+
+def prepare_dashboard(config: DashboardConfig) -> Prepared | None:
+    if not config.listen:
+        return None
+    tls, token = tls_context(config), read_token(config)
+    return Prepared(bind(config.listen, key="dashboard.listen"), tls, token)
 
 
 def tls_context(config: DashboardConfig) -> ssl.SSLContext | None:
@@ -58,7 +72,7 @@ def read_token(config: DashboardConfig) -> str:
 
 
 def serve_dashboard(
-    sock: socket.socket,
+    prepared: Prepared,
     config: DashboardConfig,
     control: Any,
     database: Path,
@@ -70,8 +84,7 @@ def serve_dashboard(
     sampler asks). ``control`` is the daemon's Control; ``database`` the state database."""
     from rungar.engine.accounting import usage_document
 
-    tls = tls_context(config)
-    token = read_token(config)
+    tls, token = prepared.tls, prepared.token
     feed = Feed(
         engine_read(control),
         engine_caller(asyncio.get_running_loop()),
@@ -86,7 +99,7 @@ def serve_dashboard(
     app = FleetApp(feed, usage, token=token, secure=tls is not None, now=clock.now)
     server = BoundedHttpServer(
         app,
-        sock,
+        prepared.sock,
         limits or Limits(max_connections=config.max_connections, max_body_bytes=16 * 1024),
         name="dashboard",
         tls=tls,
