@@ -85,3 +85,18 @@ def test_a_price_per_hour_must_be_positive() -> None:
     assert found == [
         "/etc/rungar/s.yaml:2:30: providers[0].price_per_hour: must be positive, not -1"
     ]
+
+
+def test_applying_a_changed_dashboard_says_it_waits_for_a_restart() -> None:
+    from rungar.engine.control import diff_configs
+
+    old = parse_scale_sets(BASE, "/etc/rungar/s.yaml")
+    new = parse_scale_sets(
+        BASE + "dashboard: {listen: '127.0.0.1:8180'}\nusage: {retention: 30d}\n",
+        "/etc/rungar/s.yaml",
+    )
+    assert diff_configs(old, new) == [
+        "~ dashboard (takes effect when the daemon restarts)",
+        "~ usage retention",
+    ]
+    assert diff_configs(old, old) == []

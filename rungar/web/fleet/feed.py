@@ -65,7 +65,8 @@ class Feed:
     _streams: set[asyncio.Queue[bytes | None]] = field(default_factory=set)
     _since: float = 0.0
     _seen_at_since: int = 0
-    _first: asyncio.Event | None = None
+    # Set once the first sample was taken (or failed): a page opened at start waits for it.
+    _first: asyncio.Event = field(default_factory=asyncio.Event)
 
     # -- the engine's side, as one call on its loop -------------------------------------
 
@@ -97,7 +98,6 @@ class Feed:
     # -- the sampler ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        self._first = asyncio.Event()
         while True:
             try:
                 self.absorb(await self.ask())
@@ -110,8 +110,6 @@ class Feed:
 
     async def ready(self) -> None:
         """Until the first sample was taken (or failed)."""
-        while self._first is None:
-            await asyncio.sleep(0.01)
         await self._first.wait()
 
     def absorb(self, answer: dict[str, Any]) -> Sample:
