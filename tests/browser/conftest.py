@@ -32,7 +32,11 @@ def chromium_path() -> str:
     )
 
 
-@pytest.fixture(scope="session")
+# One browser per test module, not per session: while Playwright's sync API is open it holds an
+# event loop marked running on this thread, so every asyncio test collected after the browser
+# tests (tests/integration, tests/unit, ...) would fail with "cannot be called from a running
+# event loop" until it closes.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(
