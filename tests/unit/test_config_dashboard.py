@@ -6,6 +6,8 @@ and a token or client certificates, each refusal at the key that causes it (FILE
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rungar.config.loader import parse_scale_sets
@@ -100,3 +102,19 @@ def test_applying_a_changed_dashboard_says_it_waits_for_a_restart() -> None:
         "~ usage retention",
     ]
     assert diff_configs(old, old) == []
+
+
+def test_validate_verbose_lists_the_fleet_pages_files_as_they_will_be_opened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rungar.cli.main import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "version: 1\n" + BASE + "dashboard:\n  listen: 10.0.0.5:8180\n"
+        "  tls: {cert_file: c.pem, key_file: k.pem}\n  token_file: secrets/dashboard.token\n"
+    )
+    assert main(["validate", "--verbose", str(path)]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert ["dashboard.tls.cert_file", f"{tmp_path}/c.pem"] in listed
+    assert ["dashboard.token_file", f"{tmp_path}/secrets/dashboard.token"] in listed
