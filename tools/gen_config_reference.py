@@ -228,6 +228,8 @@ def type_text(t: schema.Type) -> str:
 
 
 def _duration(seconds: float) -> str:
+    if 0 < seconds < 1:
+        return f"{seconds:g}s"  # format_duration speaks in whole seconds
     return "0" if seconds == 0 else format_duration(seconds)
 
 
@@ -463,6 +465,21 @@ def render_reference() -> str:
         "Tests and `make demo` compress them; production rarely needs to change them.",
         "",
         *table(timing_rows()),
+        "",
+        "### `dashboard`",
+        "",
+        'The fleet page (README, "Dashboards"), served by the daemon while `listen` is set;',
+        "read when the daemon starts. On loopback it is plain HTTP; on any other address it",
+        "needs TLS and a token or client certificates, as the provider channel does.",
+        "",
+        *table(field_rows(schema.DASHBOARD.fields, prefix="dashboard.")),
+        "",
+        "### `usage`",
+        "",
+        "Every job a runner of Rungar's served is kept in the state database for `rungar usage`",
+        'and the fleet page\'s Usage tab (README, "Usage: what each repository costs").',
+        "",
+        *table(field_rows(schema.USAGE.fields, prefix="usage.")),
         "",
         "### Rules between keys",
         "",

@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "scale-sets": ("rungar.cli.scale_sets", "list, inspect, pause, resume or remove scale sets"),
     "providers": ("rungar.cli.providers", "list, inspect, disable, enable or drain providers"),
     "runners": ("rungar.cli.runners", "list or remove runners"),
+    "usage": ("rungar.cli.usage", "runner time, jobs, waits and cost of the jobs served"),
     "reconcile": ("rungar.cli.reconcile", "run a reconcile pass now"),
     "github-emulator": ("rungar.cli.github_emulator", "serve a loopback GitHub for tests"),
     "fake-runner": ("rungar.cli.fake_runner", "act as a runner for the GitHub emulator"),

@@ -61,14 +61,29 @@ def _load(path: str) -> tuple[ScaleSetsFile, list[tuple[str, str]]]:
     """The scale sets to report on, and ``(key, resolved path)`` of every path named."""
     if not is_daemon_settings(path):
         config = load_scale_sets(path)
-        return config, [kv for p in config.providers for kv in provider_paths(p)]
+        return config, [
+            *(kv for p in config.providers for kv in provider_paths(p)),
+            *dashboard_paths(config),
+        ]
     from rungar.engine.settings import load_settings, settings_paths
 
     settings = load_settings(path)
     config = load_scale_sets(settings.scale_sets)
     paths = settings_paths(settings)
     paths += [kv for p in config.providers for kv in provider_paths(p)]
-    return config, paths
+    return config, paths + dashboard_paths(config)
+
+
+def dashboard_paths(config: ScaleSetsFile) -> list[tuple[str, str]]:
+    """The fleet page's files (``dashboard.tls.*``, ``dashboard.token_file``), resolved."""
+    board = config.dashboard
+    named = (
+        ("dashboard.tls.cert_file", board.cert_file),
+        ("dashboard.tls.key_file", board.key_file),
+        ("dashboard.tls.client_ca_file", board.client_ca_file),
+        ("dashboard.token_file", board.token_file),
+    )
+    return [(key, path) for key, path in named if path]
 
 
 def _count(n: int, noun: str) -> str:

@@ -72,6 +72,7 @@ def effective_scale_sets(
             "weight": p.weight,
             "max_runners": p.max_runners or None,
             "disabled": p.disabled,
+            "price_per_hour": p.price_per_hour,
         }
         if p.address:
             entry["address"] = p.address
@@ -103,4 +104,33 @@ def effective_scale_sets(
                 }
             )
         )
-    return {"version": 1, "timing": timing, "providers": providers, "scale_sets": scale_sets}
+    document: dict[str, Any] = {
+        "version": 1,
+        "timing": timing,
+        "providers": providers,
+        "scale_sets": scale_sets,
+    }
+    if config.dashboard.listen:
+        document["dashboard"] = _dashboard(config, text)
+    document["usage"] = {"retention": _duration(config.usage_retention, text)}
+    return document
+
+
+def _dashboard(config: ScaleSetsFile, text: bool) -> dict[str, Any]:
+    board = config.dashboard
+    tls = {
+        "cert_file": board.cert_file or None,
+        "key_file": board.key_file or None,
+        "client_ca_file": board.client_ca_file or None,
+    }
+    return _set(
+        {
+            "listen": board.listen,
+            "tls": _set(tls) or None,
+            "token_file": board.token_file or None,
+            "refresh": _duration(board.refresh, text),
+            "history": _duration(board.history, text),
+            "max_connections": board.max_connections,
+            "max_streams": board.max_streams,
+        }
+    )

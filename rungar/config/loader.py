@@ -14,8 +14,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from rungar.config.dashboard import dashboard_config, resolve_dashboard
 from rungar.config.merge import merge_runner
 from rungar.config.model import (
+    DEFAULT_USAGE_RETENTION,
     Placement,
     ProviderConfig,
     ScaleSetConfig,
@@ -88,10 +90,20 @@ def _parse(text: str, problems: Problems) -> ScaleSetsFile:
     timing = _timing(top.get("timing"), checker)
     providers, runner_blocks = _providers(top.get("providers", []), checker)
     scale_sets = _scale_sets(top.get("scale_sets", []), runner_blocks, timing, checker)
+    dashboard = dashboard_config(top.get("dashboard"), checker)
+    usage = top.get("usage")
+    retention = usage.get("retention", DEFAULT_USAGE_RETENTION) if usage else None
     problems.raise_if_any()
     base = base_of(problems.file)
     resolved = tuple(resolve_provider(p, base) for p in providers)
-    return ScaleSetsFile(resolved, tuple(scale_sets), timing, path=problems.file)
+    return ScaleSetsFile(
+        resolved,
+        tuple(scale_sets),
+        timing,
+        path=problems.file,
+        dashboard=resolve_dashboard(dashboard, base),
+        usage_retention=retention or DEFAULT_USAGE_RETENTION,
+    )
 
 
 def _timing(record: Record | None, checker: Checker) -> Timing:
@@ -151,6 +163,7 @@ def _providers(
                 address=record.get("address", ""),
                 command=tuple(i.value for i in record.get("command", [])),
                 timeout=record.get("timeout", 0.0),
+                price_per_hour=record.get("price_per_hour"),
             )
         )
     return providers, runner_blocks

@@ -59,6 +59,7 @@ class ProviderConfig:
     address: str = ""  # where to reach it: unix:///path or host:port
     command: tuple[str, ...] = ()  # or a local plugin to start
     timeout: float = 0.0  # 0 = timing.provider_timeout
+    price_per_hour: float | None = None  # a runner-hour's price, for `rungar usage`'s cost
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +131,34 @@ class ScaleSetConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class DashboardConfig:
+    """The fleet page's listener (README, "Dashboards"); ``listen`` "" = no fleet page.
+
+    Beyond loopback it needs TLS and a token or client certificates (checked at load).
+    """
+
+    listen: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    client_ca_file: str = ""  # set: a client must show a certificate this CA signed
+    token_file: str = ""  # set: a client must send the token (bearer header or ?token=)
+    refresh: float = 2.0  # how often the page's live view is brought up to date
+    history: float = 3600.0  # how far back the runners-over-time chart reaches
+    max_connections: int = 64
+    max_streams: int = 16  # live views open at once; more are refused
+
+
+DEFAULT_USAGE_RETENTION = 90 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleSetsFile:
     providers: tuple[ProviderConfig, ...]
     scale_sets: tuple[ScaleSetConfig, ...]
     timing: Timing = field(default_factory=Timing)
     path: str = ""
+    dashboard: DashboardConfig = field(default_factory=DashboardConfig)
+    usage_retention: float = DEFAULT_USAGE_RETENTION  # jobs served are kept this long
 
     def provider(self, name: str) -> ProviderConfig:
         for p in self.providers:

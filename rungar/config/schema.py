@@ -204,6 +204,12 @@ PROVIDER_COMMON = (
             "(timing.delete_timeout)."
         ),
     ),
+    Field(
+        "price_per_hour",
+        PositiveNumber(),
+        "Price of one runner-hour on this provider, in your currency; `rungar usage` and the "
+        "fleet page's Usage tab show cost for the jobs that ran here. Unset = no cost shown.",
+    ),
 )
 COMMON_KEYS = frozenset(f.name for f in PROVIDER_COMMON)
 
@@ -490,6 +496,65 @@ def timing_obj() -> Obj:
     return Obj(tuple(fields))
 
 
+LISTEN = Str(
+    pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):\d{1,5}$",
+    hint="host:port such as 127.0.0.1:8180, [::1]:8180 or :8180",
+)
+DASHBOARD = Obj(
+    (
+        Field(
+            "listen",
+            LISTEN,
+            "Where the fleet page is served; unset or empty = no fleet page. Loopback is plain "
+            "HTTP; any other address needs tls (cert_file and key_file) and token_file or "
+            "tls.client_ca_file. Read at start.",
+        ),
+        Field(
+            "tls",
+            Obj(
+                (
+                    Field("cert_file", TEXT, "Server certificate (with key_file)."),
+                    Field("key_file", TEXT, "Server key (with cert_file)."),
+                    Field(
+                        "client_ca_file",
+                        TEXT,
+                        "CA bundle; when set, a client must show a certificate it signed.",
+                    ),
+                )
+            ),
+            "HTTPS for the fleet page. Relative files are relative to this file's folder.",
+        ),
+        Field(
+            "token_file",
+            TEXT,
+            "File holding the token a client must send (Authorization: Bearer, or ?token= once "
+            "in the page's address); relative to this file's folder.",
+        ),
+        Field(
+            "refresh",
+            Duration(0.1),
+            "How often the live view (statuses, runners, events) is brought up to date.",
+            default=2.0,
+        ),
+        Field(
+            "history", Duration(60.0), "How far back runners over time are kept.", default=3600.0
+        ),
+        Field("max_connections", Int(1, 65536), "Connections served at once.", default=64),
+        Field("max_streams", Int(1, 1024), "Live views open at once.", default=16),
+    )
+)
+USAGE = Obj(
+    (
+        Field(
+            "retention",
+            Duration(3600.0),
+            "Jobs served are kept in the state database this long, for `rungar usage`.",
+            default=7776000.0,
+        ),
+    )
+)
+
+
 def file_obj() -> Obj:
     return Obj(
         (
@@ -499,6 +564,8 @@ def file_obj() -> Obj:
             Field(
                 "timing", timing_obj(), "Every duration Rungar waits, with its default.", default={}
             ),
+            Field("dashboard", DASHBOARD, "The fleet page; unset = none.", default={}),
+            Field("usage", USAGE, "Per-repository accounting of the jobs served.", default={}),
         ),
         free_prefix="x-",
     )

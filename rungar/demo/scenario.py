@@ -166,14 +166,15 @@ async def _run(
     console: Console, keep: bool, burst: Burst, live: bool, stop: asyncio.Event
 ) -> Summary:
     rng = random.Random(burst.seed)
-    async with Stack(stop_event=stop) as stack:  # its folder goes when it stops
+    async with Stack(stop_event=stop, dashboards=True) as stack:  # its folder goes at the end
         assert stack.emulator is not None
         control_engine = _engine_of(stack)
         console.print(f"[bold]rungar demo[/] on loopback, files in {stack.dir}")
         console.print(
             "GitHub emulator, 3 runnerd hosts (1000M, 800M, 600M), AWS on moto for overflow; "
-            f"a clock {stack.clock_factor:g}x faster than real time\n"
+            f"a clock {stack.clock_factor:g}x faster than real time"
         )
+        console.print(dashboards_text(stack) + "\n", highlight=False)
         started = time.monotonic()
         for spec in burst.small_jobs(rng):
             stack.emulator.state.queue_job(spec)
@@ -215,13 +216,21 @@ async def _run(
         if keep and not stop.is_set():
             console.print(
                 f"\nStill running. In another shell: rungar status --socket {stack.socket}\n"
-                "Press Ctrl-C to stop.",
+                f"{dashboards_text(stack)}\nPress Ctrl-C to stop.",
                 highlight=False,
             )
             await stop.wait()
         if stop.is_set():
             console.print("Stopping: the daemon, the hosts and their runners, the clouds.")
     return summary
+
+
+def dashboards_text(stack: Stack) -> str:
+    """Where to look: the fleet page and each host's runnerd dashboard, one per line."""
+    lines = ["Dashboards:"] + [f"  {what:<16} {url}" for what, url in stack.dashboard_urls]
+    if not any(what.startswith("runnerd") for what, _ in stack.dashboard_urls):
+        lines.append("  runnerd          (this runnerd serves no dashboard)")
+    return "\n".join(lines)
 
 
 def _engine_of(stack: Stack) -> Any:

@@ -83,6 +83,9 @@ class Stack:
     gcp_out_of_stock: tuple[str, ...] = ()  # zones of the GCE fake that refuse every insert
     aws_spot_capacity: int | None = None  # Spot instances moto's market holds; None = no limit
     keep_dir: bool = False
+    # Serve the fleet page (dashboard.listen) and each host's runnerd dashboard on loopback.
+    dashboards: bool = False
+    dashboard_urls: list[tuple[str, str]] = field(default_factory=list)  # (what, address)
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="rungar-demo-")))
     emulator: GitHubEmulator | None = None
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -138,6 +141,10 @@ class Stack:
         scale_sets = template.substitute(values)
         if not self.with_aws:
             scale_sets = _without_aws(scale_sets)
+        if self.dashboards:
+            port = free_port()
+            scale_sets += f"\ndashboard:\n  listen: 127.0.0.1:{port}\n"
+            self.dashboard_urls.insert(0, ("fleet page", f"http://127.0.0.1:{port}/"))
         (self.dir / "scale_sets.yaml").write_text(scale_sets)
         (self.dir / "token").write_text(PAT)
         (self.dir / "token").chmod(0o600)
@@ -170,6 +177,10 @@ class Stack:
             "PYTHON": sys.executable,
         }
         toml = Template((self.example / "runnerd.toml").read_text()).substitute(values)
+        if self.dashboards and runnerd_has_dashboard():
+            port = free_port()
+            toml = with_dashboard_listen(toml, f"127.0.0.1:{port}")
+            self.dashboard_urls.append((f"runnerd {host.name}", f"http://127.0.0.1:{port}/"))
         (host_dir / "runnerd.toml").write_text(toml)
         log = (host_dir / "runnerd.log").open("wb")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -305,6 +316,23 @@ class Stack:
             shutil.rmtree(self.dir, ignore_errors=True)
         if self in Stack.alive:
             Stack.alive.remove(self)
+
+
+def with_dashboard_listen(toml: str, listen: str) -> str:
+    """A host's runnerd.toml with ``[host] dashboard_listen`` set to ``listen``."""
+    if "\n[host]\n" not in "\n" + toml:
+        raise ValueError("the host's runnerd.toml has no [host] table")
+    return ("\n" + toml).replace("\n[host]\n", f'\n[host]\ndashboard_listen = "{listen}"\n', 1)[1:]
+
+
+def runnerd_has_dashboard() -> bool:
+    """Whether this runnerd serves a dashboard (``[host] dashboard_listen``): a runnerd
+    without it refuses the key, so the demo sets it only where it is known."""
+    import dataclasses
+
+    from runnerd.config import HostConfig
+
+    return any(f.name == "dashboard_listen" for f in dataclasses.fields(HostConfig))
 
 
 def _cloud_providers(text: str) -> list[dict[str, Any]]:

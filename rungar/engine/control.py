@@ -74,6 +74,10 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
             lines.append(line)
     if asdict(old.timing) != asdict(new.timing):
         lines.append("~ timing")
+    if old.dashboard != new.dashboard:  # its listener is bound once, at start
+        lines.append("~ dashboard (takes effect when the daemon restarts)")
+    if old.usage_retention != new.usage_retention:
+        lines.append("~ usage retention")
     return sorted(lines, key=lambda line: line[2:])
 
 

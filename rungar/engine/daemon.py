@@ -19,6 +19,7 @@ import structlog
 from rungar.clock import Clock, SystemClock
 from rungar.config.loader import load_scale_sets
 from rungar.config.model import ProviderConfig, Timing
+from rungar.engine.accounting import Accounting
 from rungar.engine.control import Control
 from rungar.engine.deadlines import CallTimeouts, call_timeouts
 from rungar.engine.engine import Engine
@@ -361,6 +362,11 @@ class Daemon:
             stop_on_signals(stop, at_once=plugins_at_once)
         config = load_scale_sets(settings.scale_sets)
         webhook_socket = self._bind_webhook()
+        dashboard = None
+        if config.dashboard.listen:
+            from rungar.web.fleet.serve import dashboard_url, prepare_dashboard, serve_dashboard
+
+            dashboard = prepare_dashboard(config.dashboard)
         state_dir = Path(settings.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         store = SqliteStore(state_dir / "state.db", now=self.clock.now)
@@ -397,7 +403,7 @@ class Daemon:
             max_parallel_creates=settings.max_parallel_creates,
         )
         engine.github_url = settings.github.url
-        runloop = RunLoop(engine)
+        runloop = RunLoop(engine, Accounting(engine))
         control = Control(
             engine,
             runloop,
@@ -417,6 +423,10 @@ class Daemon:
             listeners.append(serve_metrics(metrics, settings.metrics, ready=reporter.answer))
         if webhook_socket:
             listeners.append(self._serve_webhook(webhook_socket, engine, runloop))
+        if dashboard is not None:
+            page = serve_dashboard(dashboard, config.dashboard, control, store.path, self.clock)
+            listeners.append(page)
+            log.info("dashboard.serving", url=dashboard_url(config.dashboard, page.address))
         await runloop.start()
         reporter.start()
         log.info(

@@ -13,6 +13,7 @@ import contextlib
 
 import structlog
 
+from rungar.engine.accounting import Accounting
 from rungar.engine.engine import Engine, ScaleSetState
 from rungar.engine.notices import observe_job_wait
 from rungar.engine.reconcile import probe_unreachable, reconcile
@@ -25,8 +26,9 @@ log = structlog.get_logger("rungar.runloop")
 
 
 class RunLoop:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, accounting: Accounting | None = None) -> None:
         self.engine = engine
+        self.accounting = accounting  # records each job served (rungar usage)
         self._listeners: dict[str, asyncio.Task[None]] = {}
         self._reconciler: asyncio.Task[None] | None = None
         self._prober: asyncio.Task[None] | None = None
@@ -95,9 +97,13 @@ class RunLoop:
         elif event.kind is JobEventKind.ASSIGNED:
             engine.on_job_assigned(name, event.job_id, event.hint, event.times.assigned or event.at)
         elif event.kind is JobEventKind.STARTED:
+            if self.accounting is not None:
+                self.accounting.job_started(name, event)
             engine.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
             observe_job_wait(engine, name, event.times.queued, event.times.started, event.at)
         elif event.kind is JobEventKind.COMPLETED:
+            if self.accounting is not None:
+                self.accounting.job_completed(name, event)
             engine.on_job_completed(
                 name, event.job_id, event.runner_name, event.conclusion, event.hint
             )

@@ -158,6 +158,11 @@ class AdminClient:
         document: dict[str, Any] = json.loads(answer.status_json)
         return document
 
+    async def usage(self, by: str, since: float) -> dict[str, Any]:
+        answer = await self._unary("Usage", pb.UsageRequest(by=by, since=since))
+        document: dict[str, Any] = json.loads(answer.usage_json)
+        return document
+
     async def inspect_scale_set(self, name: str) -> dict[str, Any]:
         answer = await self._unary("InspectScaleSet", pb.InspectRequest(name=name))
         found: dict[str, Any] = json.loads(answer.json)

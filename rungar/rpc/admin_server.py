@@ -148,6 +148,27 @@ class _Servicer(pb_grpc.AdminServicer):  # type: ignore[misc]  # generated base 
         )
         return pb.InspectResponse(json=json.dumps(found, default=str))
 
+    async def Usage(self, request: pb.UsageRequest, context: Context) -> pb.UsageResponse:
+        from rungar.engine.accounting import usage_document
+        from rungar.usage.summary import BY_KEYS
+
+        by = str(request.by) or "repository"
+        if by not in BY_KEYS:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"by: must be one of {', '.join(BY_KEYS)}, not {by!r}",
+            )
+        engine = self._control.engine
+        # Months of jobs are read on a connection of their own, off the engine's loop.
+        document = await self._guard(
+            context,
+            "Usage",
+            asyncio.to_thread(
+                usage_document, engine.store.path, by, float(request.since), engine.clock.now()
+            ),
+        )
+        return pb.UsageResponse(usage_json=json.dumps(document))
+
     async def Events(self, request: pb.EventsRequest, context: Context) -> AsyncIterator[pb.Event]:
         scale_set, provider = str(request.scale_set), str(request.provider)
 

@@ -152,6 +152,10 @@ class SqliteStore:
                 self._db.execute("ROLLBACK")
                 raise StateError(f"state database {self.path}: {e}") from e
 
+    def transaction(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        """One short write transaction, for the store's companions (rungar.store.usage)."""
+        return self._tx()
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

@@ -129,9 +129,13 @@ class BoundedHttpServer:
         name: str = "http",
         on_refused: Refused | None = None,
         tls: ssl.SSLContext | None = None,
+        background: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.app = app
-        self.tls = tls  # a server context: TLS is handshaken within the header timeout
+        self.tls = tls  # set: every connection is TLS, its handshake due within header_timeout
+        # Work of the app's own that runs on the listener's loop while it serves (a dashboard's
+        # sampler); cancelled when the listener stops.
+        self._background = background
         self.limits = limits or Limits()
         self.name = name
         self._sock = sock
@@ -196,9 +200,12 @@ class BoundedHttpServer:
         self._tasks: set[asyncio.Task[None]] = set()  # kept: the loop holds tasks weakly
         loop.add_reader(self._sock.fileno(), self._accept_some)
         sweeping = asyncio.ensure_future(self._sweep_silent())
+        working = asyncio.ensure_future(self._background()) if self._background else None
         self._ready.set()
         await self._stopping.wait()
         sweeping.cancel()
+        if working is not None:
+            working.cancel()
         loop.remove_reader(self._sock.fileno())
         for conn in list(self._conns.values()):
             self._drop(conn)

@@ -123,6 +123,7 @@ class DaemonWorld:
         cwd: Path | None = None,
         open_files: int = 0,
         boot_runners: bool = True,
+        dashboard: bool = False,
     ):
         self.root = root
         # Write every path in rungar.yaml and scale_sets.yaml relative to root, and start the
@@ -136,6 +137,7 @@ class DaemonWorld:
         self.metrics_port = free_port() if metrics else 0
         self.webhook_port = free_port() if webhook_secret else 0
         self.webhook_secret = webhook_secret
+        self.dashboard_port = free_port() if dashboard else 0  # the fleet page's
         self.open_files = open_files  # the daemon's RLIMIT_NOFILE; 0 = inherited
         self.emulator = GitHubEmulator(
             EmulatorOptions(
@@ -159,6 +161,8 @@ class DaemonWorld:
         for entry in scale_sets["providers"]:
             address = f"unix:{entry['name']}.sock" if self.relative_paths else None
             entry.setdefault("address", address or f"unix://{self.root}/{entry['name']}.sock")
+        if self.dashboard_port:
+            scale_sets.setdefault("dashboard", {"listen": f"127.0.0.1:{self.dashboard_port}"})
         (self.root / "scale_sets.yaml").write_text(yaml.safe_dump(scale_sets, sort_keys=False))
         (self.root / "token").write_text("emulator-pat")
         (self.root / "token").chmod(0o600)
@@ -209,7 +213,7 @@ class DaemonWorld:
         )
         await self.wait_for(lambda s: s is not None, "the daemon to answer", 30)
         # The admin socket answers first; the other servers start right after it.
-        for port in (self.metrics_port, self.webhook_port):
+        for port in (self.metrics_port, self.webhook_port, self.dashboard_port):
             if port:
                 await self.wait_for_port(port, 30)
 
@@ -231,6 +235,10 @@ class DaemonWorld:
             writer.close()
             await writer.wait_closed()
             return
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard_port}/"
 
     def kill_daemon(self) -> None:
         assert self.daemon is not None

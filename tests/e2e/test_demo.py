@@ -34,6 +34,7 @@ async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hol
     # why the ignore[attr-defined] below: the Console's file is the StringIO given above
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "rungar demo: what happened" in out
+    assert "  fleet page       http://127.0.0.1:" in out
 
 
 def test_the_placement_timelines_tell_the_seeds_two_examples() -> None:

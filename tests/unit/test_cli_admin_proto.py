@@ -51,6 +51,7 @@ def test_the_admin_service_has_the_calls_the_cli_uses(
         "Reconcile",
         "InspectScaleSet",
         "InspectProvider",
+        "Usage",
     ]
     streaming = {name for name, m in calls.items() if m.server_streaming}
     assert streaming == {"Events", "ScaleSetAction", "ProviderAction"}

@@ -79,7 +79,9 @@ def test_json_output_for_a_valid_and_an_invalid_file(
         "line": 1,
         "col": 1,
         "path": "name",
-        "message": "unknown key; known keys are version, providers, scale_sets, timing",
+        "message": (
+            "unknown key; known keys are version, providers, scale_sets, timing, dashboard, usage"
+        ),
     } in result["problems"]
     assert {
         "file": str(bad),

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brungar/admin/v1/admin.proto\x12\x0frungar.admin.v1\"\x0f\n\rStatusRequest\"%\n\x0eStatusResponse\x12\x13\n\x0bstatus_json\x18\x01 \x01(\t\"?\n\x0c\x41pplyRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"@\n\rApplyResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x08\x12\x10\n\x08problems\x18\x02 \x03(\t\x12\x0c\n\x04\x64iff\x18\x03 \x03(\t\"b\n\rEventsRequest\x12\x11\n\tscale_set\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\r\n\x05since\x18\x03 \x01(\x01\x12\r\n\x05limit\x18\x04 \x01(\r\x12\x0e\n\x06\x66ollow\x18\x05 \x01(\x08\"\x90\x01\n\x05\x45vent\x12\x0c\n\x04time\x18\x01 \x01(\x01\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x11\n\tscale_set\x18\x05 \x01(\t\x12\x10\n\x08provider\x18\x06 \x01(\t\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x17\n\x0f\x61ttributes_json\x18\x08 \x01(\t\"\xb7\x01\n\x15ScaleSetActionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12=\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32-.rungar.admin.v1.ScaleSetActionRequest.Action\x12\x0c\n\x04wait\x18\x03 \x01(\x08\"C\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\t\n\x05PAUSE\x10\x01\x12\n\n\x06RESUME\x10\x02\x12\n\n\x06REMOVE\x10\x03\"\xaa\x01\n\x15ProviderActionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12=\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32-.rungar.admin.v1.ProviderActionRequest.Action\"D\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x44ISABLE\x10\x01\x12\n\n\x06\x45NABLE\x10\x02\x12\t\n\x05\x44RAIN\x10\x03\"\x1a\n\nActionLine\x12\x0c\n\x04text\x18\x01 \x01(\t\"%\n\x14RemoveRunnersRequest\x12\r\n\x05names\x18\x01 \x03(\t\"\x8c\x01\n\x15RemoveRunnersResponse\x12>\n\x07results\x18\x01 \x03(\x0b\x32-.rungar.admin.v1.RemoveRunnersResponse.Result\x1a\x33\n\x06Result\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x0f\n\x07message\x18\x03 \x01(\t\"&\n\x10ReconcileRequest\x12\x12\n\nscale_sets\x18\x01 \x03(\t\"\"\n\x11ReconcileResponse\x12\r\n\x05lines\x18\x01 \x03(\t\"\x1e\n\x0eInspectRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1f\n\x0fInspectResponse\x12\x0c\n\x04json\x18\x01 \x01(\t2\xf0\x05\n\x05\x41\x64min\x12I\n\x06Status\x12\x1e.rungar.admin.v1.StatusRequest\x1a\x1f.rungar.admin.v1.StatusResponse\x12\x46\n\x05\x41pply\x12\x1d.rungar.admin.v1.ApplyRequest\x1a\x1e.rungar.admin.v1.ApplyResponse\x12\x42\n\x06\x45vents\x12\x1e.rungar.admin.v1.EventsRequest\x1a\x16.rungar.admin.v1.Event0\x01\x12W\n\x0eScaleSetAction\x12&.rungar.admin.v1.ScaleSetActionRequest\x1a\x1b.rungar.admin.v1.ActionLine0\x01\x12W\n\x0eProviderAction\x12&.rungar.admin.v1.ProviderActionRequest\x1a\x1b.rungar.admin.v1.ActionLine0\x01\x12^\n\rRemoveRunners\x12%.rungar.admin.v1.RemoveRunnersRequest\x1a&.rungar.admin.v1.RemoveRunnersResponse\x12R\n\tReconcile\x12!.rungar.admin.v1.ReconcileRequest\x1a\".rungar.admin.v1.ReconcileResponse\x12T\n\x0fInspectScaleSet\x12\x1f.rungar.admin.v1.InspectRequest\x1a .rungar.admin.v1.InspectResponse\x12T\n\x0fInspectProvider\x12\x1f.rungar.admin.v1.InspectRequest\x1a .rungar.admin.v1.InspectResponseB)Z\'rungar.sh/proto/rungar/admin/v1;adminv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1brungar/admin/v1/admin.proto\x12\x0frungar.admin.v1\")\n\x0cUsageRequest\x12\n\n\x02\x62y\x18\x01 \x01(\t\x12\r\n\x05since\x18\x02 \x01(\x01\"#\n\rUsageResponse\x12\x12\n\nusage_json\x18\x01 \x01(\t\"\x0f\n\rStatusRequest\"%\n\x0eStatusResponse\x12\x13\n\x0bstatus_json\x18\x01 \x01(\t\"?\n\x0c\x41pplyRequest\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x0f\n\x07\x64ry_run\x18\x03 \x01(\x08\"@\n\rApplyResponse\x12\x0f\n\x07\x61pplied\x18\x01 \x01(\x08\x12\x10\n\x08problems\x18\x02 \x03(\t\x12\x0c\n\x04\x64iff\x18\x03 \x03(\t\"b\n\rEventsRequest\x12\x11\n\tscale_set\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\r\n\x05since\x18\x03 \x01(\x01\x12\r\n\x05limit\x18\x04 \x01(\r\x12\x0e\n\x06\x66ollow\x18\x05 \x01(\x08\"\x90\x01\n\x05\x45vent\x12\x0c\n\x04time\x18\x01 \x01(\x01\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x11\n\tscale_set\x18\x05 \x01(\t\x12\x10\n\x08provider\x18\x06 \x01(\t\x12\x0f\n\x07message\x18\x07 \x01(\t\x12\x17\n\x0f\x61ttributes_json\x18\x08 \x01(\t\"\xb7\x01\n\x15ScaleSetActionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12=\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32-.rungar.admin.v1.ScaleSetActionRequest.Action\x12\x0c\n\x04wait\x18\x03 \x01(\x08\"C\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\t\n\x05PAUSE\x10\x01\x12\n\n\x06RESUME\x10\x02\x12\n\n\x06REMOVE\x10\x03\"\xaa\x01\n\x15ProviderActionRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12=\n\x06\x61\x63tion\x18\x02 \x01(\x0e\x32-.rungar.admin.v1.ProviderActionRequest.Action\"D\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\x0b\n\x07\x44ISABLE\x10\x01\x12\n\n\x06\x45NABLE\x10\x02\x12\t\n\x05\x44RAIN\x10\x03\"\x1a\n\nActionLine\x12\x0c\n\x04text\x18\x01 \x01(\t\"%\n\x14RemoveRunnersRequest\x12\r\n\x05names\x18\x01 \x03(\t\"\x8c\x01\n\x15RemoveRunnersResponse\x12>\n\x07results\x18\x01 \x03(\x0b\x32-.rungar.admin.v1.RemoveRunnersResponse.Result\x1a\x33\n\x06Result\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\n\n\x02ok\x18\x02 \x01(\x08\x12\x0f\n\x07message\x18\x03 \x01(\t\"&\n\x10ReconcileRequest\x12\x12\n\nscale_sets\x18\x01 \x03(\t\"\"\n\x11ReconcileResponse\x12\r\n\x05lines\x18\x01 \x03(\t\"\x1e\n\x0eInspectRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x1f\n\x0fInspectResponse\x12\x0c\n\x04json\x18\x01 \x01(\t2\xb8\x06\n\x05\x41\x64min\x12I\n\x06Status\x12\x1e.rungar.admin.v1.StatusRequest\x1a\x1f.rungar.admin.v1.StatusResponse\x12\x46\n\x05\x41pply\x12\x1d.rungar.admin.v1.ApplyRequest\x1a\x1e.rungar.admin.v1.ApplyResponse\x12\x42\n\x06\x45vents\x12\x1e.rungar.admin.v1.EventsRequest\x1a\x16.rungar.admin.v1.Event0\x01\x12W\n\x0eScaleSetAction\x12&.rungar.admin.v1.ScaleSetActionRequest\x1a\x1b.rungar.admin.v1.ActionLine0\x01\x12W\n\x0eProviderAction\x12&.rungar.admin.v1.ProviderActionRequest\x1a\x1b.rungar.admin.v1.ActionLine0\x01\x12^\n\rRemoveRunners\x12%.rungar.admin.v1.RemoveRunnersRequest\x1a&.rungar.admin.v1.RemoveRunnersResponse\x12R\n\tReconcile\x12!.rungar.admin.v1.ReconcileRequest\x1a\".rungar.admin.v1.ReconcileResponse\x12T\n\x0fInspectScaleSet\x12\x1f.rungar.admin.v1.InspectRequest\x1a .rungar.admin.v1.InspectResponse\x12T\n\x0fInspectProvider\x12\x1f.rungar.admin.v1.InspectRequest\x1a .rungar.admin.v1.InspectResponse\x12\x46\n\x05Usage\x12\x1d.rungar.admin.v1.UsageRequest\x1a\x1e.rungar.admin.v1.UsageResponseB)Z\'rungar.sh/proto/rungar/admin/v1;adminv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,42 +33,46 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'rungar.admin.v1.admin_pb2',
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z\'rungar.sh/proto/rungar/admin/v1;adminv1'
-  _globals['_STATUSREQUEST']._serialized_start=48
-  _globals['_STATUSREQUEST']._serialized_end=63
-  _globals['_STATUSRESPONSE']._serialized_start=65
-  _globals['_STATUSRESPONSE']._serialized_end=102
-  _globals['_APPLYREQUEST']._serialized_start=104
-  _globals['_APPLYREQUEST']._serialized_end=167
-  _globals['_APPLYRESPONSE']._serialized_start=169
-  _globals['_APPLYRESPONSE']._serialized_end=233
-  _globals['_EVENTSREQUEST']._serialized_start=235
-  _globals['_EVENTSREQUEST']._serialized_end=333
-  _globals['_EVENT']._serialized_start=336
-  _globals['_EVENT']._serialized_end=480
-  _globals['_SCALESETACTIONREQUEST']._serialized_start=483
-  _globals['_SCALESETACTIONREQUEST']._serialized_end=666
-  _globals['_SCALESETACTIONREQUEST_ACTION']._serialized_start=599
-  _globals['_SCALESETACTIONREQUEST_ACTION']._serialized_end=666
-  _globals['_PROVIDERACTIONREQUEST']._serialized_start=669
-  _globals['_PROVIDERACTIONREQUEST']._serialized_end=839
-  _globals['_PROVIDERACTIONREQUEST_ACTION']._serialized_start=771
-  _globals['_PROVIDERACTIONREQUEST_ACTION']._serialized_end=839
-  _globals['_ACTIONLINE']._serialized_start=841
-  _globals['_ACTIONLINE']._serialized_end=867
-  _globals['_REMOVERUNNERSREQUEST']._serialized_start=869
-  _globals['_REMOVERUNNERSREQUEST']._serialized_end=906
-  _globals['_REMOVERUNNERSRESPONSE']._serialized_start=909
-  _globals['_REMOVERUNNERSRESPONSE']._serialized_end=1049
-  _globals['_REMOVERUNNERSRESPONSE_RESULT']._serialized_start=998
-  _globals['_REMOVERUNNERSRESPONSE_RESULT']._serialized_end=1049
-  _globals['_RECONCILEREQUEST']._serialized_start=1051
-  _globals['_RECONCILEREQUEST']._serialized_end=1089
-  _globals['_RECONCILERESPONSE']._serialized_start=1091
-  _globals['_RECONCILERESPONSE']._serialized_end=1125
-  _globals['_INSPECTREQUEST']._serialized_start=1127
-  _globals['_INSPECTREQUEST']._serialized_end=1157
-  _globals['_INSPECTRESPONSE']._serialized_start=1159
-  _globals['_INSPECTRESPONSE']._serialized_end=1190
-  _globals['_ADMIN']._serialized_start=1193
-  _globals['_ADMIN']._serialized_end=1945
+  _globals['_USAGEREQUEST']._serialized_start=48
+  _globals['_USAGEREQUEST']._serialized_end=89
+  _globals['_USAGERESPONSE']._serialized_start=91
+  _globals['_USAGERESPONSE']._serialized_end=126
+  _globals['_STATUSREQUEST']._serialized_start=128
+  _globals['_STATUSREQUEST']._serialized_end=143
+  _globals['_STATUSRESPONSE']._serialized_start=145
+  _globals['_STATUSRESPONSE']._serialized_end=182
+  _globals['_APPLYREQUEST']._serialized_start=184
+  _globals['_APPLYREQUEST']._serialized_end=247
+  _globals['_APPLYRESPONSE']._serialized_start=249
+  _globals['_APPLYRESPONSE']._serialized_end=313
+  _globals['_EVENTSREQUEST']._serialized_start=315
+  _globals['_EVENTSREQUEST']._serialized_end=413
+  _globals['_EVENT']._serialized_start=416
+  _globals['_EVENT']._serialized_end=560
+  _globals['_SCALESETACTIONREQUEST']._serialized_start=563
+  _globals['_SCALESETACTIONREQUEST']._serialized_end=746
+  _globals['_SCALESETACTIONREQUEST_ACTION']._serialized_start=679
+  _globals['_SCALESETACTIONREQUEST_ACTION']._serialized_end=746
+  _globals['_PROVIDERACTIONREQUEST']._serialized_start=749
+  _globals['_PROVIDERACTIONREQUEST']._serialized_end=919
+  _globals['_PROVIDERACTIONREQUEST_ACTION']._serialized_start=851
+  _globals['_PROVIDERACTIONREQUEST_ACTION']._serialized_end=919
+  _globals['_ACTIONLINE']._serialized_start=921
+  _globals['_ACTIONLINE']._serialized_end=947
+  _globals['_REMOVERUNNERSREQUEST']._serialized_start=949
+  _globals['_REMOVERUNNERSREQUEST']._serialized_end=986
+  _globals['_REMOVERUNNERSRESPONSE']._serialized_start=989
+  _globals['_REMOVERUNNERSRESPONSE']._serialized_end=1129
+  _globals['_REMOVERUNNERSRESPONSE_RESULT']._serialized_start=1078
+  _globals['_REMOVERUNNERSRESPONSE_RESULT']._serialized_end=1129
+  _globals['_RECONCILEREQUEST']._serialized_start=1131
+  _globals['_RECONCILEREQUEST']._serialized_end=1169
+  _globals['_RECONCILERESPONSE']._serialized_start=1171
+  _globals['_RECONCILERESPONSE']._serialized_end=1205
+  _globals['_INSPECTREQUEST']._serialized_start=1207
+  _globals['_INSPECTREQUEST']._serialized_end=1237
+  _globals['_INSPECTRESPONSE']._serialized_start=1239
+  _globals['_INSPECTRESPONSE']._serialized_end=1270
+  _globals['_ADMIN']._serialized_start=1273
+  _globals['_ADMIN']._serialized_end=2097
 # @@protoc_insertion_point(module_scope)

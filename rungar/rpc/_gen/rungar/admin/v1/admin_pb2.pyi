@@ -8,6 +8,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class UsageRequest(_message.Message):
+    __slots__ = ("by", "since")
+    BY_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    by: str
+    since: float
+    def __init__(self, by: _Optional[str] = ..., since: _Optional[float] = ...) -> None: ...
+
+class UsageResponse(_message.Message):
+    __slots__ = ("usage_json",)
+    USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    usage_json: str
+    def __init__(self, usage_json: _Optional[str] = ...) -> None: ...
+
 class StatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -81,6 +81,11 @@ class AdminStub:
                 request_serializer=rungar_dot_admin_dot_v1_dot_admin__pb2.InspectRequest.SerializeToString,
                 response_deserializer=rungar_dot_admin_dot_v1_dot_admin__pb2.InspectResponse.FromString,
                 _registered_method=True)
+        self.Usage = channel.unary_unary(
+                '/rungar.admin.v1.Admin/Usage',
+                request_serializer=rungar_dot_admin_dot_v1_dot_admin__pb2.UsageRequest.SerializeToString,
+                response_deserializer=rungar_dot_admin_dot_v1_dot_admin__pb2.UsageResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -162,6 +167,16 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Usage(self, request, context):
+        """The jobs Rungar served since a time, summed by repository, workflow, scale set or
+        provider: runner-seconds, jobs by conclusion, p50/p95 wait and cost, as `rungar usage`
+        shows them. Read from the state database, so it spans restarts. An unknown `by` is
+        INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -209,6 +224,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.InspectProvider,
                     request_deserializer=rungar_dot_admin_dot_v1_dot_admin__pb2.InspectRequest.FromString,
                     response_serializer=rungar_dot_admin_dot_v1_dot_admin__pb2.InspectResponse.SerializeToString,
+            ),
+            'Usage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Usage,
+                    request_deserializer=rungar_dot_admin_dot_v1_dot_admin__pb2.UsageRequest.FromString,
+                    response_serializer=rungar_dot_admin_dot_v1_dot_admin__pb2.UsageResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -455,6 +475,33 @@ class Admin:
             '/rungar.admin.v1.Admin/InspectProvider',
             rungar_dot_admin_dot_v1_dot_admin__pb2.InspectRequest.SerializeToString,
             rungar_dot_admin_dot_v1_dot_admin__pb2.InspectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Usage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rungar.admin.v1.Admin/Usage',
+            rungar_dot_admin_dot_v1_dot_admin__pb2.UsageRequest.SerializeToString,
+            rungar_dot_admin_dot_v1_dot_admin__pb2.UsageResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,1 @@
+"""Per-repository accounting: what each job Rungar served cost in runner time and money."""

@@ -1,0 +1,205 @@
+// The fleet page: one EventSource for the live view, one fetch per Usage question.
+// Everything drawn comes from the daemon's status document, events and usage document.
+"use strict";
+
+const COLORS = ["#2f6fd6", "#1f8a4c", "#c0392b", "#7b3fc4", "#b86e00", "#138496", "#6b7385"];
+const MAX_EVENTS = 200;
+const state = { points: [], waits: [], charts: {}, providers: [] };
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value; else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(child ?? "-"));
+  }
+  return node;
+}
+
+// The status word is the leading capitals ("HELD", "HOLDING BACK"); the rest is its detail.
+function statusBadge(text) {
+  const match = /^[A-Z]+(?: [A-Z]+)*(?![a-z])/.exec(text || "");
+  const word = match ? match[0] : (text || "");
+  const rest = (text || "").slice(word.length).trim();
+  const badge = el("span", { class: "status " + word.split(" ")[0].toLowerCase() }, word);
+  return rest ? el("span", {}, badge, el("span", { class: "status-rest" }, rest)) : badge;
+}
+
+function age(seconds) {
+  if (seconds == null) return "-";
+  if (seconds < 60) return Math.floor(seconds) + "s";
+  if (seconds < 3600) return Math.floor(seconds / 60) + "m";
+  if (seconds < 86400) return Math.floor(seconds / 3600) + "h";
+  return Math.floor(seconds / 86400) + "d";
+}
+
+function duration(seconds) {
+  if (seconds == null) return "-";
+  if (seconds < 60) return seconds.toFixed(1) + "s";
+  const minutes = Math.round(seconds / 60);
+  if (minutes < 60) return minutes + "m";
+  return Math.floor(minutes / 60) + "h " + String(minutes % 60).padStart(2, "0") + "m";
+}
+
+// Cents, unless the amount is smaller than a cent (a few minutes of a cheap machine).
+function money(cost) {
+  if (cost == null) return "-";
+  return cost >= 0.01 || cost === 0 ? cost.toFixed(2) : cost.toFixed(4);
+}
+
+function fill(tbody, rows) {
+  tbody.replaceChildren(...rows);
+}
+
+function renderStatus(status) {
+  if (!status) return;
+  const d = status.daemon;
+  document.getElementById("daemon").textContent =
+    `${d.ready ? "ready" : "not ready"} · ${d.readiness || ""} · v${d.version}`;
+  fill(document.querySelector("#scale-sets tbody"), status.scale_sets.flatMap((s) => {
+    const waiting = Math.max(0, (s.assigned || 0) - (s.busy || 0));
+    const row = el("tr", { "data-scale-set": s.name },
+      el("td", {}, s.name), el("td", {}, statusBadge(s.status)),
+      el("td", { class: "num" }, String(s.desired ?? "-")),
+      el("td", { class: "num" }, String(s.runners)),
+      el("td", { class: "num" }, String(s.busy)),
+      el("td", { class: "num" }, String(waiting)),
+      el("td", { class: "num" }, `${s.min} / ${s.max}`),
+      el("td", {}, s.providers.join(", ")));
+    return s.note ? [row, el("tr", {}, el("td", {}, ""), el("td", { class: "note", colspan: "7" }, s.note))] : [row];
+  }));
+  fill(document.querySelector("#providers tbody"), status.providers.map((p) =>
+    el("tr", { "data-provider": p.name },
+      el("td", {}, p.name), el("td", {}, p.type), el("td", {}, statusBadge(p.status)),
+      el("td", { class: "num" }, String(p.runners)),
+      el("td", { class: "num" }, p.max_runners ? String(p.max_runners) : "-"))));
+  const sentences = status.skips.map((s) => el("li", {}, s.sentence));
+  for (const p of status.providers) {
+    if (!p.reachable) sentences.push(el("li", {}, `${p.name} is unreachable${p.error ? ": " + p.error : ""}`));
+  }
+  document.getElementById("skips").replaceChildren(...sentences);
+  document.getElementById("runner-count").textContent = `(${status.runners.length})`;
+  fill(document.querySelector("#runners tbody"), status.runners.length ? status.runners.map((r) =>
+    el("tr", { "data-runner": r.name },
+      el("td", {}, r.name), el("td", {}, r.scale_set), el("td", {}, r.provider),
+      el("td", {}, r.state), el("td", {}, r.github), el("td", { class: "num" }, age(r.age)),
+      el("td", {}, r.job || "-"))) : [el("tr", {}, el("td", { class: "empty", colspan: "7" }, "no runners"))]);
+  const names = status.providers.map((p) => p.name);
+  if (names.join() !== state.providers.join()) { state.providers = names; drawCharts(); }
+}
+
+function addEvents(events, fresh) {
+  const list = document.getElementById("events");
+  for (const e of events) {
+    const when = new Date(e.time * 1000).toLocaleTimeString();
+    const item = el("li", { class: fresh ? "new" : "", "data-action": e.action },
+      el("time", {}, when), el("span", { class: "action" }, `${e.kind} ${e.action}`),
+      `${e.name}${e.message ? " — " + e.message : ""}`);
+    list.prepend(item);
+    const waited = e.attributes && e.attributes.waited_s;
+    if (e.action === "job_started" && waited != null) state.waits.push([e.time, waited]);
+  }
+  while (list.children.length > MAX_EVENTS) list.lastChild.remove();
+}
+
+function chartSize(node) {
+  return { width: Math.max(300, node.clientWidth), height: 220 };
+}
+
+function runnerData() {
+  const times = state.points.map((p) => p.time);
+  return [times, ...state.providers.map((name) => state.points.map((p) => p.providers[name] ?? null))];
+}
+
+function waitData() {
+  const sorted = state.waits.slice().sort((a, b) => a[0] - b[0]);
+  return [sorted.map((w) => w[0]), sorted.map((w) => w[1])];
+}
+
+function drawCharts() {
+  const runners = document.getElementById("chart-runners");
+  const waits = document.getElementById("chart-waits");
+  for (const chart of Object.values(state.charts)) chart.destroy();
+  state.charts.runners = new uPlot({
+    ...chartSize(runners),
+    series: [{}, ...state.providers.map((name, i) => ({
+      label: name, stroke: COLORS[i % COLORS.length], width: 2, paths: uPlot.paths.stepped({ align: 1 }) }))],
+    axes: [{}, { label: "runners" }],
+    scales: { y: { range: (u, min, max) => [0, Math.max(1, max + 1)] } },
+  }, runnerData(), runners);
+  state.charts.waits = new uPlot({
+    ...chartSize(waits),
+    series: [{}, { label: "wait (s)", stroke: COLORS[3], width: 0,
+      points: { show: true, size: 7, fill: COLORS[3] } }],
+    axes: [{}, { label: "seconds" }],
+    scales: { y: { range: (u, min, max) => [0, Math.max(1, max * 1.2)] } },
+  }, waitData(), waits);
+}
+
+function updateCharts() {
+  if (state.charts.runners) state.charts.runners.setData(runnerData());
+  if (state.charts.waits) state.charts.waits.setData(waitData());
+}
+
+function connect() {
+  const live = document.getElementById("live");
+  const source = new EventSource("/api/stream");
+  source.addEventListener("snapshot", (m) => {
+    const data = JSON.parse(m.data);
+    state.points = data.points;
+    state.waits = [];
+    document.getElementById("events").replaceChildren();
+    renderStatus(data.status);
+    addEvents(data.events, false);
+    drawCharts();
+    live.textContent = "live"; live.className = "live on";
+  });
+  source.addEventListener("update", (m) => {
+    const data = JSON.parse(m.data);
+    state.points.push(data.point);
+    renderStatus(data.status);
+    addEvents(data.events, true);
+    updateCharts();
+  });
+  source.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
+}
+
+async function loadUsage() {
+  const by = document.getElementById("usage-by").value;
+  const since = document.getElementById("usage-since").value;
+  const answer = await fetch(`/api/usage?by=${encodeURIComponent(by)}&since=${encodeURIComponent(since)}`);
+  const doc = await answer.json();
+  document.getElementById("usage-key").textContent = by.replace("-", " ").replace(/^./, (c) => c.toUpperCase());
+  const most = Math.max(1, ...doc.groups.map((g) => g.runner_seconds));
+  const row = (g, bar) => {
+    const ended = { ...g.conclusions };
+    const succeeded = ended.succeeded || 0; const failed = ended.failed || 0;
+    delete ended.succeeded; delete ended.failed;
+    const other = Object.values(ended).reduce((a, b) => a + b, 0);
+    return el("tr", { "data-key": g.key },
+      el("td", {}, g.key), el("td", { class: "num" }, String(g.jobs)),
+      el("td", { class: "num" }, String(succeeded)), el("td", { class: "num" }, String(failed)),
+      el("td", { class: "num" }, String(other)), el("td", { class: "num" }, duration(g.runner_seconds)),
+      el("td", { class: "num" }, duration(g.wait_p50)), el("td", { class: "num" }, duration(g.wait_p95)),
+      el("td", { class: "num" }, money(g.cost)),
+      el("td", {}, bar ? el("div", { class: "bar", style: `width:${(100 * g.runner_seconds / most).toFixed(1)}%` }) : ""));
+  };
+  const body = document.querySelector("#usage-table tbody");
+  body.replaceChildren(...(doc.groups.length ? doc.groups.map((g) => row(g, true))
+    : [el("tr", {}, el("td", { class: "empty", colspan: "10" }, "no jobs served in that time"))]));
+  document.querySelector("#usage-table tfoot").replaceChildren(row({ ...doc.total, key: "Total" }, false));
+}
+
+function showTab(name) {
+  for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.tab === name);
+  for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== name;
+  if (name === "usage") loadUsage();
+  else drawCharts();
+}
+
+for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showTab(tab.dataset.tab));
+document.getElementById("usage-by").addEventListener("change", loadUsage);
+document.getElementById("usage-since").addEventListener("change", loadUsage);
+if (location.hash === "#usage") showTab("usage");
+connect();

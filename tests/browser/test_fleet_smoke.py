@@ -1,0 +1,64 @@
+"""The fleet page's quick check for ``make test``: the real page, script and charts in Chromium,
+served by the real listener, fed by a scripted engine instead of a daemon (the tests against a
+real daemon are in test_fleet_page.py, under ``make test-long``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from rungar.web.bounded import BoundedHttpServer, bind
+from rungar.web.fleet.app import FleetApp
+from rungar.web.fleet.feed import Feed
+from tests.integration.fleet_script import ScriptedEngine, status
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[str, ScriptedEngine]]:
+    engine = ScriptedEngine()
+    feed = Feed(engine.read, engine.call, refresh=0.2)
+    app = FleetApp(feed, lambda by, since: {"by": by, "groups": [], "total": {}})
+    server = BoundedHttpServer(app, bind("127.0.0.1:0", key="test"), background=feed.run)
+    server.start()
+    try:
+        yield f"http://{server.address}/", engine
+    finally:
+        server.stop()
+
+
+def test_the_fleet_page_shows_held_and_a_new_runner_without_a_reload(
+    page: Page, served: tuple[str, ScriptedEngine]
+) -> None:
+    url, engine = served
+    page.goto(url)
+    expect(page.locator("#live")).to_have_text("live")
+    expect(page.locator('#providers tr[data-provider="host"] .status')).to_have_text("HELD")
+    expect(page.locator("#runners tr[data-runner]")).to_have_count(0)
+    page.evaluate("window.loadedOnce = true")  # gone if the page were reloaded
+    runner = {
+        "name": "linux-1a2b3c4d",
+        "scale_set": "linux",
+        "provider": "host",
+        "state": "Starting",
+        "github": "Unknown",
+        "age": 1.0,
+        "job": "",
+    }
+    engine.events.append(
+        {
+            "time": 1001.0,
+            "kind": "runner",
+            "name": runner["name"],
+            "action": "created",
+            "scale_set": "linux",
+            "provider": "host",
+            "message": "",
+            "attributes": {},
+        }
+    )
+    engine.status = status([runner])
+    expect(page.locator('#runners tr[data-runner="linux-1a2b3c4d"]')).to_be_visible()
+    expect(page.locator('#events li[data-action="created"]')).to_contain_text("linux-1a2b3c4d")
+    assert page.evaluate("window.loadedOnce") is True
