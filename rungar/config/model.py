@@ -40,6 +40,12 @@ class Timing:
     session_retry_max: float = 60.0
     crash_backoff_first: float = 30.0  # runners that end before connecting: first skip
     crash_backoff_max: float = 600.0  # ... doubling in a row up to this
+    # Active and standby (README, "Running a standby"): the active daemon has GitHub confirm
+    # its lease this often; the lease lasts this long after GitHub last confirmed it; the
+    # standby asks for the lead scale set's message session this often.
+    lease_renew_interval: float = 10.0
+    lease_duration: float = 30.0
+    standby_retry: float = 5.0
 
     @property
     def hold_duration(self) -> float:

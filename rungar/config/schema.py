@@ -390,6 +390,9 @@ TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
     "session_retry_max": (0.0, True),
     "crash_backoff_first": (0.0, True),
     "crash_backoff_max": (0.0, True),
+    "lease_duration": (0.0, True),
+    "lease_renew_interval": (0.0, True),
+    "standby_retry": (0.0, True),
 }
 TIMING_NOTES = {
     "reconcile_interval": "How often each scale set is reconciled; at least 5s.",
@@ -418,6 +421,16 @@ TIMING_NOTES = {
         "before they ever connect skips it this long; doubles in a row."
     ),
     "crash_backoff_max": "Longest such skip; at least crash_backoff_first.",
+    "lease_duration": (
+        "Two daemons of one installation (active and standby): the active one acts for this "
+        "long after GitHub last confirmed its lead scale set's message session, and stops "
+        "acting when it runs out (cut off from GitHub). Longer than lease_renew_interval."
+    ),
+    "lease_renew_interval": "How often the active daemon has GitHub confirm its lease.",
+    "standby_retry": (
+        "How often a standby daemon asks GitHub for the lead scale set's message session; it "
+        "takes over once GitHub frees it."
+    ),
 }
 
 
