@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,11 @@ class Peer:
         assert self.process is not None
         self.process.kill()
         self.process.wait()
+
+    def terminate(self) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        self.process.wait(30)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -205,14 +211,31 @@ async def big_pair() -> AsyncIterator[tuple[DaemonWorld, Peer]]:
         yield p
 
 
+def stop_cleanly(world: DaemonWorld) -> None:
+    assert world.daemon is not None
+    world.daemon.terminate()
+    world.daemon.wait(30)
+
+
 async def kill_the_active_one_during_a_burst(
-    world: DaemonWorld, peer: Peer, scale_sets: list[str], jobs: int, sweep: bool
+    world: DaemonWorld,
+    peer: Peer,
+    scale_sets: list[str],
+    jobs: int,
+    sweep: bool,
+    *,
+    clean: bool = False,
 ) -> float:
+    """Start both, find the active one, stop it during a burst (SIGKILL; SIGTERM when
+    ``clean``), check the standby serves everything; the seconds the take-over took."""
     creates = Creates()
     creates.count(world)
     await world.start(fleet(scale_sets, max_runners=20 if len(scale_sets) > 1 else 8))
     # Both daemons started at once and raced for the lead scale set's session: either won.
-    daemons = {"first": (world.status, world.kill_daemon), "second": (peer.status, peer.kill)}
+    daemons = {
+        "first": (world.status, partial(stop_cleanly, world) if clean else world.kill_daemon),
+        "second": (peer.status, peer.terminate if clean else peer.kill),
+    }
 
     async def roles() -> dict[str, str]:
         """Each daemon's role; a standby's only once it names the active daemon (GitHub's 409
@@ -254,11 +277,11 @@ async def kill_the_active_one_during_a_burst(
         return status is not None and len(status["runners"]) >= 2
 
     await wait(runners_up, "runners up", 30)
+    killed_at = time.monotonic()  # the signal is sent now (a clean stop then takes a moment)
     kill_active()
-    killed_at = time.monotonic()
     await wait(lambda: _is(ask_standby(), "active"), "the standby to take over", 60)
     took_over = time.monotonic() - killed_at
-    print(f"\ntake-over after SIGKILL: {took_over:.2f}s")
+    print(f"\ntake-over after {'SIGTERM' if clean else 'SIGKILL'}: {took_over:.2f}s")
 
     def served() -> bool:
         return all(j.state is JobState.COMPLETED for j in world.emulator.state.jobs.values())
