@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,18 @@ def forget_runners(engine: Engine) -> int:
         engine.runners.pop(name)
     engine.resync_fleet_counts()
     return len(names)
+
+
+def lead_change_refused(keeper: LeaseKeeper | None, scale_sets: Sequence[str]) -> str:
+    """Why a configuration applied at runtime (or a scale set removed) cannot be: it moves or
+    drops the lead, whose message session is the lease. "" when it keeps the lead first."""
+    if keeper is None or (scale_sets and scale_sets[0] == keeper.lead):
+        return ""
+    return (
+        f"scale set {keeper.lead} is the lead (the first in the file): its message session "
+        "decides which daemon acts, so it stays first while the daemon runs; to change the "
+        "lead, change the file and restart both daemons"
+    )
 
 
 class LeaseKeeper:

@@ -20,6 +20,7 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.engine.control import Busy, Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.lease import LeaseKeeper
@@ -220,3 +221,23 @@ async def test_github_saying_the_lead_session_is_gone_ends_the_lease_at_once(pai
     await keeper.look()
     assert not keeper.acts()
     assert keeper.lease.role is Role.STANDBY
+
+
+async def test_the_lead_scale_set_cannot_be_dropped_or_moved_while_the_daemon_runs(
+    pair: Pair,
+) -> None:
+    engine = pair.engine("a")
+    await keeper_for(engine, "host-a/1")
+    control = Control(engine)
+    moved = """\
+providers: [{name: compute1, type: fake}]
+scale_sets:
+  - {name: other, max_runners: 2, providers: [compute1]}
+  - {name: linux, max_runners: 10, providers: [compute1]}
+"""
+    answer = await control.apply(moved, "scale_sets.yaml", dry_run=False)
+    assert not answer["applied"]
+    assert any("linux is the lead" in p for p in answer["problems"]), answer["problems"]
+    assert list(engine.sets) == ["linux"], "nothing of the refused configuration was applied"
+    with pytest.raises(Busy, match="linux is the lead"):
+        await control.remove_scale_set("linux")
