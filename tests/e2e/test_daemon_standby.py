@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from rungar.engine.status import LEAD_NOTE
 from rungar.model.machine import Created, CreateRequest, Refusal
 from rungar.rpc.admin_client import AdminClient, DaemonUnreachable
 from rungar.testing.fake_provider import GIB, FakeProvider
@@ -258,6 +259,12 @@ async def kill_the_active_one_during_a_burst(
     standby = next(name for name in daemons if name != active)
     ask_active, kill_active = daemons[active]
     ask_standby, _ = daemons[standby]
+    waiting = await ask_standby()
+    assert waiting is not None
+    words = {s["name"]: (s["status"], s["note"]) for s in waiting["scale_sets"]}
+    assert words[scale_sets[0]][0] == "WAITING", "the standby's lead scale set holds nothing"
+    for other in scale_sets[1:]:  # the others wait for the lease, asking GitHub nothing
+        assert words[other] == ("WAITING", LEAD_NOTE), words
 
     # The burst: jobs of 1 s (real time), assigned while the first daemon acts.
     await asyncio.gather(
