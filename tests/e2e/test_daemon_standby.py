@@ -226,6 +226,7 @@ async def kill_the_active_one_during_a_burst(
     sweep: bool,
     *,
     clean: bool = False,
+    text: bool = False,
 ) -> float:
     """Start both, find the active one, stop it during a burst (SIGKILL; SIGTERM when
     ``clean``), check the standby serves everything; the seconds the take-over took."""
@@ -265,6 +266,13 @@ async def kill_the_active_one_during_a_burst(
     assert words[scale_sets[0]][0] == "WAITING", "the standby's lead scale set holds nothing"
     for other in scale_sets[1:]:  # the others wait for the lease, asking GitHub nothing
         assert words[other] == ("WAITING", LEAD_NOTE), words
+    if text:  # what a user reads on each daemon
+        sockets = {"first": world.socket, "second": peer.socket}
+        active_role = await role_line(sockets[active])
+        standby_role = await role_line(sockets[standby])
+        assert active_role.startswith("active (lease held since "), active_role
+        holder = waiting["daemon"]["lease"]["holder"]
+        assert standby_role.startswith(f"standby; active is {holder}, seen holding"), standby_role
 
     # The burst: jobs of 1 s (real time), assigned while the first daemon acts.
     await asyncio.gather(
@@ -318,6 +326,17 @@ async def kill_the_active_one_during_a_burst(
     return took_over
 
 
+async def role_line(socket: str) -> str:
+    """The ``Role:`` line of ``rungar status`` asked of the daemon on ``socket``."""
+    command = [sys.executable, "-m", "rungar.cli.main", "status", "--socket", socket]
+    done = await asyncio.to_thread(
+        subprocess.run, command, capture_output=True, text=True, timeout=60
+    )
+    lines = [line for line in done.stdout.splitlines() if line.strip().startswith("Role:")]
+    assert len(lines) == 1, done.stdout + done.stderr
+    return lines[0].split("Role:", 1)[1].strip()
+
+
 async def _is(status: Any, wanted: str) -> bool:
     return await role(await status) == wanted
 
@@ -338,4 +357,6 @@ async def test_the_standby_takes_over_two_scale_sets_and_sweeps_what_the_dead_on
     big_pair: tuple[DaemonWorld, Peer],
 ) -> None:
     world, peer = big_pair
-    await kill_the_active_one_during_a_burst(world, peer, ["linux", "arm"], jobs=30, sweep=True)
+    await kill_the_active_one_during_a_burst(
+        world, peer, ["linux", "arm"], jobs=30, sweep=True, text=True
+    )
