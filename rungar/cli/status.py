@@ -177,6 +177,29 @@ def queue_age_text(scale_sets: list[dict[str, Any]], now: float | None) -> str:
     return f"GitHub's numbers {format_age(age)} old{which}"
 
 
+def role_text(lease: dict[str, Any] | None, now: float | None) -> str:
+    """``active (lease held since …, renewed 3s ago)``, or ``standby; active is host-b/4242,
+    seen holding the lease 3s ago``: which of two daemons of one installation acts."""
+    if not lease:
+        return ""
+    now = now or 0.0
+    if lease.get("role") == "active":
+        held, renewed = lease.get("held_since"), lease.get("renewed_at")
+        text = "active (lease held"
+        if held:
+            text += f" since {format_time(held)}"
+        if renewed and now:
+            text += f", renewed {format_age(now - renewed)} ago"
+        if not lease.get("adopted"):
+            text += "; adopting what exists"
+        return text + ")"
+    holder, seen = lease.get("holder"), lease.get("holder_seen_at")
+    if holder:
+        ago = f", seen holding the lease {format_age(now - seen)} ago" if seen and now else ""
+        return f"standby; active is {holder}{ago}"
+    return f"standby; waiting for the message session of scale set {lease.get('lead', '?')}"
+
+
 def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
     fields: list[tuple[str, str]] = []
     github = str(daemon.get("github") or "")
@@ -193,6 +216,9 @@ def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
         if now:
             running += f" ({format_age(now - started)})"
         fields.append(("Running", running))
+    role = role_text(daemon.get("lease"), now)
+    if role:
+        fields.append(("Role", role))
     if daemon.get("config_path"):
         fields.append(("Configuration", str(daemon["config_path"])))
     if queue_age:

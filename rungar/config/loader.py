@@ -121,6 +121,18 @@ def _timing(record: Record | None, checker: Checker) -> Timing:
                 record.path_of(most if record.has(most) else first),
                 f"{most} ({_dur(high)}) must be at least {first} ({_dur(low)})",
             )
+    # The lease must be renewed before it runs out, or the active daemon would stop acting
+    # between two renewals GitHub answered.
+    duration = record.get("lease_duration", Timing().lease_duration)
+    renew = record.get("lease_renew_interval", Timing().lease_renew_interval)
+    if duration is not None and renew is not None and renew >= duration:
+        key = "lease_renew_interval" if record.has("lease_renew_interval") else "lease_duration"
+        checker.fail(
+            record.mark_of(key),
+            record.path_of(key),
+            f"lease_renew_interval ({_dur(renew)}) must be shorter than lease_duration "
+            f"({_dur(duration)}): the lease would run out between renewals",
+        )
     return Timing(**record.values)
 
 

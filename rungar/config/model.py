@@ -41,6 +41,12 @@ class Timing:
     crash_backoff_first: float = 30.0  # runners that end before connecting: first skip
     crash_backoff_max: float = 600.0  # ... doubling in a row up to this
     starting_sync_interval: float = 5.0  # starting runners checked against GitHub this often
+    # Active and standby (README, "Running a standby"): the active daemon has GitHub confirm
+    # its lease this often; the lease lasts this long after GitHub last confirmed it; the
+    # standby asks for the lead scale set's message session this often.
+    lease_renew_interval: float = 10.0
+    lease_duration: float = 30.0
+    standby_retry: float = 5.0
 
     @property
     def hold_duration(self) -> float:

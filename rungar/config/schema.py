@@ -443,6 +443,9 @@ TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
     "crash_backoff_first": (0.0, True),
     "crash_backoff_max": (0.0, True),
     "starting_sync_interval": (0.0, True),
+    "lease_duration": (0.0, True),
+    "lease_renew_interval": (0.0, True),
+    "standby_retry": (0.0, True),
 }
 TIMING_NOTES = {
     "reconcile_interval": "How often each scale set is reconciled; at least 5s.",
@@ -476,6 +479,16 @@ TIMING_NOTES = {
         "shared runner list) and their providers' listings: a runner is seen idle, and its "
         "boot timed, soon after it connects; one whose machine stopped before it connected "
         "ends then."
+    ),
+    "lease_duration": (
+        "Two daemons of one installation (active and standby): the active one acts for this "
+        "long after GitHub last confirmed its lead scale set's message session, and stops "
+        "acting when it runs out (cut off from GitHub). Longer than lease_renew_interval."
+    ),
+    "lease_renew_interval": "How often the active daemon has GitHub confirm its lease.",
+    "standby_retry": (
+        "How often a standby daemon asks GitHub for the lead scale set's message session; it "
+        "takes over once GitHub frees it."
     ),
 }
 

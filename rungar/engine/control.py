@@ -18,6 +18,7 @@ from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetsFile
 from rungar.engine.deadlines import call_timeouts, retime
 from rungar.engine.engine import Engine, ScaleSetState
+from rungar.engine.lease import lead_change_refused
 from rungar.engine.reconcile import reconcile
 from rungar.engine.status import snapshot
 from rungar.errors import ConfigError, ProviderError, RungarError
@@ -174,6 +175,9 @@ class Control:
 
     async def remove_scale_set(self, name: str, *, wait: bool = False) -> list[str]:
         self._scale_set(name)
+        kept = [n for n in self.engine.sets if n != name]
+        if refused := lead_change_refused(self.engine.lease, kept):
+            raise Busy(refused)
         busy = [r for r in self.engine.runners.live(name) if r.view().busy]
         if busy and not wait:
             raise Busy(
@@ -281,6 +285,8 @@ class Control:
         except ConfigError as e:
             return {"applied": False, "problems": e.problems, "diff": []}
         problems = await self._validate_runners(new, self.engine.providers)
+        if refused := lead_change_refused(self.engine.lease, [s.name for s in new.scale_sets]):
+            problems.append(refused)
         diff = diff_configs(self.engine.config, new)
         if problems or dry_run:
             return {"applied": False, "problems": problems, "diff": diff}

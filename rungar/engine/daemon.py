@@ -24,6 +24,7 @@ from rungar.engine.control import Control
 from rungar.engine.deadlines import CallTimeouts, call_timeouts
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
+from rungar.engine.lease import LeaseKeeper
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import installation_id
 from rungar.engine.readiness import ReadinessReporter
@@ -52,6 +53,14 @@ if TYPE_CHECKING:
     from rungar.web.bounded import BoundedHttpServer, Limits
 
 log = structlog.get_logger("rungar.daemon")
+
+
+def session_owner() -> str:
+    """The owner this daemon names in its message sessions: its host and process, which GitHub
+    names in the conflict another daemon's session create gets (README, "Running a standby")."""
+    import os
+
+    return f"{socket.gethostname() or 'rungar'}/{os.getpid()}"
 
 
 def _discard(names: set[str], name: str, _: object) -> None:
@@ -285,6 +294,7 @@ class Daemon:
             timing=gh.timing.value(),
             session_retry_first=self.timing.session_retry_first,
             session_retry_max=self.timing.session_retry_max,
+            owner=session_owner(),
         )
 
     def _bind_webhook(self) -> tuple[socket.socket, str] | None:
@@ -403,7 +413,12 @@ class Daemon:
             max_parallel_creates=settings.max_parallel_creates,
         )
         engine.github_url = settings.github.url
-        runloop = RunLoop(engine, Accounting(engine))
+        # Active and standby: the first scale set is the lead; its session is the lease.
+        lead = config.scale_sets[0].name
+        retry = config.timing.standby_retry
+        github.session_retry_for[lead] = (retry, retry)
+        lease = LeaseKeeper(engine, lead=lead, owner=github.owner)
+        runloop = RunLoop(engine, lease, Accounting(engine))
         control = Control(
             engine,
             runloop,

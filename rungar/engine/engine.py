@@ -21,7 +21,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -45,6 +45,9 @@ from rungar.placement import Fleet
 from rungar.placement.attempt import NotPlaced, Outcome, Placed, Try, place
 from rungar.scaling import InForce, Warm, desired, surplus_to_remove
 from rungar.store.sqlite import CreateIntent, SqliteStore
+
+if TYPE_CHECKING:
+    from rungar.engine.lease import LeaseKeeper
 
 log = structlog.get_logger("rungar.engine")
 T = TypeVar("T")
@@ -152,6 +155,8 @@ class Engine:
         self._deleting: set[str] = set()
         self._tasks: set[asyncio.Task[object]] = set()
         self.started_at = clock.now()
+        # Active and standby (rungar.engine.lease): None for a daemon that acts alone.
+        self.lease: LeaseKeeper | None = None
         backoffs, holds = store.load_placement()
         self.fleet.restore_state(backoffs, holds)
         self.fleet.restore_crash_loops(store.load_crash_loops())
@@ -192,12 +197,23 @@ class Engine:
         for name in self.fleet.providers:
             self.fleet.set_leaving(name, leaving.get(name, 0))
 
+    # ------------------------------------------------------------------ the lease
+
+    def acting(self) -> bool:
+        """Whether this daemon may touch the fleet: a standby never removes, adopts, sweeps or
+        deletes anything (the active daemon does)."""
+        return self.lease is None or self.lease.acts()
+
+    def may_create(self) -> bool:
+        """Whether it may create: it acts, and has adopted what the last active daemon left."""
+        return self.lease is None or self.lease.may_create()
+
     # ------------------------------------------------------------------ scaling
 
     async def scale(self, name: str) -> None:
         """Apply the scale set's last decision: create what is missing, remove idle surplus."""
         state = self.sets.get(name)
-        if state is None:
+        if state is None or not self.may_create():
             return
         async with state.lock:
             now = self.clock.now()
@@ -245,6 +261,8 @@ class Engine:
     ) -> RunnerRecord | None:
         config = state.config
         now = self.clock.now()
+        if not self.may_create():
+            return None
         # Whether any provider can be tried (its order is worked out once, when one is tried).
         why_not = self.fleet.cannot_place(config.name, now, reserve=reserve)
         self.report_new_holds()
@@ -491,6 +509,8 @@ class Engine:
         """The safe way round: registration first (GitHub refuses while a job runs), then the
         machine (now, or with the pass's other deletes when ``delete`` is False). Returns False
         when GitHub says the runner is busy and it was kept."""
+        if not self.acting():
+            return False
         if record.state is RunnerState.LEAVING:
             return True
         if record.runner_id and (forced or not record.view().busy):
@@ -552,7 +572,7 @@ class Engine:
         Nothing is asked of an unreachable provider: the machine keeps its place in the
         provider's limit until it lists again. At most ``MAX_PARALLEL_DELETES`` run at once."""
         provider = self.providers.get(record.provider)
-        if provider is None or not self.fleet.is_reachable(record.provider):
+        if provider is None or not self.fleet.is_reachable(record.provider) or not self.acting():
             return False
         if record.name in self._deleting:
             return False  # already being deleted (a probe's and a pass's at once)

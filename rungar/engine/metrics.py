@@ -26,6 +26,11 @@ class Metrics:
         self.build_info = Gauge("rungar_build_info", "Build", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
         self.start_time = Gauge("rungar_start_time_seconds", "Daemon start", registry=r)
+        self.active = Gauge(
+            "rungar_active",
+            "1 while this daemon holds the lease and acts; 0 while it stands by",
+            registry=r,
+        )
         self.github_requests = Counter(
             "rungar_github_requests", "GitHub REST calls by status code", ["code"], registry=r
         )

@@ -137,6 +137,8 @@ ADOPTED_WHY = {
 
 
 def _adopt(engine: Engine, provider: str, machine: Machine, now: float, why: str) -> None:
+    if not engine.acting():
+        return  # the lease ran out during the pass
     scale_set = machine.labels.get(L.SCALE_SET, "")
     record = RunnerRecord(
         name=machine.name,
@@ -256,6 +258,8 @@ def _sync_github(
 
 
 async def reconcile(engine: Engine) -> None:
+    if not engine.acting():
+        return  # a standby adopts, removes and sweeps nothing: the active daemon does
     started = time.monotonic()
     timing = engine.config.timing
     pass_began = engine.clock.now()
@@ -283,7 +287,7 @@ async def reconcile(engine: Engine) -> None:
                 record = engine.runners.get(intent.runner)
                 if record is not None:
                     record.runner_id = intent.runner_id
-        elif every_listed:
+        elif every_listed and engine.acting():
             if intent.runner_id:
                 with contextlib.suppress(GitHubError):
                     await engine.github.remove_runner(intent.runner_id)
@@ -418,7 +422,7 @@ def _write_off(engine: Engine, record: RunnerRecord) -> None:
         message="its provider has not answered for too long",
         reason=LossReason.UNREACHABLE.value,
     )
-    if record.runner_id and not record.view().busy:
+    if record.runner_id and not record.view().busy and engine.acting():
         engine.spawn(_unregister(engine, record.runner_id))
 
 
@@ -433,6 +437,8 @@ async def _sweep_orphans(
     for scale_set, found in registrations.items():
         timeout = _start_timeout(engine, scale_set)
         for name, status in found.items():
+            if not engine.acting():
+                return
             tracked = name in engine.runners or name in engine.runners.creating
             if tracked or status.online or status.busy or not belongs_to(name, scale_set):
                 engine.orphans_seen.pop(name, None)

@@ -4,6 +4,10 @@ prober that lists unreachable providers between passes, and the sync of starting
 Kept apart from :mod:`rungar.engine.engine` so the engine's steps can be driven one by one in
 tests, while the daemon runs them here. Stopping cancels the loops and leaves every runner in
 place: a restart adopts them again.
+
+With a lease (active and standby, :mod:`rungar.engine.lease`), only the lead scale set listens
+from the start; the others listen while this daemon holds the lease, and each term's first
+reconcile pass adopts before anything is created.
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ import structlog
 
 from rungar.engine.accounting import Accounting
 from rungar.engine.engine import Engine, ScaleSetState
+from rungar.engine.lease import LeaseKeeper, stop_keeper
 from rungar.engine.notices import observe_job_wait
 from rungar.engine.reconcile import probe_unreachable, reconcile
 from rungar.engine.starting_sync import sync_starting_forever
-from rungar.engine.status import UNREACHABLE_NOTE
+from rungar.engine.status import LEAD_NOTE, UNREACHABLE_NOTE
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
 
@@ -26,16 +31,29 @@ log = structlog.get_logger("rungar.runloop")
 
 
 class RunLoop:
-    def __init__(self, engine: Engine, accounting: Accounting | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        lease: LeaseKeeper | None = None,
+        accounting: Accounting | None = None,
+    ) -> None:
         self.engine = engine
+        self.lease = lease
         self.accounting = accounting  # records each job served (rungar usage)
         self._listeners: dict[str, asyncio.Task[None]] = {}
         self._reconciler: asyncio.Task[None] | None = None
         self._prober: asyncio.Task[None] | None = None
         self._starting: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
+        if lease is not None:
+            engine.lease = lease
+            lease.on_active = self.wake  # the term's adoption pass, now
+            lease.on_standby = self._restart_followers
 
     async def start(self) -> None:
+        if self.lease is not None:
+            self._keeper = asyncio.create_task(self.lease.run())
         for name in list(self.engine.sets):
             self.start_scale_set(name)
         self._reconciler = asyncio.create_task(self._reconcile_forever())
@@ -55,7 +73,15 @@ class RunLoop:
         """Run a reconcile pass now (``rungar reconcile``, pause, resume, apply)."""
         self._wake.set()
 
+    def _restart_followers(self) -> None:
+        """Standing by: the scale sets other than the lead let their sessions go, and wait."""
+        for name in list(self._listeners):
+            if self.lease is not None and not self.lease.is_lead(name):
+                self.stop_scale_set(name)
+                self.start_scale_set(name)
+
     async def stop(self) -> None:
+        await stop_keeper(self._keeper)
         tasks = [*self._listeners.values()]
         tasks += [t for t in (self._reconciler, self._prober, self._starting) if t is not None]
         for task in tasks:
@@ -70,6 +96,11 @@ class RunLoop:
         engine = self.engine
         timing = engine.config.timing
         delay = timing.session_retry_first
+        lease = self.lease
+        if lease is not None and not lease.is_lead(state.config.name):
+            if not lease.active.is_set():
+                state.phase, state.note = "WAITING", LEAD_NOTE
+            await lease.active.wait()
         while True:
             try:
                 state.id = await engine.github.ensure_scale_set(state.config)
@@ -92,6 +123,8 @@ class RunLoop:
     def _dispatch(self, state: ScaleSetState, event: Demand | JobEvent) -> None:
         engine = self.engine
         name = state.config.name
+        if self.lease is not None and self.lease.is_lead(name) and not self.lease.acts():
+            self.lease.poke()  # the lead's session may have just opened: confirm it now
         if isinstance(event, Demand):
             engine.on_demand(name, event.assigned)
         elif event.kind is JobEventKind.ASSIGNED:
@@ -112,12 +145,18 @@ class RunLoop:
         engine = self.engine
         while True:
             self._wake.clear()  # cleared before the pass: a wake during it runs another
+            term = self.lease.pass_begins() if self.lease is not None else 0
             try:
                 await reconcile(engine)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("reconcile.failed")
+            else:
+                if self.lease is not None and self.lease.pass_ended(term):
+                    # What the last active daemon left is adopted: now what is missing.
+                    for name in list(engine.sets):
+                        engine.spawn(engine.scale(name))
             sleeper = asyncio.ensure_future(
                 engine.clock.sleep(engine.config.timing.reconcile_interval)
             )

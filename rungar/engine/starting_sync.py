@@ -38,6 +38,8 @@ log = structlog.get_logger("rungar.engine")
 
 async def sync_starting(engine: Engine) -> list[str]:
     """Check the starting runners against GitHub once; the names of those that connected."""
+    if not engine.acting():
+        return []  # a standby ends nothing: the active daemon does
     if not any(r.state is RunnerState.STARTING for r in engine.runners):
         return []  # nothing to ask about: no listing is asked for
     await _end_stopped(engine)

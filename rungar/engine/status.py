@@ -6,7 +6,11 @@ is applying and why, and the holds in force (README, "Troubleshooting from `rung
 Document (every time in epoch seconds, every duration in seconds)::
 
     {"daemon": {"ready", "readiness", "version", "installation", "started_at", "now",
-                "config_path", "github"},
+                "config_path", "github",
+                "lease": null | {"role": "active"|"standby", "owner", "lead", "term",
+                                 "held_since", "renewed_at", "expires_at" (null on a standby),
+                                 "holder", "holder_seen_at" (a standby: the active daemon as
+                                 GitHub names it, and when it last did), "adopted"}},
      "scale_sets": [{"name", "status", "note", "runners", "busy", "idle", "starting",
                      "desired", "reserve", "min", "schedule", "max", "priority", "placement",
                      "providers", "paused", "assigned", "labels"}],
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
 
 WAITING_NOTE = "another message session holds the scale set; standing by until it ends"
 UNREACHABLE_NOTE = "GitHub does not answer; trying again for the message session"
+LEAD_NOTE = "standing by until this daemon holds the lead scale set's message session"
 
 
 def runner_summary(config: ScaleSetConfig) -> str:
@@ -133,6 +138,8 @@ def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
         return "LISTENING", ""
     if state.phase == "UNREACHABLE":
         return "UNREACHABLE", state.note or "GitHub does not answer"
+    if state.phase == "WAITING":
+        return "WAITING", state.note or LEAD_NOTE
     return "STARTING", "being looked up on GitHub, and its runners adopted"
 
 
@@ -280,6 +287,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
             "config_path": engine.config.path,
             "state_moved_aside": str(engine.store.moved_aside or ""),
             "github": engine.github_url,
+            "lease": engine.lease.document() if engine.lease is not None else None,
         },
         "scale_sets": scale_sets,
         "leftovers": [

@@ -10,6 +10,7 @@ Answers that change the caller's next step raise the classes of :mod:`rungar.git
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -43,6 +44,16 @@ API_VERSION = "6.0-preview"
 LONG_POLL_TIMEOUT = 70.0  # the service holds a poll ~50 s; a hung connection is cut after this
 AGENTS = "_apis/distributedtask/pools/0/agents"
 SCALE_SETS = "_apis/runtime/runnerscalesets"
+
+
+HOLDER = re.compile(r"active session for owner (?P<owner>\S(?:.*\S)?)\s*$")
+
+
+def session_holder(message: str) -> str:
+    """The owner a 409 on session create names ("The runner scale set 7 already has an active
+    session for owner host-b/4242."), or "" when it names none."""
+    found = HOLDER.search(message)
+    return found.group("owner").rstrip(".") if found else ""
 
 
 def _type_name(response: Response) -> str:
@@ -217,7 +228,11 @@ class ScaleSetClient:
             "POST", f"{SCALE_SETS}/{scale_set_id}/sessions", body={"ownerName": owner_name}
         )
         if r.status == 409:
-            raise SessionConflict(f"scale set {scale_set_id} already has an active session", 409)
+            holder = session_holder(error_message(r))
+            held = f" for owner {holder}" if holder else ""
+            raise SessionConflict(
+                f"scale set {scale_set_id} already has an active session{held}", 409, holder
+            )
         if r.status == 404:
             raise ScaleSetGone(f"scale set {scale_set_id} is gone: {error_message(r)}", 404)
         session = Session.from_json(self._object(r, "create session"))

@@ -85,10 +85,13 @@ class SessionPhase:
     """A listener's message session, for ``rungar status``: ``starting``; ``waiting`` while
     GitHub answers its session create with a conflict (another session holds the scale set);
     ``listening``; ``unreachable`` while GitHub fails it (``error`` says how); ``""`` when no
-    listener runs."""
+    listener runs. While ``waiting``, ``holder`` is the owner GitHub named for the session that
+    holds the scale set (or "") and ``holder_seen_at`` when it said so."""
 
     phase: str
     error: str = ""
+    holder: str = ""
+    holder_seen_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,4 +208,10 @@ class GitHub(Protocol):
 
     def session_phase(self, scale_set: str) -> SessionPhase:
         """Where the scale set's listener stands with its message session."""
+        ...
+
+    async def renew_session(self, scale_set: str) -> bool:
+        """Ask GitHub whether the scale set's message session is still this daemon's: True
+        when it confirms it, False when there is none or it is gone. Raises
+        :class:`rungar.errors.GitHubError` when GitHub does not answer."""
         ...

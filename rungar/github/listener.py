@@ -113,7 +113,10 @@ class Listener:
         """Where the message session stands, for ``rungar status`` (see SessionPhase)."""
         session = self.session
         if session is not None and session.conflicts:
-            return SessionPhase("waiting")  # GitHub answers: with a conflict
+            # GitHub answers: with a conflict, naming the session's owner
+            return SessionPhase(
+                "waiting", holder=session.holder, holder_seen_at=session.holder_seen_at
+            )
         if self.error:
             return SessionPhase("unreachable", self.error)
         if session is None or session.session is None:

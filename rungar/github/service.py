@@ -88,8 +88,14 @@ class ScaleSetGitHub:
         session_retry_max: float = 60.0,
         long_poll_timeout: float = 70.0,
         timing: GitHubTiming | None = None,
+        owner: str = "",
     ) -> None:
         self.target = parse_config_url(url)
+        # Named in each session it opens; GitHub names it to another daemon's 409s.
+        self.owner = owner or owner_name()
+        # A scale set's own (first, max) waits between session creates GitHub refuses with a
+        # conflict: the lead scale set of a standby daemon asks at a steady pace.
+        self.session_retry_for: dict[str, tuple[float, float]] = {}
         self._clock = clock
         self._http = http or http_client()
         self._owns_http = http is None
@@ -196,6 +202,12 @@ class ScaleSetGitHub:
         listener = self.listeners.get(scale_set)
         return listener.phase if listener is not None else SessionPhase("")
 
+    async def renew_session(self, scale_set: str) -> bool:
+        listener = self.listeners.get(scale_set)
+        if listener is None or listener.session is None:
+            return False
+        return await listener.session.renew()
+
     def set_max_capacity(self, scale_set: str, max_capacity: int) -> None:
         listener = self.listeners.get(scale_set)
         if listener is not None:
@@ -205,6 +217,7 @@ class ScaleSetGitHub:
         async def ensure() -> int:
             return await self.ensure_scale_set(self._configs.get(config.name, config))
 
+        retry = self.session_retry_for.get(config.name, self._session_retry)
         return Listener(
             self.client,
             config,
@@ -213,9 +226,9 @@ class ScaleSetGitHub:
             self._clock,
             on_demand=queue.put,
             on_job=queue.put,
-            owner_name=owner_name(),
-            conflict_retry_first=self._session_retry[0],
-            conflict_retry_max=self._session_retry[1],
+            owner_name=self.owner,
+            conflict_retry_first=retry[0],
+            conflict_retry_max=retry[1],
             timing=self.timing,
             sessions=self._sessions,
         )

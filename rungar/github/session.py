@@ -64,6 +64,8 @@ class MessageSession:
         self._cap = conflict_retry_max
         self.session: Session | None = None
         self.conflicts = 0  # consecutive 409s, for status and alerting
+        self.holder = ""  # the owner the last 409 named
+        self.holder_seen_at = 0.0  # when it was answered
         self.opened = 0
 
     async def open(self) -> Session:
@@ -73,13 +75,15 @@ class MessageSession:
         while True:
             try:
                 self.session = await self._client.create_session(self.scale_set_id, self._owner)
-            except SessionConflict:
+            except SessionConflict as e:
                 attempt += 1
                 self.conflicts = attempt
+                self.holder, self.holder_seen_at = e.holder, self._clock.now()
                 wait = conflict_backoff(attempt, self._first, self._cap)
                 log.warning(
                     "github.session_conflict",
                     scale_set_id=self.scale_set_id,
+                    holder=e.holder,
                     attempt=attempt,
                     retry_in_s=round(wait, 1),
                     hint="another listener holds the scale set, or a crashed one's session lingers",
@@ -138,6 +142,26 @@ class MessageSession:
             await self._record(refreshed.session_id)
         self.session = refreshed
         return self.session
+
+    async def renew(self) -> bool:
+        """A9 on the session held, to learn whether it is still ours: True when GitHub confirms
+        it, False when it is gone (nothing is opened in its place here: the listener's next
+        poll does that, and stands by through the 409s if another session holds the scale
+        set). Raises :class:`GitHubError` when GitHub does not answer."""
+        if self.session is None:
+            return False
+        try:
+            refreshed = await self._client.refresh_session(
+                self.scale_set_id, self.session.session_id
+            )
+        except SessionGone:
+            log.warning("github.session_evicted", scale_set_id=self.scale_set_id)
+            self.session = None
+            return False
+        if refreshed.session_id != self.session.session_id:
+            await self._record(refreshed.session_id)
+        self.session = refreshed
+        return True
 
     async def next_message(self, last_message_id: int, max_capacity: int) -> Message | None:
         session = await self._current()

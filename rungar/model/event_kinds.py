@@ -40,4 +40,10 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
     ("scale_set", "min_runners_changed"): (
         "its schedule moved the min_runners in force (from, to, window)"
     ),
+    ("daemon", "active"): (
+        "this daemon (name: its session owner) holds the lease and acts; it adopts first (term)"
+    ),
+    ("daemon", "standby"): (
+        "this daemon gave up the lease and stands by; it forgot its runners (term)"
+    ),
 }

@@ -48,6 +48,7 @@ class FakeGitHub:
         self._queues: dict[str, asyncio.Queue[ListenerEvent]] = {}
         self._failures: dict[str, list[Exception]] = {}
         self.phases: dict[str, SessionPhase] = {}  # a test plays a held or failing session
+        self.renewals: dict[str, bool | BaseException] = {}  # a test plays a lost session
 
     # ---- test controls ---------------------------------------------------------------------
 
@@ -166,3 +167,13 @@ class FakeGitHub:
 
     def session_phase(self, scale_set: str) -> SessionPhase:
         return self.phases.get(scale_set, SessionPhase("listening"))
+
+    async def renew_session(self, scale_set: str) -> bool:
+        """Confirmed while its phase is ``listening``; ``renewals`` may script another answer
+        per scale set (True, False, or an exception to raise)."""
+        scripted = self.renewals.get(scale_set)
+        if isinstance(scripted, BaseException):
+            raise scripted
+        if scripted is not None:
+            return scripted
+        return self.session_phase(scale_set).phase == "listening"

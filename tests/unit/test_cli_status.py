@@ -329,3 +329,36 @@ def test_an_empty_daemon_renders_every_section() -> None:
 )
 def test_the_github_line_names_what_the_url_is(url: str, kind: str) -> None:
     assert github_kind(url) == kind
+
+
+def role_line(lease: dict[str, Any]) -> str:
+    document = {
+        "daemon": {"version": "0.3.0", "now": NOW, "lease": lease},
+        "scale_sets": [],
+        "providers": [],
+        "runners": [],
+    }
+    lines = [line for line in render_status(document).splitlines() if "Role:" in line]
+    assert len(lines) == 1, render_status(document)
+    return lines[0].split("Role:", 1)[1].strip()
+
+
+def test_the_active_daemon_says_since_when_it_holds_the_lease_and_its_last_renewal() -> None:
+    held = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(NOW - 600))
+    lease = {"role": "active", "held_since": NOW - 600, "renewed_at": NOW - 3, "adopted": True}
+    assert role_line(lease) == f"active (lease held since {held}, renewed 3s ago)"
+
+
+def test_an_active_daemon_still_adopting_says_so() -> None:
+    lease = {"role": "active", "held_since": NOW, "renewed_at": NOW, "adopted": False}
+    assert role_line(lease).endswith("renewed 0s ago; adopting what exists)")
+
+
+def test_a_standby_names_the_active_daemon_and_when_github_last_said_it_holds_the_lease() -> None:
+    lease = {"role": "standby", "holder": "host-b/4242", "holder_seen_at": NOW - 3, "lead": "l"}
+    assert role_line(lease) == "standby; active is host-b/4242, seen holding the lease 3s ago"
+
+
+def test_a_standby_that_knows_no_holder_says_what_it_waits_for() -> None:
+    lease = {"role": "standby", "holder": "", "holder_seen_at": None, "lead": "linux"}
+    assert role_line(lease) == "standby; waiting for the message session of scale set linux"

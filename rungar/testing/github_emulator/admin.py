@@ -151,10 +151,13 @@ class AdminRoutes:
         owner = str(body.get("ownerName", "")) if isinstance(body, dict) else ""
         session = self.state.open_session(found, owner)
         if session is None:
+            # GitHub's own words, naming the owner of the session that holds the scale set.
+            live = self.state.live_session(found)
             return error(
                 409,
                 "RunnerScaleSetSessionConflictException",
-                f"The runner scale set {found} already has an active session for owner.",
+                f"The runner scale set {found} already has an active session for owner "
+                f"{live.owner if live is not None else ''}.",
             )
         return json_response(self._session_json(request, session.session_id))
 

@@ -1,0 +1,245 @@
+"""Active and standby: the daemon's side of the lease (README, "Running a standby").
+
+The decisions are pure (:mod:`rungar.scaling.lease`); this module looks at the lead scale set's
+message session every tick, asks GitHub to confirm it when a renewal is due, and carries out
+role changes:
+
+- becoming active starts a new term: the other scale sets' listeners start, and a reconcile
+  pass adopts what exists before anything is created (:meth:`LeaseKeeper.may_create` is false
+  until a pass that began in this term has ended);
+- standing by (GitHub says the session is gone or another owner holds it, or the lease ran
+  out) forgets every runner, stops the other scale sets' listeners (their sessions are
+  deleted, so the new active daemon gets them at once), and from then on the engine's
+  actuator refuses to create, remove, adopt or sweep.
+
+Each change is logged, recorded as an event (``daemon`` ``active``/``standby``) and shown by
+the ``rungar_active`` gauge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from rungar.config.model import Timing
+from rungar.errors import GitHubError
+from rungar.scaling.lease import (
+    Heard,
+    Lease,
+    LeaseTiming,
+    Role,
+    acts,
+    observe,
+    renewal_due,
+)
+
+if TYPE_CHECKING:
+    from rungar.engine.engine import Engine
+
+log = structlog.get_logger("rungar.lease")
+
+# Shortest pause between two looks, so a tiny configured retry cannot spin the loop.
+MIN_TICK = 0.05
+
+
+def lease_timing(timing: Timing) -> LeaseTiming:
+    return LeaseTiming(timing.lease_duration, timing.lease_renew_interval, timing.standby_retry)
+
+
+def forget_runners(engine: Engine) -> int:
+    """A daemon that stands by no longer tracks anything: the active one does. Its machines are
+    left as they are; the next term adopts them again."""
+    names = [record.name for record in engine.runners]
+    for name in names:
+        engine.runners.pop(name)
+    engine.resync_fleet_counts()
+    return len(names)
+
+
+def lead_change_refused(keeper: LeaseKeeper | None, scale_sets: Sequence[str]) -> str:
+    """Why a configuration applied at runtime (or a scale set removed) cannot be: it moves or
+    drops the lead, whose message session is the lease. "" when it keeps the lead first."""
+    if keeper is None or (scale_sets and scale_sets[0] == keeper.lead):
+        return ""
+    return (
+        f"scale set {keeper.lead} is the lead (the first in the file): its message session "
+        "decides which daemon acts, so it stays first while the daemon runs; to change the "
+        "lead, change the file and restart both daemons"
+    )
+
+
+class LeaseKeeper:
+    """Holds, renews or waits for the lease of one daemon.
+
+    ``on_active`` and ``on_standby`` are the run loop's: start the other listeners and run a
+    pass now; stop them."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        lead: str,
+        owner: str,
+        on_active: Callable[[], None] = lambda: None,
+        on_standby: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.engine = engine
+        self.lead = lead
+        self.owner = owner
+        self.lease = Lease()
+        self.adopted_term = 0  # the last term whose adoption pass has ended
+        self.active = asyncio.Event()  # set while this daemon holds the lease
+        self.on_active = on_active
+        self.on_standby = on_standby
+        self._poked = asyncio.Event()
+        engine.metrics.active.set(0)
+
+    @property
+    def timing(self) -> LeaseTiming:
+        return lease_timing(self.engine.config.timing)
+
+    # ------------------------------------------------------------------ the engine asks
+
+    def acts(self) -> bool:
+        """Whether this daemon may act now (remove, adopt, sweep, settle)."""
+        return acts(self.lease, self.engine.clock.now(), self.timing)
+
+    def may_create(self) -> bool:
+        """Whether it may create: it acts, and this term's adoption pass has ended, so nothing
+        the last active daemon left is counted as missing."""
+        return self.acts() and self.adopted_term == self.lease.term
+
+    def pass_begins(self) -> int:
+        """The term a reconcile pass starting now runs in (0: none, it does nothing)."""
+        return self.lease.term if self.acts() else 0
+
+    def pass_ended(self, term: int) -> bool:
+        """A pass of ``term`` has ended; True when it was the term's adoption pass."""
+        if not term or term != self.lease.term or self.adopted_term == term or not self.acts():
+            return False
+        self.adopted_term = term
+        log.info("lease.adopted", term=term, runners=len(self.engine.runners))
+        return True
+
+    def is_lead(self, scale_set: str) -> bool:
+        return scale_set == self.lead
+
+    def document(self) -> dict[str, Any]:
+        """For ``rungar status``: this daemon's role and what it knows of the lease."""
+        lease, timing = self.lease, self.timing
+        now = self.engine.clock.now()
+        active = acts(lease, now, timing)
+        return {
+            "role": Role.ACTIVE.value if active else Role.STANDBY.value,
+            "owner": self.owner,
+            "lead": self.lead,
+            "term": lease.term,
+            "held_since": lease.held_since if active else None,
+            "renewed_at": lease.renewed_at if active else None,
+            "expires_at": lease.expires_at(timing) if active else None,
+            "holder": "" if active else lease.holder,
+            "holder_seen_at": (lease.holder_seen_at or None) if not active else None,
+            "adopted": active and self.adopted_term == lease.term,
+        }
+
+    # ------------------------------------------------------------------ the loop
+
+    def poke(self) -> None:
+        """Look now: the lead scale set's listener heard from GitHub (a session that opens
+        publishes its statistics), so a standby need not wait for its next tick."""
+        self._poked.set()
+
+    async def run(self) -> None:
+        while True:
+            self._poked.clear()
+            try:
+                await self.look()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("lease.look_failed")
+            timing = self.timing
+            tick = max(MIN_TICK, min(timing.renew_interval, timing.standby_retry) / 2)
+            sleeper = asyncio.ensure_future(self.engine.clock.sleep(tick))
+            poked = asyncio.ensure_future(self._poked.wait())
+            try:
+                await asyncio.wait({sleeper, poked}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                sleeper.cancel()
+                poked.cancel()
+
+    async def look(self) -> None:
+        """One look at the lead session: what GitHub said of it, and a renewal when due."""
+        github = self.engine.github
+        clock = self.engine.clock
+        timing = self.timing
+        now = clock.now()
+        phase = github.session_phase(self.lead)
+        heard, holder = Heard.NOTHING, ""
+        if phase.phase == "waiting":
+            heard, holder = Heard.HELD_ELSEWHERE, phase.holder
+        elif renewal_due(self.lease, now, timing):
+            try:
+                confirmed = await asyncio.wait_for(
+                    github.renew_session(self.lead), timing.renew_interval
+                )
+            except (GitHubError, TimeoutError) as e:
+                log.warning("lease.not_renewed", error=str(e) or type(e).__name__)
+            else:
+                heard = Heard.CONFIRMED if confirmed else Heard.GONE
+        # A confirmation counts from when it was asked: GitHub knew the session was ours then.
+        lease = observe(self.lease, heard, now, timing, holder)
+        if heard is Heard.HELD_ELSEWHERE and phase.holder_seen_at:
+            lease = replace(lease, holder_seen_at=phase.holder_seen_at)
+        self.apply(lease, heard, clock.now())
+
+    def apply(self, lease: Lease, heard: Heard, now: float) -> None:
+        """Take ``lease`` as this daemon's, carrying out the role change it makes."""
+        old, self.lease = self.lease, lease
+        was_active = old.role is Role.ACTIVE
+        new_term = lease.role is Role.ACTIVE and lease.term != old.term
+        if was_active and (lease.role is Role.STANDBY or new_term):
+            self._stood_down(old, lease, heard, now)
+        if new_term:
+            self._took_over(lease)
+
+    def _took_over(self, lease: Lease) -> None:
+        engine = self.engine
+        engine.metrics.active.set(1)
+        message = (
+            f"{self.owner} holds the lease (the message session of scale set {self.lead}): "
+            "it adopts what exists, then acts"
+        )
+        engine.events.record("daemon", self.owner, "active", message=message, term=lease.term)
+        log.info("lease.acquired", owner=self.owner, lead=self.lead, term=lease.term)
+        self.active.set()
+        self.on_active()
+
+    def _stood_down(self, old: Lease, lease: Lease, heard: Heard, now: float) -> None:
+        engine = self.engine
+        if heard is Heard.HELD_ELSEWHERE:
+            why = f"{lease.holder or 'another daemon'} holds the lead scale set's message session"
+        elif heard is Heard.GONE:
+            why = "GitHub says its lead scale set's message session is gone"
+        else:
+            silent = round(now - old.renewed_at, 1)
+            why = f"GitHub has not confirmed the lease for {silent}s"
+        engine.metrics.active.set(0)
+        forgotten = forget_runners(engine)
+        message = f"{self.owner} stands by: {why}; it forgot {forgotten} runners and acts no more"
+        engine.events.record("daemon", self.owner, "standby", message=message, term=old.term)
+        log.warning("lease.lost", owner=self.owner, reason=why, runners_forgotten=forgotten)
+        self.active.clear()
+        self.on_standby()
+
+
+async def stop_keeper(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

@@ -1,0 +1,243 @@
+"""Active and standby in one process: two engines of one installation (each with its own state
+database, as on two machines) over the same fake GitHub and fake providers, on a fake clock.
+
+The standby's actuator must refuse everything (create, remove, adopt, sweep, settle) whatever
+its inputs say; the new active one adopts what exists before it creates, so no runner is
+created twice. Breaking either guard (``Engine.acting`` returning True, or ``may_create``
+ignoring the adoption pass) fails these tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rungar.config.model import (
+    ProviderConfig,
+    ScaleSetConfig,
+    ScaleSetProvider,
+    ScaleSetsFile,
+    Timing,
+)
+from rungar.engine.control import Busy, Control
+from rungar.engine.engine import Engine
+from rungar.engine.events import EventLog
+from rungar.engine.lease import LeaseKeeper
+from rungar.engine.naming import runner_name
+from rungar.engine.reconcile import reconcile
+from rungar.engine.records import RunnerRecord
+from rungar.errors import GitHubError
+from rungar.github.interface import SessionPhase
+from rungar.model.runner import RemovalReason, RunnerState
+from rungar.scaling.lease import Role
+from rungar.store.sqlite import CreateIntent, SqliteStore
+from rungar.testing.clock import FakeClock
+from rungar.testing.fake_github import FakeGitHub
+from rungar.testing.fake_provider import GIB, FakeProvider
+
+RUNNER = {"vcpus": 2, "memory": "4GiB"}
+TIMING = Timing(reconcile_interval=30, left_grace=0, lease_duration=30, lease_renew_interval=10)
+
+
+def config() -> ScaleSetsFile:
+    providers = (ProviderConfig("compute1", "fake", runner=RUNNER),)
+    scale_set = ScaleSetConfig(
+        "linux",
+        max_runners=10,
+        providers=(ScaleSetProvider("compute1", RUNNER),),
+        start_timeout=60,
+    )
+    return ScaleSetsFile(providers, (scale_set,), TIMING)
+
+
+class Pair:
+    """What two machines share (GitHub, the providers, the clock) and one engine per daemon."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.tmp_path = tmp_path
+        self.clock = FakeClock()
+        self.github = FakeGitHub()
+        self.provider = FakeProvider("compute1", vcpus=64, memory_bytes=256 * GIB, clock=self.clock)
+
+    def engine(self, name: str) -> Engine:
+        home = self.tmp_path / name
+        home.mkdir()
+        engine = Engine(
+            config(),
+            {"compute1": self.provider},
+            self.github,
+            clock=self.clock,
+            store=SqliteStore(home / "state.db"),
+            events=EventLog(self.clock, home / "events.jsonl"),
+            installation="gh-test",
+        )
+        return engine
+
+    def machines(self) -> list[str]:
+        return sorted(m.name for m in self.provider.machines)
+
+
+async def ids(engine: Engine, github: FakeGitHub) -> None:
+    for state in engine.sets.values():
+        state.id = await github.ensure_scale_set(state.config)
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> Pair:
+    return Pair(tmp_path)
+
+
+async def keeper_for(engine: Engine, owner: str) -> LeaseKeeper:
+    keeper = LeaseKeeper(engine, lead="linux", owner=owner)
+    engine.lease = keeper
+    await ids(engine, engine.github)  # type: ignore[arg-type]  # FakeGitHub in these tests
+    return keeper
+
+
+async def test_a_standby_pass_creates_removes_adopts_and_sweeps_nothing(pair: Pair) -> None:
+    # The active daemon (alone, no lease of its own here) made two runners.
+    active = pair.engine("a")
+    await ids(active, pair.github)
+    active.on_demand("linux", 2)
+    await active.drain_tasks()
+    made = pair.machines()
+    assert len(made) == 2
+    # The standby, GitHub telling it another owner holds the lead session, is given every
+    # reason to act: untracked machines, demand, a crash's create intent, an orphan.
+    standby = pair.engine("b")
+    keeper = await keeper_for(standby, "host-b/2")
+    pair.github.phases["linux"] = SessionPhase("waiting", holder="host-a/1")
+    await keeper.look()
+    orphan = runner_name("linux")
+    orphan_id, _ = await pair.github.generate_jit_config(standby.sets["linux"].id, orphan)
+    standby.store.write_intent(
+        CreateIntent(orphan, "linux", "req-1", created_at=pair.clock.now(), runner_id=orphan_id)
+    )
+    registered = set(pair.github.runners)
+    calls_before = len(pair.github.calls)
+    standby.on_demand("linux", 5)
+    for _ in range(3):
+        pair.clock.advance(61)  # past start_timeout: the orphan is ripe for a sweep
+        await reconcile(standby)
+        await standby.drain_tasks()
+    record = RunnerRecord("linux-x", "linux", "compute1", "", pair.clock.now(), RunnerState.IDLE)
+    removed = await standby.remove(record, RemovalReason.REQUESTED)
+
+    assert keeper.document()["role"] == "standby"
+    assert pair.machines() == made, "the standby created or deleted a machine"
+    assert set(pair.github.runners) == registered, "the standby registered or removed one"
+    acted = [c for c in pair.github.calls[calls_before:] if c[0] != "list_all_runners"]
+    assert acted == [], f"the standby called GitHub to act: {acted}"
+    assert len(standby.runners) == 0, "the standby adopted a machine"
+    assert [i.runner for i in standby.store.intents()] == [orphan], "it settled an intent"
+    assert removed is False
+    assert (pair.provider.calls["create"], pair.provider.calls["delete"]) == (2, 0), (
+        "only the active daemon's two creates"
+    )
+
+
+async def test_the_new_active_daemon_adopts_what_exists_before_creating_the_rest(
+    pair: Pair,
+) -> None:
+    old = pair.engine("a")
+    await ids(old, pair.github)
+    old.on_demand("linux", 3)
+    await old.drain_tasks()
+    assert len(pair.machines()) == 3
+    # The old active daemon is gone; GitHub confirms the new one's lead session.
+    new = pair.engine("b")
+    keeper = await keeper_for(new, "host-b/2")
+    await keeper.look()
+    assert keeper.document()["role"] == "active"
+    new.on_demand("linux", 5)  # demand arrives before the adoption pass
+    await new.drain_tasks()
+    assert len(pair.machines()) == 3, "created before adopting: runners would be made twice"
+    term = keeper.pass_begins()
+    await reconcile(new)
+    assert keeper.pass_ended(term)
+    assert len(new.runners) == 3, "the adoption pass takes in every machine the old one left"
+    await new.scale("linux")
+    await new.drain_tasks()
+    assert len(pair.machines()) == 5, "only what is missing is created"
+    assert len(set(pair.machines())) == 5
+
+
+async def test_github_naming_another_holder_makes_the_active_daemon_stand_by_and_forget(
+    pair: Pair,
+) -> None:
+    engine = pair.engine("a")
+    keeper = await keeper_for(engine, "host-a/1")
+    await keeper.look()
+    await reconcile(engine)
+    assert keeper.pass_ended(1)
+    engine.on_demand("linux", 2)
+    await engine.drain_tasks()
+    assert len(engine.runners) == 2
+    assert engine.metrics.registry.get_sample_value("rungar_active") == 1
+    pair.github.phases["linux"] = SessionPhase(
+        "waiting", holder="host-b/2", holder_seen_at=pair.clock.now()
+    )
+    await keeper.look()
+    document = keeper.document()
+    assert (document["role"], document["holder"]) == ("standby", "host-b/2")
+    assert len(engine.runners) == 0, "a standby tracks nothing: the active daemon does"
+    assert len(pair.machines()) == 2, "its machines are left in place for the active one"
+    assert engine.metrics.registry.get_sample_value("rungar_active") == 0
+    actions = [(e.kind, e.action) for e in engine.events.recent()]
+    assert ("daemon", "active") in actions and ("daemon", "standby") in actions
+
+
+async def test_a_lease_github_stops_confirming_stops_the_actuator_when_it_runs_out(
+    pair: Pair,
+) -> None:
+    engine = pair.engine("a")
+    keeper = await keeper_for(engine, "host-a/1")
+    await keeper.look()
+    await reconcile(engine)
+    keeper.pass_ended(1)
+    pair.github.renewals["linux"] = GitHubError("GitHub does not answer", 503)
+    pair.clock.advance(29)
+    await keeper.look()  # unanswered: the lease still holds
+    engine.on_demand("linux", 1)
+    await engine.drain_tasks()
+    assert len(pair.machines()) == 1
+    pair.clock.advance(1)  # 30 s since GitHub last confirmed it
+    engine.on_demand("linux", 2)
+    await engine.drain_tasks()
+    assert len(pair.machines()) == 1, "created with a lease that ran out"
+    await keeper.look()
+    assert keeper.document()["role"] == "standby"
+    assert [e.action for e in engine.events.recent() if e.kind == "daemon"][-1] == "standby"
+
+
+async def test_github_saying_the_lead_session_is_gone_ends_the_lease_at_once(pair: Pair) -> None:
+    engine = pair.engine("a")
+    keeper = await keeper_for(engine, "host-a/1")
+    await keeper.look()
+    assert keeper.acts()
+    pair.github.renewals["linux"] = False
+    pair.clock.advance(10)
+    await keeper.look()
+    assert not keeper.acts()
+    assert keeper.lease.role is Role.STANDBY
+
+
+async def test_the_lead_scale_set_cannot_be_dropped_or_moved_while_the_daemon_runs(
+    pair: Pair,
+) -> None:
+    engine = pair.engine("a")
+    await keeper_for(engine, "host-a/1")
+    control = Control(engine)
+    moved = """\
+providers: [{name: compute1, type: fake}]
+scale_sets:
+  - {name: other, max_runners: 2, providers: [compute1]}
+  - {name: linux, max_runners: 10, providers: [compute1]}
+"""
+    answer = await control.apply(moved, "scale_sets.yaml", dry_run=False)
+    assert not answer["applied"]
+    assert any("linux is the lead" in p for p in answer["problems"]), answer["problems"]
+    assert list(engine.sets) == ["linux"], "nothing of the refused configuration was applied"
+    with pytest.raises(Busy, match="linux is the lead"):
+        await control.remove_scale_set("linux")
