@@ -165,7 +165,6 @@ async def run_example(
 ) -> Outcome:
     """Bring the example's world up, run its waves to the end, and say what happened; ``stop``
     ends it early, with everything it started stopped (README, "Stopping")."""
-    from rungar.engine.daemon import Daemon
 
     stack = Stack(
         example=example.folder,
@@ -192,7 +191,7 @@ async def run_example(
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stack.stop_event.wait(), 0.25)
-        control = Daemon.running.get(stack.socket)
+        control = stack.control
         events = control.engine.events.recent() if control is not None else []
         learning = await settled_learning(
             [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts]

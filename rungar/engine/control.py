@@ -20,7 +20,7 @@ from rungar.engine.deadlines import call_timeouts, retime
 from rungar.engine.engine import Engine, ScaleSetState
 from rungar.engine.reconcile import reconcile
 from rungar.engine.status import snapshot
-from rungar.errors import ConfigError, ProviderError, RungarError
+from rungar.errors import Busy, ConfigError, NotFound, ProviderError, RungarError
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason, RunnerState
 
@@ -36,14 +36,6 @@ ProviderFactory = Callable[[ProviderConfig], Awaitable[Provider]]
 @runtime_checkable
 class _Closable(Protocol):
     async def close(self) -> None: ...
-
-
-class NotFound(RungarError):
-    pass
-
-
-class Busy(RungarError):
-    pass
 
 
 def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
