@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from rungar.engine.records import RunnerRecord
-from rungar.engine.status import crash_sentence
 from rungar.errors import GitHubError
 from rungar.model.runner import RemovalReason
-from rungar.placement.fleet import EXITED, NEVER_CONNECTED
+from rungar.model.sentences import EXITED, NEVER_CONNECTED, crash_sentence
 from rungar.scaling import InForce
 
 if TYPE_CHECKING:

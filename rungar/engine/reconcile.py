@@ -10,29 +10,34 @@
    and whatever can no longer serve is removed (at most one replacement per pass).
 5. Leaving machines are deleted, concurrently (bounded), and retried every pass; each still
    counts for its provider until deleted. Those on an unreachable provider are not asked for
-   until it lists again (a pass's List or a probe's), so a dead provider never holds up a pass.
+   until it lists again (a pass's List or a probe's), so a dead provider never stalls a pass.
 6. Offline registrations with no machine, named like our runners, are swept after start_timeout.
 7. Counts are re-synced into placement, backoffs and holds saved, and every decision retried.
+
+Steps 2 and 3 are one pure plan (:func:`rungar.engine.adoption.plan_adoption`) carried out
+after it is made; in steps 4 and later each decision is taken before the awaits that carry it
+out, never between two of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
 from rungar.engine.naming import belongs_to
 from rungar.engine.records import RunnerRecord
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
 from rungar.model import labels as L
+from rungar.model import sentences
+from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import Machine, MachineState, Removal
 from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
 from rungar.scaling.decide import decide_removal
-from rungar.store.sqlite import CreateIntent
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
@@ -52,7 +57,8 @@ async def list_provider(engine: Engine, name: str) -> list[Machine] | None:
         engine.list_errors[name] = str(e) or type(e).__name__
         if engine.fleet.set_reachable(name, False):
             log.warning(
-                "provider is unreachable; nothing is placed on it until it lists again",
+                "provider.unreachable",
+                sentence=sentences.UNREACHABLE_SINCE,
                 provider=name,
                 error=str(e),
             )
@@ -61,7 +67,7 @@ async def list_provider(engine: Engine, name: str) -> list[Machine] | None:
         return None
     engine.metrics.provider_calls.labels(name, "list", "ok").inc()
     if engine.fleet.set_reachable(name, True):
-        log.info("provider is reachable again", provider=name)
+        log.info("provider.reachable", sentence=sentences.REACHABLE_AGAIN, provider=name)
         engine.events.record("provider", name, "reachable", provider=name)
     engine.metrics.provider_reachable.labels(name).set(1)
     return machines
@@ -116,11 +122,11 @@ async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | No
 
 # Why a machine was adopted: the ``why`` attribute of its ``adopted`` event, and the message.
 ADOPTED_WHY = {
-    "interrupted_create": (
+    INTERRUPTED_CREATE: (
         "its create was cut short (the daemon stopped between asking and hearing back); "
         "the machine was found on the fleet"
     ),
-    "untracked": (
+    UNTRACKED: (
         "found on the fleet with this installation's labels, unknown to the daemon "
         "(a restart, or a runner whose record was lost)"
     ),
@@ -184,7 +190,7 @@ def _settled_without_machine(engine: Engine, intent: CreateIntent) -> None:
         scale_set=intent.scale_set,
         provider=intent.provider,
         message=message,
-        why="interrupted_create",
+        why=INTERRUPTED_CREATE,
     )
     log.info(
         "runner.create_settled",
@@ -247,9 +253,8 @@ def _sync_github(
 
 
 async def reconcile(engine: Engine) -> None:
-    started = time.monotonic()
+    started = pass_began = engine.clock.now()
     timing = engine.config.timing
-    pass_began = engine.clock.now()
     listings = await list_providers(engine)
     every_listed = all(m is not None for m in listings.values())
     machines: dict[str, tuple[str, Machine]] = {}
@@ -262,38 +267,38 @@ async def reconcile(engine: Engine) -> None:
                 machines[machine.name] = (provider, machine)
     now = engine.clock.now()
 
-    # 2. intents left by a crash (never those of creates in flight now)
-    for intent in engine.store.intents():
-        if intent.runner in engine.runners.creating:
-            continue
-        if intent.runner in machines:
-            engine.store.clear_intent(intent.runner)
-            if intent.runner not in engine.runners:
-                provider, machine = machines[intent.runner]
-                _adopt(engine, provider, machine, now, "interrupted_create")
-                record = engine.runners.get(intent.runner)
-                if record is not None:
-                    record.runner_id = intent.runner_id
-        elif every_listed:
-            if intent.runner_id:
-                with contextlib.suppress(GitHubError):
-                    await engine.github.remove_runner(intent.runner_id)
-            engine.store.clear_intent(intent.runner)
-            _settled_without_machine(engine, intent)
-
-    # 3. adopt what nobody tracks
-    for name, (provider, machine) in machines.items():
-        if name in engine.runners or name in engine.runners.creating:
-            continue
-        if engine.runners.left.get(name, 0) > now:
-            continue
+    # 2. intents left by a crash (never those of creates in flight now), and 3. what nobody
+    # tracks: decided in one step, then carried out
+    plan = plan_adoption(
+        machines=machines,
+        every_listed=every_listed,
+        intents=engine.store.intents(),
+        tracked=engine.runners.names(),
+        creating=engine.runners.creating,
+        kept_until=engine.runners.left,
+        installation=engine.installation,
+        now=now,
+    )
+    for name in plan.cleared:
+        engine.store.clear_intent(name)
+    for name in plan.forgotten:
         engine.runners.left.pop(name, None)
-        if machine.labels.get(L.INSTALLATION) != engine.installation:
-            continue
-        _adopt(engine, provider, machine, now, "untracked")
+    for adoption in plan.adopt:
+        _adopt(engine, adoption.provider, adoption.machine, now, adoption.why)
+        record = engine.runners.get(adoption.machine.name)
+        if record is not None and adoption.runner_id:
+            record.runner_id = adoption.runner_id
+    for intent in plan.settled:
+        # its registration goes before its intent, so a crash in between leaves the intent
+        if intent.runner_id:
+            with contextlib.suppress(GitHubError):
+                await engine.github.remove_runner(intent.runner_id)
+        engine.store.clear_intent(intent.runner)
+        _settled_without_machine(engine, intent)
 
     # 4. machines gone, stopped or on unreachable providers; GitHub's view; removals
     registrations = await github_view(engine)
+    unregister: list[int] = []  # decided in the loop, removed after it: no await in between
     for record in list(engine.runners):
         if listings.get(record.provider) is None and record.provider in listings:
             record.unreachable_since = record.unreachable_since or now
@@ -319,12 +324,14 @@ async def reconcile(engine: Engine) -> None:
             if record.runner_id and not record.view().busy and not record.job_id:
                 # Stopped before it took a job (a host stopped a runner its queue outgrew):
                 # its registration goes now, not at the next orphan sweep.
-                with contextlib.suppress(GitHubError):
-                    await engine.github.remove_runner(record.runner_id)
+                unregister.append(record.runner_id)
             engine.let_go(record, RemovalReason.ENDED)
             continue
         if registrations is not None and record.scale_set in registrations:
             _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
+    for runner_id in unregister:
+        with contextlib.suppress(GitHubError):
+            await engine.github.remove_runner(runner_id)
     removals = []
     for name, state in engine.sets.items():
         views = [r.view() for r in engine.runners.of(name)]
@@ -336,10 +343,15 @@ async def reconcile(engine: Engine) -> None:
             await engine.remove(record, removal.reason, forced=removal.forced, delete=False)
 
     # drained scale sets: idle runners of scale sets no longer configured go
-    for record in list(engine.runners):
-        gone = record.scale_set not in engine.sets
-        if gone and record.state is not RunnerState.LEAVING and not record.view().busy:
-            await engine.remove(record, RemovalReason.SCALE_SET_REMOVED, delete=False)
+    drained = [
+        record
+        for record in engine.runners
+        if record.scale_set not in engine.sets
+        and record.state is not RunnerState.LEAVING
+        and not record.view().busy
+    ]
+    for record in drained:
+        await engine.remove(record, RemovalReason.SCALE_SET_REMOVED, delete=False)
 
     # 5. leaving machines, all at once (bounded); those on unreachable providers wait for them
     leaving = [r for r in engine.runners if r.state is RunnerState.LEAVING]
@@ -356,10 +368,9 @@ async def reconcile(engine: Engine) -> None:
         engine.metrics.last_reconcile.labels(name).set(now)
         await engine.scale(name)
     export_gauges(engine)
-    engine.metrics.reconcile_duration.observe(time.monotonic() - started)
-    log.info(
-        "reconcile.pass", runners=len(engine.runners), duration=round(time.monotonic() - started, 3)
-    )
+    took = max(0.0, engine.clock.now() - started)
+    engine.metrics.reconcile_duration.observe(took)
+    log.info("reconcile.pass", runners=len(engine.runners), duration=round(took, 3))
 
 
 def export_gauges(engine: Engine) -> None:
@@ -370,7 +381,7 @@ def export_gauges(engine: Engine) -> None:
         for runner_state in ("starting", "idle", "busy"):
             count = sum(1 for r in live if r.state.value == runner_state)
             if runner_state == "starting":
-                count += state.creating
+                count += engine.runners.creating.count(name)
             metrics.runners_current.labels(name, runner_state).set(count)
         metrics.paused.labels(name).set(1 if state.paused else 0)
         minimum = state.minimum.min_runners if state.minimum else state.config.min_runners

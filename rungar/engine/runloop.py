@@ -16,9 +16,9 @@ import structlog
 from rungar.engine.engine import Engine, ScaleSetState
 from rungar.engine.notices import observe_job_wait
 from rungar.engine.reconcile import probe_unreachable, reconcile
-from rungar.engine.status import UNREACHABLE_NOTE
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
+from rungar.model.sentences import UNREACHABLE_NOTE
 
 log = structlog.get_logger("rungar.runloop")
 

@@ -11,7 +11,7 @@ from rungar.errors import GitHubError
 
 
 class SessionConflict(GitHubError):
-    """409 on session create: another live session holds the scale set (ARC #3209): stand by."""
+    """409 on session create: another live session owns the scale set (ARC #3209): stand by."""
 
 
 class SessionGone(GitHubError):

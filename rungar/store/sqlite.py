@@ -21,13 +21,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
 
 from rungar.errors import StateError
+from rungar.model.create_intent import CreateIntent as CreateIntent  # its home; kept here too
 from rungar.placement.backoff import Backoff
 from rungar.placement.holds import Hold
 from rungar.store.files import private_database
@@ -52,18 +52,6 @@ CREATE TABLE IF NOT EXISTS intents (
     created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS listener (scale_set TEXT PRIMARY KEY, last_message_id INTEGER NOT NULL);
 """
-
-
-@dataclass(frozen=True, slots=True)
-class CreateIntent:
-    """A runner being created: registered (``runner_id``) and maybe being asked of ``provider``."""
-
-    runner: str
-    scale_set: str
-    request_id: str
-    runner_id: int = 0
-    provider: str = ""
-    created_at: float = 0.0
 
 
 class SqliteStore:
