@@ -14,9 +14,10 @@
 6. Offline registrations with no machine, named like our runners, are swept after start_timeout.
 7. Counts are re-synced into placement, backoffs and holds saved, and every decision retried.
 
-Steps 2 and 3 are one pure plan (:func:`rungar.engine.adoption.plan_adoption`) carried out
-after it is made; in steps 4 and later each decision is taken before the awaits that carry it
-out, never between two of them.
+Steps 2 and 3 are one pure plan (:func:`rungar.engine.adoption.plan_adoption`), step 4's
+machines another (:func:`rungar.engine.sightings.plan_sightings`), each carried out after it
+is made; in the later steps too each decision is taken before the awaits that carry it out,
+never between two of them.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine import sightings as S
 from rungar.engine.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
 from rungar.engine.naming import belongs_to
 from rungar.engine.records import RunnerRecord
+from rungar.engine.sightings import plan_sightings
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
 from rungar.model import labels as L
@@ -298,37 +301,41 @@ async def reconcile(engine: Engine) -> None:
 
     # 4. machines gone, stopped or on unreachable providers; GitHub's view; removals
     registrations = await github_view(engine)
-    unregister: list[int] = []  # decided in the loop, removed after it: no await in between
-    for record in list(engine.runners):
-        if listings.get(record.provider) is None and record.provider in listings:
-            record.unreachable_since = record.unreachable_since or now
-            if now - record.unreachable_since > timing.unreachable_grace:
+    sightings = plan_sightings(
+        list(engine.runners),
+        listings=listings,
+        machines=machines,
+        registrations=registrations,
+        pass_began=pass_began,
+        now=now,
+        unreachable_grace=timing.unreachable_grace,
+        reconcile_interval=timing.reconcile_interval,
+    )
+    unregister: list[int] = []  # decided in the plan, removed after it is carried out
+    for sighting in sightings:
+        record = engine.runners.get(sighting.runner)
+        if record is None:
+            continue
+        if sighting.kind in (S.UNREACHABLE, S.WRITTEN_OFF):
+            record.unreachable_since = sighting.since
+            if sighting.kind == S.WRITTEN_OFF:
                 _write_off(engine, record)
             continue
         record.unreachable_since = None
-        listed = machines.get(record.name)
-        if record.state is RunnerState.LEAVING:
-            continue
-        if listed is None:
-            if record.created_at <= pass_began:
-                _machine_gone(engine, record)
-                engine.let_go(record, RemovalReason.ENDED)
-            continue
-        record.machine = listed[1].state
-        if listed[1].state is MachineState.STOPPED:
-            record.stopped_at = record.stopped_at or now
-            # A runner exits right after its job; GitHub's word on how the job ended may be a
-            # moment behind. Its provider is told that word, so it is awaited for one pass.
-            if record.job_id and now - record.stopped_at < timing.reconcile_interval:
-                continue
-            if record.runner_id and not record.view().busy and not record.job_id:
-                # Stopped before it took a job (a host stopped a runner its queue outgrew):
-                # its registration goes now, not at the next orphan sweep.
-                unregister.append(record.runner_id)
+        if sighting.kind == S.GONE:
+            _machine_gone(engine, record)
             engine.let_go(record, RemovalReason.ENDED)
             continue
-        if registrations is not None and record.scale_set in registrations:
-            _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
+        if sighting.machine is not None:
+            record.machine = sighting.machine.state
+        if sighting.kind in (S.STOPPED, S.STOPPED_AWAITING_JOB):
+            record.stopped_at = sighting.since
+        if sighting.kind == S.STOPPED:
+            if sighting.unregister:
+                unregister.append(record.runner_id)
+            engine.let_go(record, RemovalReason.ENDED)
+        elif sighting.kind == S.LISTED and sighting.synced:
+            _sync_github(engine, record, sighting.registration, now)
     for runner_id in unregister:
         with contextlib.suppress(GitHubError):
             await engine.github.remove_runner(runner_id)
