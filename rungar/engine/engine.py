@@ -50,7 +50,8 @@ from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.placement import Fleet
 from rungar.placement.attempt import CreateBudget, NotPlaced, Outcome, Placed, Try, place
-from rungar.scaling import InForce, desired, surplus_to_remove
+from rungar.scaling import InForce, desired
+from rungar.scaling.step import plan_scale
 from rungar.store.sqlite import SqliteStore
 
 log = structlog.get_logger("rungar.engine")
@@ -202,27 +203,23 @@ class Engine:
                 state.config, state.assigned, paused=state.paused, now=self.clock.now()
             )
             note_minimum(self, state, decision.minimum)
-            target = 0 if state.removed else decision.total
-            state.desired = target
-            state.reserve = 0 if state.removed else decision.reserve
-            self.metrics.runners_desired.labels(name).set(target)
-            live = self.runners.live(name)
-            have = len(live) + self.runners.creating.count(name)
-            if have < target:
-                work = 0 if state.removed else decision.work
-                for n in range(have, target):
-                    self.runners.creating.ask(name)
-                    # Runners beyond the assigned jobs refill the idle reserve: they take no
-                    # priority hold and yield to other scale sets' waiting work.
-                    self.spawn(self._create_one(state, reserve=n >= work))
-            elif len(live) > target:
-                surplus = surplus_to_remove(
-                    [r.view() for r in live], len(live) - target, self.current_revisions(name)
-                )
-                for runner in surplus:
-                    record = self.runners.get(runner)
-                    if record is not None:
-                        self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
+            plan = plan_scale(
+                decision,
+                removed=state.removed,
+                live=[r.view() for r in self.runners.live(name)],
+                creating=self.runners.creating.count(name),
+                revisions=self.current_revisions(name),
+            )
+            state.desired = plan.target
+            state.reserve = plan.reserve
+            self.metrics.runners_desired.labels(name).set(plan.target)
+            for reserve in plan.create:
+                self.runners.creating.ask(name)
+                self.spawn(self._create_one(state, reserve=reserve))
+            for runner in plan.remove:
+                record = self.runners.get(runner)
+                if record is not None:
+                    self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
 
     async def _create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
         try:
