@@ -416,6 +416,7 @@ class Engine:
             )
             log.info(
                 "provider.held",
+                sentence=sentences.hold_placed(hold.holder, hold.priority),
                 provider=hold.provider,
                 scale_set=hold.holder,
                 priority=hold.priority,
@@ -524,7 +525,7 @@ class Engine:
             **({"conclusion": conclusion.value} if conclusion else {}),
         )
         log.info(
-            "removing runner",
+            "runner.removing",
             reason=reason.value,
             conclusion=conclusion.value if conclusion else None,
             scale_set=record.scale_set,

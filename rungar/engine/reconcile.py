@@ -407,7 +407,8 @@ def export_gauges(engine: Engine) -> None:
 def _write_off(engine: Engine, record: RunnerRecord) -> None:
     """A runner on a provider unreachable for too long is forgotten; its machine is left alone."""
     log.warning(
-        "forgetting runner on a provider unreachable for too long",
+        "runner.written_off",
+        sentence=sentences.WRITTEN_OFF,
         runner=record.name,
         provider=record.provider,
     )

@@ -104,6 +104,8 @@ def crash_sentence(scale_set: str, provider: str, why: str, runners: int, left: 
 
 UNREACHABLE_SINCE = "provider is unreachable; nothing is placed on it until it lists again"
 REACHABLE_AGAIN = "provider is reachable again"
+WRITTEN_OFF = "forgetting runner on a provider unreachable for too long; its machine is left alone"
+CRASH_LOOP = "runners exit before connecting; backing off the provider"
 
 
 def cannot_be_reached(provider: str, why: str) -> str:
