@@ -483,7 +483,7 @@ class Burst:
         for _ in range(100):  # a surplus create still in flight would show now
             self.sample(records=True)
             await asyncio.sleep(SAMPLE_EVERY)
-        surplus = state.creating
+        surplus = engine.runners.creating.count(state.config.name)
         created = len(engine.runners.live(SCALE_SET))
         await self.stop_daemon()
 

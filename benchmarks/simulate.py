@@ -19,7 +19,6 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 
 from runnerd.config import parse_config  # noqa: E402
-from runnerd.history import JobKey  # noqa: E402
 from runnerd.history_generate import example_config, generate, write_history  # noqa: E402
 from runnerd.simulate.command import limits_of, rules_of  # noqa: E402
 from runnerd.simulate.parallel import replay_all, usable_cpus  # noqa: E402
@@ -27,6 +26,8 @@ from runnerd.simulate.replay import ProfileShape, replayable  # noqa: E402
 from runnerd.simulate.table import candidate_slots, scenarios  # noqa: E402
 from runnerd.sizing.advise import advise  # noqa: E402
 from runnerd.sizing.runs import SizingRun, open_read_only, read_runs  # noqa: E402
+
+from rungar.model.job_key import JobKey  # noqa: E402
 
 G = 1024**3
 DAY = 86400.0

@@ -6,7 +6,10 @@
     │   └── ProviderUnavailable  no answer (connection refused, deadline, UNAVAILABLE)
     ├── GitHubError            GitHub refused or failed
     │   └── GitHubUnavailable    no answer from GitHub
-    └── StateError             the state store cannot be read or written
+    ├── StateError             the state store cannot be read or written
+    ├── NotFound               an admin request names a scale set, provider or runner that is not
+    ├── Busy                   an admin request conflicts with work under way
+    └── FollowerBehind         an events follower let too many events pile up; it must ask again
 
 Ordinary outcomes of pure code (a refusal, a skip reason) are values, never exceptions.
 """
@@ -48,3 +51,15 @@ class GitHubUnavailable(GitHubError):
 
 class StateError(RungarError):
     """The state store failed."""
+
+
+class NotFound(RungarError):
+    """An admin request names a scale set, provider or runner the daemon does not have."""
+
+
+class Busy(RungarError):
+    """An admin request conflicts with work under way (a removal already running, ...)."""
+
+
+class FollowerBehind(RungarError):
+    """A follower let too many events pile up; it must ask again."""

@@ -1,18 +1,38 @@
-"""Import-layer check: pure packages import no I/O; only rungar/rpc imports grpc.
+"""Import-layer check: which package may import which, and no cycles between packages.
 
-Exit 1 listing every offending import.
+Three rules, every import counted — at the top of a module, inside a function (a lazy import is
+a dependency all the same) or under ``TYPE_CHECKING``:
+
+1. Pure packages (decisions only) import no I/O library, clock or logging.
+2. Only ``rungar/rpc`` (and the test kit, the providers, tests and tools) imports grpc.
+3. Packages depend downwards only, in the order of :data:`LAYERS` (README, "Architecture"):
+   a package imports packages of lower layers, never one of its own layer or above. Packages
+   that import each other, directly or through others, form a cycle; every cycle is reported
+   with the imports that close it, whatever the layers say.
+
+Exit 1 listing every offending import and every cycle; ``--root DIR`` checks another tree.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
+import itertools
 import sys
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 # Packages whose modules make decisions only: no I/O libraries, no clock reads, no logging.
-PURE = ["rungar/placement", "rungar/scaling", "rungar/model", "providers/runnerd/admission"]
+PURE = [
+    "rungar/placement",
+    "rungar/scaling",
+    "rungar/usage",
+    "rungar/model",
+    "providers/runnerd/admission",
+]
 IO_MODULES = {
     "asyncio.subprocess",
     "socket",
@@ -32,33 +52,212 @@ IO_MODULES = {
 }
 GRPC_ALLOWED = ["rungar/rpc", "rungar/testing", "providers", "tests", "benchmarks", "tools"]
 
+# Rungar's packages from the bottom up. A package may import any package of a lower layer.
+# The provider packages (runnerd, rungar_gcp, rungar_aws) build on the shared kit and are
+# checked for cycles with it; ``rungar.simulate`` drives runnerd's own admission.
+LAYERS: list[set[str]] = [
+    {"rungar.clock", "rungar.errors", "rungar.stopping", "rungar.model"},
+    {"rungar.logs", "rungar.config"},
+    {"rungar.placement", "rungar.scaling", "rungar.usage"},
+    {"rungar.store", "rungar.github", "rungar.web", "rungar.rpc"},
+    {"rungar.engine"},
+    {"rungar.testing", "rungar.cloudkit"},
+    {"runnerd", "rungar_gcp", "rungar_aws"},
+    {"rungar.simulate", "rungar.doctor"},
+    {"rungar.demo"},
+    {"rungar.cli"},
+]
+# Where each provider package's sources live (its import name is the folder's own name).
+PROVIDER_SOURCES = ["providers/runnerd", "providers/gcp/rungar_gcp", "providers/aws/rungar_aws"]
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    path: str  # the importing file, relative to the root
+    line: int
+    module: str  # the module imported, absolute
+
+
+def imports_of(path: Path, module: str) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, absolute (relative imports resolved against ``module``,
+    the dotted name of the file itself)."""
     tree = ast.parse(path.read_text(), filename=str(path))
+    package = module.split(".")[:-1]  # a package's own ``__init__`` is named ``X.__init__``
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                found.append((node.lineno, node.module))
+            elif node.level > 0:
+                base = package[: len(package) - (node.level - 1)]
+                found.append((node.lineno, ".".join(base + ([node.module] if node.module else []))))
     return found
 
 
-def main() -> int:
-    problems = []
-    for path in sorted(ROOT.glob("rungar/**/*.py")) + sorted(ROOT.glob("providers/**/*.py")):
-        rel = path.relative_to(ROOT).as_posix()
-        if "/_gen/" in rel:
+def sources(root: Path) -> list[tuple[Path, str]]:
+    """First-party sources with their dotted module names; generated code left out."""
+    found = []
+    for path in sorted(root.glob("rungar/**/*.py")):
+        rel = path.relative_to(root)
+        if "_gen" not in rel.parts:
+            found.append((path, ".".join(rel.with_suffix("").parts)))
+    for folder in PROVIDER_SOURCES:
+        base = root / folder
+        for path in sorted(base.glob("**/*.py")):
+            rel = path.relative_to(base.parent)
+            found.append((path, ".".join(rel.with_suffix("").parts)))
+    return found
+
+
+def package_of(module: str) -> str | None:
+    """The package a module belongs to for layering: ``rungar.X`` (a subpackage or a top-level
+    module) or a provider package; None for anything else (the stdlib, libraries)."""
+    parts = module.split(".")
+    if parts[0] == "rungar":
+        # ``rungar/__init__.py`` is the distribution's face, not a package of its own
+        return ".".join(parts[:2]) if len(parts) > 1 and parts[1] != "__init__" else None
+    if parts[0] in ("runnerd", "rungar_gcp", "rungar_aws"):
+        return parts[0]
+    return None
+
+
+def layer_of(package: str) -> int | None:
+    for index, layer in enumerate(LAYERS):
+        if package in layer:
+            return index
+    return None
+
+
+def dependencies(root: Path) -> dict[str, dict[str, list[Import]]]:
+    """package -> package it imports -> the imports that make it so."""
+    graph: dict[str, dict[str, list[Import]]] = defaultdict(lambda: defaultdict(list))
+    for path, module in sources(root):
+        source = package_of(module)
+        if source is None:
             continue
+        graph[source]  # a package that imports nothing still counts
+        for line, imported in imports_of(path, module):
+            target = package_of(imported)
+            if target is not None and target != source:
+                rel = path.relative_to(root).as_posix()
+                graph[source][target].append(Import(rel, line, imported))
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, list[Import]]]) -> list[list[str]]:
+    """One cycle through each group of packages that reach each other (Tarjan's strongly
+    connected components), as the packages in order with the first repeated at the end."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph.get(node, {})):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return [_cycle_in(group, graph) for group in sorted(groups)]
+
+
+def _cycle_in(group: list[str], graph: dict[str, dict[str, list[Import]]]) -> list[str]:
+    """The shortest way from the group's first package back to itself, inside the group."""
+    start = group[0]
+    members = set(group)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph.get(node, {})):
+                if succ == start:
+                    return [*paths[node], start]
+                if succ in members and succ not in paths:
+                    paths[succ] = [*paths[node], succ]
+                    following.append(succ)
+        frontier = following
+    return [*group, start]  # unreachable: a strongly connected group has a way back
+
+
+def layer_problems(graph: dict[str, dict[str, list[Import]]]) -> list[str]:
+    problems = []
+    for source in sorted(graph):
+        source_layer = layer_of(source)
+        if source_layer is None:
+            first = next(iter(graph[source].values()), [])
+            where = first[0].path if first else source
+            problems.append(f"{where}: package {source} has no layer in tools/check_layers.py")
+            continue
+        for target, found in sorted(graph[source].items()):
+            target_layer = layer_of(target)
+            if target_layer is not None and target_layer >= source_layer:
+                for imp in found:
+                    problems.append(
+                        f"{imp.path}:{imp.line}: {source} may not import {imp.module} "
+                        f"({target} is not below it)"
+                    )
+    return problems
+
+
+def cycle_problems(graph: dict[str, dict[str, list[Import]]]) -> list[str]:
+    problems = []
+    for cycle in cycles(graph):
+        lines = [f"dependency cycle: {' -> '.join(cycle)}"]
+        for source, target in itertools.pairwise(cycle):
+            imp = graph[source][target][0]
+            lines.append(f"  {imp.path}:{imp.line}: {source} imports {imp.module}")
+        problems.append("\n".join(lines))
+    return problems
+
+
+def module_problems(root: Path) -> list[str]:
+    problems = []
+    for path, module in sources(root):
+        rel = path.relative_to(root).as_posix()
         pure = any(rel.startswith(p + "/") or rel == p + ".py" for p in PURE)
-        for line, module in imports_of(path):
-            top = module.split(".")[0]
-            if pure and (module in IO_MODULES or top in IO_MODULES):
-                problems.append(f"{rel}:{line}: pure module imports {module}")
+        for line, imported in imports_of(path, module):
+            top = imported.split(".")[0]
+            if pure and (imported in IO_MODULES or top in IO_MODULES):
+                problems.append(f"{rel}:{line}: pure module imports {imported}")
             if top in ("grpc", "grpc_health", "grpc_reflection") and not any(
                 rel.startswith(a + "/") for a in GRPC_ALLOWED
             ):
-                problems.append(f"{rel}:{line}: only rungar/rpc may import {module}")
+                problems.append(f"{rel}:{line}: only rungar/rpc may import {imported}")
+    return problems
+
+
+def check(root: Path) -> list[str]:
+    graph = dependencies(root)
+    return module_problems(root) + cycle_problems(graph) + layer_problems(graph)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="the tree to check")
+    args = parser.parse_args(argv)
+    problems = check(args.root)
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from rungar.model.job_key import JobKey as JobKey  # its home; kept importable from here
 from rungar.store.files import private_database
 from runnerd.admission.model import Run
 
@@ -92,16 +93,6 @@ UPDATE jobs SET result = 'succeeded' WHERE result = 'success';
 UPDATE jobs SET result = 'failed' WHERE result = 'failure';
 UPDATE meta SET value = '2' WHERE key = 'schema';
 """
-
-
-@dataclass(frozen=True, slots=True)
-class JobKey:
-    """A job as predictions know it: repository, workflow and job name, within a profile."""
-
-    profile: str
-    repository: str
-    workflow: str
-    job: str
 
 
 @dataclass(frozen=True, slots=True)

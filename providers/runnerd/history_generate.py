@@ -19,8 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from rungar.model.job_key import JobKey
 from runnerd.admission.model import CANCELLED, FAILURE, SUCCESS, TIMED_OUT
-from runnerd.history import History, JobEnd, JobKey, JobStart
+from runnerd.history import History, JobEnd, JobStart
 
 GiB = 1024**3
 MiB = 1024**2

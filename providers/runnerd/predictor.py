@@ -15,6 +15,7 @@ import bisect
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from rungar.model.job_key import JobKey
 from rungar.model.machine import JobHint
 from runnerd.admission.job_runs import JobRuns
 from runnerd.admission.model import Prediction, Run
@@ -28,7 +29,6 @@ from runnerd.admission.predict import (
     predict_from_facts,
     profile_stats,
 )
-from runnerd.history import JobKey
 
 # Enough runs per job for a p95 over max(20, min_jobs) successes with failures among them and
 # for a cap hold's clean streak; older runs of a very busy job cannot change a prediction.

@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from rungar.clock import Clock
+from rungar.model.job_key import JobKey
 from rungar.model.machine import (
     Created,
     CreateRequest,
@@ -53,7 +54,7 @@ from runnerd.admission.model import Run
 from runnerd.admission.predict import PredictionRules
 from runnerd.config import Profile, RunnerdConfig
 from runnerd.events import EventLog
-from runnerd.history import History, JobEnd, JobKey, JobStart
+from runnerd.history import History, JobEnd, JobStart
 from runnerd.metrics import RunnerdMetrics, SliceCounters
 from runnerd.outcome import Ending, recorded_result, waits_for_exit
 from runnerd.predictor import Predictor

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from rungar import logs
+    from rungar.cli.status import render_status
     from rungar.demo.scenario import Burst, Summary, run_demo
 
     logs.configure("error")
@@ -62,7 +63,12 @@ def run(args: argparse.Namespace) -> int:
             note="Stopping the demo; press Ctrl-C again to stop at once.",
         )
         return await run_demo(
-            console, keep=args.keep, burst=burst, live=not args.no_live, stop=stop
+            console,
+            keep=args.keep,
+            burst=burst,
+            live=not args.no_live,
+            stop=stop,
+            render=render_status,
         )
 
     summary = asyncio.run(until_done_or_stopped())

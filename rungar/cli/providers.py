@@ -24,7 +24,7 @@ from rungar.cli.render import (
     table,
 )
 from rungar.cli.socket import EXIT_OK, add_socket_argument, ask
-from rungar.model.units import format_duration
+from rungar.model import sentences
 
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
@@ -103,8 +103,7 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
     hold = found.get("hold")
     held = None
     if hold:
-        left = format_duration(hold["left"])
-        held = f"for {hold['holder']} (priority {hold['priority']}), {left} left"
+        held = sentences.hold_text(hold["holder"], hold["priority"], hold["left"])
     lines = [f"Provider {found['name']}"]
     lines += fields(
         [

@@ -29,11 +29,13 @@ def _serve(args: argparse.Namespace) -> int:
     from rungar import logs
     from rungar.engine.daemon import Daemon
     from rungar.engine.settings import load_settings
+    from rungar.testing.fake_provider import with_fake
 
     try:
         settings = load_settings(args.config)
         logs.configure(settings.log_level, settings.log_format)
-        asyncio.run(Daemon(settings).run())
+        # ``type: fake`` (the examples, the tests) runs in the daemon's own process
+        asyncio.run(Daemon(settings, kinds=with_fake()).run())
     except ConfigError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)

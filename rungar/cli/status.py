@@ -42,6 +42,7 @@ from rungar.cli.socket import (
     ask,
     socket_path,
 )
+from rungar.model import sentences
 
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
@@ -62,9 +63,9 @@ READY_POLL = 0.2  # seconds between two questions of --wait-ready: a local socke
 PROVIDER_HEADERS = ("PROVIDER", "TYPE", "STATUS", "RUNNERS")
 # The note for a status the daemon gave no sentence for.
 DEFAULT_NOTES = {
-    "WAITING": "another message session holds the scale set; standing by until it ends",
-    "UNREACHABLE": "GitHub does not answer; trying again for the message session",
-    "STARTING": "being looked up on GitHub, and its runners adopted",
+    "WAITING": sentences.WAITING_NOTE,
+    "UNREACHABLE": sentences.UNREACHABLE_NOTE,
+    "STARTING": sentences.STARTING_NOTE,
 }
 
 
@@ -330,8 +331,8 @@ def provider_lines(providers: list[dict[str, Any]], skips: list[dict[str, Any]])
         lines += table(PROVIDER_HEADERS, rows)
     for p in providers:
         if p.get("reachable") is False:
-            why = p.get("error") or p.get("unreachable_reason")
-            lines.append(f"  {p['name']} cannot be reached" + (f": {why}" if why else ""))
+            why = p.get("error") or p.get("unreachable_reason") or ""
+            lines.append(f"  {sentences.cannot_be_reached(p['name'], why)}")
     lines += [f"  {skip['sentence']}" for skip in skips]
     return lines
 

@@ -4,7 +4,7 @@ docs/providers/gcp.md and docs/providers/aws.md, "What a create does".
 
 Both clouds walk places (zones, subnets) × machine types. Each failed request is read by the
 cloud's own error table (``rungar_gcp.errors``, ``rungar_aws.errors``) into one
-:class:`Outcome`; what the search does next and which refusal it ends with depend only on
+:class:`PlaceAnswer`; what the search does next and which refusal it ends with depend only on
 that outcome, so they live here:
 
 =========== ==================================================================================
@@ -45,7 +45,9 @@ from rungar.model.machine import Created, Refusal, RefusalKind
 from rungar.model.runner_block import RunnerBlock
 
 
-class Outcome(StrEnum):
+class PlaceAnswer(StrEnum):
+    """How a cloud answered one place (zone or region, machine type) of the search."""
+
     STOCK = "stock"
     QUOTA = "quota"
     UNOFFERED = "unoffered"
@@ -57,7 +59,9 @@ class Outcome(StrEnum):
 
 
 # A refusal no other place would answer differently ends the search at once.
-STOPS_SEARCH = frozenset({Outcome.INVALID, Outcome.DENIED, Outcome.REFUSED, Outcome.UNCERTAIN})
+STOPS_SEARCH = frozenset(
+    {PlaceAnswer.INVALID, PlaceAnswer.DENIED, PlaceAnswer.REFUSED, PlaceAnswer.UNCERTAIN}
+)
 UNCERTAIN_RETRIES = 3  # an uncertain request is sent again up to this many times, same token
 RETRY_DELAYS = (1.0, 2.0, 4.0)  # between uncertain resends; the cloud is given time to settle
 
@@ -69,7 +73,7 @@ class Tried(Protocol):
     def attempt(self) -> object: ...  # printed as ``place/type`` in messages
 
     @property
-    def outcome(self) -> Outcome: ...
+    def outcome(self) -> PlaceAnswer: ...
 
     @property
     def detail(self) -> str: ...
@@ -96,13 +100,13 @@ def stop_refusal(tried: Sequence[Tried], machine_noun: str) -> Refusal | None:
     """The refusal when the last attempt stopped the search; ``None`` when it did not."""
     last = tried[-1]
     where = f"{last.attempt}: {last.detail}"
-    if last.outcome is Outcome.INVALID:
+    if last.outcome is PlaceAnswer.INVALID:
         return Refusal(RefusalKind.INVALID, where, "runner")
-    if last.outcome is Outcome.DENIED:
+    if last.outcome is PlaceAnswer.DENIED:
         return Refusal(RefusalKind.INVALID, where, "permission")
-    if last.outcome is Outcome.REFUSED:
+    if last.outcome is PlaceAnswer.REFUSED:
         return Refusal(RefusalKind.FAILED, where, "api")
-    if last.outcome is Outcome.UNCERTAIN:
+    if last.outcome is PlaceAnswer.UNCERTAIN:
         return Refusal(
             RefusalKind.FAILED,
             f"{last.attempt}: no certain answer after {UNCERTAIN_RETRIES + 1} tries and no "
@@ -162,7 +166,7 @@ async def search(
         if isinstance(result, Created):
             return result
         tried.append(result)
-        if result.outcome is Outcome.QUOTA:
+        if result.outcome is PlaceAnswer.QUOTA:
             out_of_quota.add(machine_type(each))
         if result.outcome in STOPS_SEARCH:
             break
@@ -182,7 +186,7 @@ async def send_until_certain(
     """
     for sent in range(UNCERTAIN_RETRIES + 1):
         result = await send()
-        if isinstance(result, Created) or result.outcome is not Outcome.UNCERTAIN:
+        if isinstance(result, Created) or result.outcome is not PlaceAnswer.UNCERTAIN:
             return result
         on_uncertain(sent + 1, result)
         if sent < UNCERTAIN_RETRIES:

@@ -30,6 +30,7 @@ from rungar.config.model import (
 )
 from rungar.config.paths import base_of, resolve_provider
 from rungar.config.problems import START, Mark, Problems, first_at, join_path
+from rungar.config.schedule_text import clock_text, parse_clock, parse_days, zone_problem
 from rungar.config.schema import (
     COMMON_KEYS,
     PROVIDER_TYPES,
@@ -40,7 +41,6 @@ from rungar.config.schema import (
 from rungar.config.validate import INVALID, Checker, Item, Record, closest, seconds_text, to_plain
 from rungar.config.yaml_safe import MAX_BYTES, decode, read_yaml
 from rungar.model.runner_block import RunnerBlock
-from rungar.scaling.schedule import clock_text, parse_clock, parse_days, zone_problem
 
 FAKE_TYPE = "fake"  # the scripted test provider runs in-process: no address or command
 SHIPPED_TYPES = frozenset({"gcp", "aws"})  # start their shipped plugin when neither is set

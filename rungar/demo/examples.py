@@ -109,7 +109,7 @@ EXAMPLES: dict[str, Example] = {
 
 
 @dataclass
-class Outcome:
+class ExampleRun:
     """What happened in one run of an example."""
 
     example: str
@@ -162,10 +162,9 @@ def _insert_paths(inserts: Sequence[tuple[str, str, bool]]) -> dict[str, str]:
 
 async def run_example(
     example: Example, *, keep_dir: bool = False, stop: asyncio.Event | None = None
-) -> Outcome:
+) -> ExampleRun:
     """Bring the example's world up, run its waves to the end, and say what happened; ``stop``
     ends it early, with everything it started stopped (README, "Stopping")."""
-    from rungar.engine.daemon import Daemon
 
     stack = Stack(
         example=example.folder,
@@ -192,12 +191,12 @@ async def run_example(
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stack.stop_event.wait(), 0.25)
-        control = Daemon.running.get(stack.socket)
+        control = stack.control
         events = control.engine.events.recent() if control is not None else []
         learning = await settled_learning(
             [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts]
         )
-        outcome = Outcome(example.name, collect(stack, events, started))
+        outcome = ExampleRun(example.name, collect(stack, events, started))
         outcome.summary.learning = learning
         outcome.summary.stopped = stack.stop_event.is_set() and not stack_done(
             state, queued, pending
@@ -241,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.configure("error")
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
 
-    async def until_done_or_stopped() -> Outcome | None:
+    async def until_done_or_stopped() -> ExampleRun | None:
         from rungar.stopping import stop_on_signals
 
         stop = asyncio.Event()

@@ -16,6 +16,7 @@ import random
 import statistics
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from rungar.cli.status import render_status
 from rungar.demo.learning import HostLearning, settled_learning
 from rungar.demo.stack import Stack, StackStopped
 from rungar.engine.events import Event
@@ -151,24 +151,31 @@ async def run_demo(
     burst: Burst | None = None,
     live: bool = True,
     stop: asyncio.Event | None = None,
+    render: Callable[[dict[str, Any]], str] = lambda document: "",
 ) -> Summary:
     """Run the burst, then (``keep``) wait; ``stop`` ends either early, and everything the demo
-    started is stopped and removed on the way out (a kept folder stays)."""
+    started is stopped and removed on the way out (a kept folder stays). ``render`` draws the
+    daemon's status document for the live view (``rungar demo`` hands it ``rungar status``'s
+    own rendering); by default none is drawn."""
     burst = burst or Burst()
     stop = stop or asyncio.Event()
     try:
-        return await _run(console, keep, burst, live, stop)
+        return await _run(console, keep, burst, live, stop, render)
     except StackStopped:
         return Summary(stopped=True)
 
 
 async def _run(
-    console: Console, keep: bool, burst: Burst, live: bool, stop: asyncio.Event
+    console: Console,
+    keep: bool,
+    burst: Burst,
+    live: bool,
+    stop: asyncio.Event,
+    render_status: Callable[[dict[str, Any]], str],
 ) -> Summary:
     rng = random.Random(burst.seed)
     async with Stack(stop_event=stop, dashboards=True) as stack:  # its folder goes at the end
         assert stack.emulator is not None
-        control_engine = _engine_of(stack)
         console.print(f"[bold]rungar demo[/] on loopback, files in {stack.dir}")
         console.print(
             "GitHub emulator, 3 runnerd hosts (1000M, 800M, 600M), AWS on moto for overflow; "
@@ -197,21 +204,23 @@ async def _run(
                 jobs = list(stack.emulator.state.jobs.values())
                 done = sum(1 for j in jobs if j.state is JobState.COMPLETED)
                 progress.update(task, completed=done)
-                status = render_status(control_engine.status()) if control_engine else ""
+                control = stack.control
+                status = render_status(control.status()) if control else ""
                 if live:
                     view.update(Group(Text(status), progress))
                 if queued_large and done == len(jobs):
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.5)
-        events = control_engine.engine.events.recent() if control_engine else []
+        control = stack.control
+        events = control.engine.events.recent() if control else []
         learning = await settled_learning(
             [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts]
         )
         summary = collect(stack, events, started)
         summary.learning = learning
         summary.stopped = stop.is_set()
-        console.print(Text(render_status(control_engine.status())) if control_engine else "")
+        console.print(Text(render_status(control.status())) if control else "")
         console.print(summary.table())
         if keep and not stop.is_set():
             console.print(
@@ -231,11 +240,3 @@ def dashboards_text(stack: Stack) -> str:
     if not any(what.startswith("runnerd") for what, _ in stack.dashboard_urls):
         lines.append("  runnerd          (this runnerd serves no dashboard)")
     return "\n".join(lines)
-
-
-def _engine_of(stack: Stack) -> Any:
-    """The demo daemon's :class:`~rungar.engine.control.Control` (it runs in this process),
-    looked up by its admin socket in ``Daemon.running``; None before the daemon started."""
-    from rungar.engine.daemon import Daemon
-
-    return Daemon.running.get(stack.socket)

@@ -37,9 +37,11 @@ from typing import Any, ClassVar
 import yaml
 
 from rungar.demo.files import examples_root
+from rungar.engine.control import Control
 from rungar.engine.daemon import Daemon
 from rungar.engine.settings import DaemonSettings, load_settings
 from rungar.stopping import terminate_group
+from rungar.testing.fake_provider import with_fake
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
 
 HERE = examples_root() / "demo"
@@ -92,6 +94,8 @@ class Stack:
     daemon_task: asyncio.Task[None] | None = None
     stop_event: asyncio.Event = field(default_factory=asyncio.Event)
     settings: DaemonSettings | None = None
+    # The daemon's control surface once it serves (it runs in this process), for the live view
+    control: Control | None = None
     moto: Any = None
     booter: Any = None
     ami: str = ""
@@ -163,8 +167,13 @@ class Stack:
         (self.dir / "rungar.yaml").write_text(yaml.safe_dump(settings))
         await self._wait_for_hosts()
         self.settings = load_settings(str(self.dir / "rungar.yaml"))
-        self.daemon_task = asyncio.create_task(Daemon(self.settings).run(self.stop_event))
+        self.daemon_task = asyncio.create_task(
+            Daemon(self.settings, kinds=with_fake(), on_control=self._serving).run(self.stop_event)
+        )
         await self._wait_for(lambda: Path(self.socket).exists(), "the rungar daemon", 30)
+
+    def _serving(self, control: Control | None) -> None:
+        self.control = control
 
     def _start_host(self, host: Host) -> None:
         host_dir = self.dir / host.name

@@ -16,12 +16,13 @@ import structlog
 
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetsFile
+from rungar.engine.accounting import usage_document
 from rungar.engine.deadlines import call_timeouts, retime
 from rungar.engine.engine import Engine, ScaleSetState
 from rungar.engine.lease import lead_change_refused
 from rungar.engine.reconcile import reconcile
 from rungar.engine.status import snapshot
-from rungar.errors import ConfigError, ProviderError, RungarError
+from rungar.errors import Busy, ConfigError, NotFound, ProviderError, RungarError
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason, RunnerState
 
@@ -37,14 +38,6 @@ ProviderFactory = Callable[[ProviderConfig], Awaitable[Provider]]
 @runtime_checkable
 class _Closable(Protocol):
     async def close(self) -> None: ...
-
-
-class NotFound(RungarError):
-    pass
-
-
-class Busy(RungarError):
-    pass
 
 
 def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
@@ -110,6 +103,12 @@ class Control:
 
     def status(self) -> dict[str, Any]:
         return snapshot(self.engine)
+
+    def usage(self, by: str, since: float) -> dict[str, Any]:
+        """``rungar usage``: the jobs served in the last ``since`` seconds, summed ``by`` one key.
+        Reads the state database on a connection of its own, so it may run on any thread (months
+        of jobs are read off the engine's loop)."""
+        return usage_document(self.engine.store.path, by, since, self.engine.clock.now())
 
     def events(
         self, *, scale_set: str = "", provider: str = "", since: float = 0.0, limit: int = 0

@@ -12,12 +12,12 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from rungar.clock import Clock, SystemClock
-from rungar.config.loader import load_scale_sets
+from rungar.config.loader import FAKE_TYPE, load_scale_sets
 from rungar.config.model import ProviderConfig, Timing
 from rungar.engine.accounting import Accounting
 from rungar.engine.control import Control
@@ -27,6 +27,7 @@ from rungar.engine.events import EventLog
 from rungar.engine.lease import LeaseKeeper
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import installation_id
+from rungar.engine.provider_kinds import ProviderKinds
 from rungar.engine.readiness import ReadinessReporter
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, MetricsSettings, read_secret
@@ -43,7 +44,6 @@ from rungar.model.machine import (
     Removal,
 )
 from rungar.model.provider import Provider
-from rungar.model.units import parse_bytes
 from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -146,19 +146,21 @@ def make_provider(
     installation: str = "",
     timing: Timing | None = None,
     caller: Caller | None = None,
+    kinds: ProviderKinds | None = None,
 ) -> Provider:
-    """A provider of any type: in-process fake, gRPC address, or a local plugin to start
-    (handed :func:`plugin_settings`): its ``command:``, or for gcp and aws with neither
-    address nor command, the shipped plugin (:mod:`rungar.engine.shipped_plugins`). Its calls'
-    deadlines are those the configuration names (:func:`call_timeouts`); every gRPC call names
-    ``caller``."""
+    """A provider of any type: one ``kinds`` serves in process, a gRPC address, or a local
+    plugin to start (handed :func:`plugin_settings`): its ``command:``, or for gcp and aws with
+    neither address nor command, the shipped plugin (:mod:`rungar.engine.shipped_plugins`). Its
+    calls' deadlines are those the configuration names (:func:`call_timeouts`); every gRPC call
+    names ``caller``."""
     options = config.options
-    if config.type == "fake" and not config.address and not config.command:
-        from rungar.testing.fake_provider import FakeProvider
-
-        vcpus = float(options.get("vcpus", 1e9))
-        memory = parse_bytes(options["memory"]) if "memory" in options else 10**18
-        return FakeProvider(config.name, vcpus=vcpus, memory_bytes=memory, clock=clock)
+    in_process = (kinds or ProviderKinds()).build(config, clock)
+    if in_process is not None:
+        return in_process
+    if config.type == FAKE_TYPE and not config.address and not config.command:
+        raise ConfigError(
+            [f"providers.{config.name}: type fake runs in process; this program does not serve it"]
+        )
     from rungar.rpc.tls import ClientTls
 
     tls_options = options.get("tls") or {}
@@ -189,9 +191,10 @@ async def connect_provider(
     installation: str = "",
     timing: Timing | None = None,
     caller: Caller | None = None,
+    kinds: ProviderKinds | None = None,
 ) -> Provider:
     """:func:`make_provider`, its plugin started: for a provider added by ``rungar apply``."""
-    provider = make_provider(config, clock, plugins, installation, timing, caller)
+    provider = make_provider(config, clock, plugins, installation, timing, caller, kinds)
     if isinstance(provider, PluginProvider):
         await provider.start()
     return provider
@@ -252,13 +255,23 @@ class PluginProvider:
 
 
 class Daemon:
-    # The control surface of each daemon running in this process, by admin socket: the demo
-    # shows its live view from it without going through the socket.
-    running: ClassVar[dict[str, Control]] = {}
+    """One daemon. ``kinds`` are the provider types it serves in process (none unless the
+    program running it adds them); ``on_control`` is handed the daemon's control surface once
+    it serves, so a program running the daemon in its own process (the demo's live view) reads
+    it without going through the socket."""
 
-    def __init__(self, settings: DaemonSettings, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        settings: DaemonSettings,
+        clock: Clock | None = None,
+        *,
+        kinds: ProviderKinds | None = None,
+        on_control: Callable[[Control | None], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
+        self.kinds = kinds or ProviderKinds()
+        self.on_control = on_control
         self.warnings: list[str] = []
         self.timing = Timing()
         self.started_at = self.clock.now()  # this daemon instance, as providers are told
@@ -395,7 +408,9 @@ class Daemon:
         installation = settings.installation or installation_id(settings.github.url)
         caller = Caller(installation, socket.gethostname(), self.started_at)
         providers = {
-            p.name: make_provider(p, self.clock, plugins, installation, config.timing, caller)
+            p.name: make_provider(
+                p, self.clock, plugins, installation, config.timing, caller, self.kinds
+            )
             for p in config.providers
         }
         for provider in providers.values():
@@ -423,12 +438,13 @@ class Daemon:
             engine,
             runloop,
             provider_factory=lambda p: connect_provider(
-                p, self.clock, plugins, installation, engine.config.timing, caller
+                p, self.clock, plugins, installation, engine.config.timing, caller, self.kinds
             ),
         )
         from rungar.rpc.admin_server import serve_admin
 
-        Daemon.running[settings.socket] = control
+        if self.on_control is not None:
+            self.on_control(control)
         admin = await serve_admin(
             control, settings.socket, mode=settings.socket_mode, clock=self.clock
         )
@@ -439,7 +455,7 @@ class Daemon:
         if webhook_socket:
             listeners.append(self._serve_webhook(webhook_socket, engine, runloop))
         if dashboard is not None:
-            page = serve_dashboard(dashboard, config.dashboard, control, store.path, self.clock)
+            page = serve_dashboard(dashboard, config.dashboard, control, self.clock)
             listeners.append(page)
             log.info("dashboard.serving", url=dashboard_url(config.dashboard, page.address))
         await runloop.start()
@@ -455,7 +471,8 @@ class Daemon:
         finally:
             log.info("daemon.stopping", note="every runner is left in place")
             await reporter.stop()
-            Daemon.running.pop(settings.socket, None)
+            if self.on_control is not None:
+                self.on_control(None)
             await runloop.stop()
             await admin.stop()
             for listener in listeners:

@@ -4,7 +4,7 @@ Effectful shell around the pure decisions (placement, scaling). One event loop; 
 provider and GitHub call is awaited without holding state locks, and every state change is
 a synchronous step, so concurrent creates never overshoot a limit (claims are checked and
 taken in one step). Creates for different runners run in parallel, bounded by a semaphore,
-so a slow provider holds up only its own runner.
+so a slow provider slows only its own runner.
 
 Creating a runner: nothing is registered when no provider can be
 tried; the runner is registered with GitHub once; its providers are tried in order; a refused
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
@@ -36,15 +35,26 @@ from rungar.engine.notices import note_connected, note_crash, note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.errors import GitHubError, ProviderError, RungarError
 from rungar.github.interface import GitHub, JobTimes, RemoveOutcome, RunnerStatus
+from rungar.model import sentences
+from rungar.model.create_intent import CreateIntent
 from rungar.model.labels import machine_labels
-from rungar.model.machine import Conclusion, Created, CreateRequest, JobHint, Refusal, Removal
+from rungar.model.machine import (
+    Conclusion,
+    Created,
+    CreateRequest,
+    JobHint,
+    Refusal,
+    RefusalKind,
+    Removal,
+)
 from rungar.model.provider import Provider
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.placement import Fleet
-from rungar.placement.attempt import NotPlaced, Outcome, Placed, Try, place
-from rungar.scaling import InForce, Warm, desired, surplus_to_remove
-from rungar.store.sqlite import CreateIntent, SqliteStore
+from rungar.placement.attempt import CreateBudget, NotPlaced, Outcome, Placed, Try, place
+from rungar.scaling import InForce, Warm, desired
+from rungar.scaling.step import plan_scale
+from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from rungar.engine.lease import LeaseKeeper
@@ -84,7 +94,6 @@ class ScaleSetState:
     paused_at_runtime: bool | None = None  # None: as configured
     _phase: str = "STARTING"  # STARTING, LISTENING, WAITING (the listener says), UNREACHABLE
     note: str = ""
-    creating: int = 0
     queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint
     assigned_at: dict[str, float] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -223,29 +232,25 @@ class Engine:
                 state.config, state.assigned, paused=state.paused, now=now, warm=warm
             )
             note_minimum(self, state, decision.minimum)
-            target = 0 if state.removed else decision.total
-            state.desired = target
-            state.reserve = 0 if state.removed else decision.reserve
-            state.warm_runners = 0 if state.removed else decision.warm
-            self.metrics.runners_desired.labels(name).set(target)
-            self.metrics.runners_warm.labels(name).set(state.warm_runners)
-            live = self.runners.live(name)
-            have = len(live) + state.creating
-            if have < target:
-                work = 0 if state.removed else decision.work
-                for n in range(have, target):
-                    state.creating += 1
-                    # Runners beyond the assigned jobs refill the idle reserve: they take no
-                    # priority hold and yield to other scale sets' waiting work.
-                    self.spawn(self._create_one(state, reserve=n >= work))
-            elif len(live) > target:
-                surplus = surplus_to_remove(
-                    [r.view() for r in live], len(live) - target, self.current_revisions(name)
-                )
-                for runner in surplus:
-                    record = self.runners.get(runner)
-                    if record is not None:
-                        self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
+            plan = plan_scale(
+                decision,
+                removed=state.removed,
+                live=[r.view() for r in self.runners.live(name)],
+                creating=self.runners.creating.count(name),
+                revisions=self.current_revisions(name),
+            )
+            state.desired = plan.target
+            state.reserve = plan.reserve
+            state.warm_runners = plan.warm
+            self.metrics.runners_desired.labels(name).set(plan.target)
+            self.metrics.runners_warm.labels(name).set(plan.warm)
+            for reserve in plan.create:
+                self.runners.creating.ask(name)
+                self.spawn(self._create_one(state, reserve=reserve))
+            for runner in plan.remove:
+                record = self.runners.get(runner)
+                if record is not None:
+                    self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
 
     async def _create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
         try:
@@ -254,7 +259,7 @@ class Engine:
         except Exception:
             log.exception("runner.create_crashed", scale_set=state.config.name)
         finally:
-            state.creating -= 1
+            self.runners.creating.done_asking(state.config.name)
 
     async def create_runner(
         self, state: ScaleSetState, *, reserve: bool = False
@@ -271,10 +276,10 @@ class Engine:
             log.info("runner.cannot_scale_up", scale_set=config.name, reason=why_not)
             return None
         name = runner_name(config.name)
-        self.runners.creating.add(name)
+        self.runners.creating.name(config.name, name)
         intent = CreateIntent(name, config.name, str(uuid.uuid4()), created_at=now)
         self.store.write_intent(intent)
-        started = time.monotonic()
+        budget = CreateBudget(now, config.start_timeout)
         try:
             try:
                 runner_id, jit_config = await self.github.generate_jit_config(state.id, name)
@@ -287,7 +292,7 @@ class Engine:
             # transaction, before that call (or before the registration is removed, below):
             # nothing is awaited in between, so the store is never behind at a crash.
             intent = replace(intent, runner_id=runner_id)
-            result = await self._place(state, name, intent, jit_config, reserve=reserve)
+            result = await self._place(state, name, intent, jit_config, budget, reserve=reserve)
             self.report_new_holds()
             if isinstance(result, Placed):
                 record = RunnerRecord(
@@ -302,7 +307,7 @@ class Engine:
                 )
                 self.runners.add(record)
                 self.store.clear_intent(name)
-                elapsed = time.monotonic() - started
+                elapsed = budget.elapsed(self.clock.now())
                 self.metrics.created.labels(config.name, result.provider).inc()
                 self.metrics.create_duration.labels(config.name, result.provider).observe(elapsed)
                 self.events.record(
@@ -332,7 +337,7 @@ class Engine:
                 self.store.clear_intent(name)
             return None
         finally:
-            self.runners.creating.discard(name)
+            self.runners.creating.done(name)
 
     async def _place(
         self,
@@ -340,6 +345,7 @@ class Engine:
         name: str,
         intent: CreateIntent,
         jit_config: str,
+        budget: CreateBudget,
         *,
         reserve: bool = False,
     ) -> Placed | NotPlaced:
@@ -349,14 +355,10 @@ class Engine:
             timing = self.config.timing
             deadline = self.clock.now() + config.max_age + timing.reconcile_interval
             deadline += timing.deadline_grace
-        budget_end = self.clock.now() + config.start_timeout  # the injected clock: virtual in tests
         hints = tuple(state.queued.values())[:20]
 
         def request(provider: str) -> CreateRequest:
             block = self.runner_block(config.name, provider)
-            # The Create's deadline: what is left of start_timeout, whatever the provider's own
-            # timeout (which bounds its other calls).
-            budget = max(0.0, budget_end - self.clock.now())
             return CreateRequest(
                 runner_name=name,
                 request_id=intent.request_id,
@@ -368,7 +370,8 @@ class Engine:
                 jit_config=jit_config,
                 job_hints=hints,
                 deadline=deadline,
-                budget=budget,
+                # whatever the provider's own timeout (which bounds its other calls)
+                budget=budget.left(self.clock.now()),
             )
 
         async def create(provider: str) -> Created | Refusal:
@@ -419,7 +422,7 @@ class Engine:
         )
 
     async def _timed(self, provider: str, call: str, awaitable: Awaitable[T]) -> T:
-        started = time.monotonic()
+        started = self.clock.now()
         result = "error"
         try:
             value = await awaitable
@@ -428,7 +431,7 @@ class Engine:
         finally:
             self.metrics.provider_calls.labels(provider, call, result).inc()
             self.metrics.provider_call_duration.labels(provider, call).observe(
-                time.monotonic() - started
+                max(0.0, self.clock.now() - started)
             )
 
     def report_new_holds(self) -> None:
@@ -441,14 +444,12 @@ class Engine:
                 "held",
                 scale_set=hold.holder,
                 provider=hold.provider,
-                message=(
-                    f"held for {hold.holder} (priority {hold.priority}): lower priorities keep "
-                    "off it until it places its runner"
-                ),
+                message=sentences.hold_placed(hold.holder, hold.priority),
                 priority=hold.priority,
             )
             log.info(
                 "provider.held",
+                sentence=sentences.hold_placed(hold.holder, hold.priority),
                 provider=hold.provider,
                 scale_set=hold.holder,
                 priority=hold.priority,
@@ -457,27 +458,27 @@ class Engine:
     def _observe(self, scale_set: str, attempt: Try) -> None:
         if attempt.outcome is Outcome.REFUSED and attempt.refusal is not None:
             backoff = self.fleet.backoff(scale_set, attempt.provider)
-            wait = round(backoff.remaining(self.clock.now())) if backoff else 0
-            full = attempt.refusal.kind.value == "full"
+            left = backoff.remaining(self.clock.now()) if backoff else 0.0
+            refusals = backoff.refusals if backoff else 1
+            full = attempt.refusal.kind is RefusalKind.FULL
             action = "full" if full else "failing"
+            sentence = sentences.refused(
+                scale_set, attempt.provider, full, refusals, left, attempt.message
+            )
             self.events.record(
                 "provider",
                 attempt.provider,
                 action,
                 scale_set=scale_set,
                 provider=attempt.provider,
-                message=(
-                    f"{attempt.refusal.kind.value.upper()}: {attempt.message}; {scale_set} tries "
-                    f"the next provider, and this one again in {wait}s"
-                ),
+                message=sentence,
                 resource=attempt.refusal.resource,
                 refusal=attempt.refusal.kind.value,
-                refusals=backoff.refusals if backoff else 1,
+                refusals=refusals,
             )
             log.info(
-                "provider is full; trying the next"
-                if full
-                else "provider failed to create a runner; trying the next",
+                f"provider.{action}",
+                sentence=sentence,
                 scale_set=scale_set,
                 provider=attempt.provider,
                 error=attempt.message,
@@ -492,7 +493,8 @@ class Engine:
                 message=attempt.message,
             )
             log.warning(
-                "provider is unreachable; nothing is placed on it until it lists again",
+                "provider.unreachable",
+                sentence=sentences.UNREACHABLE_SINCE,
                 provider=attempt.provider,
             )
 
@@ -558,7 +560,7 @@ class Engine:
             **({"conclusion": conclusion.value} if conclusion else {}),
         )
         log.info(
-            "removing runner",
+            "runner.removing",
             reason=reason.value,
             conclusion=conclusion.value if conclusion else None,
             scale_set=record.scale_set,

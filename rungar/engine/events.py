@@ -18,15 +18,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rungar.clock import Clock
-from rungar.errors import RungarError
+from rungar.errors import FollowerBehind
 from rungar.model.event_kinds import EVENT_ACTIONS
 from rungar.store.files import private_file
 
 __all__ = ["EVENT_ACTIONS", "Event", "EventLog", "FollowerBehind"]
-
-
-class FollowerBehind(RungarError):
-    """A follower let too many events pile up; it must ask again."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from rungar.engine.records import RunnerRecord
-from rungar.engine.status import crash_sentence
 from rungar.errors import GitHubError
 from rungar.model.runner import RemovalReason
-from rungar.placement.fleet import EXITED, NEVER_CONNECTED
+from rungar.model.sentences import CRASH_LOOP, EXITED, NEVER_CONNECTED, crash_sentence
 from rungar.scaling import InForce
 
 if TYPE_CHECKING:
@@ -84,7 +83,8 @@ def note_crash(engine: Engine, record: RunnerRecord, reason: str) -> None:
         runners=backoff.refusals,
     )
     log.warning(
-        "runners exit before connecting; backing off the provider",
+        "provider.crash_loop",
+        sentence=CRASH_LOOP,
         scale_set=record.scale_set,
         provider=record.provider,
         runner=record.name,

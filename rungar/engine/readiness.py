@@ -1,7 +1,7 @@
 """When the daemon is ready, and who is told: systemd (``Type=notify``), ``/readyz``, and
 ``rungar status --wait-ready``.
 
-The daemon is ready when every configured scale set holds its message session (LISTENING) or
+The daemon is ready when every configured scale set has its message session (LISTENING) or
 stands by because another daemon holds it (WAITING): jobs routed to any of its labels are
 then served. Until then, and again whenever a scale set loses its session, it is not.
 

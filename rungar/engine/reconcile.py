@@ -10,32 +10,40 @@
    and whatever can no longer serve is removed (at most one replacement per pass).
 5. Leaving machines are deleted, concurrently (bounded), and retried every pass; each still
    counts for its provider until deleted. Those on an unreachable provider are not asked for
-   until it lists again (a pass's List or a probe's), so a dead provider never holds up a pass.
+   until it lists again (a pass's List or a probe's), so a dead provider never stalls a pass.
 6. Offline registrations with no machine, named like our runners, are swept after start_timeout
    (those of leftover scale sets too: no longer configured, their id recorded); leftover scale
    sets are warned about (:mod:`rungar.engine.leftovers`).
 7. Counts are re-synced into placement, backoffs and holds saved, and every decision retried.
+
+Steps 2 and 3 are one pure plan (:func:`rungar.engine.adoption.plan_adoption`), step 4's
+machines another (:func:`rungar.engine.sightings.plan_sightings`), each carried out after it
+is made; in the later steps too each decision is taken before the awaits that carry it out,
+never between two of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine import sightings as S
+from rungar.engine.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
 from rungar.engine.leftovers import note_leftovers
 from rungar.engine.naming import belongs_to
 from rungar.engine.records import RunnerRecord
+from rungar.engine.sightings import plan_sightings
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
 from rungar.model import labels as L
+from rungar.model import sentences
+from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import Machine, MachineState, Removal
 from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
 from rungar.scaling.decide import decide_removal
-from rungar.store.sqlite import CreateIntent
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
@@ -55,7 +63,8 @@ async def list_provider(engine: Engine, name: str) -> list[Machine] | None:
         engine.list_errors[name] = str(e) or type(e).__name__
         if engine.fleet.set_reachable(name, False):
             log.warning(
-                "provider is unreachable; nothing is placed on it until it lists again",
+                "provider.unreachable",
+                sentence=sentences.UNREACHABLE_SINCE,
                 provider=name,
                 error=str(e),
             )
@@ -64,7 +73,7 @@ async def list_provider(engine: Engine, name: str) -> list[Machine] | None:
         return None
     engine.metrics.provider_calls.labels(name, "list", "ok").inc()
     if engine.fleet.set_reachable(name, True):
-        log.info("provider is reachable again", provider=name)
+        log.info("provider.reachable", sentence=sentences.REACHABLE_AGAIN, provider=name)
         engine.events.record("provider", name, "reachable", provider=name)
     engine.metrics.provider_reachable.labels(name).set(1)
     return machines
@@ -125,11 +134,11 @@ async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | No
 
 # Why a machine was adopted: the ``why`` attribute of its ``adopted`` event, and the message.
 ADOPTED_WHY = {
-    "interrupted_create": (
+    INTERRUPTED_CREATE: (
         "its create was cut short (the daemon stopped between asking and hearing back); "
         "the machine was found on the fleet"
     ),
-    "untracked": (
+    UNTRACKED: (
         "found on the fleet with this installation's labels, unknown to the daemon "
         "(a restart, or a runner whose record was lost)"
     ),
@@ -195,7 +204,7 @@ def _settled_without_machine(engine: Engine, intent: CreateIntent) -> None:
         scale_set=intent.scale_set,
         provider=intent.provider,
         message=message,
-        why="interrupted_create",
+        why=INTERRUPTED_CREATE,
     )
     log.info(
         "runner.create_settled",
@@ -260,9 +269,8 @@ def _sync_github(
 async def reconcile(engine: Engine) -> None:
     if not engine.acting():
         return  # a standby adopts, removes and sweeps nothing: the active daemon does
-    started = time.monotonic()
+    started = pass_began = engine.clock.now()
     timing = engine.config.timing
-    pass_began = engine.clock.now()
     listings = await list_providers(engine)
     every_listed = all(m is not None for m in listings.values())
     machines: dict[str, tuple[str, Machine]] = {}
@@ -275,69 +283,77 @@ async def reconcile(engine: Engine) -> None:
                 machines[machine.name] = (provider, machine)
     now = engine.clock.now()
 
-    # 2. intents left by a crash (never those of creates in flight now)
-    for intent in engine.store.intents():
-        if intent.runner in engine.runners.creating:
-            continue
-        if intent.runner in machines:
-            engine.store.clear_intent(intent.runner)
-            if intent.runner not in engine.runners:
-                provider, machine = machines[intent.runner]
-                _adopt(engine, provider, machine, now, "interrupted_create")
-                record = engine.runners.get(intent.runner)
-                if record is not None:
-                    record.runner_id = intent.runner_id
-        elif every_listed and engine.acting():
-            if intent.runner_id:
-                with contextlib.suppress(GitHubError):
-                    await engine.github.remove_runner(intent.runner_id)
-            engine.store.clear_intent(intent.runner)
-            _settled_without_machine(engine, intent)
-
-    # 3. adopt what nobody tracks
-    for name, (provider, machine) in machines.items():
-        if name in engine.runners or name in engine.runners.creating:
-            continue
-        if engine.runners.left.get(name, 0) > now:
-            continue
+    # 2. intents left by a crash (never those of creates in flight now), and 3. what nobody
+    # tracks: decided in one step, then carried out
+    plan = plan_adoption(
+        machines=machines,
+        every_listed=every_listed,
+        intents=engine.store.intents(),
+        tracked=engine.runners.names(),
+        creating=engine.runners.creating,
+        kept_until=engine.runners.left,
+        installation=engine.installation,
+        now=now,
+    )
+    for name in plan.cleared:
+        engine.store.clear_intent(name)
+    for name in plan.forgotten:
         engine.runners.left.pop(name, None)
-        if machine.labels.get(L.INSTALLATION) != engine.installation:
-            continue
-        _adopt(engine, provider, machine, now, "untracked")
+    for adoption in plan.adopt:
+        _adopt(engine, adoption.provider, adoption.machine, now, adoption.why)
+        record = engine.runners.get(adoption.machine.name)
+        if record is not None and adoption.runner_id:
+            record.runner_id = adoption.runner_id
+    for intent in plan.settled:
+        if not engine.acting():
+            break  # the lease ran out during the pass: the active daemon settles the rest
+        # its registration goes before its intent, so a crash in between leaves the intent
+        if intent.runner_id:
+            with contextlib.suppress(GitHubError):
+                await engine.github.remove_runner(intent.runner_id)
+        engine.store.clear_intent(intent.runner)
+        _settled_without_machine(engine, intent)
 
     # 4. machines gone, stopped or on unreachable providers; GitHub's view; removals
     registrations = await github_view(engine)
-    for record in list(engine.runners):
-        if listings.get(record.provider) is None and record.provider in listings:
-            record.unreachable_since = record.unreachable_since or now
-            if now - record.unreachable_since > timing.unreachable_grace:
+    sightings = plan_sightings(
+        list(engine.runners),
+        listings=listings,
+        machines=machines,
+        registrations=registrations,
+        pass_began=pass_began,
+        now=now,
+        unreachable_grace=timing.unreachable_grace,
+        reconcile_interval=timing.reconcile_interval,
+    )
+    unregister: list[int] = []  # decided in the plan, removed after it is carried out
+    for sighting in sightings:
+        record = engine.runners.get(sighting.runner)
+        if record is None:
+            continue
+        if sighting.kind in (S.UNREACHABLE, S.WRITTEN_OFF):
+            record.unreachable_since = sighting.since
+            if sighting.kind == S.WRITTEN_OFF:
                 _write_off(engine, record)
             continue
         record.unreachable_since = None
-        listed = machines.get(record.name)
-        if record.state is RunnerState.LEAVING:
-            continue
-        if listed is None:
-            if record.created_at <= pass_began:
-                _machine_gone(engine, record)
-                engine.let_go(record, RemovalReason.ENDED)
-            continue
-        record.machine = listed[1].state
-        if listed[1].state is MachineState.STOPPED:
-            record.stopped_at = record.stopped_at or now
-            # A runner exits right after its job; GitHub's word on how the job ended may be a
-            # moment behind. Its provider is told that word, so it is awaited for one pass.
-            if record.job_id and now - record.stopped_at < timing.reconcile_interval:
-                continue
-            if record.runner_id and not record.view().busy and not record.job_id:
-                # Stopped before it took a job (a host stopped a runner its queue outgrew):
-                # its registration goes now, not at the next orphan sweep.
-                with contextlib.suppress(GitHubError):
-                    await engine.github.remove_runner(record.runner_id)
+        if sighting.kind == S.GONE:
+            _machine_gone(engine, record)
             engine.let_go(record, RemovalReason.ENDED)
             continue
-        if registrations is not None and record.scale_set in registrations:
-            _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
+        if sighting.machine is not None:
+            record.machine = sighting.machine.state
+        if sighting.kind in (S.STOPPED, S.STOPPED_AWAITING_JOB):
+            record.stopped_at = sighting.since
+        if sighting.kind == S.STOPPED:
+            if sighting.unregister:
+                unregister.append(record.runner_id)
+            engine.let_go(record, RemovalReason.ENDED)
+        elif sighting.kind == S.LISTED and sighting.synced:
+            _sync_github(engine, record, sighting.registration, now)
+    for runner_id in unregister:
+        with contextlib.suppress(GitHubError):
+            await engine.github.remove_runner(runner_id)
     removals = []
     for name, state in engine.sets.items():
         views = [r.view() for r in engine.runners.of(name)]
@@ -349,10 +365,15 @@ async def reconcile(engine: Engine) -> None:
             await engine.remove(record, removal.reason, forced=removal.forced, delete=False)
 
     # drained scale sets: idle runners of scale sets no longer configured go
-    for record in list(engine.runners):
-        gone = record.scale_set not in engine.sets
-        if gone and record.state is not RunnerState.LEAVING and not record.view().busy:
-            await engine.remove(record, RemovalReason.SCALE_SET_REMOVED, delete=False)
+    drained = [
+        record
+        for record in engine.runners
+        if record.scale_set not in engine.sets
+        and record.state is not RunnerState.LEAVING
+        and not record.view().busy
+    ]
+    for record in drained:
+        await engine.remove(record, RemovalReason.SCALE_SET_REMOVED, delete=False)
 
     if registrations is not None:
         note_leftovers(engine, engine.listed_runners)
@@ -372,10 +393,9 @@ async def reconcile(engine: Engine) -> None:
         engine.metrics.last_reconcile.labels(name).set(now)
         await engine.scale(name)
     export_gauges(engine)
-    engine.metrics.reconcile_duration.observe(time.monotonic() - started)
-    log.info(
-        "reconcile.pass", runners=len(engine.runners), duration=round(time.monotonic() - started, 3)
-    )
+    took = max(0.0, engine.clock.now() - started)
+    engine.metrics.reconcile_duration.observe(took)
+    log.info("reconcile.pass", runners=len(engine.runners), duration=round(took, 3))
 
 
 def export_gauges(engine: Engine) -> None:
@@ -386,7 +406,7 @@ def export_gauges(engine: Engine) -> None:
         for runner_state in ("starting", "idle", "busy"):
             count = sum(1 for r in live if r.state.value == runner_state)
             if runner_state == "starting":
-                count += state.creating
+                count += engine.runners.creating.count(name)
             metrics.runners_current.labels(name, runner_state).set(count)
         metrics.paused.labels(name).set(1 if state.paused else 0)
         minimum = state.minimum.min_runners if state.minimum else state.config.min_runners
@@ -405,7 +425,8 @@ def export_gauges(engine: Engine) -> None:
 def _write_off(engine: Engine, record: RunnerRecord) -> None:
     """A runner on a provider unreachable for too long is forgotten; its machine is left alone."""
     log.warning(
-        "forgetting runner on a provider unreachable for too long",
+        "runner.written_off",
+        sentence=sentences.WRITTEN_OFF,
         runner=record.name,
         provider=record.provider,
     )

@@ -48,6 +48,44 @@ class RunnerRecord:
         )
 
 
+class Creating:
+    """Runners being created: the one tracker of them (README, "Architecture").
+
+    A create is *asked* when a scale pass wants one more runner (it may still wait for a create
+    slot), then *named* once it has its runner name, and *done* when it became a record or was
+    given up. The scale pass counts the asked ones towards its target; adoption never takes a
+    named one (its machine may appear in a listing before its Create answers); placement's
+    claims and the store's create intents are what this tracker is not: a place held at a
+    provider during the call, and what a crash must settle."""
+
+    def __init__(self) -> None:
+        self._asked: dict[str, int] = {}  # by scale set
+        self._names: dict[str, str] = {}  # runner name -> scale set
+
+    def ask(self, scale_set: str) -> None:
+        self._asked[scale_set] = self._asked.get(scale_set, 0) + 1
+
+    def done_asking(self, scale_set: str) -> None:
+        left = self._asked.get(scale_set, 0) - 1
+        if left > 0:
+            self._asked[scale_set] = left
+        else:
+            self._asked.pop(scale_set, None)
+
+    def name(self, scale_set: str, runner: str) -> None:
+        self._names[runner] = scale_set
+
+    def done(self, runner: str) -> None:
+        self._names.pop(runner, None)
+
+    def count(self, scale_set: str) -> int:
+        """Creates asked for this scale set and not yet done."""
+        return self._asked.get(scale_set, 0)
+
+    def __contains__(self, runner: object) -> bool:
+        return runner in self._names
+
+
 class RunnerTable:
     """Every runner the daemon knows, by name, and indexed by scale set and by provider (a
     reconcile pass asks per scale set, and a fleet of thousands of runners must not be walked
@@ -60,7 +98,7 @@ class RunnerTable:
         self._runners: dict[str, RunnerRecord] = {}
         self._by_set: dict[str, dict[str, RunnerRecord]] = {}
         self._by_provider: dict[str, dict[str, RunnerRecord]] = {}
-        self.creating: set[str] = set()
+        self.creating = Creating()
         self.left: dict[str, float] = {}  # stranded names kept from adoption until this time
 
     def __contains__(self, name: str) -> bool:
@@ -71,6 +109,9 @@ class RunnerTable:
 
     def __len__(self) -> int:
         return len(self._runners)
+
+    def names(self) -> set[str]:
+        return set(self._runners)
 
     def get(self, name: str) -> RunnerRecord | None:
         return self._runners.get(name)

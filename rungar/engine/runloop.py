@@ -23,9 +23,9 @@ from rungar.engine.lease import LeaseKeeper, stop_keeper
 from rungar.engine.notices import observe_job_wait
 from rungar.engine.reconcile import probe_unreachable, reconcile
 from rungar.engine.starting_sync import sync_starting_forever
-from rungar.engine.status import LEAD_NOTE, UNREACHABLE_NOTE
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
+from rungar.model.sentences import LEAD_NOTE, UNREACHABLE_NOTE
 
 log = structlog.get_logger("rungar.runloop")
 

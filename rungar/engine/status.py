@@ -40,15 +40,21 @@ from rungar.config.model import ScaleSetConfig
 from rungar.engine.readiness import readiness
 from rungar.model.runner import GitHubState, RunnerState
 from rungar.model.runner_block import RunnerBlock
-from rungar.model.units import format_duration
+from rungar.model.sentences import (
+    LEAD_NOTE,
+    STARTING_NOTE,
+    UNREACHABLE_NOTE,
+    WAITING_NOTE,
+    crash_sentence,
+    held_status,
+    holding_back,
+    paused_note,
+    skip_sentence,
+)
 from rungar.scaling import in_force
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine, ScaleSetState
-
-WAITING_NOTE = "another message session holds the scale set; standing by until it ends"
-UNREACHABLE_NOTE = "GitHub does not answer; trying again for the message session"
-LEAD_NOTE = "standing by until this daemon holds the lead scale set's message session"
 
 
 def runner_summary(config: ScaleSetConfig) -> str:
@@ -62,18 +68,6 @@ def runner_summary(config: ScaleSetConfig) -> str:
         if text and text not in seen:
             seen.append(text)
     return "; ".join(seen)
-
-
-def skip_sentence(
-    scale_set: str, provider: str, full: bool, refusals: int, left: float, error: str
-) -> str:
-    wait = format_duration(left)
-    if full:
-        return f"{scale_set} found {provider} full; tries it again in {wait}"
-    return (
-        f"{scale_set} found {provider} failing ({refusals} in a row); "
-        f"tries it again in {wait}: {error}"
-    )
 
 
 def schedule_document(config: ScaleSetConfig, now: float) -> Any:
@@ -103,30 +97,15 @@ def warm_document(state: ScaleSetState) -> Any:
     }
 
 
-def crash_sentence(scale_set: str, provider: str, why: str, runners: int, left: float) -> str:
-    """``rungar-c4-m8's runners on compute1 exit before connecting (3 in a row); next try
-    in 2m``."""
-    return (
-        f"{scale_set}'s runners on {provider} {why} ({runners} in a row); "
-        f"next try in {format_duration(left)}"
-    )
-
-
 def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
     state = engine.sets[name]
     if state.paused:
         left = len(engine.runners.live(name))
-        return "PAUSED", (
-            f"taking no jobs, which wait on GitHub; {left} runners left; "
-            "until resumed or the daemon restarts"
-        )
+        return "PAUSED", paused_note(left)
     holds = engine.fleet.holding_back(name, now)
     if holds:
         hold = holds[0]
-        return "HOLDING BACK", (
-            f'holding back from {hold.provider} for scale set "{hold.holder}", '
-            "which is waiting for room and takes priority"
-        )
+        return "HOLDING BACK", holding_back(hold.provider, hold.holder)
     if state.phase == "LISTENING":
         # The listener knows when GitHub answers its session create with a conflict, and when
         # GitHub stops answering after the scale set was found.
@@ -140,7 +119,7 @@ def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
         return "UNREACHABLE", state.note or "GitHub does not answer"
     if state.phase == "WAITING":
         return "WAITING", state.note or LEAD_NOTE
-    return "STARTING", "being looked up on GitHub, and its runners adopted"
+    return "STARTING", STARTING_NOTE
 
 
 def provider_status(engine: Engine, name: str, now: float) -> str:
@@ -156,8 +135,9 @@ def provider_status(engine: Engine, name: str, now: float) -> str:
         return f"DISABLED{suffix}"
     hold = fleet.hold_on(name, now)
     if hold is not None:
-        left = format_duration(hold.remaining(now, fleet.timing.hold_duration))
-        return f"HELD for {hold.holder} (priority {hold.priority}), {left} left"
+        return held_status(
+            hold.holder, hold.priority, hold.remaining(now, fleet.timing.hold_duration)
+        )
     return "OK enabled until the daemon restarts" if runtime is False else "OK"
 
 
@@ -178,7 +158,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "busy": sum(1 for r in live if r.state is RunnerState.BUSY),
                 "idle": sum(1 for r in live if r.state is RunnerState.IDLE),
                 "starting": sum(1 for r in live if r.state is RunnerState.STARTING)
-                + state.creating,
+                + engine.runners.creating.count(name),
                 "desired": state.desired,
                 "reserve": state.reserve,
                 "min": in_force(ss, now).min_runners,

@@ -11,7 +11,7 @@ from rungar.errors import GitHubError
 
 
 class SessionConflict(GitHubError):
-    """409 on session create: another live session holds the scale set (ARC #3209): stand by.
+    """409 on session create: another live session owns the scale set (ARC #3209): stand by.
 
     ``holder`` is the owner GitHub names for that session ("... already has an active session
     for owner NAME."), or "" when its answer names none."""

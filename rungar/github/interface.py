@@ -83,7 +83,7 @@ ListenerEvent = Demand | JobEvent
 @dataclass(frozen=True, slots=True)
 class SessionPhase:
     """A listener's message session, for ``rungar status``: ``starting``; ``waiting`` while
-    GitHub answers its session create with a conflict (another session holds the scale set);
+    GitHub answers its session create with a conflict (another session owns the scale set);
     ``listening``; ``unreachable`` while GitHub fails it (``error`` says how); ``""`` when no
     listener runs. While ``waiting``, ``holder`` is the owner GitHub named for the session that
     holds the scale set (or "") and ``holder_seen_at`` when it said so."""

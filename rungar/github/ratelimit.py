@@ -64,7 +64,7 @@ def parse_rate_limit(headers: Mapping[str, str]) -> RateLimit | None:
 
 
 def budget_wait(rate: RateLimit | None, now: float, cap: float = MAX_RESET_WAIT) -> float:
-    """Seconds to hold every REST call because the budget is spent; 0 when there is budget."""
+    """Seconds to pause every REST call because the budget is spent; 0 when there is budget."""
     if rate is None or rate.remaining > 0 or rate.reset_at <= now:
         return 0.0
     return min(rate.reset_at - now + RESET_MARGIN, cap)

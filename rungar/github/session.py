@@ -1,7 +1,7 @@
 """One scale set's message session, kept alive through everything the service does to it.
 
 docs/github.md, "Message sessions": a 409 on create means another (perhaps
-crashed) listener still holds the session, so we stand by and retry with capped backoff for as
+crashed) listener still has the session, so we stand by and retry with capped backoff for as
 long as it takes (GARM #700; ARC 0.9–0.13 crashed here). A 401 from the queue refreshes the
 session (A9) and retries once; a refresh that 404s, or a queue that 404s, means the service evicted
 the session (scaleset #123), so a new one is opened. The queue token is refreshed proactively
@@ -86,7 +86,7 @@ class MessageSession:
                     holder=e.holder,
                     attempt=attempt,
                     retry_in_s=round(wait, 1),
-                    hint="another listener holds the scale set, or a crashed one's session lingers",
+                    hint="another listener owns the scale set, or a crashed one's session lingers",
                 )
                 await self._clock.sleep(wait)
                 continue

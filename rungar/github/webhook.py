@@ -71,7 +71,8 @@ _STRING = re.compile(rb'"(?:[^"\\]|\\.)*+(?:"|\Z)', re.DOTALL)
 _DEPTH_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
 
 Wake = Callable[[Sequence[str], "WorkflowJob"], None]
-Outcome = Callable[[str], None]  # told each delivery's outcome: the daemon's metrics count them
+# Told each delivery's outcome: the daemon's metrics count them.
+DeliveryCallback = Callable[[str], None]
 
 
 class WorkflowJobBody(BaseModel):
@@ -137,7 +138,7 @@ class WebhookReceiver:
         wake: Wake,
         *,
         max_body: int = MAX_BODY_BYTES,
-        on_outcome: Outcome | None = None,
+        on_outcome: DeliveryCallback | None = None,
         path: str = WEBHOOK_PATH,
         max_depth: int = MAX_JSON_DEPTH,
     ) -> None:

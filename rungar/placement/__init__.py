@@ -5,19 +5,16 @@ docs/configuration.md). The try-in-order loop that calls providers lives in
 :mod:`rungar.placement.attempt`.
 """
 
-from rungar.placement.backoff import Backoff, backoff_wait
-from rungar.placement.fleet import (
+from rungar.model.sentences import (
     DISABLED,
     FULL,
     UNREACHABLE,
-    Candidates,
-    Claim,
-    Fleet,
-    Skip,
     failing_reason,
     held_reason,
     limit_reason,
 )
+from rungar.placement.backoff import Backoff, backoff_wait
+from rungar.placement.fleet import Candidates, Claim, Fleet, Skip
 from rungar.placement.holds import Hold
 from rungar.placement.order import order_providers
 

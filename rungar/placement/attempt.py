@@ -27,11 +27,34 @@ from rungar.placement.fleet import Claim, Fleet, Skip
 
 
 class Outcome(StrEnum):
+    """How one Create of a runner on one provider ended: the one ``Outcome`` of the runner's
+    path (the engine's events, the simulations and the demo read it)."""
+
     CREATED = "created"
     REFUSED = "refused"
     UNANSWERED = "unanswered"
     SKIPPED = "skipped"  # lost a race for the provider's last place
     TIMED_OUT = "timed_out"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateBudget:
+    """The create timeout, the one there is: how long creating one runner may take (its scale
+    set's ``start_timeout``) from when it began, on the injected clock. Each Create is asked with
+    what is left (the request's ``budget``, which a gRPC provider also takes as its deadline);
+    when nothing is left the create is given up, ``ran out of time``."""
+
+    began: float
+    seconds: float
+
+    def left(self, now: float) -> float:
+        return max(0.0, self.began + self.seconds - now)
+
+    def elapsed(self, now: float) -> float:
+        return max(0.0, now - self.began)
+
+
+RAN_OUT = "ran out of time (start_timeout)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +96,8 @@ async def place(
     observe: Observer | None = None,
     reserve: bool = False,
 ) -> Placed | NotPlaced:
-    """Try the scale set's providers in order; the caller bounds it by ``start_timeout``."""
+    """Try the scale set's providers in order; ``create`` raises TimeoutError once the
+    runner's :class:`CreateBudget` is spent."""
     candidates = fleet.candidates(scale_set, now(), reserve=reserve)
     tries: list[Try] = []
 
@@ -101,7 +125,7 @@ async def place(
             result = Refusal(RefusalKind.FAILED, str(e))
         except TimeoutError:
             fleet.release(claim)
-            refusal = Refusal(RefusalKind.FAILED, "ran out of time (start_timeout)")
+            refusal = Refusal(RefusalKind.FAILED, RAN_OUT)
             fleet.record_refusal(scale_set, provider, refusal, now())
             note(Try(provider, Outcome.TIMED_OUT, refusal.message, refusal))
             deleted = await _delete_leftover(delete, provider)

@@ -44,46 +44,27 @@ from dataclasses import dataclass
 
 from rungar.config.model import ProviderConfig, ScaleSetConfig, Timing
 from rungar.model.machine import Refusal, RefusalKind
+from rungar.model.sentences import (
+    DISABLED,
+    FULL,
+    UNREACHABLE,
+    crash_reason,
+    failing_reason,
+    held_reason,
+    kept_for_reason,
+    limit_reason,
+    nothing_to_try,
+    scale_set_limit_reason,
+)
 from rungar.placement.backoff import Backoff, after_refusal
 from rungar.placement.holds import Hold, place_hold
 from rungar.placement.order import order_providers
 
-DISABLED = "disabled"
-UNREACHABLE = "unreachable"
-FULL = "full"
-
-
-def failing_reason(error: str) -> str:
-    return f"failing to create its runner: {error}"
-
-
-EXITED = "exit before connecting"
-NEVER_CONNECTED = "never connect within start_timeout"
-
-
-def crash_reason(backoff: Backoff) -> str:
-    return f"its runners {backoff.last_error} ({backoff.refusals} in a row)"
-
-
-def held_reason(holder: str) -> str:
-    return f"held for scale set {holder}"
-
-
-def kept_for_reason(scale_set: str) -> str:
-    return f"kept for the assigned jobs of scale set {scale_set}"
-
-
-def limit_reason(limit: int) -> str:
-    return f"at its limit of {limit} runners"
-
-
-def scale_set_limit_reason(limit: int) -> str:
-    return f"the scale set is at its limit of {limit} runners"
-
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """A provider this scale set will not try now, and why (one of the sentences above)."""
+    """A provider this scale set will not try now, and why (a skip reason of
+    :mod:`rungar.model.sentences`)."""
 
     provider: str
     reason: str
@@ -109,7 +90,7 @@ class Candidates:
             return scale_set_limit_reason(self.scale_set_limit)
         if not self.skips:
             return "the scale set has no providers"
-        return "no provider can be tried: " + "; ".join(str(s) for s in self.skips)
+        return nothing_to_try(self.skips)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +275,7 @@ class Fleet:
             return FULL if backoff.full else failing_reason(backoff.last_error)
         crashes = self._crash_loops.get((scale_set, provider))
         if crashes is not None and crashes.active(now):
-            return crash_reason(crashes)
+            return crash_reason(crashes.last_error, crashes.refusals)
         hold = self._holds.get(provider)
         if (
             hold is not None

@@ -1,9 +1,10 @@
 """The admin API served on the daemon's unix socket (README, "Commands").
 
-``await serve_admin(control, socket_path)`` serves ``rungar.admin.v1.Admin`` for a
-:class:`~rungar.engine.control.Control` and returns an :class:`AdminServer` handle. Plaintext
-on a unix socket only: the socket file's mode (0660 by default) is the access control, so the
-file is created under a umask that never lets it be wider, then set to exactly ``mode``.
+``await serve_admin(control, socket_path)`` serves ``rungar.admin.v1.Admin`` for an
+:class:`AdminControl` (the daemon hands it the engine's ``Control``) and returns an
+:class:`AdminServer` handle. Plaintext on a unix socket only: the socket file's mode (0660 by
+default) is the access control, so the file is created under a umask that never lets it be
+wider, then set to exactly ``mode``.
 
 Control's answers travel as they are (status and inspect documents as JSON); its errors become
 status codes: NotFound → NOT_FOUND, Busy → FAILED_PRECONDITION, ConfigError and malformed
@@ -27,16 +28,14 @@ import socket
 import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import grpc.aio
 import structlog
 
 from rungar.clock import Clock, SystemClock
-from rungar.engine.control import Busy, Control, NotFound
-from rungar.engine.events import FollowerBehind
-from rungar.errors import ConfigError, RungarError
+from rungar.errors import Busy, ConfigError, FollowerBehind, NotFound, RungarError
 from rungar.rpc._gen.rungar.admin.v1 import admin_pb2 as pb
 from rungar.rpc._gen.rungar.admin.v1 import admin_pb2_grpc as pb_grpc
 
@@ -90,9 +89,48 @@ def event_to_pb(event: dict[str, Any]) -> pb.Event:
     )
 
 
+class AdminControl(Protocol):
+    """What the admin API serves: the daemon's control surface. Its errors are
+    :class:`~rungar.errors.NotFound`, :class:`~rungar.errors.Busy` and
+    :class:`~rungar.errors.ConfigError`; a follower that falls behind gets
+    :class:`~rungar.errors.FollowerBehind`."""
+
+    def status(self) -> dict[str, Any]: ...
+
+    def usage(self, by: str, since: float) -> dict[str, Any]: ...
+
+    def events(
+        self, *, scale_set: str = "", provider: str = "", since: float = 0.0, limit: int = 0
+    ) -> list[dict[str, Any]]: ...
+
+    def follow_events(self) -> AsyncIterator[dict[str, Any]]: ...
+
+    def inspect_scale_set(self, name: str) -> dict[str, Any]: ...
+
+    def inspect_provider(self, name: str) -> dict[str, Any]: ...
+
+    async def pause(self, name: str) -> str: ...
+
+    async def resume(self, name: str) -> str: ...
+
+    async def remove_scale_set(self, name: str, *, wait: bool = False) -> list[str]: ...
+
+    def disable(self, name: str) -> str: ...
+
+    def enable(self, name: str) -> str: ...
+
+    async def drain(self, name: str, *, wait: bool = True) -> list[str]: ...
+
+    async def remove_runners(self, names: list[str]) -> list[dict[str, Any]]: ...
+
+    async def reconcile(self, names: list[str]) -> list[str]: ...
+
+    async def apply(self, text: str, filename: str, *, dry_run: bool) -> dict[str, Any]: ...
+
+
 class _Servicer(pb_grpc.AdminServicer):  # type: ignore[misc]  # generated base is untyped
     def __init__(
-        self, control: Control, clock: Clock, poll_interval: float, follow_buffer: int
+        self, control: AdminControl, clock: Clock, poll_interval: float, follow_buffer: int
     ) -> None:
         self._control = control
         self._clock = clock
@@ -149,7 +187,6 @@ class _Servicer(pb_grpc.AdminServicer):  # type: ignore[misc]  # generated base 
         return pb.InspectResponse(json=json.dumps(found, default=str))
 
     async def Usage(self, request: pb.UsageRequest, context: Context) -> pb.UsageResponse:
-        from rungar.engine.accounting import usage_document
         from rungar.usage.summary import BY_KEYS
 
         by = str(request.by) or "repository"
@@ -158,14 +195,10 @@ class _Servicer(pb_grpc.AdminServicer):  # type: ignore[misc]  # generated base 
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"by: must be one of {', '.join(BY_KEYS)}, not {by!r}",
             )
-        engine = self._control.engine
-        # Months of jobs are read on a connection of their own, off the engine's loop.
+        since = float(request.since)
+        # Months of jobs are read on a worker thread, off the engine's loop.
         document = await self._guard(
-            context,
-            "Usage",
-            asyncio.to_thread(
-                usage_document, engine.store.path, by, float(request.since), engine.clock.now()
-            ),
+            context, "Usage", asyncio.to_thread(self._control.usage, by, since)
         )
         return pb.UsageResponse(usage_json=json.dumps(document))
 
@@ -412,7 +445,7 @@ def _clear_stale(path: str) -> None:
 
 
 async def serve_admin(
-    control: Control,
+    control: AdminControl,
     socket_path: str,
     mode: int = 0o660,
     *,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rungar.errors import ProviderUnavailable
+from rungar.model.job_key import JobKey
 from rungar.model.machine import Created, JobHint, Machine, MachineState, Refusal, RefusalKind
 from rungar.simulate.history import SimJob
 from rungar.simulate.models import ProviderModel
@@ -26,7 +27,6 @@ from rungar.simulate.models import ProviderModel
 if TYPE_CHECKING:
     from runnerd.admission import PredictionRules, Running
     from runnerd.admission.model import Run
-    from runnerd.history import JobKey
     from runnerd.predictor import Predictor
 
 
@@ -227,8 +227,6 @@ class RunnerdHost(Backend):
             self.peaks -= state.peak
 
     def job_started(self, runner: str, job: SimJob, now: float) -> list[str]:
-        from runnerd.history import JobKey
-
         state = self.runners.get(runner)
         if state is None:
             return []

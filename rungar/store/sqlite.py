@@ -23,13 +23,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
 
 from rungar.errors import StateError
+from rungar.model.create_intent import CreateIntent as CreateIntent  # its home; kept here too
 from rungar.placement.backoff import Backoff
 from rungar.placement.holds import Hold
 from rungar.store.files import private_database
@@ -58,18 +58,6 @@ CREATE TABLE IF NOT EXISTS job_history (
     PRIMARY KEY (scale_set, job_id));
 CREATE INDEX IF NOT EXISTS job_history_age ON job_history (assigned_at);
 """
-
-
-@dataclass(frozen=True, slots=True)
-class CreateIntent:
-    """A runner being created: registered (``runner_id``) and maybe being asked of ``provider``."""
-
-    runner: str
-    scale_set: str
-    request_id: str
-    runner_id: int = 0
-    provider: str = ""
-    created_at: float = 0.0
 
 
 class SqliteStore:

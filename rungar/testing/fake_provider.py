@@ -20,9 +20,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rungar.clock import Clock, SystemClock
+from rungar.config.loader import FAKE_TYPE
+from rungar.config.model import ProviderConfig
 from rungar.errors import ProviderError, ProviderUnavailable
 from rungar.model.machine import (
     Created,
@@ -36,7 +38,10 @@ from rungar.model.machine import (
     Removal,
 )
 from rungar.model.runner_block import TYPED_KEYS, RunnerBlock
-from rungar.model.units import format_bytes
+from rungar.model.units import format_bytes, parse_bytes
+
+if TYPE_CHECKING:
+    from rungar.engine.provider_kinds import ProviderKinds
 
 GIB = 1024**3
 
@@ -312,3 +317,21 @@ class FakeProvider:
         await self._wait()
         if name in self._held:
             self.jobs[name] = job
+
+
+def fake_from_config(config: ProviderConfig, clock: Clock) -> FakeProvider:
+    """The provider of a ``type: fake`` entry: its ``vcpus`` and ``memory`` options as its
+    room (unbounded when unset), on the daemon's clock."""
+    options = config.options
+    vcpus = float(options.get("vcpus", 1e9))
+    memory = parse_bytes(options["memory"]) if "memory" in options else 10**18
+    return FakeProvider(config.name, vcpus=vcpus, memory_bytes=memory, clock=clock)
+
+
+def with_fake(kinds: ProviderKinds | None = None) -> ProviderKinds:
+    """``kinds`` (a new set when None) serving ``type: fake`` in process."""
+    from rungar.engine.provider_kinds import ProviderKinds
+
+    kinds = kinds if kinds is not None else ProviderKinds()
+    kinds.register(FAKE_TYPE, fake_from_config)
+    return kinds

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rungar.engine.status import LEAD_NOTE
 from rungar.model.machine import Created, CreateRequest, Refusal
+from rungar.model.sentences import LEAD_NOTE
 from rungar.rpc.admin_client import AdminClient, DaemonUnreachable
 from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator

@@ -17,7 +17,7 @@ from string import Template
 import pytest
 
 from rungar.demo.cloudboot import GCE_JIT_KEY, GCE_MANAGED
-from rungar.demo.examples import EXAMPLES, EXAMPLES_DIR, Outcome, run_example
+from rungar.demo.examples import EXAMPLES, EXAMPLES_DIR, ExampleRun, run_example
 
 BIN = Path(sys.executable).parent
 NUMBERED = sorted(p.name for p in EXAMPLES_DIR.iterdir() if p.name[:2].isdigit())
@@ -58,7 +58,7 @@ def test_the_gcp_booter_reads_what_the_gcp_provider_writes() -> None:
     assert labels_filter({"rungar.sh/managed": "true"}) == GCE_MANAGED
 
 
-async def run(name: str) -> Outcome:
+async def run(name: str) -> ExampleRun:
     outcome = await run_example(EXAMPLES[name])
     summary = outcome.summary
     assert summary.ok, "\n".join(outcome.lines())

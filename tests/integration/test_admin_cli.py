@@ -141,6 +141,19 @@ async def test_status_json_is_the_daemons_status_document(
     assert document["scale_sets"][0]["runners"] == 3
 
 
+async def test_a_full_provider_is_worded_alike_in_status_and_in_its_event(
+    daemon: Daemon,
+) -> None:
+    await daemon.demand(3)
+    (skip,) = daemon.control.status()["skips"]
+    (full,) = [e for e in daemon.engine.events.recent() if e.action == "full"]
+    # The event says it when it happened (the whole backoff left), status a moment later:
+    # the same sentence up to the time left.
+    said = skip["sentence"].split(" tries it again in ")[0]
+    assert said == "linux found compute1 full;"
+    assert full.message.startswith(said + " tries it again in ")
+
+
 async def test_status_shows_each_section_and_never_claims_spare_room(
     daemon: Daemon, capsys: pytest.CaptureFixture[str]
 ) -> None:

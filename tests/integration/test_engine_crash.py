@@ -46,8 +46,9 @@ from rungar.config.model import (
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.reconcile import reconcile
+from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import RefusalKind
-from rungar.store.sqlite import CreateIntent, SqliteStore
+from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
 from rungar.testing.fake_provider import GIB, FakeProvider

@@ -19,7 +19,7 @@ from rungar.cli.main import build_parser
 from rungar.engine.events import EVENT_ACTIONS, Event
 from rungar.engine.naming import runner_name
 from rungar.engine.reconcile import reconcile
-from rungar.store.sqlite import CreateIntent
+from rungar.model.create_intent import CreateIntent
 from tests.integration.test_engine_lifecycle import World
 
 ROOT = Path(__file__).resolve().parents[2]

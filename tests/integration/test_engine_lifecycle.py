@@ -25,9 +25,10 @@ from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.reconcile import reconcile
 from rungar.github.interface import JobTimes
+from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import Conclusion, JobHint, Machine, MachineState, RefusalKind
 from rungar.model.runner import RemovalReason, RunnerState
-from rungar.store.sqlite import CreateIntent, SqliteStore
+from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
 from rungar.testing.fake_provider import GIB, FakeProvider

@@ -20,14 +20,14 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
-from rungar.engine.control import Busy, Control
+from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.lease import LeaseKeeper
 from rungar.engine.naming import runner_name
 from rungar.engine.reconcile import reconcile
 from rungar.engine.records import RunnerRecord
-from rungar.errors import GitHubError
+from rungar.errors import Busy, GitHubError
 from rungar.github.interface import SessionPhase
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.scaling.lease import Role

@@ -3,7 +3,7 @@ table describes: each is provoked here, and the tables are read from README.md, 
 to the README without a provocation here fails the first two tests.
 
 The message-session words (LISTENING, WAITING, UNREACHABLE) run the daemon's real listener
-against the GitHub emulator: WAITING is another session already holding the scale set, which the
+against the GitHub emulator: WAITING is another session already owning the scale set, which the
 emulator answers with a conflict on session create. (Before the listener reported its phase,
 that daemon showed LISTENING: the WAITING case failed.)
 """

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rungar.cli.status import github_kind, render_status
-from rungar.engine.status import skip_sentence
+from rungar.model.sentences import skip_sentence
 
 NOW = 1_790_589_600.0  # 2026-09-28 10:00:00 UTC
 
@@ -179,7 +179,7 @@ Scale sets (6)
   rungar-gh      UNREACHABLE   compute1 (spread)             rungar-gh      -       0                         0        0    4    0
   rungar-new     STARTING      compute1 (spread)             rungar-new     -       0                         0        0    4    0
   rungar-small: holding back from compute2 for scale set "rungar-big", which is waiting for room and takes priority
-  rungar-big: another message session holds the scale set; standing by until it ends
+  rungar-big: another message session owns the scale set; standing by until it ends
   rungar-paused: taking no jobs, which wait on GitHub; 0 runners left; until resumed or the daemon restarts
   rungar-gh: GitHub does not answer
   rungar-new: being looked up on GitHub, and its runners adopted

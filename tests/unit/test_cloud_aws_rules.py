@@ -17,65 +17,65 @@ from rungar_aws.launch import (
 )
 from rungar_aws.settings import AwsRunner, AwsSettings
 
-from rungar.cloudkit.search import Outcome
+from rungar.cloudkit.search import PlaceAnswer
 from rungar.model.machine import CreateRequest, RefusalKind
 from rungar.model.runner_block import RunnerBlock
 
 CASES = [
-    ("InsufficientInstanceCapacity", 500, Outcome.STOCK),
-    ("InsufficientHostCapacity", 500, Outcome.STOCK),
-    ("InsufficientReservedInstanceCapacity", 500, Outcome.STOCK),
-    ("InsufficientCapacity", 500, Outcome.STOCK),
-    ("InsufficientAddressCapacity", 500, Outcome.STOCK),
-    ("InsufficientVolumeCapacity", 500, Outcome.STOCK),
-    ("InsufficientFreeAddressesInSubnet", 400, Outcome.STOCK),
-    ("SpotMaxPriceTooLow", 400, Outcome.STOCK),
-    ("UnfulfillableCapacity", 400, Outcome.STOCK),
-    ("ReservationCapacityExceeded", 400, Outcome.STOCK),
-    ("InstanceLimitExceeded", 400, Outcome.QUOTA),
-    ("VcpuLimitExceeded", 400, Outcome.QUOTA),
-    ("MaxSpotInstanceCountExceeded", 400, Outcome.QUOTA),
-    ("MaxFleetCountExceeded", 400, Outcome.QUOTA),
-    ("Unsupported", 400, Outcome.UNOFFERED),
-    ("InvalidParameterValue", 400, Outcome.INVALID),
-    ("InvalidParameterCombination", 400, Outcome.INVALID),
-    ("InvalidAMIID.NotFound", 400, Outcome.INVALID),
-    ("InvalidAMIID.Malformed", 400, Outcome.INVALID),
-    ("InvalidSubnetID.NotFound", 400, Outcome.INVALID),
-    ("InvalidGroup.NotFound", 400, Outcome.INVALID),
-    ("InvalidKeyPair.NotFound", 400, Outcome.INVALID),
-    ("InvalidUserData.Malformed", 400, Outcome.INVALID),
-    ("InvalidInstanceType.NotFound", 400, Outcome.INVALID),
-    ("MissingParameter", 400, Outcome.INVALID),
-    ("UnknownParameter", 400, Outcome.INVALID),
-    ("IdempotentParameterMismatch", 400, Outcome.INVALID),
-    ("NoCredentialsError", None, Outcome.INVALID),
-    ("UnauthorizedOperation", 403, Outcome.DENIED),
-    ("AuthFailure", 401, Outcome.DENIED),
-    ("Blocked", 400, Outcome.DENIED),
-    ("OptInRequired", 400, Outcome.DENIED),
-    ("PendingVerification", 400, Outcome.REFUSED),
-    ("RequestLimitExceeded", 503, Outcome.REFUSED),
-    ("InternalError", 500, Outcome.UNCERTAIN),
-    ("InternalFailure", 500, Outcome.UNCERTAIN),
-    ("ServiceUnavailable", 503, Outcome.UNCERTAIN),
-    ("Unavailable", 503, Outcome.UNCERTAIN),
-    (NO_ANSWER, None, Outcome.UNCERTAIN),
-    ("SomethingNew", 502, Outcome.UNCERTAIN),
-    ("SomethingNew", 400, Outcome.REFUSED),
+    ("InsufficientInstanceCapacity", 500, PlaceAnswer.STOCK),
+    ("InsufficientHostCapacity", 500, PlaceAnswer.STOCK),
+    ("InsufficientReservedInstanceCapacity", 500, PlaceAnswer.STOCK),
+    ("InsufficientCapacity", 500, PlaceAnswer.STOCK),
+    ("InsufficientAddressCapacity", 500, PlaceAnswer.STOCK),
+    ("InsufficientVolumeCapacity", 500, PlaceAnswer.STOCK),
+    ("InsufficientFreeAddressesInSubnet", 400, PlaceAnswer.STOCK),
+    ("SpotMaxPriceTooLow", 400, PlaceAnswer.STOCK),
+    ("UnfulfillableCapacity", 400, PlaceAnswer.STOCK),
+    ("ReservationCapacityExceeded", 400, PlaceAnswer.STOCK),
+    ("InstanceLimitExceeded", 400, PlaceAnswer.QUOTA),
+    ("VcpuLimitExceeded", 400, PlaceAnswer.QUOTA),
+    ("MaxSpotInstanceCountExceeded", 400, PlaceAnswer.QUOTA),
+    ("MaxFleetCountExceeded", 400, PlaceAnswer.QUOTA),
+    ("Unsupported", 400, PlaceAnswer.UNOFFERED),
+    ("InvalidParameterValue", 400, PlaceAnswer.INVALID),
+    ("InvalidParameterCombination", 400, PlaceAnswer.INVALID),
+    ("InvalidAMIID.NotFound", 400, PlaceAnswer.INVALID),
+    ("InvalidAMIID.Malformed", 400, PlaceAnswer.INVALID),
+    ("InvalidSubnetID.NotFound", 400, PlaceAnswer.INVALID),
+    ("InvalidGroup.NotFound", 400, PlaceAnswer.INVALID),
+    ("InvalidKeyPair.NotFound", 400, PlaceAnswer.INVALID),
+    ("InvalidUserData.Malformed", 400, PlaceAnswer.INVALID),
+    ("InvalidInstanceType.NotFound", 400, PlaceAnswer.INVALID),
+    ("MissingParameter", 400, PlaceAnswer.INVALID),
+    ("UnknownParameter", 400, PlaceAnswer.INVALID),
+    ("IdempotentParameterMismatch", 400, PlaceAnswer.INVALID),
+    ("NoCredentialsError", None, PlaceAnswer.INVALID),
+    ("UnauthorizedOperation", 403, PlaceAnswer.DENIED),
+    ("AuthFailure", 401, PlaceAnswer.DENIED),
+    ("Blocked", 400, PlaceAnswer.DENIED),
+    ("OptInRequired", 400, PlaceAnswer.DENIED),
+    ("PendingVerification", 400, PlaceAnswer.REFUSED),
+    ("RequestLimitExceeded", 503, PlaceAnswer.REFUSED),
+    ("InternalError", 500, PlaceAnswer.UNCERTAIN),
+    ("InternalFailure", 500, PlaceAnswer.UNCERTAIN),
+    ("ServiceUnavailable", 503, PlaceAnswer.UNCERTAIN),
+    ("Unavailable", 503, PlaceAnswer.UNCERTAIN),
+    (NO_ANSWER, None, PlaceAnswer.UNCERTAIN),
+    ("SomethingNew", 502, PlaceAnswer.UNCERTAIN),
+    ("SomethingNew", 400, PlaceAnswer.REFUSED),
 ]
 
 
 @pytest.mark.parametrize(("code", "status", "expected"), CASES)
 def test_each_reference_code_is_classified(
-    code: str, status: int | None, expected: Outcome
+    code: str, status: int | None, expected: PlaceAnswer
 ) -> None:
     assert classify(code, status) is expected
 
 
 def test_throttling_is_not_uncertain_although_it_may_come_as_a_5xx() -> None:
     # RequestLimitExceeded means nothing was launched; resending would only add load.
-    assert classify("RequestLimitExceeded", 503) is Outcome.REFUSED
+    assert classify("RequestLimitExceeded", 503) is PlaceAnswer.REFUSED
 
 
 @pytest.mark.parametrize(
@@ -91,7 +91,7 @@ def test_full_refusals_name_the_resource(code: str, resource: str) -> None:
     assert resource_of(code) == resource
 
 
-def _tried(*items: tuple[Outcome, str]) -> list[Tried]:
+def _tried(*items: tuple[PlaceAnswer, str]) -> list[Tried]:
     return [
         Tried(Attempt(f"subnet-{i}", "m7i.large"), o, c, c, resource_of(c))
         for i, (o, c) in enumerate(items)
@@ -99,7 +99,7 @@ def _tried(*items: tuple[Outcome, str]) -> list[Tried]:
 
 
 def test_only_unsupported_everywhere_is_invalid() -> None:
-    refusal = settle(_tried((Outcome.UNOFFERED, "Unsupported")), "eu-west-1")
+    refusal = settle(_tried((PlaceAnswer.UNOFFERED, "Unsupported")), "eu-west-1")
     assert refusal.kind is RefusalKind.INVALID
     assert "no subnet of eu-west-1 offers instance type m7i.large" in refusal.message
 
@@ -107,9 +107,9 @@ def test_only_unsupported_everywhere_is_invalid() -> None:
 def test_full_subnets_and_quota_settle_as_full_naming_both() -> None:
     refusal = settle(
         _tried(
-            (Outcome.STOCK, "InsufficientInstanceCapacity"),
-            (Outcome.UNOFFERED, "Unsupported"),
-            (Outcome.QUOTA, "VcpuLimitExceeded"),
+            (PlaceAnswer.STOCK, "InsufficientInstanceCapacity"),
+            (PlaceAnswer.UNOFFERED, "Unsupported"),
+            (PlaceAnswer.QUOTA, "VcpuLimitExceeded"),
         ),
         "eu-west-1",
     )
@@ -119,14 +119,14 @@ def test_full_subnets_and_quota_settle_as_full_naming_both() -> None:
 @pytest.mark.parametrize(
     ("outcome", "kind"),
     [
-        (Outcome.INVALID, RefusalKind.INVALID),
-        (Outcome.DENIED, RefusalKind.INVALID),
-        (Outcome.REFUSED, RefusalKind.FAILED),
-        (Outcome.UNCERTAIN, RefusalKind.FAILED),
+        (PlaceAnswer.INVALID, RefusalKind.INVALID),
+        (PlaceAnswer.DENIED, RefusalKind.INVALID),
+        (PlaceAnswer.REFUSED, RefusalKind.FAILED),
+        (PlaceAnswer.UNCERTAIN, RefusalKind.FAILED),
     ],
 )
-def test_a_stopping_outcome_decides_the_kind(outcome: Outcome, kind: RefusalKind) -> None:
-    tried = _tried((Outcome.STOCK, "InsufficientInstanceCapacity"), (outcome, "X"))
+def test_a_stopping_outcome_decides_the_kind(outcome: PlaceAnswer, kind: RefusalKind) -> None:
+    tried = _tried((PlaceAnswer.STOCK, "InsufficientInstanceCapacity"), (outcome, "X"))
     assert settle(tried, "eu-west-1").kind is kind
 
 

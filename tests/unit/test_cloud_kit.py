@@ -16,7 +16,7 @@ from rungar_gcp.search import Attempt, Tried
 from rungar_gcp.settings import GcpSettings
 
 from rungar.cloudkit.search import (
-    Outcome,
+    PlaceAnswer,
     details,
     own_labels,
     runner_problems,
@@ -54,7 +54,7 @@ PLAN = [Attempt(p, k) for p in ("a", "b", "c") for k in ("t1", "t2")]
 
 
 async def run_search(
-    answers: dict[Attempt, Outcome | None],
+    answers: dict[Attempt, PlaceAnswer | None],
 ) -> tuple[Created | list[Tried], list[Attempt]]:
     asked: list[Attempt] = []
 
@@ -69,29 +69,31 @@ async def run_search(
 
 
 async def test_a_type_out_of_quota_is_not_tried_in_the_other_places() -> None:
-    answers: dict[Attempt, Outcome | None] = {s: Outcome.STOCK for s in PLAN}
-    answers[Attempt("a", "t1")] = Outcome.QUOTA
+    answers: dict[Attempt, PlaceAnswer | None] = {s: PlaceAnswer.STOCK for s in PLAN}
+    answers[Attempt("a", "t1")] = PlaceAnswer.QUOTA
     result, asked = await run_search(answers)
     assert isinstance(result, list) and len(result) == 4
     assert [str(s) for s in asked] == ["a/t1", "a/t2", "b/t2", "c/t2"]
 
 
 async def test_a_stopping_outcome_ends_the_search_and_a_skip_is_not_recorded() -> None:
-    answers: dict[Attempt, Outcome | None] = {
+    answers: dict[Attempt, PlaceAnswer | None] = {
         Attempt("a", "t1"): None,
-        Attempt("a", "t2"): Outcome.DENIED,
+        Attempt("a", "t2"): PlaceAnswer.DENIED,
     }
     result, asked = await run_search(answers)
-    assert isinstance(result, list) and [m.outcome for m in result] == [Outcome.DENIED]
+    assert isinstance(result, list) and [m.outcome for m in result] == [PlaceAnswer.DENIED]
     assert len(asked) == 2
 
 
 async def test_the_first_attempt_that_makes_a_machine_ends_the_search() -> None:
-    result, asked = await run_search({Attempt("a", "t1"): Outcome.STOCK})
+    result, asked = await run_search({Attempt("a", "t1"): PlaceAnswer.STOCK})
     assert result == MADE and len(asked) == 2
 
 
-async def resend(answers: list[Outcome], found: Created | None) -> tuple[object, int, JumpingClock]:
+async def resend(
+    answers: list[PlaceAnswer], found: Created | None
+) -> tuple[object, int, JumpingClock]:
     clock = JumpingClock()
     sent = 0
     heard: list[int] = []
@@ -112,35 +114,35 @@ async def resend(answers: list[Outcome], found: Created | None) -> tuple[object,
 
 
 async def test_an_uncertain_request_is_resent_until_an_answer_is_certain() -> None:
-    result, sent, clock = await resend([Outcome.UNCERTAIN, Outcome.STOCK], None)
-    assert isinstance(result, Tried) and result.outcome is Outcome.STOCK
+    result, sent, clock = await resend([PlaceAnswer.UNCERTAIN, PlaceAnswer.STOCK], None)
+    assert isinstance(result, Tried) and result.outcome is PlaceAnswer.STOCK
     assert sent == 2 and clock.slept == [1.0]
 
 
 async def test_four_uncertain_answers_are_settled_by_looking_the_machine_up() -> None:
-    result, sent, clock = await resend([Outcome.UNCERTAIN] * 4, MADE)
+    result, sent, clock = await resend([PlaceAnswer.UNCERTAIN] * 4, MADE)
     assert result == MADE and sent == 4 and clock.slept == [1.0, 2.0, 4.0]
 
 
 async def test_nothing_found_after_four_uncertain_answers_reports_the_last_one() -> None:
-    result, sent, _ = await resend([Outcome.UNCERTAIN] * 4, None)
+    result, sent, _ = await resend([PlaceAnswer.UNCERTAIN] * 4, None)
     assert isinstance(result, Tried) and result.detail == "answer 4" and sent == 4
 
 
 def test_stopping_outcomes_decide_the_refusal_and_others_do_not() -> None:
-    def last(outcome: Outcome) -> Refusal | None:
-        first = Tried(Attempt("a", "t1"), Outcome.STOCK, "no")
+    def last(outcome: PlaceAnswer) -> Refusal | None:
+        first = Tried(Attempt("a", "t1"), PlaceAnswer.STOCK, "no")
         return stop_refusal([first, Tried(Attempt("b", "t1"), outcome, "no")], "vm")
 
-    assert last(Outcome.STOCK) is None and last(Outcome.FAILED) is None
-    kinds = {o: (r.kind, r.resource) for o in Outcome if (r := last(o)) is not None}
+    assert last(PlaceAnswer.STOCK) is None and last(PlaceAnswer.FAILED) is None
+    kinds = {o: (r.kind, r.resource) for o in PlaceAnswer if (r := last(o)) is not None}
     assert kinds == {
-        Outcome.INVALID: (RefusalKind.INVALID, "runner"),
-        Outcome.DENIED: (RefusalKind.INVALID, "permission"),
-        Outcome.REFUSED: (RefusalKind.FAILED, "api"),
-        Outcome.UNCERTAIN: (RefusalKind.FAILED, "api"),
+        PlaceAnswer.INVALID: (RefusalKind.INVALID, "runner"),
+        PlaceAnswer.DENIED: (RefusalKind.INVALID, "permission"),
+        PlaceAnswer.REFUSED: (RefusalKind.FAILED, "api"),
+        PlaceAnswer.UNCERTAIN: (RefusalKind.FAILED, "api"),
     }
-    uncertain = last(Outcome.UNCERTAIN)
+    uncertain = last(PlaceAnswer.UNCERTAIN)
     assert uncertain is not None
     assert uncertain.message == "b/t1: no certain answer after 4 tries and no vm found: no"
 
@@ -150,7 +152,7 @@ def test_no_place_offering_the_types_names_them_sorted_once() -> None:
     assert (refusal.kind, refusal.resource) == (RefusalKind.INVALID, "machine type")
     assert refusal.message == "no zone of r1 offers machine type t1 or t2"
     assert unoffered_refusal("zone", "r1", "machine type", [""]).message.endswith("(none)")
-    full = Tried(Attempt("a", "t1"), Outcome.STOCK, "full")
+    full = Tried(Attempt("a", "t1"), PlaceAnswer.STOCK, "full")
     assert details([full, full]) == "a/t1: full; a/t1: full"
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rungar.config.model import Timing
+from rungar.model.sentences import EXITED, NEVER_CONNECTED
 from rungar.placement import Fleet
 from rungar.placement.attempt import Placed
-from rungar.placement.fleet import EXITED, NEVER_CONNECTED
 from tests.unit.placement_helpers import TIMING, Script, fleet, provider, scale_set, try_place
 
 CRASH_TIMING = replace(TIMING, crash_backoff_first=30, crash_backoff_max=600)

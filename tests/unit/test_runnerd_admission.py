@@ -11,11 +11,11 @@ from runnerd.admission.model import (
     Admit,
     Candidate,
     CpuWaiter,
+    Decided,
     GuardState,
     Holder,
     HostReading,
     Limits,
-    Outcome,
     Policy,
     Prediction,
     Refuse,
@@ -89,16 +89,16 @@ def run(
     disk: int | None = None,
     state: GuardState | None = None,
     now: float = NOW,
-) -> Outcome:
+) -> Decided:
     return decide(cand, running, slice_reading, host, disk, limits, state or GuardState(), now)
 
 
-def refusal(outcome: Outcome) -> Refuse:
+def refusal(outcome: Decided) -> Refuse:
     assert isinstance(outcome.decision, Refuse), outcome.decision
     return outcome.decision
 
 
-def admitted(outcome: Outcome) -> Admit:
+def admitted(outcome: Decided) -> Admit:
     assert isinstance(outcome.decision, Admit), outcome.decision
     return outcome.decision
 

@@ -13,12 +13,12 @@ REFUSED     anything else, throttling included (FAILED, stop)
 UNCERTAIN   5xx or no answer: the instance may exist; resend with the same ClientToken
 =========== ======================================================================
 
-The outcomes are :class:`rungar.cloudkit.search.Outcome`, shared with the gcp provider.
+The outcomes are :class:`rungar.cloudkit.search.PlaceAnswer`, shared with the gcp provider.
 """
 
 from __future__ import annotations
 
-from rungar.cloudkit.search import Outcome
+from rungar.cloudkit.search import PlaceAnswer
 
 NO_ANSWER = "NoAnswer"  # the code used when no answer came back (connection, timeout)
 
@@ -69,23 +69,23 @@ _RESOURCES = {
 }
 
 
-def classify(code: str, status: int | None) -> Outcome:
+def classify(code: str, status: int | None) -> PlaceAnswer:
     """The outcome of one failed RunInstances, from its code first and its status last."""
     if code in STOCK_CODES:
-        return Outcome.STOCK
+        return PlaceAnswer.STOCK
     if code in QUOTA_CODES:
-        return Outcome.QUOTA
+        return PlaceAnswer.QUOTA
     if code == "Unsupported":
-        return Outcome.UNOFFERED
+        return PlaceAnswer.UNOFFERED
     if code in INVALID_CODES or code.startswith("Invalid"):
-        return Outcome.INVALID
+        return PlaceAnswer.INVALID
     if code in DENIED_CODES:
-        return Outcome.DENIED
+        return PlaceAnswer.DENIED
     if code in THROTTLING_CODES:
-        return Outcome.REFUSED
+        return PlaceAnswer.REFUSED
     if code in UNCERTAIN_CODES or (status is not None and status >= 500):
-        return Outcome.UNCERTAIN
-    return Outcome.REFUSED
+        return PlaceAnswer.UNCERTAIN
+    return PlaceAnswer.REFUSED
 
 
 def resource_of(code: str) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rungar.cloudkit.search import Outcome, details, stop_refusal, unoffered_refusal
+from rungar.cloudkit.search import PlaceAnswer, details, stop_refusal, unoffered_refusal
 from rungar.model.machine import CreateRequest, Refusal, RefusalKind
 from rungar_aws.settings import AwsRunner, AwsSettings
 
@@ -38,7 +38,7 @@ class Attempt:
 @dataclass(frozen=True, slots=True)
 class Tried:
     attempt: Attempt
-    outcome: Outcome
+    outcome: PlaceAnswer
     code: str
     detail: str
     resource: str = ""
@@ -148,7 +148,7 @@ def tag_filters(selector: Mapping[str, str], name: str = "") -> list[dict[str, A
 
 def settle(tried: Sequence[Tried], region: str) -> Refusal:
     """The refusal for a search that launched nothing."""
-    made = [t for t in tried if t.outcome is not Outcome.UNOFFERED]
+    made = [t for t in tried if t.outcome is not PlaceAnswer.UNOFFERED]
     if not made:
         types = (t.attempt.instance_type for t in tried)
         return unoffered_refusal("subnet", region, "instance type", types)

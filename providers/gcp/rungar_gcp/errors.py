@@ -17,7 +17,7 @@ FAILED      the operation failed for another reason: try on, FAILED if nothing w
 UNCERTAIN   5xx or no answer to an insert: the machine may exist; retry the same id
 =========== =====================================================================
 
-The outcomes are :class:`rungar.cloudkit.search.Outcome`, shared with the aws provider.
+The outcomes are :class:`rungar.cloudkit.search.PlaceAnswer`, shared with the aws provider.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
-from rungar.cloudkit.search import Outcome
+from rungar.cloudkit.search import PlaceAnswer
 
 
 class Plane(StrEnum):
@@ -77,30 +77,30 @@ def is_already_exists(codes: Iterable[str], status: int | None) -> bool:
     return status == 409 or any(c in ALREADY_EXISTS_CODES for c in codes)
 
 
-def classify(codes: Iterable[str], status: int | None, plane: Plane, *, spot: bool) -> Outcome:
+def classify(codes: Iterable[str], status: int | None, plane: Plane, *, spot: bool) -> PlaceAnswer:
     """The outcome of one failed insert attempt, from its codes first and its status last."""
     if plane is Plane.NO_ANSWER:
-        return Outcome.UNCERTAIN
+        return PlaceAnswer.UNCERTAIN
     found = list(codes)
     if any(c in STOCK_CODES or c.endswith("STOCKOUT") for c in found):
-        return Outcome.STOCK
+        return PlaceAnswer.STOCK
     if spot and any(c in SPOT_STOCK_CODES for c in found):
-        return Outcome.STOCK
+        return PlaceAnswer.STOCK
     if any(c in QUOTA_CODES for c in found):
-        return Outcome.QUOTA
+        return PlaceAnswer.QUOTA
     if any(c in RATE_CODES for c in found):
-        return Outcome.REFUSED
+        return PlaceAnswer.REFUSED
     if any(c in DENIED_CODES for c in found):
-        return Outcome.DENIED
+        return PlaceAnswer.DENIED
     if any(c in INVALID_CODES or c.startswith("INVALID_") for c in found):
-        return Outcome.INVALID
+        return PlaceAnswer.INVALID
     if plane is Plane.OPERATION:
         # The operation is DONE: whatever it says, no machine came of it. Another zone may work.
-        return Outcome.FAILED
+        return PlaceAnswer.FAILED
     if any(c in TRANSIENT_CODES for c in found) or (status is not None and status >= 500):
-        return Outcome.UNCERTAIN
+        return PlaceAnswer.UNCERTAIN
     if status in (400, 404):
-        return Outcome.INVALID
+        return PlaceAnswer.INVALID
     if status in (401, 403):
-        return Outcome.DENIED
-    return Outcome.REFUSED
+        return PlaceAnswer.DENIED
+    return PlaceAnswer.REFUSED

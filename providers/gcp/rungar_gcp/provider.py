@@ -23,7 +23,7 @@ import structlog
 
 from rungar.clock import Clock, SystemClock
 from rungar.cloudkit.search import (
-    Outcome,
+    PlaceAnswer,
     capabilities,
     own_labels,
     runner_problems,
@@ -219,7 +219,7 @@ class GcpProvider:
                 if adopted is not None:
                     return adopted
                 taken = f"an instance named {spec.name} exists and is not this runner's"
-                return Tried(attempt, Outcome.REFUSED, taken)
+                return Tried(attempt, PlaceAnswer.REFUSED, taken)
             outcome = classify(failure.codes, failure.status, failure.plane, spot=spot)
             return Tried(attempt, outcome, failure.describe())
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rungar.cloudkit.search import Outcome, details, stop_refusal, unoffered_refusal
+from rungar.cloudkit.search import PlaceAnswer, details, stop_refusal, unoffered_refusal
 from rungar.model.machine import Refusal, RefusalKind
 
 OFFER_TTL = 3600.0
-FULL_OUTCOMES = frozenset({Outcome.STOCK, Outcome.QUOTA})
+FULL_OUTCOMES = frozenset({PlaceAnswer.STOCK, PlaceAnswer.QUOTA})
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class Attempt:
 @dataclass(frozen=True, slots=True)
 class Tried:
     attempt: Attempt
-    outcome: Outcome
+    outcome: PlaceAnswer
     detail: str
 
 
@@ -78,9 +78,9 @@ def settle(tried: Sequence[Tried], unoffered: Sequence[Attempt], region: str) ->
     if outcomes <= FULL_OUTCOMES:
         resource = (
             "quota"
-            if outcomes == {Outcome.QUOTA}
+            if outcomes == {PlaceAnswer.QUOTA}
             else "zone stock"
-            if outcomes == {Outcome.STOCK}
+            if outcomes == {PlaceAnswer.STOCK}
             else "zone stock and quota"
         )
         return Refusal(RefusalKind.FULL, f"every zone is full: {details(tried)}", resource)

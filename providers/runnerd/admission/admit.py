@@ -3,7 +3,7 @@
 docs/admission.md: "The host's memory", "Measured admission", "CPU admission"; and the disk guard of
 config/runnerd.example.toml (free disk must stay above ``disk_reserve`` plus the runner's
 footprint). Pure: readings,
-running runners, the candidate's prediction, limits, state and ``now`` in; an :class:`Outcome`
+running runners, the candidate's prediction, limits, state and ``now`` in; an :class:`Decided`
 out. Checks in order: slots, disk, the high-water mark, the host stall, MemoryMax, the host's
 room, CPU (a job that had a slot and memory but not CPU waits for CPU).
 
@@ -25,10 +25,10 @@ from runnerd.admission.model import (
     Admit,
     Candidate,
     CpuWaiter,
+    Decided,
     GuardState,
     HostReading,
     Limits,
-    Outcome,
     Policy,
     Refuse,
     Running,
@@ -90,7 +90,7 @@ def decide(
     limits: Limits,
     state: GuardState,
     now: float,
-) -> Outcome:
+) -> Decided:
     # The state is replaced only where it changes: the replay of ``runnerd simulate`` makes
     # hundreds of thousands of decisions and most change nothing.
     forget = limits.cpu_wait_forget
@@ -103,10 +103,10 @@ def decide(
     if waiting is not state.cpu_waiting or widened != state.widened:
         state = replace(state, cpu_waiting=waiting, widened=widened)
 
-    def refuse(resource: str, message: str, wait: str, new: GuardState | None = None) -> Outcome:
+    def refuse(resource: str, message: str, wait: str, new: GuardState | None = None) -> Decided:
         # ``state`` as it stands at the refusal: a stall entered or left on the way is kept.
         kept = state if new is None else new
-        return Outcome(Refuse(resource, message, wait), _asked(kept, candidate.scale_set, now))
+        return Decided(Refuse(resource, message, wait), _asked(kept, candidate.scale_set, now))
 
     slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
     same_profile, reserved, taken = _totals(running, candidate.profile, limits, slice_fresh, now)
@@ -228,7 +228,7 @@ def decide(
         cpu=cpu if limits.cpu_budget is not None else None,
         cpu_wait=cpu_wait,
     )
-    return Outcome(Admit(needs, cpu, record), state)
+    return Decided(Admit(needs, cpu, record), state)
 
 
 def _waiter(waiting: tuple[CpuWaiter, ...], scale_set: str) -> CpuWaiter | None:
@@ -256,12 +256,12 @@ def _asked(state: GuardState, scale_set: str, now: float) -> GuardState:
     return _with_waiting(state, waiting)
 
 
-def _cpu_refusal(state: GuardState, candidate: Candidate, now: float, message: str) -> Outcome:
+def _cpu_refusal(state: GuardState, candidate: Candidate, now: float, message: str) -> Decided:
     if _waiter(state.cpu_waiting, candidate.scale_set) is not None:
         new = _asked(state, candidate.scale_set, now)
     else:  # held for CPU from now, asked now
         new = _with_waiting(state, (*state.cpu_waiting, CpuWaiter(candidate.scale_set, now, now)))
-    return Outcome(Refuse("cpu", message, "cpu"), new)
+    return Decided(Refuse("cpu", message, "cpu"), new)
 
 
 def cpu_line(running: Sequence[Running], limits: Limits, state: GuardState) -> str:

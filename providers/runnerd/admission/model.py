@@ -205,6 +205,9 @@ class Refuse:
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Decided:
+    """What :func:`~runnerd.admission.admit.decide` returns: the decision, and the host guard's
+    state after it."""
+
     decision: Admit | Refuse
     state: GuardState = field(default_factory=GuardState)

@@ -18,10 +18,10 @@ from __future__ import annotations
 import bisect
 from collections import deque
 
+from rungar.model.job_key import JobKey
 from runnerd.admission import GuardState
 from runnerd.admission.model import Candidate, CpuWaiter, Prediction
 from runnerd.admission.predict import ProfileStats
-from runnerd.history import JobKey
 
 NEVER = float("inf")
 

@@ -18,9 +18,9 @@ import math
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 
+from rungar.model.job_key import JobKey
 from runnerd.admission.model import Run
 from runnerd.admission.predict import PredictionRules, ProfileStats
-from runnerd.history import JobKey
 from runnerd.predictor import Predictor
 
 

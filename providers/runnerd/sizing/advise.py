@@ -27,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from rungar.model.job_key import JobKey
 from rungar.model.units import format_bytes
 from runnerd.admission.model import Margin, Policy
 from runnerd.admission.predict import GRANULE, round_up
 from runnerd.config import Profile, RunnerdConfig, SizingConfig
-from runnerd.history import JobKey
 from runnerd.sizing.runs import DAY, SizingRun, by_job, by_profile
 
 GiB = 1024**3

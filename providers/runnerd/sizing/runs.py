@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from rungar.model.job_key import JobKey
 from runnerd.admission.model import CANCELLED, SUCCESS, Run
-from runnerd.history import JobKey
 from runnerd.wal import wal_holds_changes
 
 DAY = 86400.0

@@ -75,14 +75,13 @@ def serve_dashboard(
     prepared: Prepared,
     config: DashboardConfig,
     control: Any,
-    database: Path,
     clock: Clock,
     *,
     limits: Limits | None = None,
 ) -> BoundedHttpServer:
     """Serve the fleet page on ``sock``; call on the engine's loop (it is the one the page's
-    sampler asks). ``control`` is the daemon's Control; ``database`` the state database."""
-    from rungar.engine.accounting import usage_document
+    sampler asks). ``control`` is the daemon's Control, whose ``usage`` the Usage tab reads on
+    a worker thread."""
 
     tls, token = prepared.tls, prepared.token
     feed = Feed(
@@ -93,10 +92,7 @@ def serve_dashboard(
         max_streams=config.max_streams,
     )
 
-    def usage(by: str, since: float) -> dict[str, Any]:
-        return usage_document(database, by, since, clock.now())
-
-    app = FleetApp(feed, usage, token=token, secure=tls is not None, now=clock.now)
+    app = FleetApp(feed, control.usage, token=token, secure=tls is not None, now=clock.now)
     server = BoundedHttpServer(
         app,
         prepared.sock,

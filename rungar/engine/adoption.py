@@ -1,0 +1,86 @@
+"""Which listed machines a reconcile pass adopts, and which create intents it settles: a pure
+plan from what the providers listed, what the daemon tracks and what the store kept, and ``now``
+(README, "Architecture": a reconcile pass).
+
+The pass acts on the plan afterwards (adopts, removes registrations, clears intents), so nothing
+it awaits can change what was decided: a create that begins meanwhile has a new name, and one in
+flight when the plan was made is never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Container, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from rungar.model import labels as L
+from rungar.model.create_intent import CreateIntent
+from rungar.model.machine import Machine
+
+INTERRUPTED_CREATE = "interrupted_create"
+UNTRACKED = "untracked"
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    provider: str
+    machine: Machine
+    why: str  # INTERRUPTED_CREATE or UNTRACKED: the ``why`` of its ``adopted`` event
+    runner_id: int = 0  # the registration its create intent recorded, when it had one
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptionPlan:
+    adopt: tuple[Adopt, ...] = ()
+    # Intents whose machine is listed: cleared (their machine is adopted, or tracked already).
+    cleared: tuple[str, ...] = ()
+    # Intents a crash cut short whose machine no provider lists: registration removed, settled.
+    settled: tuple[CreateIntent, ...] = ()
+    # Names kept from adoption whose time is up: forgotten.
+    forgotten: tuple[str, ...] = field(default=())
+
+
+def plan_adoption(
+    *,
+    machines: Mapping[str, tuple[str, Machine]],
+    every_listed: bool,
+    intents: Sequence[CreateIntent],
+    tracked: Collection[str],
+    creating: Container[str],
+    kept_until: Mapping[str, float],
+    installation: str,
+    now: float,
+) -> AdoptionPlan:
+    """``machines`` by runner name (with their provider) from this pass's listings;
+    ``every_listed``: every provider answered; ``tracked``: runners the daemon has records of;
+    ``creating``: names of creates in flight; ``kept_until``: names kept from adoption (a
+    stranded create's) until then."""
+    adopt: list[Adopt] = []
+    cleared: list[str] = []
+    settled: list[CreateIntent] = []
+    taken = set(tracked)
+    # Intents left by a crash (never those of creates in flight now).
+    for intent in intents:
+        if intent.runner in creating:
+            continue
+        if intent.runner in machines:
+            cleared.append(intent.runner)
+            if intent.runner not in taken:
+                provider, machine = machines[intent.runner]
+                adopt.append(Adopt(provider, machine, INTERRUPTED_CREATE, intent.runner_id))
+                taken.add(intent.runner)
+        elif every_listed:
+            settled.append(intent)
+    # What nobody tracks.
+    forgotten: list[str] = []
+    for name, (provider, machine) in machines.items():
+        if name in taken or name in creating:
+            continue
+        if name in kept_until:
+            if kept_until[name] > now:
+                continue
+            forgotten.append(name)
+        if machine.labels.get(L.INSTALLATION) != installation:
+            continue
+        adopt.append(Adopt(provider, machine, UNTRACKED))
+        taken.add(name)
+    return AdoptionPlan(tuple(adopt), tuple(cleared), tuple(settled), tuple(forgotten))

@@ -1,0 +1,159 @@
+"""What Rungar says to people, worded once: skip reasons, status notes and lines, event messages
+and the sentences of log lines (README, "Status"; docs/events.md).
+
+A skip reason, a ``rungar status`` line, the ``message`` of an event and the log line of the same
+moment say the same thing in the same words: a provider that refused ``FULL`` is "found full"
+everywhere, a provider that did not answer is "unreachable", a hold is "held for scale set S".
+"Hold" means a priority hold and nothing else: a message session *owns* its scale set, a
+rate limit *pauses* calls. The README quotes these sentences; change them there too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rungar.model.units import format_duration
+
+# ---------------------------------------------------------------- skip reasons
+# Why placement will not try a provider now, in the order it checks them (README, "Status").
+
+DISABLED = "disabled"
+UNREACHABLE = "unreachable"
+FULL = "full"
+# How a crash loop's runners ended (README, "Status": skip lines)
+EXITED = "exit before connecting"
+NEVER_CONNECTED = "never connect within start_timeout"
+
+
+def failing_reason(error: str) -> str:
+    return f"failing to create its runner: {error}"
+
+
+def crash_reason(why: str, in_a_row: int) -> str:
+    """``its runners exit before connecting (3 in a row)``; ``why`` is EXITED or
+    NEVER_CONNECTED."""
+    return f"its runners {why} ({in_a_row} in a row)"
+
+
+def held_reason(holder: str) -> str:
+    return f"held for scale set {holder}"
+
+
+def kept_for_reason(scale_set: str) -> str:
+    return f"kept for the assigned jobs of scale set {scale_set}"
+
+
+def limit_reason(limit: int) -> str:
+    return f"at its limit of {limit} runners"
+
+
+def scale_set_limit_reason(limit: int) -> str:
+    return f"the scale set is at its limit of {limit} runners"
+
+
+def nothing_to_try(skips: Iterable[object]) -> str:
+    """The line logged and recorded when no provider takes a runner: every skip, in order."""
+    return "no provider can be tried: " + "; ".join(str(s) for s in skips)
+
+
+# ---------------------------------------------------------------- a provider that refused
+
+
+def found_full(scale_set: str, provider: str, left: float) -> str:
+    """``rungar-c4-m8 found compute1 full; tries it again in 47s``: the skip line of
+    ``rungar status``, and with the provider's own message, the event's and the log's."""
+    return f"{scale_set} found {provider} full; tries it again in {format_duration(left)}"
+
+
+def found_failing(scale_set: str, provider: str, in_a_row: int, left: float, error: str) -> str:
+    """``rungar-gpu found compute3 failing (2 in a row); tries it again in 30s: connection
+    reset``: a FAILED or INVALID refusal, or a create that failed."""
+    return (
+        f"{scale_set} found {provider} failing ({in_a_row} in a row); "
+        f"tries it again in {format_duration(left)}: {error}"
+    )
+
+
+def skip_sentence(
+    scale_set: str, provider: str, full: bool, refusals: int, left: float, error: str
+) -> str:
+    """One skip line of ``rungar status``: :func:`found_full` or :func:`found_failing`."""
+    if full:
+        return found_full(scale_set, provider, left)
+    return found_failing(scale_set, provider, refusals, left, error)
+
+
+def refused(scale_set: str, provider: str, full: bool, refusals: int, left: float, why: str) -> str:
+    """A refusal as it happens (the event's message and the log line): the skip line it
+    starts, and for FULL the provider's own words after it."""
+    if full:
+        return found_full(scale_set, provider, left) + (f": {why}" if why else "")
+    return found_failing(scale_set, provider, refusals, left, why)
+
+
+def crash_sentence(scale_set: str, provider: str, why: str, runners: int, left: float) -> str:
+    """``rungar-c4-m8's runners on compute1 exit before connecting (3 in a row); next try
+    in 2m``."""
+    return (
+        f"{scale_set}'s runners on {provider} {why} ({runners} in a row); "
+        f"next try in {format_duration(left)}"
+    )
+
+
+# ---------------------------------------------------------------- a provider that did not answer
+
+UNREACHABLE_SINCE = "provider is unreachable; nothing is placed on it until it lists again"
+REACHABLE_AGAIN = "provider is reachable again"
+WRITTEN_OFF = "forgetting runner on a provider unreachable for too long; its machine is left alone"
+CRASH_LOOP = "runners exit before connecting; backing off the provider"
+
+
+def cannot_be_reached(provider: str, why: str) -> str:
+    """The line under ``rungar status``'s providers for each unreachable one."""
+    return f"{provider} cannot be reached" + (f": {why}" if why else "")
+
+
+# ---------------------------------------------------------------- priority holds
+
+
+def hold_text(holder: str, priority: int, left: float) -> str:
+    """``for rungar-c8-m16 (priority 10), 1m left``: a provider's hold, as ``status`` and
+    ``providers inspect`` show it."""
+    return f"for {holder} (priority {priority}), {format_duration(left)} left"
+
+
+def held_status(holder: str, priority: int, left: float) -> str:
+    """A held provider's STATUS: ``HELD for S (priority P), Ns left``."""
+    return f"HELD {hold_text(holder, priority, left)}"
+
+
+def hold_placed(holder: str, priority: int) -> str:
+    """The ``held`` event's message, when a hold is placed."""
+    return (
+        f"{held_reason(holder)} (priority {priority}): lower priorities keep off it until it "
+        "places its runner"
+    )
+
+
+def holding_back(provider: str, holder: str) -> str:
+    """The note of a scale set a hold keeps off a provider (STATUS ``HOLDING BACK``)."""
+    return (
+        f'holding back from {provider} for scale set "{holder}", '
+        "which is waiting for room and takes priority"
+    )
+
+
+# ---------------------------------------------------------------- a scale set's notes
+
+WAITING_NOTE = "another message session owns the scale set; standing by until it ends"
+UNREACHABLE_NOTE = "GitHub does not answer; trying again for the message session"
+STARTING_NOTE = "being looked up on GitHub, and its runners adopted"
+# a standby daemon's scale sets other than the lead (README, "Running a standby")
+LEAD_NOTE = "standing by until this daemon holds the lead scale set's message session"
+
+
+def paused_note(runners_left: int) -> str:
+    return (
+        f"taking no jobs, which wait on GitHub; {runners_left} runners left; "
+        "until resumed or the daemon restarts"
+    )

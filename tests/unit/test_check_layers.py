@@ -1,0 +1,138 @@
+"""tools/check_layers.py: packages depend downwards only, and no two packages reach each other.
+
+Each test builds a small tree of ``rungar`` packages in a temporary folder and runs the check on
+it. (Breaking the cycle search — ``cycles`` returning [] — fails the first three tests.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "check_layers.py"
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_layers", TOOL)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("check_layers", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+check_layers = _tool()
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def _run(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = check_layers.main(["--root", str(root)])
+    return code, capsys.readouterr().err
+
+
+def test_two_packages_importing_each_other_fail_the_check_naming_the_cycle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tree(
+        tmp_path,
+        {
+            "rungar/__init__.py": "",
+            "rungar/engine/__init__.py": "",
+            "rungar/engine/daemon.py": "from rungar.rpc.admin_server import serve\n",
+            "rungar/rpc/__init__.py": "",
+            "rungar/rpc/admin_server.py": (
+                "def serve():\n    from rungar.engine.control import Control\n"
+            ),
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "dependency cycle: rungar.engine -> rungar.rpc -> rungar.engine" in err
+    # The lazy import inside a function is what closes it, and the report says where.
+    assert "rungar/rpc/admin_server.py:2: rungar.rpc imports rungar.engine.control" in err
+
+
+def test_a_cycle_through_three_packages_is_found_and_named_in_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tree(
+        tmp_path,
+        {
+            "rungar/model/__init__.py": "from rungar.config import x\n",
+            "rungar/config/__init__.py": "from rungar.placement import y\n",
+            "rungar/placement/__init__.py": "from ..model import z\n",  # relative, still counted
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert (
+        "dependency cycle: rungar.config -> rungar.placement -> rungar.model -> rungar.config"
+        in err
+    )
+
+
+def test_a_cycle_hidden_under_type_checking_still_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tree(
+        tmp_path,
+        {
+            "rungar/demo/__init__.py": "from rungar.cli.status import render\n",
+            "rungar/cli/__init__.py": (
+                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                "    from rungar.demo import scenario\n"
+            ),
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "dependency cycle: rungar.cli -> rungar.demo -> rungar.cli" in err
+
+
+def test_an_import_upwards_fails_without_a_cycle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tree(
+        tmp_path,
+        {
+            "rungar/engine/daemon.py": (
+                "def make():\n    from rungar.testing.fake_provider import FakeProvider\n"
+            ),
+            "rungar/testing/fake_provider.py": "class FakeProvider: ...\n",
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "cycle" not in err
+    assert (
+        "rungar/engine/daemon.py:2: rungar.engine may not import rungar.testing.fake_provider"
+        in err
+    )
+
+
+def test_imports_downwards_only_pass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _tree(
+        tmp_path,
+        {
+            "rungar/cli/main.py": "from rungar.engine.daemon import Daemon\nimport rungar.model\n",
+            "rungar/engine/daemon.py": "from rungar.rpc.client import GrpcProvider\n",
+            "rungar/rpc/client.py": "from rungar.model.machine import Machine\n",
+            "rungar/model/machine.py": "import dataclasses\n",
+        },
+    )
+    assert _run(tmp_path, capsys) == (0, "")
+
+
+def test_the_repository_itself_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(TOOL.parents[1], capsys) == (0, "")
