@@ -306,8 +306,20 @@ def provider_lines(providers: list[dict[str, Any]], skips: list[dict[str, Any]])
         if p.get("reachable") is False:
             why = p.get("error") or p.get("unreachable_reason")
             lines.append(f"  {p['name']} cannot be reached" + (f": {why}" if why else ""))
+            if p.get("kept"):
+                lines.append(f"  {kept_sentence(p['name'], p['kept'], p.get('written_off_in'))}")
     lines += [f"  {skip['sentence']}" for skip in skips]
     return lines
+
+
+def kept_sentence(provider: str, kept: int, written_off_in: float | None) -> str:
+    """``compute3's 2 runners still count against the limits until it answers; written off in
+    4m unless it does``."""
+    verb = "counts" if kept == 1 else "count"
+    text = f"{provider}'s {plural(kept, 'runner')} still {verb} against the limits until it answers"
+    if written_off_in is not None:
+        text += f"; written off in {format_age(written_off_in)} unless it does"
+    return text
 
 
 def runner_lines(runners: list[dict[str, Any]]) -> list[str]:

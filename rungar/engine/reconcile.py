@@ -28,6 +28,7 @@ import structlog
 
 from rungar.engine.leftovers import note_leftovers
 from rungar.engine.naming import belongs_to
+from rungar.engine.recall import remember, settle_recalled
 from rungar.engine.records import RunnerRecord
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
@@ -270,6 +271,8 @@ async def reconcile(engine: Engine) -> None:
             if owner == provider:
                 machines[machine.name] = (provider, machine)
     now = engine.clock.now()
+    # runners recalled from the state database, on providers that answered
+    settle_recalled(engine, listings, machines, now, _adopt)
 
     # 2. intents left by a crash (never those of creates in flight now)
     for intent in engine.store.intents():
@@ -364,6 +367,7 @@ async def reconcile(engine: Engine) -> None:
     # 7. counts, persistence, retries
     engine.resync_fleet_counts()
     engine.save_placement()
+    remember(engine)
     for name in list(engine.sets):
         engine.metrics.last_reconcile.labels(name).set(now)
         await engine.scale(name)
