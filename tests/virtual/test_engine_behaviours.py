@@ -7,6 +7,7 @@ seeded ones run several seeds and print the failing one with the command that re
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from rungar.cli.status import render_status
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ScaleSetsFile
 from rungar.engine.status import snapshot
-from rungar.model.machine import MachineState, RefusalKind
+from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
 from tests.virtual.harness import Host, VirtualFleet, seeds
 
 TIMING = "timing: {reconcile_interval: 30s, backoff_first: 15s, backoff_max: 2m, left_grace: 0s}"
@@ -219,6 +220,37 @@ async def test_a_restart_while_a_provider_does_not_answer_keeps_the_scale_set_wi
     adopted = {e.name for e in fleet.engine.events.recent() if e.action == "adopted"}
     assert adopted == before
     assert "still count" not in render_status(snapshot(fleet.engine))
+
+
+async def test_a_create_cut_short_by_a_restart_counts_while_its_provider_does_not_answer(
+    tmp_path: Path,
+) -> None:
+    # Without the creates cut short recalled too this fails: b gets a runner at the restart and
+    # a's machine is adopted once a lists again, two runners for max_runners 1.
+    cfg = config("  - {name: linux, max_runners: 1, placement: pack, providers: [a, b]}\n", "a b")
+    fleet = await started(VirtualFleet(tmp_path, cfg, {"a": Host(), "b": Host()}))
+    a = fleet.providers["a"]
+
+    async def made_then_silent(request: CreateRequest) -> Created | Refusal:
+        a.create_now(request, fleet.clock.now())
+        await asyncio.Event().wait()  # the machine exists; the daemon stops before the answer
+        raise AssertionError("never answered")
+
+    a.create = made_then_silent  # type: ignore[method-assign]  # a create the restart cuts short
+    await fleet.queue("linux", 1, duration=600)
+    (made,) = fleet.machines_on("a")
+    del a.create  # the provider's own create again
+    a.fail_deletes(count=1)  # as at a kill: the stop leaves the machine
+    a.fail_lists(count=2)
+    await fleet.restart()
+    assert [r.name for r in fleet.engine.runners.live("linux")] == [made]
+    assert fleet.machines_on("b") == [], "no runner created in its place"
+    await fleet.run_for(60)
+    assert [r.name for r in fleet.engine.runners.live("linux")] == [made]
+    (adopted,) = [e for e in fleet.engine.events.recent() if e.action == "adopted"]
+    assert (adopted.name, adopted.attributes["why"]) == (made, "interrupted_create")
+    await fleet.run_until_done()
+    assert all(j.runner == made for j in fleet.jobs.values())
 
 
 async def test_runners_recalled_for_a_provider_that_stays_silent_are_written_off_after_the_grace(
