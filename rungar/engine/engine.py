@@ -157,7 +157,8 @@ class Engine:
         self.fleet.restore_state(backoffs, holds)
         self.fleet.restore_crash_loops(store.load_crash_loops())
         self.job_history = JobHistory(store, config.scale_sets, clock.now())
-        recall(self)  # the runners it knew count until their providers list them
+        # The runners it knew count until their providers list them; the table is kept.
+        self.runner_keeper = recall(self)
 
     # ------------------------------------------------------------------ helpers
 

@@ -3,17 +3,17 @@
 The providers' listings are the truth about machines, and a restart adopts every runner its
 provider lists. A provider that does not answer the new daemon's first List would hide its
 runners, and the daemon would create others in their place, past ``max_runners`` once it
-answered again. So the daemon keeps its runner table in the state database (every runner as it
-is added or dropped, the whole table once a pass) and recalls it at start: each recalled runner
-counts, as it was last known, for its scale set and its provider until that provider answers a
-List. Then it is confirmed (adopted) if listed, and forgotten if not; a provider that stays
-silent has them written off after ``unreachable_grace``, as for one that goes silent while the
-daemon runs. Creates a stop cut short after their provider was asked count the same way.
+answered again. So the daemon keeps its runner table in the state database (each runner as it
+is added or dropped, and once a pass those whose state changed) and recalls it at start: each
+recalled runner counts, as it was last known, for its scale set and its provider until that
+provider answers a List. Then it is adopted if listed and forgotten if not; a provider that
+stays silent has them written off after ``unreachable_grace``, as for one that goes silent while
+the daemon runs. Creates a stop cut short after their provider was asked count the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import structlog
@@ -21,7 +21,7 @@ import structlog
 from rungar.engine.records import RunnerRecord
 from rungar.model.machine import Machine, Removal
 from rungar.model.runner import RemovalReason, RunnerState
-from rungar.store.sqlite import KeptRunner
+from rungar.store.sqlite import KeptRunner, SqliteStore
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
@@ -65,14 +65,43 @@ def _recalled(runner: KeptRunner) -> RunnerRecord:
     return record
 
 
-def recall(engine: Engine) -> None:
+class RunnerKeeper:
+    """The state database's copy of the runner table: each runner as it is added or dropped
+    (the table's ``on_change``), and once a pass those whose state changed since."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        self.saved: dict[str, KeptRunner] = {}
+
+    def __call__(self, name: str, record: RunnerRecord | None) -> None:
+        if record is None:
+            if self.saved.pop(name, None) is not None:
+                self.store.forget_runner(name)
+            return
+        row = kept(record)
+        if self.saved.get(name) != row:
+            self.store.keep_runners([row])
+            self.saved[name] = row
+
+    def remember(self, records: Iterable[RunnerRecord]) -> None:
+        changed = [row for row in map(kept, records) if self.saved.get(row.name) != row]
+        if changed:
+            self.store.keep_runners(changed)
+            self.saved.update((row.name, row) for row in changed)
+
+
+def recall(engine: Engine) -> RunnerKeeper:
     """Put the kept runners, and the creates a stop cut short after their provider was asked,
-    back in the table as recalled; from now on the table is kept as it changes."""
+    back in the table as recalled; from now on the returned keeper keeps the table."""
     table = engine.runners
     store = engine.store
+    keeper = RunnerKeeper(store)
     for runner in store.kept_runners():
         if runner.provider in engine.providers:
             table.add(_recalled(runner))
+            keeper.saved[runner.name] = runner
+        else:  # a provider no longer configured: never listed again, as before a restart
+            store.forget_runner(runner.name)
     for intent in store.intents():
         if intent.provider in engine.providers and intent.runner not in table:
             # Its machine may exist: the provider was asked to create it.
@@ -86,20 +115,9 @@ def recall(engine: Engine) -> None:
                 RunnerState.STARTING.value,
             )
             table.add(_recalled(kept_intent))
-
-    def keep(name: str, record: RunnerRecord | None) -> None:
-        if record is None:
-            store.forget_runner(name)
-        else:
-            store.keep_runner(kept(record))
-
-    table.on_change = keep
+    table.on_change = keeper
     engine.resync_fleet_counts()
-
-
-def remember(engine: Engine) -> None:
-    """Save the whole table (states change without a runner being added or dropped)."""
-    engine.store.keep_runners([kept(r) for r in engine.runners])
+    return keeper
 
 
 def settle_recalled(

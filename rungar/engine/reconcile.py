@@ -28,7 +28,7 @@ import structlog
 
 from rungar.engine.leftovers import note_leftovers
 from rungar.engine.naming import belongs_to
-from rungar.engine.recall import remember, settle_recalled
+from rungar.engine.recall import settle_recalled
 from rungar.engine.records import RunnerRecord
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
@@ -367,7 +367,7 @@ async def reconcile(engine: Engine) -> None:
     # 7. counts, persistence, retries
     engine.resync_fleet_counts()
     engine.save_placement()
-    remember(engine)
+    engine.runner_keeper.remember(engine.runners)
     for name in list(engine.sets):
         engine.metrics.last_reconcile.labels(name).set(now)
         await engine.scale(name)

@@ -275,22 +275,16 @@ class SqliteStore:
 
     # ------------------------------------------------------------ tracked runners
 
-    def keep_runner(self, runner: KeptRunner) -> None:
-        with self._tx() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO runners VALUES (?, ?, ?, ?, ?, ?, ?, ?)", _row(runner)
-            )
-
     def forget_runner(self, name: str) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM runners WHERE name = ?", (name,))
 
     def keep_runners(self, runners: list[KeptRunner]) -> None:
-        """Replace every kept runner with ``runners`` (the whole table, once a pass)."""
+        """Save ``runners``, each replacing what was kept under its name."""
         with self._tx() as db:
-            db.execute("DELETE FROM runners")
             db.executemany(
-                "INSERT INTO runners VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [_row(r) for r in runners]
+                "INSERT OR REPLACE INTO runners VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [_row(r) for r in runners],
             )
 
     def kept_runners(self) -> list[KeptRunner]:
