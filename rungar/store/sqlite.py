@@ -107,7 +107,7 @@ class SqliteStore:
         except sqlite3.DatabaseError as e:
             # Corrupt (not a database, a malformed page): keep it for a post-mortem and start
             # afresh. Nothing here is the truth about machines: runners are adopted again from
-            # the providers' labels; backoffs, holds and create intents are lost.
+            # the providers' labels; backoffs, holds, create intents and kept runners are lost.
             self.moved_aside = self._move_aside(now(), e)
             try:
                 self._db = self._open()
@@ -157,7 +157,7 @@ class SqliteStore:
             message=(
                 f"the state database {self.path} was corrupt ({error}); kept as {kept} and "
                 "started afresh: runners are adopted again from the providers' labels, and "
-                "backoffs, holds and create intents start empty"
+                "backoffs, holds, create intents and the kept runners start empty"
             ),
             kept=str(kept),
         )
