@@ -6,9 +6,11 @@ runners, and the daemon would create others in their place, past ``max_runners``
 answered again. So the daemon keeps its runner table in the state database (each runner as it
 is added or dropped, and once a pass those whose state changed) and recalls it at start: each
 recalled runner counts, as it was last known, for its scale set and its provider until that
-provider answers a List. Then it is adopted if listed and forgotten if not; a provider that
-stays silent has them written off after ``unreachable_grace``, as for one that goes silent while
-the daemon runs. Creates a stop cut short after their provider was asked count the same way.
+provider answers a List (GitHub's view of it is synced meanwhile, so a runner that took a job
+or lost its registration since is known as such). Then it is adopted if listed and forgotten if
+not; a provider that stays silent has them written off after ``unreachable_grace``, as for one
+that goes silent while the daemon runs. Creates a stop cut short after their provider was asked
+count the same way.
 """
 
 from __future__ import annotations

@@ -311,6 +311,9 @@ async def reconcile(engine: Engine) -> None:
             record.unreachable_since = record.unreachable_since or now
             if now - record.unreachable_since > timing.unreachable_grace:
                 _write_off(engine, record)
+            elif record.recalled and registrations and record.scale_set in registrations:
+                # What it did since the restart is GitHub's to tell while its provider is silent.
+                _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
             continue
         record.unreachable_since = None
         listed = machines.get(record.name)
