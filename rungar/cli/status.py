@@ -333,6 +333,9 @@ def provider_lines(providers: list[dict[str, Any]], skips: list[dict[str, Any]])
         if p.get("reachable") is False:
             why = p.get("error") or p.get("unreachable_reason") or ""
             lines.append(f"  {sentences.cannot_be_reached(p['name'], why)}")
+            if p.get("kept"):
+                kept, off_in = p["kept"], p.get("written_off_in")
+                lines.append(f"  {sentences.kept_while_unreachable(p['name'], kept, off_in)}")
     lines += [f"  {skip['sentence']}" for skip in skips]
     return lines
 

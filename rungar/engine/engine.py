@@ -32,6 +32,7 @@ from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
 from rungar.engine.notices import note_connected, note_crash, note_minimum
+from rungar.engine.recall import recall
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.errors import GitHubError, ProviderError, RungarError
 from rungar.github.interface import GitHub, JobTimes, RemoveOutcome, RunnerStatus
@@ -170,6 +171,8 @@ class Engine:
         self.fleet.restore_state(backoffs, holds)
         self.fleet.restore_crash_loops(store.load_crash_loops())
         self.job_history = JobHistory(store, config.scale_sets, clock.now())
+        # The runners it knew count until their providers list them; the table is kept.
+        self.runner_keeper = recall(self)
 
     # ------------------------------------------------------------------ helpers
 

@@ -34,6 +34,7 @@ from rungar.engine import sightings as S
 from rungar.engine.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
 from rungar.engine.leftovers import note_leftovers
 from rungar.engine.naming import belongs_to
+from rungar.engine.recall import settle_recalled
 from rungar.engine.records import RunnerRecord
 from rungar.engine.sightings import plan_sightings
 from rungar.errors import GitHubError, ProviderError
@@ -282,6 +283,8 @@ async def reconcile(engine: Engine) -> None:
             if owner == provider:
                 machines[machine.name] = (provider, machine)
     now = engine.clock.now()
+    # runners recalled from the state database, on providers that answered
+    settle_recalled(engine, listings, machines, now, _adopt)
 
     # 2. intents left by a crash (never those of creates in flight now), and 3. what nobody
     # tracks: decided in one step, then carried out
@@ -335,6 +338,9 @@ async def reconcile(engine: Engine) -> None:
             record.unreachable_since = sighting.since
             if sighting.kind == S.WRITTEN_OFF:
                 _write_off(engine, record)
+            elif record.recalled and registrations and record.scale_set in registrations:
+                # What it did since the restart is GitHub's to tell while its provider is silent.
+                _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
             continue
         record.unreachable_since = None
         if sighting.kind == S.GONE:
@@ -389,6 +395,7 @@ async def reconcile(engine: Engine) -> None:
     # 7. counts, persistence, retries
     engine.resync_fleet_counts()
     engine.save_placement()
+    engine.runner_keeper.remember(engine.runners)
     for name in list(engine.sets):
         engine.metrics.last_reconcile.labels(name).set(now)
         await engine.scale(name)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from rungar.model.machine import JobHint, MachineState, Removal
@@ -31,6 +31,9 @@ class RunnerRecord:
     removal: Removal | None = None  # what its provider is told when its machine is deleted
     hint: JobHint | None = None  # the job it took, as GitHub reported it
     adopted: bool = False
+    # Known from the state database, its provider not yet listed since the daemon started: it
+    # counts as it was until that provider answers (rungar.engine.recall).
+    recalled: bool = False
 
     def view(self) -> RunnerView:
         return RunnerView(
@@ -92,9 +95,11 @@ class RunnerTable:
     once per scale set); ``creating`` names are never adopted.
 
     A record's scale set and provider never change once it is added; its state does, so
-    :meth:`live` filters the scale set's runners as it is asked."""
+    :meth:`live` filters the scale set's runners as it is asked. ``on_change`` hears of every
+    runner added (the record) or dropped (None), so the state database keeps the table."""
 
     def __init__(self) -> None:
+        self.on_change: Callable[[str, RunnerRecord | None], None] | None = None
         self._runners: dict[str, RunnerRecord] = {}
         self._by_set: dict[str, dict[str, RunnerRecord]] = {}
         self._by_provider: dict[str, dict[str, RunnerRecord]] = {}
@@ -121,10 +126,14 @@ class RunnerTable:
         self._runners[record.name] = record
         self._by_set.setdefault(record.scale_set, {})[record.name] = record
         self._by_provider.setdefault(record.provider, {})[record.name] = record
+        if self.on_change is not None:
+            self.on_change(record.name, record)
 
     def pop(self, name: str) -> RunnerRecord | None:
         record = self._runners.pop(name, None)
         self._unindex(record)
+        if record is not None and self.on_change is not None:
+            self.on_change(name, None)
         return record
 
     def _unindex(self, record: RunnerRecord | None) -> None:

@@ -23,8 +23,10 @@ Document (every time in epoch seconds, every duration in seconds)::
      "leftovers": [{"scale_set", "runners", "busy", "registrations", "sentence"}],
      (scale sets no longer configured whose runners or registrations remain)
      "providers": [{"name", "type", "status", "runners", "max_runners", "leaving", "weight",
-                    "reachable", "disabled", "draining", "runtime_change",
-                    "hold": null | {"holder", "priority", "left"}}],
+                    "reachable", "disabled", "draining", "runtime_change", "kept",
+                    "written_off_in", "hold": null | {"holder", "priority", "left"}}],
+     (kept: runners of an unreachable provider still counted; written_off_in: seconds until
+     unreachable_grace writes the first off, null when none is kept)
      "skips": [{"scale_set", "provider", "full", "refusals", "left", "error", "resource",
                 "sentence", "crash_loop"?}],   (crash_loop: runners that end before connecting)
      "runners": [{"name", "scale_set", "provider", "state", "machine", "github", "age",
@@ -141,6 +143,20 @@ def provider_status(engine: Engine, name: str, now: float) -> str:
     return "OK enabled until the daemon restarts" if runtime is False else "OK"
 
 
+def kept_while_unreachable(engine: Engine, provider: str, now: float) -> tuple[int, float | None]:
+    """The runners an unreachable provider's limits still count (those a restart recalled from
+    the state database among them), and in how many seconds ``unreachable_grace`` writes the
+    first off; (0, None) for a reachable provider."""
+    if engine.fleet.is_reachable(provider):
+        return 0, None
+    kept = [r for r in engine.runners.on(provider) if r.state is not RunnerState.LEAVING]
+    if not kept:
+        return 0, None
+    grace = engine.config.timing.unreachable_grace
+    since = min((r.unreachable_since or now) for r in kept)
+    return len(kept), round(max(0.0, since + grace - now), 1)
+
+
 def snapshot(engine: Engine) -> dict[str, Any]:
     now = engine.clock.now()
     fleet = engine.fleet
@@ -178,6 +194,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
     providers = []
     for name, provider_config in fleet.providers.items():
         hold = fleet.hold_on(name, now)
+        kept, written_off_in = kept_while_unreachable(engine, name, now)
         providers.append(
             {
                 "name": name,
@@ -189,6 +206,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "weight": provider_config.weight,
                 "reachable": fleet.is_reachable(name),
                 "error": "" if fleet.is_reachable(name) else engine.list_errors.get(name, ""),
+                "kept": kept,
+                "written_off_in": written_off_in,
                 "disabled": fleet.is_disabled(name),
                 "draining": name in engine.draining_providers,
                 "runtime_change": fleet.disabled_at_runtime(name) is not None,
@@ -249,7 +268,10 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "scale_set": record.scale_set,
                 "provider": record.provider,
                 "state": record.state.value.capitalize(),
-                "machine": record.machine.value.capitalize(),
+                # Recalled from the state database at a restart, its provider silent since.
+                "machine": "Not listed yet"
+                if record.recalled
+                else record.machine.value.capitalize(),
                 "github": github,
                 "age": round(now - record.created_at, 1) if record.created_at else None,
                 "job": record.job,

@@ -113,6 +113,22 @@ def cannot_be_reached(provider: str, why: str) -> str:
     return f"{provider} cannot be reached" + (f": {why}" if why else "")
 
 
+def kept_while_unreachable(provider: str, kept: int, written_off_in: float | None) -> str:
+    """``compute3's 2 runners still count against the limits until it answers; written off in
+    4m unless it does``."""
+    runners = f"{kept} runner" if kept == 1 else f"{kept} runners"
+    verb = "counts" if kept == 1 else "count"
+    text = f"{provider}'s {runners} still {verb} against the limits until it answers"
+    if written_off_in is not None:
+        off_in = (
+            f"{max(0, int(written_off_in))}s"
+            if written_off_in < 60
+            else format_duration(written_off_in)
+        )
+        text += f"; written off in {off_in} unless it does"
+    return text
+
+
 # ---------------------------------------------------------------- priority holds
 
 

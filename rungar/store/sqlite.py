@@ -1,11 +1,14 @@
-"""SQLite state (WAL): backoffs, crash loops, holds, create intents, the listeners' last message
-ids, scale-set and session ids (in a small key-value ``meta`` table), and when each scale set's
-recent jobs were assigned (the warm pool's history, pruned by age).
+"""SQLite state (WAL): backoffs, crash loops, holds, create intents, the runners the daemon
+tracks, the listeners' last message ids, scale-set and session ids (in a small key-value ``meta``
+table), and when each scale set's recent jobs were assigned (the warm pool's history, pruned by
+age).
 
 The providers' listings are the truth about machines; this store keeps only what they cannot
-tell. Each create's intent is written *before* the provider is called, with its idempotency
-key, so a crash between intent and answer is settled on restart: the machine is adopted if it
-exists, its registration removed if it does not. Backoffs and holds are kept with absolute
+tell. The runners are kept for a provider that does not answer when the daemon starts: what it
+last knew of them still counts against the limits until that provider lists again. Each
+create's intent is written *before* the provider is called, with its idempotency key, so a
+crash between intent and answer is settled on restart: the machine is adopted if it exists,
+its registration removed if it does not. Backoffs and holds are kept with absolute
 times, so a restart resumes them with their remaining time. No secret is ever stored.
 
 A database that is not one, or fails SQLite's quick check, is moved aside to
@@ -23,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -52,12 +56,31 @@ CREATE TABLE IF NOT EXISTS intents (
     runner TEXT PRIMARY KEY, scale_set TEXT NOT NULL, request_id TEXT NOT NULL,
     runner_id INTEGER NOT NULL DEFAULT 0, provider TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS runners (
+    name TEXT PRIMARY KEY, scale_set TEXT NOT NULL, provider TEXT NOT NULL,
+    revision TEXT NOT NULL, created_at REAL NOT NULL, runner_id INTEGER NOT NULL,
+    state TEXT NOT NULL, removal_reason TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS listener (scale_set TEXT PRIMARY KEY, last_message_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS job_history (
     scale_set TEXT NOT NULL, job_id TEXT NOT NULL, assigned_at REAL NOT NULL,
     PRIMARY KEY (scale_set, job_id));
 CREATE INDEX IF NOT EXISTS job_history_age ON job_history (assigned_at);
 """
+
+
+@dataclass(frozen=True, slots=True)
+class KeptRunner:
+    """A runner the daemon tracked, as last saved: ``state`` and ``removal_reason`` are the
+    engine's words (``leaving`` and why, for a machine not yet deleted)."""
+
+    name: str
+    scale_set: str
+    provider: str
+    revision: str
+    created_at: float
+    runner_id: int
+    state: str
+    removal_reason: str = ""
 
 
 class SqliteStore:
@@ -73,7 +96,7 @@ class SqliteStore:
         except sqlite3.DatabaseError as e:
             # Corrupt (not a database, a malformed page): keep it for a post-mortem and start
             # afresh. Nothing here is the truth about machines: runners are adopted again from
-            # the providers' labels; backoffs, holds and create intents are lost.
+            # the providers' labels; backoffs, holds, create intents and kept runners are lost.
             self.moved_aside = self._move_aside(now(), e)
             try:
                 self._db = self._open()
@@ -123,7 +146,7 @@ class SqliteStore:
             message=(
                 f"the state database {self.path} was corrupt ({error}); kept as {kept} and "
                 "started afresh: runners are adopted again from the providers' labels, and "
-                "backoffs, holds and create intents start empty"
+                "backoffs, holds, create intents and the kept runners start empty"
             ),
             kept=str(kept),
         )
@@ -243,6 +266,28 @@ class SqliteStore:
             for r, s, q, i, p, c in rows
         ]
 
+    # ------------------------------------------------------------ tracked runners
+
+    def forget_runner(self, name: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM runners WHERE name = ?", (name,))
+
+    def keep_runners(self, runners: list[KeptRunner]) -> None:
+        """Save ``runners``, each replacing what was kept under its name."""
+        with self._tx() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO runners VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [_row(r) for r in runners],
+            )
+
+    def kept_runners(self) -> list[KeptRunner]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM runners ORDER BY created_at, name").fetchall()
+        return [
+            KeptRunner(str(n), str(s), str(p), str(v), float(c), int(i), str(st), str(r))
+            for n, s, p, v, c, i, st, r in rows
+        ]
+
     # ------------------------------------------------------------ listener
 
     def last_message_id(self, scale_set: str) -> int:
@@ -285,3 +330,16 @@ class SqliteStore:
         """Forget jobs assigned before ``before``; how many were forgotten."""
         with self._tx() as db:
             return db.execute("DELETE FROM job_history WHERE assigned_at < ?", (before,)).rowcount
+
+
+def _row(runner: KeptRunner) -> tuple[str, str, str, str, float, int, str, str]:
+    return (
+        runner.name,
+        runner.scale_set,
+        runner.provider,
+        runner.revision,
+        runner.created_at,
+        runner.runner_id,
+        runner.state,
+        runner.removal_reason,
+    )

@@ -209,6 +209,30 @@ async def test_a_restart_adopts_every_runner_and_creates_no_duplicate(world: Wor
     assert world.on("compute1") + world.on("compute2") == before
 
 
+async def test_the_state_database_keeps_each_runner_until_its_machine_is_deleted(
+    world: World,
+) -> None:
+    await world.demand(2)
+    store = world.engine.store
+    names = sorted(world.on("compute1") + world.on("compute2"))
+    assert {r.name: r.state for r in store.kept_runners()} == dict.fromkeys(names, "starting")
+    done, _ = names
+    record = world.engine.runners.get(done)
+    assert record is not None
+    world.providers[record.provider].fail_deletes(always=True)
+    world.engine.on_job_completed("linux", "7", done, Conclusion.SUCCEEDED)
+    await world.engine.drain_tasks()
+    await reconcile(world.engine)
+    kept = {r.name: (r.state, r.removal_reason) for r in store.kept_runners()}
+    assert kept[done] == ("leaving", "job_completed"), "its machine still counts"
+    world.providers[record.provider].heal()
+    await reconcile(world.engine)
+    assert sorted(r.name for r in store.kept_runners()) == sorted(
+        r.name for r in world.engine.runners
+    )
+    assert done not in {r.name for r in store.kept_runners()}
+
+
 async def test_an_intent_without_a_machine_has_its_registration_removed(world: World) -> None:
     runner_id, _ = await world.github.generate_jit_config(
         world.engine.sets["linux"].id, "linux-0a0b0c0d"

@@ -302,6 +302,20 @@ def test_an_unreachable_provider_says_why_when_the_daemon_knows() -> None:
     assert "  compute3 cannot be reached: connection refused" in render_status(document)
 
 
+def test_an_unreachable_provider_says_how_many_runners_it_still_counts_and_until_when() -> None:
+    document = copy.deepcopy(DOCUMENT)
+    document["providers"][3].update(kept=2, written_off_in=272.5)
+    lines = render_status(document).splitlines()
+    reached = lines.index("  compute3 cannot be reached")
+    assert lines[reached + 1] == (
+        "  compute3's 2 runners still count against the limits until it answers; "
+        "written off in 4m unless it does"
+    )
+    document["providers"][3].update(kept=1, written_off_in=None)
+    text = render_status(document)
+    assert "  compute3's 1 runner still counts against the limits until it answers\n" in text
+
+
 def test_one_runner_is_counted_in_the_singular() -> None:
     document = copy.deepcopy(DOCUMENT)
     document["runners"] = document["runners"][:1]
