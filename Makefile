@@ -29,12 +29,15 @@ proto: $(STAMP)
 proto-check: $(STAMP)
 	$(BIN)/python tools/gen_proto.py --check
 
-# PYTEST_ARGS adds pytest options, e.g. make test PYTEST_ARGS=--durations=10
+# PYTEST_ARGS adds pytest options, e.g. make test PYTEST_ARGS=--durations=10. The tests run in
+# two worker processes (TEST_WORKERS): most of them wait on processes, sockets and the disk, so
+# two keep both CPUs busy even beside mypy. TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 2
 unit: $(STAMP)
-	$(BIN)/pytest -q -m "not long" $(PYTEST_ARGS)
+	$(BIN)/pytest -q -m "not long" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-# Lint first (seconds); then types and the tests side by side, one on each CPU: mypy is
-# single-threaded and takes a minute or two with no cache, as on a fresh clone.
+# Lint first (seconds); then types and the tests side by side: mypy is single-threaded and
+# takes a minute or two with no cache, as on a fresh clone.
 test: lint proto-check
 	$(MAKE) --no-print-directory -j2 types unit
 
