@@ -26,6 +26,7 @@ import structlog
 
 from rungar.clock import Clock, within
 from rungar.config.model import ScaleSetConfig, ScaleSetsFile
+from rungar.engine.acting import ActingGuard
 from rungar.engine.events import EventLog
 from rungar.engine.job_history import JobHistory
 from rungar.engine.leftovers import Leftover
@@ -33,6 +34,7 @@ from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
 from rungar.engine.notices import note_connected, note_crash, note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
+from rungar.engine.tasks import Tasks
 from rungar.errors import GitHubError, ProviderError, RungarError
 from rungar.github.interface import GitHub, JobTimes, RemoveOutcome, RunnerStatus
 from rungar.model import sentences
@@ -162,10 +164,9 @@ class Engine:
         self._create_slots = asyncio.Semaphore(max_parallel_creates)
         self._delete_slots = asyncio.Semaphore(MAX_PARALLEL_DELETES)
         self._deleting: set[str] = set()
-        self._tasks: set[asyncio.Task[object]] = set()
+        self.tasks = Tasks()
         self.started_at = clock.now()
-        # Active and standby (rungar.engine.lease): None for a daemon that acts alone.
-        self.lease: LeaseKeeper | None = None
+        self.guard = ActingGuard()  # the lease, when there is one: whether this daemon acts
         backoffs, holds = store.load_placement()
         self.fleet.restore_state(backoffs, holds)
         self.fleet.restore_crash_loops(store.load_crash_loops())
@@ -174,15 +175,11 @@ class Engine:
     # ------------------------------------------------------------------ helpers
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self.tasks.spawn(coro)
 
     async def drain_tasks(self) -> None:
         """Wait for every create and removal in flight (tests and clean shutdowns)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.tasks.drain()
 
     def runner_block(self, scale_set: str, provider: str) -> dict[str, object]:
         for entry in self.sets[scale_set].config.providers:
@@ -208,14 +205,19 @@ class Engine:
 
     # ------------------------------------------------------------------ the lease
 
+    @property
+    def lease(self) -> LeaseKeeper | None:
+        return self.guard.lease
+
+    @lease.setter
+    def lease(self, keeper: LeaseKeeper | None) -> None:
+        self.guard.lease = keeper
+
     def acting(self) -> bool:
-        """Whether this daemon may touch the fleet: a standby never removes, adopts, sweeps or
-        deletes anything (the active daemon does)."""
-        return self.lease is None or self.lease.acts()
+        return self.guard.acting()
 
     def may_create(self) -> bool:
-        """Whether it may create: it acts, and has adopted what the last active daemon left."""
-        return self.lease is None or self.lease.may_create()
+        return self.guard.may_create()
 
     # ------------------------------------------------------------------ scaling
 
