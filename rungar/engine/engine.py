@@ -32,11 +32,12 @@ from rungar.engine.job_history import JobHistory
 from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision, runner_name
-from rungar.engine.notices import note_connected, note_crash, note_minimum
+from rungar.engine.notices import note_connected, note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
+from rungar.engine.removing import Removals
 from rungar.engine.tasks import Tasks
 from rungar.errors import GitHubError, ProviderError, RungarError
-from rungar.github.interface import GitHub, JobTimes, RemoveOutcome, RunnerStatus
+from rungar.github.interface import GitHub, JobTimes, RunnerStatus
 from rungar.model import sentences
 from rungar.model.create_intent import CreateIntent
 from rungar.model.labels import machine_labels
@@ -63,9 +64,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("rungar.engine")
 T = TypeVar("T")
-# Deletes in flight at once, every provider together: enough that a pass removing many runners
-# is not serialised on one slow provider, few enough not to flood a backend.
-MAX_PARALLEL_DELETES = 16
 
 
 def _job_times(times: JobTimes | None, waited: float | None) -> dict[str, float]:
@@ -162,8 +160,7 @@ class Engine:
         self.github_calls_exported: dict[str, int] = {}
         self.github_url = ""
         self._create_slots = asyncio.Semaphore(max_parallel_creates)
-        self._delete_slots = asyncio.Semaphore(MAX_PARALLEL_DELETES)
-        self._deleting: set[str] = set()
+        self.removals = Removals(self)
         self.tasks = Tasks()
         self.started_at = clock.now()
         self.guard = ActingGuard()  # the lease, when there is one: whether this daemon acts
@@ -512,97 +509,15 @@ class Engine:
         forced: bool = False,
         delete: bool = True,
     ) -> bool:
-        """The safe way round: registration first (GitHub refuses while a job runs), then the
-        machine (now, or with the pass's other deletes when ``delete`` is False). Returns False
-        when GitHub says the runner is busy and it was kept."""
-        if not self.acting():
-            return False
-        if record.state is RunnerState.LEAVING:
-            return True
-        if record.runner_id and (forced or not record.view().busy):
-            try:
-                outcome = await self.github.remove_runner(record.runner_id)
-            except GitHubError as e:
-                if not forced:
-                    log.warning("runner.unregister_failed", runner=record.name, error=str(e))
-                    return False
-                outcome = RemoveOutcome.REMOVED
-            if outcome is RemoveOutcome.BUSY and not forced:
-                record.state = RunnerState.BUSY
-                return False
-        elif record.view().busy and not forced:
-            return False
-        self.let_go(record, reason)
-        if delete:
-            await self.settle_leaving(record)
-        return True
+        return await self.removals.remove(record, reason, forced=forced, delete=delete)
 
     def let_go(
         self, record: RunnerRecord, reason: RemovalReason, conclusion: Conclusion | None = None
     ) -> None:
-        """The runner stops counting for its scale set; its machine still counts for the
-        provider until deleted, and the provider is told why (its job's conclusion, or the
-        reason) with every delete until one succeeds."""
-        if record.state is RunnerState.LEAVING:
-            return
-        record.state = RunnerState.LEAVING
-        record.left_at = self.clock.now()
-        record.removal_reason = reason.value
-        record.removal = Removal(reason, conclusion, record.hint)
-        self.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
-        if not record.connected and not record.adopted:
-            note_crash(self, record, reason)
-        self.metrics.removed.labels(record.scale_set, record.provider, reason.value).inc()
-        self.events.record(
-            "runner",
-            record.name,
-            "removed",
-            scale_set=record.scale_set,
-            provider=record.provider,
-            message=record.removal.describe(),
-            reason=reason.value,
-            **({"conclusion": conclusion.value} if conclusion else {}),
-        )
-        log.info(
-            "runner.removing",
-            reason=reason.value,
-            conclusion=conclusion.value if conclusion else None,
-            scale_set=record.scale_set,
-            provider=record.provider,
-            runner=record.name,
-        )
+        self.removals.let_go(record, reason, conclusion)
 
     async def settle_leaving(self, record: RunnerRecord) -> bool:
-        """Delete a leaving runner's machine; a failure is retried on the next pass.
-
-        Nothing is asked of an unreachable provider: the machine keeps its place in the
-        provider's limit until it lists again. At most ``MAX_PARALLEL_DELETES`` run at once."""
-        provider = self.providers.get(record.provider)
-        if provider is None or not self.fleet.is_reachable(record.provider) or not self.acting():
-            return False
-        if record.name in self._deleting:
-            return False  # already being deleted (a probe's and a pass's at once)
-        self._deleting.add(record.name)
-        try:
-            async with self._delete_slots:
-                await self._timed(
-                    record.provider,
-                    "delete",
-                    asyncio.wait_for(
-                        provider.delete(record.name, record.removal),
-                        self.config.timing.delete_timeout,
-                    ),
-                )
-        except (ProviderError, TimeoutError) as e:
-            log.warning(
-                "runner.delete_failed", runner=record.name, provider=record.provider, error=str(e)
-            )
-            return False
-        finally:
-            self._deleting.discard(record.name)
-        if self.runners.pop(record.name) is not None:
-            self.fleet.machine_deleted(record.provider)
-        return True
+        return await self.removals.settle_leaving(record)
 
     # ------------------------------------------------------------------ GitHub's news
 
