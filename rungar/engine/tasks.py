@@ -23,3 +23,10 @@ class Tasks:
         """Wait for every task in flight, and for those they start."""
         while self._running:
             await asyncio.gather(*list(self._running), return_exceptions=True)
+
+    async def cancel(self) -> None:
+        """Cancel every task in flight and wait until they have ended."""
+        running = list(self._running)
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
