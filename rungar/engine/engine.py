@@ -17,44 +17,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
-from rungar.clock import Clock, within
+from rungar.clock import Clock
 from rungar.config.model import ScaleSetConfig, ScaleSetsFile
 from rungar.engine.acting import ActingGuard
+from rungar.engine.creating import Creations
 from rungar.engine.events import EventLog
 from rungar.engine.job_history import JobHistory
 from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
-from rungar.engine.naming import revision, runner_name
+from rungar.engine.naming import revision
 from rungar.engine.notices import note_connected, note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.engine.removing import Removals
 from rungar.engine.tasks import Tasks
-from rungar.errors import GitHubError, ProviderError, RungarError
+from rungar.errors import RungarError
 from rungar.github.interface import GitHub, JobTimes, RunnerStatus
-from rungar.model import sentences
-from rungar.model.create_intent import CreateIntent
-from rungar.model.labels import machine_labels
 from rungar.model.machine import (
     Conclusion,
-    Created,
-    CreateRequest,
     JobHint,
-    Refusal,
-    RefusalKind,
-    Removal,
 )
 from rungar.model.provider import Provider
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
-from rungar.model.runner_block import RunnerBlock
 from rungar.placement import Fleet
-from rungar.placement.attempt import CreateBudget, NotPlaced, Outcome, Placed, Try, place
 from rungar.scaling import InForce, Warm, desired
 from rungar.scaling.step import plan_scale
 from rungar.store.sqlite import SqliteStore
@@ -159,7 +149,7 @@ class Engine:
         self.list_errors: dict[str, str] = {}  # why a provider is unreachable
         self.github_calls_exported: dict[str, int] = {}
         self.github_url = ""
-        self._create_slots = asyncio.Semaphore(max_parallel_creates)
+        self.creations = Creations(self, max_parallel_creates)
         self.removals = Removals(self)
         self.tasks = Tasks()
         self.started_at = clock.now()
@@ -245,259 +235,19 @@ class Engine:
             self.metrics.runners_warm.labels(name).set(plan.warm)
             for reserve in plan.create:
                 self.runners.creating.ask(name)
-                self.spawn(self._create_one(state, reserve=reserve))
+                self.spawn(self.creations.create_one(state, reserve=reserve))
             for runner in plan.remove:
                 record = self.runners.get(runner)
                 if record is not None:
                     self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
 
-    async def _create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
-        try:
-            async with self._create_slots:
-                await self.create_runner(state, reserve=reserve)
-        except Exception:
-            log.exception("runner.create_crashed", scale_set=state.config.name)
-        finally:
-            self.runners.creating.done_asking(state.config.name)
-
     async def create_runner(
         self, state: ScaleSetState, *, reserve: bool = False
     ) -> RunnerRecord | None:
-        config = state.config
-        now = self.clock.now()
-        if not self.may_create():
-            return None
-        # Whether any provider can be tried (its order is worked out once, when one is tried).
-        why_not = self.fleet.cannot_place(config.name, now, reserve=reserve)
-        self.report_new_holds()
-        if why_not:
-            self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
-            log.info("runner.cannot_scale_up", scale_set=config.name, reason=why_not)
-            return None
-        name = runner_name(config.name)
-        self.runners.creating.name(config.name, name)
-        intent = CreateIntent(name, config.name, str(uuid.uuid4()), created_at=now)
-        self.store.write_intent(intent)
-        budget = CreateBudget(now, config.start_timeout)
-        try:
-            try:
-                runner_id, jit_config = await self.github.generate_jit_config(state.id, name)
-            except GitHubError as e:
-                log.warning("runner.register_failed", scale_set=config.name, error=str(e))
-                self.metrics.scale_up_failures.labels(config.name, "error").inc()
-                self.store.clear_intent(name)
-                return None
-            # The registration's id is written with the first Create's provider, in the same
-            # transaction, before that call (or before the registration is removed, below):
-            # nothing is awaited in between, so the store is never behind at a crash.
-            intent = replace(intent, runner_id=runner_id)
-            result = await self._place(state, name, intent, jit_config, budget, reserve=reserve)
-            self.report_new_holds()
-            if isinstance(result, Placed):
-                record = RunnerRecord(
-                    name=name,
-                    scale_set=config.name,
-                    provider=result.provider,
-                    revision=revision(self.runner_block(config.name, result.provider)),
-                    created_at=self.clock.now(),
-                    state=RunnerState.STARTING,
-                    runner_id=runner_id,
-                    machine=result.machine.state,
-                )
-                self.runners.add(record)
-                self.store.clear_intent(name)
-                elapsed = budget.elapsed(self.clock.now())
-                self.metrics.created.labels(config.name, result.provider).inc()
-                self.metrics.create_duration.labels(config.name, result.provider).observe(elapsed)
-                self.events.record(
-                    "runner",
-                    name,
-                    "created",
-                    scale_set=config.name,
-                    provider=result.provider,
-                    message=f"created on {result.provider}",
-                    create_duration=round(elapsed, 3),
-                )
-                log.info(
-                    "runner.created", scale_set=config.name, provider=result.provider, runner=name
-                )
-                return record
-            self.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
-            log.warning(
-                "runner.not_placed", scale_set=config.name, runner=name, reason=result.reason
-            )
-            if result.stranded_on:
-                self.runners.left[name] = self.clock.now() + self.config.timing.left_grace
-            if all(t.outcome is Outcome.SKIPPED for t in result.tries):
-                self.store.write_intent(intent)  # no Create was asked: its id is not written
-            with contextlib.suppress(GitHubError):
-                await self.github.remove_runner(runner_id)
-            if not result.stranded_on:
-                self.store.clear_intent(name)
-            return None
-        finally:
-            self.runners.creating.done(name)
-
-    async def _place(
-        self,
-        state: ScaleSetState,
-        name: str,
-        intent: CreateIntent,
-        jit_config: str,
-        budget: CreateBudget,
-        *,
-        reserve: bool = False,
-    ) -> Placed | NotPlaced:
-        config = state.config
-        deadline = 0.0
-        if config.max_age is not None:
-            timing = self.config.timing
-            deadline = self.clock.now() + config.max_age + timing.reconcile_interval
-            deadline += timing.deadline_grace
-        hints = tuple(state.queued.values())[:20]
-
-        def request(provider: str) -> CreateRequest:
-            block = self.runner_block(config.name, provider)
-            return CreateRequest(
-                runner_name=name,
-                request_id=intent.request_id,
-                scale_set=config.name,
-                labels=machine_labels(
-                    self.installation, config.name, name, revision(block), provider
-                ),
-                runner=RunnerBlock.from_mapping(block),
-                jit_config=jit_config,
-                job_hints=hints,
-                deadline=deadline,
-                # whatever the provider's own timeout (which bounds its other calls)
-                budget=budget.left(self.clock.now()),
-            )
-
-        async def create(provider: str) -> Created | Refusal:
-            self.store.write_intent(replace(intent, provider=provider))
-            asked = request(provider)
-            if not asked.budget:
-                raise TimeoutError  # nothing is asked, so nothing is left behind
-            # The one place the create timeout is enforced: on the engine's clock, which a
-            # simulation winds by hand; a gRPC provider's own deadline comes later (rpc.client).
-            return await self._timed(
-                provider,
-                "create",
-                within(self.clock, asked.budget, self.providers[provider].create(asked)),
-            )
-
-        async def delete(provider: str) -> None:
-            await self._timed(
-                provider,
-                "delete",
-                asyncio.wait_for(
-                    self.providers[provider].delete(name, Removal(RemovalReason.NOT_PLACED)),
-                    self.config.timing.delete_timeout,
-                ),
-            )
-
-        async def settle(provider: str) -> Created | None:
-            from rungar.rpc.settle import Unsettled, settle_unanswered_create
-
-            answer = await settle_unanswered_create(
-                self.providers[provider], request(provider), self.clock, tries=2, first_delay=0.5
-            )
-            if isinstance(answer, Created):
-                return answer
-            if isinstance(answer, Unsettled):
-                return None
-            with contextlib.suppress(ProviderError):
-                await self.providers[provider].delete(name, Removal(RemovalReason.NOT_PLACED))
-                self.runners.left.pop(name, None)
-            return None
-
-        return await place(
-            self.fleet,
-            config.name,
-            now=self.clock.now,
-            create=create,
-            delete=delete,
-            settle=settle,
-            observe=self._observe,
-            reserve=reserve,
-        )
-
-    async def _timed(self, provider: str, call: str, awaitable: Awaitable[T]) -> T:
-        started = self.clock.now()
-        result = "error"
-        try:
-            value = await awaitable
-            result = "no_capacity" if isinstance(value, Refusal) else "ok"
-            return value
-        finally:
-            self.metrics.provider_calls.labels(provider, call, result).inc()
-            self.metrics.provider_call_duration.labels(provider, call).observe(
-                max(0.0, self.clock.now() - started)
-            )
+        return await self.creations.create_runner(state, reserve=reserve)
 
     def report_new_holds(self) -> None:
-        """Record an event for each hold placement asked for since the last report."""
-        holds, self.fleet.new_holds = self.fleet.new_holds, []
-        for hold in holds:
-            self.events.record(
-                "provider",
-                hold.provider,
-                "held",
-                scale_set=hold.holder,
-                provider=hold.provider,
-                message=sentences.hold_placed(hold.holder, hold.priority),
-                priority=hold.priority,
-            )
-            log.info(
-                "provider.held",
-                sentence=sentences.hold_placed(hold.holder, hold.priority),
-                provider=hold.provider,
-                scale_set=hold.holder,
-                priority=hold.priority,
-            )
-
-    def _observe(self, scale_set: str, attempt: Try) -> None:
-        if attempt.outcome in (Outcome.REFUSED, Outcome.TIMED_OUT) and attempt.refusal:
-            backoff = self.fleet.backoff(scale_set, attempt.provider)
-            left = backoff.remaining(self.clock.now()) if backoff else 0.0
-            refusals = backoff.refusals if backoff else 1
-            full = attempt.refusal.kind is RefusalKind.FULL
-            action = "full" if full else "failing"
-            sentence = sentences.refused(
-                scale_set, attempt.provider, full, refusals, left, attempt.message
-            )
-            self.events.record(
-                "provider",
-                attempt.provider,
-                action,
-                scale_set=scale_set,
-                provider=attempt.provider,
-                message=sentence,
-                resource=attempt.refusal.resource,
-                refusal=attempt.refusal.kind.value,
-                refusals=refusals,
-            )
-            log.info(
-                f"provider.{action}",
-                sentence=sentence,
-                scale_set=scale_set,
-                provider=attempt.provider,
-                error=attempt.message,
-            )
-        elif attempt.outcome is Outcome.UNANSWERED:
-            self.events.record(
-                "provider",
-                attempt.provider,
-                "unreachable",
-                scale_set=scale_set,
-                provider=attempt.provider,
-                message=attempt.message,
-            )
-            log.warning(
-                "provider.unreachable",
-                sentence=sentences.UNREACHABLE_SINCE,
-                provider=attempt.provider,
-            )
+        self.creations.report_new_holds()
 
     # ------------------------------------------------------------------ removal
 
