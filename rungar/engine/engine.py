@@ -16,9 +16,8 @@ store before any call, so a crash at any moment is settled by the next reconcile
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -29,21 +28,21 @@ from rungar.engine.acting import ActingGuard
 from rungar.engine.creating import Creations
 from rungar.engine.events import EventLog
 from rungar.engine.job_history import JobHistory
+from rungar.engine.jobs import JobBook
 from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision
-from rungar.engine.notices import note_connected, note_minimum
+from rungar.engine.notices import note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.engine.removing import Removals
 from rungar.engine.tasks import Tasks
-from rungar.errors import RungarError
 from rungar.github.interface import GitHub, JobTimes, RunnerStatus
 from rungar.model.machine import (
     Conclusion,
     JobHint,
 )
 from rungar.model.provider import Provider
-from rungar.model.runner import GitHubState, RemovalReason, RunnerState
+from rungar.model.runner import RemovalReason
 from rungar.placement import Fleet
 from rungar.scaling import InForce, Warm, desired
 from rungar.scaling.step import plan_scale
@@ -54,18 +53,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("rungar.engine")
 T = TypeVar("T")
-
-
-def _job_times(times: JobTimes | None, waited: float | None) -> dict[str, float]:
-    """A job_started event's times: GitHub's (epoch seconds) where it sent them, and the wait."""
-    out: dict[str, float] = {}
-    if times is not None:
-        for key, value in (("queued_at", times.queued), ("assigned_at", times.assigned)):
-            if value > 0:
-                out[key] = value
-    if waited is not None:
-        out["waited_s"] = round(waited, 1)
-    return out
 
 
 @dataclass
@@ -151,6 +138,7 @@ class Engine:
         self.github_url = ""
         self.creations = Creations(self, max_parallel_creates)
         self.removals = Removals(self)
+        self.jobs = JobBook(self)
         self.tasks = Tasks()
         self.started_at = clock.now()
         self.guard = ActingGuard()  # the lease, when there is one: whether this daemon acts
@@ -272,96 +260,18 @@ class Engine:
     # ------------------------------------------------------------------ GitHub's news
 
     def on_demand(self, name: str, assigned: int) -> None:
-        state = self.sets.get(name)
-        if state is None:
-            return
-        state.assigned = assigned
-        state.polled_at = self.clock.now()
-        self.metrics.jobs_assigned.labels(name).set(assigned)
-        self.metrics.last_poll.labels(name).set(state.polled_at)
-        self.spawn(self.scale(name))
+        self.jobs.on_demand(name, assigned)
 
     def on_job_assigned(self, name: str, job_id: str, hint: JobHint, at: float = 0.0) -> None:
-        """``at``: when GitHub assigned it (0: now); warm pools predict from these times."""
-        state = self.sets.get(name)
-        if state is not None:
-            state.queued[job_id] = hint
-            state.assigned_at.setdefault(job_id, self.clock.now())
-            self.job_history.record(name, job_id, at or self.clock.now())
+        self.jobs.on_job_assigned(name, job_id, hint, at)
 
     def mark_connected(self, record: RunnerRecord) -> None:
-        """The runner was seen on GitHub for the first time: its boot is over."""
-        if record.connected:
-            return
-        record.connected = True
-        note_connected(self, record)
-        if record.created_at and not record.adopted:
-            boot = max(0.0, self.clock.now() - record.created_at)
-            self.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)
-            self.events.record(
-                "runner",
-                record.name,
-                "connected",
-                scale_set=record.scale_set,
-                provider=record.provider,
-                boot_duration=round(boot, 1),
-            )
+        self.jobs.mark_connected(record)
 
     def on_job_started(
         self, name: str, job_id: str, runner: str, hint: JobHint, times: JobTimes | None = None
     ) -> None:
-        """``times`` are GitHub's: its assign and runner-assign times give the job's wait when
-        known (they are true across a restart and a late message); else the local clock does."""
-        state = self.sets.get(name)
-        record = self.runners.get(runner)
-        github_wait = times.runner_wait if times is not None else None
-        waited: float | None = None
-        if state is not None:
-            state.queued.pop(job_id, None)
-            assigned_at = state.assigned_at.pop(job_id, None)
-            if github_wait is not None:
-                waited = github_wait
-            elif assigned_at is not None:
-                waited = self.clock.now() - assigned_at
-            if waited is not None:
-                self.metrics.job_runner_wait.labels(name).observe(waited)
-            self.metrics.jobs_started.labels(name).inc()
-        if record is not None and record.state is not RunnerState.LEAVING:
-            self.mark_connected(record)
-            record.state = RunnerState.BUSY
-            record.github = GitHubState.BUSY
-            record.job = f"{hint.repository}: {hint.job}" if hint.repository else hint.job
-            record.job_id = job_id
-            record.hint = replace(hint, job_id=job_id)
-            self.events.record(
-                "runner",
-                runner,
-                "job_started",
-                scale_set=name,
-                provider=record.provider,
-                message=record.job,
-                job_id=job_id,
-                repository=hint.repository,
-                **_job_times(times, waited),
-            )
-            provider = self.providers.get(record.provider)
-            if provider is not None:
-                told = replace(hint, job_id=job_id)
-                self.spawn(self._tell_provider(record.provider, provider, runner, told))
-
-    async def _tell_provider(
-        self, name: str, provider: Provider, runner: str, hint: JobHint
-    ) -> None:
-        timeout = self.call_timeout(name)
-        with contextlib.suppress(RungarError, TimeoutError):
-            await asyncio.wait_for(provider.update_runner(runner, hint), timeout)
-
-    def call_timeout(self, provider: str) -> float:
-        """The deadline of a provider's List and UpdateRunner calls: its own ``timeout``, else
-        ``timing.provider_timeout``."""
-        config = self.fleet.providers.get(provider)
-        own = config.timeout if config is not None else 0.0
-        return own or self.config.timing.provider_timeout
+        self.jobs.on_job_started(name, job_id, runner, hint, times)
 
     def on_job_completed(
         self,
@@ -371,24 +281,11 @@ class Engine:
         conclusion: Conclusion | None,
         hint: JobHint | None = None,
     ) -> None:
-        """GitHub reported the job completed: its runner goes, and its provider learns how the
-        job ended (``conclusion``, already in Rungar's vocabulary; None when GitHub's word is
-        not one Rungar knows)."""
-        self.metrics.jobs_completed.labels(
-            name, conclusion.value if conclusion else "unknown"
-        ).inc()
-        state = self.sets.get(name)
-        if state is not None:
-            state.queued.pop(job_id, None)
-            state.assigned_at.pop(job_id, None)
-        record = self.runners.get(runner)
-        if record is None or record.state is RunnerState.LEAVING:
-            return
-        if record.hint is None and hint is not None and (hint.job or hint.repository):
-            record.hint = replace(hint, job_id=job_id)  # its start was missed
-        # An ephemeral runner takes one job; GitHub removes its registration itself.
-        self.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
-        self.spawn(self._settle_soon(record))
+        self.jobs.on_job_completed(name, job_id, runner, conclusion, hint)
 
-    async def _settle_soon(self, record: RunnerRecord) -> None:
-        await self.settle_leaving(record)
+    def call_timeout(self, provider: str) -> float:
+        """The deadline of a provider's List and UpdateRunner calls: its own ``timeout``, else
+        ``timing.provider_timeout``."""
+        config = self.fleet.providers.get(provider)
+        own = config.timeout if config is not None else 0.0
+        return own or self.config.timing.provider_timeout
