@@ -33,7 +33,8 @@ from rungar.model.runner_block import RunnerBlock
 from rungar.placement.attempt import CreateBudget, NotPlaced, Outcome, Placed, Try, place
 
 if TYPE_CHECKING:
-    from rungar.engine.engine import Engine, ScaleSetState
+    from rungar.engine.engine import Engine
+    from rungar.engine.scale_set_state import ScaleSetState
 
 log = structlog.get_logger("rungar.engine")
 

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
 from rungar.clock import Clock
-from rungar.config.model import ScaleSetConfig, ScaleSetsFile
+from rungar.config.model import ScaleSetsFile
 from rungar.engine.acting import ActingGuard
 from rungar.engine.creating import Creations
 from rungar.engine.events import EventLog
@@ -32,9 +31,10 @@ from rungar.engine.jobs import JobBook
 from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
 from rungar.engine.naming import revision
-from rungar.engine.notices import note_minimum
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.engine.removing import Removals
+from rungar.engine.scale_set_state import ScaleSetState
+from rungar.engine.scaler import Scaler
 from rungar.engine.tasks import Tasks
 from rungar.github.interface import GitHub, JobTimes, RunnerStatus
 from rungar.model.machine import (
@@ -44,8 +44,6 @@ from rungar.model.machine import (
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
 from rungar.placement import Fleet
-from rungar.scaling import InForce, Warm, desired
-from rungar.scaling.step import plan_scale
 from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -53,48 +51,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("rungar.engine")
 T = TypeVar("T")
-
-
-@dataclass
-class ScaleSetState:
-    """What the engine knows of one scale set beyond its configuration."""
-
-    config: ScaleSetConfig
-    id: int = 0
-    assigned: int = 0
-    desired: int | None = None  # unknown until the first decision
-    reserve: int = 0  # of desired, the runners kept idle beyond the assigned jobs
-    minimum: InForce | None = None  # min_runners in force (schedule window) at the last decision
-    warm: Warm | None = None  # the warm pool's prediction at the last decision
-    warm_runners: int = 0  # of reserve, the warm pool's part (after max_runners)
-    polled_at: float = 0.0  # when GitHub last told the assigned count (0 = never)
-    paused_at_runtime: bool | None = None  # None: as configured
-    _phase: str = "STARTING"  # STARTING, LISTENING, WAITING (the listener says), UNREACHABLE
-    note: str = ""
-    queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint
-    assigned_at: dict[str, float] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    removed: bool = False  # no longer configured: drains, then is forgotten
-    watchers: list[Callable[[], None]] = field(default_factory=list, repr=False)
-
-    @property
-    def paused(self) -> bool:
-        if self.paused_at_runtime is not None:
-            return self.paused_at_runtime
-        return self.config.paused
-
-    @property
-    def phase(self) -> str:
-        return self._phase
-
-    @phase.setter
-    def phase(self, phase: str) -> None:
-        """Every change is told to the watchers (readiness: sd_notify, ``/readyz``)."""
-        changed = phase != self._phase
-        self._phase = phase
-        if changed:
-            for watcher in self.watchers:
-                watcher()
 
 
 class Engine:
@@ -139,6 +95,7 @@ class Engine:
         self.creations = Creations(self, max_parallel_creates)
         self.removals = Removals(self)
         self.jobs = JobBook(self)
+        self.scaler = Scaler(self)
         self.tasks = Tasks()
         self.started_at = clock.now()
         self.guard = ActingGuard()  # the lease, when there is one: whether this daemon acts
@@ -198,36 +155,7 @@ class Engine:
 
     async def scale(self, name: str) -> None:
         """Apply the scale set's last decision: create what is missing, remove idle surplus."""
-        state = self.sets.get(name)
-        if state is None or not self.may_create():
-            return
-        async with state.lock:
-            now = self.clock.now()
-            state.warm = self.job_history.warm(state.config, now)
-            warm = state.warm.runners if state.warm else 0
-            decision = desired(
-                state.config, state.assigned, paused=state.paused, now=now, warm=warm
-            )
-            note_minimum(self, state, decision.minimum)
-            plan = plan_scale(
-                decision,
-                removed=state.removed,
-                live=[r.view() for r in self.runners.live(name)],
-                creating=self.runners.creating.count(name),
-                revisions=self.current_revisions(name),
-            )
-            state.desired = plan.target
-            state.reserve = plan.reserve
-            state.warm_runners = plan.warm
-            self.metrics.runners_desired.labels(name).set(plan.target)
-            self.metrics.runners_warm.labels(name).set(plan.warm)
-            for reserve in plan.create:
-                self.runners.creating.ask(name)
-                self.spawn(self.creations.create_one(state, reserve=reserve))
-            for runner in plan.remove:
-                record = self.runners.get(runner)
-                if record is not None:
-                    self.spawn(self.remove(record, RemovalReason.SCALED_DOWN))
+        await self.scaler.scale(name)
 
     async def create_runner(
         self, state: ScaleSetState, *, reserve: bool = False
