@@ -1,25 +1,27 @@
 """The engine: turns demand into runners through placement, and keeps the fleet honest.
 
-Effectful shell around the pure decisions (placement, scaling). One event loop; every
-provider and GitHub call is awaited without holding state locks, and every state change is
-a synchronous step, so concurrent creates never overshoot a limit (claims are checked and
-taken in one step). Creates for different runners run in parallel, bounded by a semaphore,
-so a slow provider slows only its own runner.
+A thin composition of one module per concern, each owning its state; ``Engine`` holds what
+they share (the configuration, the providers, GitHub, the clock, the store, the runner table,
+the scale sets and the placement :class:`Fleet`) and keeps the public surface the run loop,
+the reconcile pass, the status and control read:
 
-Creating a runner: nothing is registered when no provider can be
-tried; the runner is registered with GitHub once; its providers are tried in order; a refused
-create's leftover is deleted; when no provider takes it its registration is removed; the whole
-attempt is bounded by the scale set's ``start_timeout``. Each create's intent is written to the
-store before any call, so a crash at any moment is settled by the next reconcile pass.
+- :mod:`rungar.engine.scaler`: a scale set's scaling step, decided then carried out;
+- :mod:`rungar.engine.creating`: creating runners (placement attempt, Creates, intents);
+- :mod:`rungar.engine.removing`: removing runners and deleting their machines;
+- :mod:`rungar.engine.jobs`: GitHub's news of jobs assigned, started and completed;
+- :mod:`rungar.engine.acting`: whether this daemon may act (the lease);
+- :mod:`rungar.engine.tasks`: the work in flight.
+
+One event loop; every provider and GitHub call is awaited without holding state locks, and
+every state change is a synchronous step, so concurrent creates never overshoot a limit
+(claims are checked and taken in one step).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
-
-import structlog
+from typing import TYPE_CHECKING, Any
 
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetsFile
@@ -37,10 +39,7 @@ from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.scaler import Scaler
 from rungar.engine.tasks import Tasks
 from rungar.github.interface import GitHub, JobTimes, RunnerStatus
-from rungar.model.machine import (
-    Conclusion,
-    JobHint,
-)
+from rungar.model.machine import Conclusion, JobHint
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
 from rungar.placement import Fleet
@@ -48,9 +47,6 @@ from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from rungar.engine.lease import LeaseKeeper
-
-log = structlog.get_logger("rungar.engine")
-T = TypeVar("T")
 
 
 class Engine:
@@ -163,6 +159,7 @@ class Engine:
         return await self.creations.create_runner(state, reserve=reserve)
 
     def report_new_holds(self) -> None:
+        """Record an event for each hold placement asked for since the last report."""
         self.creations.report_new_holds()
 
     # ------------------------------------------------------------------ removal
