@@ -30,7 +30,15 @@ from rungar.model.labels import machine_labels
 from rungar.model.machine import Created, CreateRequest, Refusal, RefusalKind, Removal
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
-from rungar.placement.attempt import CreateBudget, NotPlaced, Outcome, Placed, Try, place
+from rungar.placement.attempt import (
+    CreateBudget,
+    NotPlaced,
+    Outcome,
+    Placed,
+    Try,
+    plan_placement,
+    try_plan,
+)
 
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
@@ -119,7 +127,11 @@ class Creations:
                 return record
             engine.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
             log.warning(
-                "runner.not_placed", scale_set=config.name, runner=name, reason=result.reason
+                "runner.not_placed",
+                scale_set=config.name,
+                runner=name,
+                reason=result.reason,
+                plan=str(result.plan),
             )
             if result.stranded_on:
                 engine.runners.left[name] = engine.clock.now() + engine.config.timing.left_grace
@@ -215,15 +227,17 @@ class Creations:
                 engine.runners.left.pop(name, None)
             return None
 
-        return await place(
+        # Decided now, after the registration's await, from the fleet as it stands; then carried
+        # out. Each provider's place is still claimed when it is tried.
+        plan = plan_placement(engine.fleet, config.name, engine.clock.now(), reserve=reserve)
+        return await try_plan(
             engine.fleet,
-            config.name,
+            plan,
             now=engine.clock.now,
             create=create,
             delete=delete,
             settle=settle,
             observe=self._observe,
-            reserve=reserve,
         )
 
     def report_new_holds(self) -> None:
