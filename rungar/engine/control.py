@@ -18,9 +18,10 @@ from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetsFile
 from rungar.engine.accounting import usage_document
 from rungar.engine.deadlines import call_timeouts, retime
-from rungar.engine.engine import Engine, ScaleSetState
+from rungar.engine.engine import Engine
 from rungar.engine.lease import lead_change_refused
 from rungar.engine.reconcile import reconcile
+from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.status import snapshot
 from rungar.errors import Busy, ConfigError, NotFound, ProviderError, RungarError
 from rungar.model.provider import Provider

@@ -1,7 +1,7 @@
 """The deadline of each call kind to a provider, as the configuration reference names them.
 
-- ``Create``: what is left of its scale set's ``start_timeout`` (the engine puts it in the
-  request); ``timing.start_timeout`` for a create that carries none;
+- ``Create``: what is left of its scale set's ``start_timeout``: the engine puts it in the
+  request and ends a Create that overruns it (the one create timeout, on its clock);
 - ``Delete``: ``timing.delete_timeout``;
 - ``List``, ``Info``, ``ValidateRunner``, ``UpdateRunner``: the provider's ``timeout``, else
   ``timing.provider_timeout``.
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 class CallTimeouts:
     timeout: float  # List, Info, ValidateRunner, UpdateRunner
     delete_timeout: float
-    create_timeout: float  # a Create without a budget of its own
 
     def client(
         self,
@@ -45,16 +44,11 @@ class CallTimeouts:
             token=token,
             timeout=self.timeout,
             delete_timeout=self.delete_timeout,
-            create_timeout=self.create_timeout,
             caller=caller,
         )
 
     def apply(self, client: GrpcProvider) -> None:
-        client.set_timeouts(
-            timeout=self.timeout,
-            delete_timeout=self.delete_timeout,
-            create_timeout=self.create_timeout,
-        )
+        client.set_timeouts(timeout=self.timeout, delete_timeout=self.delete_timeout)
 
 
 def call_timeouts(config: ProviderConfig, timing: Timing) -> CallTimeouts:
@@ -62,7 +56,6 @@ def call_timeouts(config: ProviderConfig, timing: Timing) -> CallTimeouts:
     return CallTimeouts(
         timeout=config.timeout or timing.provider_timeout,
         delete_timeout=timing.delete_timeout,
-        create_timeout=timing.start_timeout,
     )
 
 

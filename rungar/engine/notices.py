@@ -20,7 +20,8 @@ from rungar.model.sentences import CRASH_LOOP, EXITED, NEVER_CONNECTED, crash_se
 from rungar.scaling import InForce
 
 if TYPE_CHECKING:
-    from rungar.engine.engine import Engine, ScaleSetState
+    from rungar.engine.engine import Engine
+    from rungar.engine.scale_set_state import ScaleSetState
 
 log = structlog.get_logger("rungar.engine")
 

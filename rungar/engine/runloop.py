@@ -18,10 +18,11 @@ import contextlib
 import structlog
 
 from rungar.engine.accounting import Accounting
-from rungar.engine.engine import Engine, ScaleSetState
+from rungar.engine.engine import Engine
 from rungar.engine.lease import LeaseKeeper, stop_keeper
 from rungar.engine.notices import observe_job_wait
 from rungar.engine.reconcile import probe_unreachable, reconcile
+from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.starting_sync import sync_starting_forever
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind

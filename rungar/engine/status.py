@@ -56,7 +56,8 @@ from rungar.model.sentences import (
 from rungar.scaling import in_force
 
 if TYPE_CHECKING:
-    from rungar.engine.engine import Engine, ScaleSetState
+    from rungar.engine.engine import Engine
+    from rungar.engine.scale_set_state import ScaleSetState
 
 
 def runner_summary(config: ScaleSetConfig) -> str:

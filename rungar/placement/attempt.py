@@ -1,7 +1,11 @@
-"""Trying a scale set's providers in order until one creates the runner.
+"""Placing one runner: a plan of what to try, then trying it in order until one creates it.
 
-This is the loop both the daemon's actuator and the simulation run. It decides nothing itself:
-the :class:`Fleet` orders, claims and records; the caller's callables talk to providers.
+:func:`plan_placement` is the decision, a value computed from the :class:`Fleet`'s state
+without changing it: the providers to try, in the scale set's placement order, and why each
+other one is skipped (a reason of :mod:`rungar.model.sentences`). :func:`try_plan` carries a
+plan out; it decides nothing but what a provider's answer forces: each provider's place is
+claimed when it is tried (a create that finished meanwhile may have taken the last one), and
+the :class:`Fleet` records; the caller's callables talk to providers. :func:`place` is both.
 
 - A refusal of any kind: the leftover is deleted, the scale set backs off that provider, and
   the next provider is tried at once. If the leftover cannot be deleted, placement stops: the
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from rungar.errors import ProviderError, ProviderUnavailable
@@ -66,10 +70,36 @@ class Try:
 
 
 @dataclass(frozen=True, slots=True)
+class PlacementPlan:
+    """What to try for one runner of ``scale_set``, in which order, and why not the others."""
+
+    scale_set: str
+    order: tuple[str, ...]
+    skips: tuple[Skip, ...]
+    reserve: bool = False  # an idle-reserve refill: it never holds a provider
+    why_none: str = ""  # when ``order`` is empty: why nothing can be tried
+
+    def __str__(self) -> str:
+        tried = " then ".join(self.order) or f"nothing ({self.why_none})"
+        skipped = "; ".join(str(skip) for skip in self.skips)
+        return f"try {tried}" + (f"; skip {skipped}" if skipped else "")
+
+
+def plan_placement(
+    fleet: Fleet, scale_set: str, now: float, *, reserve: bool = False
+) -> PlacementPlan:
+    """The placement decision for one runner now: reads the fleet, changes nothing."""
+    found = fleet.candidates(scale_set, now, reserve=reserve)
+    why_none = "" if found.any else found.why_none()
+    return PlacementPlan(scale_set, found.order, found.skips, reserve, why_none)
+
+
+@dataclass(frozen=True, slots=True)
 class Placed:
     provider: str
     machine: Machine
     tries: tuple[Try, ...]
+    plan: PlacementPlan | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +107,7 @@ class NotPlaced:
     reason: str
     tries: tuple[Try, ...]
     stranded_on: str = ""  # a provider that may still hold a machine of this runner's name
+    plan: PlacementPlan | None = None
 
 
 CreateFn = Callable[[str], Awaitable[Created | Refusal]]
@@ -96,9 +127,39 @@ async def place(
     observe: Observer | None = None,
     reserve: bool = False,
 ) -> Placed | NotPlaced:
-    """Try the scale set's providers in order; ``create`` raises TimeoutError once the
-    runner's :class:`CreateBudget` is spent."""
-    candidates = fleet.candidates(scale_set, now(), reserve=reserve)
+    """Plan the runner's placement now, then try the plan."""
+    plan = plan_placement(fleet, scale_set, now(), reserve=reserve)
+    return await try_plan(
+        fleet, plan, now=now, create=create, delete=delete, settle=settle, observe=observe
+    )
+
+
+async def try_plan(
+    fleet: Fleet,
+    plan: PlacementPlan,
+    *,
+    now: Callable[[], float],
+    create: CreateFn,
+    delete: DeleteFn,
+    settle: SettleFn,
+    observe: Observer | None = None,
+) -> Placed | NotPlaced:
+    """Try the plan's providers in its order; ``create`` raises TimeoutError once the
+    runner's :class:`CreateBudget` is spent. The result carries the plan."""
+    result = await _try_in_order(fleet, plan, now, create, delete, settle, observe)
+    return replace(result, plan=plan)
+
+
+async def _try_in_order(
+    fleet: Fleet,
+    plan: PlacementPlan,
+    now: Callable[[], float],
+    create: CreateFn,
+    delete: DeleteFn,
+    settle: SettleFn,
+    observe: Observer | None,
+) -> Placed | NotPlaced:
+    scale_set, reserve = plan.scale_set, plan.reserve
     tries: list[Try] = []
 
     def note(entry: Try) -> None:
@@ -106,7 +167,7 @@ async def place(
         if observe is not None:
             observe(scale_set, entry)
 
-    for provider in candidates.order:
+    for provider in plan.order:
         claim = fleet.claim(scale_set, provider, now(), reserve=reserve)
         if isinstance(claim, Skip):
             note(Try(provider, Outcome.SKIPPED, claim.reason))
@@ -152,7 +213,7 @@ async def place(
     if not reserve:
         fleet.hold_full_providers(scale_set, now())
     if not tries:
-        return NotPlaced(candidates.why_none(), ())
+        return NotPlaced(plan.why_none, ())
     return NotPlaced(
         "no provider took the runner: " + "; ".join(f"{t.provider}: {t.message}" for t in tries),
         tuple(tries),

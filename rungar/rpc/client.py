@@ -4,8 +4,10 @@ One channel per provider, opened on first use and kept (gRPC reconnects it by it
 short backoff so a restarted provider is reconnected within a second). Every call carries
 exactly one of three deadlines, as the configuration reference names them:
 
-* ``Create``: what is left of the scale set's ``start_timeout`` (the request's ``budget``);
-  never the provider's ``timeout``;
+* ``Create``: what is left of the scale set's ``start_timeout`` (the request's ``budget``),
+  plus ``CREATE_DEADLINE_SLACK``; never the provider's ``timeout``. The provider learns from it
+  how long it has; the caller, not this deadline, ends a Create that overruns its budget (the
+  engine, on its clock), so the slack keeps gRPC from ending it first with another reason;
 * ``Delete``: ``timing.delete_timeout``;
 * ``List``, ``Info``, ``ValidateRunner``, ``UpdateRunner``: the provider's ``timeout``, which is
   ``timing.provider_timeout`` when the provider sets none.
@@ -48,6 +50,9 @@ from rungar.rpc._gen.rungar.provider.v1 import provider_pb2_grpc as pb_grpc
 from rungar.rpc.tls import ClientTls, channel_credentials, check_address, is_unix
 
 MAX_MESSAGE_BYTES = 1024 * 1024
+# How much later than the request's budget a Create's gRPC deadline falls: the caller's own
+# timer ends the call first, so an overrun ends once, as "ran out of time", not "did not answer".
+CREATE_DEADLINE_SLACK = 1.0
 NO_ANSWER = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 )
@@ -91,7 +96,6 @@ class GrpcProvider:
         token: str = "",
         timeout: float = 10.0,
         delete_timeout: float = 120.0,
-        create_timeout: float = 300.0,
         caller: Caller | None = None,
     ) -> None:
         check_address(address, secured=tls is not None, who=f"provider {name}")
@@ -101,9 +105,7 @@ class GrpcProvider:
         self.address = address
         self._tls = tls
         self._token = token
-        self.set_timeouts(
-            timeout=timeout, delete_timeout=delete_timeout, create_timeout=create_timeout
-        )
+        self.set_timeouts(timeout=timeout, delete_timeout=delete_timeout)
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
         # Who is calling, on every call (provider.proto): built once, the same for each call.
@@ -112,14 +114,13 @@ class GrpcProvider:
     def __repr__(self) -> str:
         return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
 
-    def set_timeouts(self, *, timeout: float, delete_timeout: float, create_timeout: float) -> None:
-        """The deadlines of List/Info/ValidateRunner/UpdateRunner, of Delete, and of a Create
-        whose request carries no budget; taken by the next call."""
-        if min(timeout, delete_timeout, create_timeout) <= 0:
+    def set_timeouts(self, *, timeout: float, delete_timeout: float) -> None:
+        """The deadlines of List/Info/ValidateRunner/UpdateRunner and of Delete; taken by the
+        next call. A Create's comes with its request."""
+        if min(timeout, delete_timeout) <= 0:
             raise ConfigError([f"provider {self.name}: timeout must be positive"])
         self._timeout = timeout
         self._delete_timeout = delete_timeout
-        self._create_timeout = create_timeout
 
     def _connect(self) -> Any:
         if self._stub is not None:
@@ -167,19 +168,11 @@ class GrpcProvider:
         answer = await self._call("ValidateRunner", request, self._timeout)
         return [str(p) for p in answer.problems]
 
-    async def create(
-        self, request: CreateRequest, *, budget: float | None = None
-    ) -> Created | Refusal:
-        """Create or refuse within ``budget`` seconds (what is left of start_timeout), else the
-        request's own budget, else ``create_timeout``; the provider's ``timeout`` plays no part."""
-        if budget is None:
-            budget = request.budget
-        timeout = self._create_timeout if budget is None else budget
-        if timeout <= 0:
-            # Nothing is sent, so nothing is unknown: a plain error, not "no answer".
-            raise ProviderError(
-                f"provider {self.name}: no time left to create {request.runner_name}"
-            )
+    async def create(self, request: CreateRequest) -> Created | Refusal:
+        """Create or refuse. The call's deadline tells the provider how long it has: the
+        request's ``budget`` (what is left of start_timeout), else none; the caller bounds the
+        call on its own clock, and this client never gives up on a Create before it does."""
+        timeout = None if request.budget is None else request.budget + CREATE_DEADLINE_SLACK
         # The hot call, so the stub is called here rather than through _call.
         message = convert.create_request_to_pb(request)
         stub = self._stub if self._stub is not None else self._connect()

@@ -23,7 +23,6 @@ crash aimed past the scenario's last call is counted as missed.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import random
@@ -214,9 +213,7 @@ async def run_scenario(
     with contextlib.suppress(Crashed):
         await drive()
     # kill -9: whatever the engine still had running dies with it; the world remains.
-    for task in list(first._tasks):
-        task.cancel()
-    await asyncio.gather(*list(first._tasks), return_exceptions=True)
+    await first.tasks.cancel()
     SqliteStore.close(first_store)
 
     second_store = store_type(db)

@@ -1,0 +1,160 @@
+"""Job bookkeeping: what GitHub says of a scale set's jobs, and what follows for its runners.
+
+The assigned count (``on_demand``) is the scale set's demand, applied by the scaling step; a
+job assigned is queued with its hint (the next Creates carry them) and remembered for the warm
+pool; a job started makes its runner busy, measures the wait and tells the provider which job
+it runs; a job completed lets its ephemeral runner go, with the job's conclusion.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from rungar.engine.notices import note_connected
+from rungar.engine.records import RunnerRecord
+from rungar.errors import RungarError
+from rungar.github.interface import JobTimes
+from rungar.model.machine import Conclusion, JobHint
+from rungar.model.provider import Provider
+from rungar.model.runner import GitHubState, RemovalReason, RunnerState
+
+if TYPE_CHECKING:
+    from rungar.engine.engine import Engine
+
+
+def _job_times(times: JobTimes | None, waited: float | None) -> dict[str, float]:
+    """A job_started event's times: GitHub's (epoch seconds) where it sent them, and the wait."""
+    out: dict[str, float] = {}
+    if times is not None:
+        for key, value in (("queued_at", times.queued), ("assigned_at", times.assigned)):
+            if value > 0:
+                out[key] = value
+    if waited is not None:
+        out["waited_s"] = round(waited, 1)
+    return out
+
+
+class JobBook:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def on_demand(self, name: str, assigned: int) -> None:
+        engine = self.engine
+        state = engine.sets.get(name)
+        if state is None:
+            return
+        state.assigned = assigned
+        state.polled_at = engine.clock.now()
+        engine.metrics.jobs_assigned.labels(name).set(assigned)
+        engine.metrics.last_poll.labels(name).set(state.polled_at)
+        engine.spawn(engine.scale(name))
+
+    def on_job_assigned(self, name: str, job_id: str, hint: JobHint, at: float = 0.0) -> None:
+        """``at``: when GitHub assigned it (0: now); warm pools predict from these times."""
+        engine = self.engine
+        state = engine.sets.get(name)
+        if state is not None:
+            state.queued[job_id] = hint
+            state.assigned_at.setdefault(job_id, engine.clock.now())
+            engine.job_history.record(name, job_id, at or engine.clock.now())
+
+    def mark_connected(self, record: RunnerRecord) -> None:
+        """The runner was seen on GitHub for the first time: its boot is over."""
+        engine = self.engine
+        if record.connected:
+            return
+        record.connected = True
+        note_connected(engine, record)
+        if record.created_at and not record.adopted:
+            boot = max(0.0, engine.clock.now() - record.created_at)
+            engine.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)
+            engine.events.record(
+                "runner",
+                record.name,
+                "connected",
+                scale_set=record.scale_set,
+                provider=record.provider,
+                boot_duration=round(boot, 1),
+            )
+
+    def on_job_started(
+        self, name: str, job_id: str, runner: str, hint: JobHint, times: JobTimes | None = None
+    ) -> None:
+        """``times`` are GitHub's: its assign and runner-assign times give the job's wait when
+        known (they are true across a restart and a late message); else the local clock does."""
+        engine = self.engine
+        state = engine.sets.get(name)
+        record = engine.runners.get(runner)
+        github_wait = times.runner_wait if times is not None else None
+        waited: float | None = None
+        if state is not None:
+            state.queued.pop(job_id, None)
+            assigned_at = state.assigned_at.pop(job_id, None)
+            if github_wait is not None:
+                waited = github_wait
+            elif assigned_at is not None:
+                waited = engine.clock.now() - assigned_at
+            if waited is not None:
+                engine.metrics.job_runner_wait.labels(name).observe(waited)
+            engine.metrics.jobs_started.labels(name).inc()
+        if record is not None and record.state is not RunnerState.LEAVING:
+            self.mark_connected(record)
+            record.state = RunnerState.BUSY
+            record.github = GitHubState.BUSY
+            record.job = f"{hint.repository}: {hint.job}" if hint.repository else hint.job
+            record.job_id = job_id
+            record.hint = replace(hint, job_id=job_id)
+            engine.events.record(
+                "runner",
+                runner,
+                "job_started",
+                scale_set=name,
+                provider=record.provider,
+                message=record.job,
+                job_id=job_id,
+                repository=hint.repository,
+                **_job_times(times, waited),
+            )
+            provider = engine.providers.get(record.provider)
+            if provider is not None:
+                told = replace(hint, job_id=job_id)
+                engine.spawn(self._tell_provider(record.provider, provider, runner, told))
+
+    async def _tell_provider(
+        self, name: str, provider: Provider, runner: str, hint: JobHint
+    ) -> None:
+        engine = self.engine
+        timeout = engine.call_timeout(name)
+        with contextlib.suppress(RungarError, TimeoutError):
+            await asyncio.wait_for(provider.update_runner(runner, hint), timeout)
+
+    def on_job_completed(
+        self,
+        name: str,
+        job_id: str,
+        runner: str,
+        conclusion: Conclusion | None,
+        hint: JobHint | None = None,
+    ) -> None:
+        """GitHub reported the job completed: its runner goes, and its provider learns how the
+        job ended (``conclusion``, already in Rungar's vocabulary; None when GitHub's word is
+        not one Rungar knows)."""
+        engine = self.engine
+        engine.metrics.jobs_completed.labels(
+            name, conclusion.value if conclusion else "unknown"
+        ).inc()
+        state = engine.sets.get(name)
+        if state is not None:
+            state.queued.pop(job_id, None)
+            state.assigned_at.pop(job_id, None)
+        record = engine.runners.get(runner)
+        if record is None or record.state is RunnerState.LEAVING:
+            return
+        if record.hint is None and hint is not None and (hint.job or hint.repository):
+            record.hint = replace(hint, job_id=job_id)  # its start was missed
+        # An ephemeral runner takes one job; GitHub removes its registration itself.
+        engine.removals.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
+        engine.spawn(engine.removals.settle_leaving(record))

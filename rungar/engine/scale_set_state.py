@@ -1,0 +1,54 @@
+"""What the engine knows of one scale set beyond its configuration: GitHub's demand, the
+last scaling decision, the listener's phase, and the jobs assigned and not yet started."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rungar.config.model import ScaleSetConfig
+from rungar.model.machine import JobHint
+from rungar.scaling import InForce, Warm
+
+
+@dataclass
+class ScaleSetState:
+    """What the engine knows of one scale set beyond its configuration."""
+
+    config: ScaleSetConfig
+    id: int = 0
+    assigned: int = 0
+    desired: int | None = None  # unknown until the first decision
+    reserve: int = 0  # of desired, the runners kept idle beyond the assigned jobs
+    minimum: InForce | None = None  # min_runners in force (schedule window) at the last decision
+    warm: Warm | None = None  # the warm pool's prediction at the last decision
+    warm_runners: int = 0  # of reserve, the warm pool's part (after max_runners)
+    polled_at: float = 0.0  # when GitHub last told the assigned count (0 = never)
+    paused_at_runtime: bool | None = None  # None: as configured
+    _phase: str = "STARTING"  # STARTING, LISTENING, WAITING (the listener says), UNREACHABLE
+    note: str = ""
+    queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint
+    assigned_at: dict[str, float] = field(default_factory=dict)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    removed: bool = False  # no longer configured: drains, then is forgotten
+    watchers: list[Callable[[], None]] = field(default_factory=list, repr=False)
+
+    @property
+    def paused(self) -> bool:
+        if self.paused_at_runtime is not None:
+            return self.paused_at_runtime
+        return self.config.paused
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @phase.setter
+    def phase(self, phase: str) -> None:
+        """Every change is told to the watchers (readiness: sd_notify, ``/readyz``)."""
+        changed = phase != self._phase
+        self._phase = phase
+        if changed:
+            for watcher in self.watchers:
+                watcher()
