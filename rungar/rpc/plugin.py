@@ -6,6 +6,9 @@ and waits for one line on its stdout::
 
     RUNGAR_PLUGIN 1 unix://<dir>/provider.sock
 
+Every other line the plugin writes, on stdout or stderr (its logs, a traceback), is logged by
+Rungar as ``plugin.output`` with the provider's name.
+
 (``1`` is the handshake version). It then talks the provider protocol over that socket in
 plaintext: the directory's mode is the access control. On shutdown it sends SIGTERM, then
 SIGKILL after a grace period. A plugin that dies is restarted with doubling backoff (reset once
@@ -170,6 +173,9 @@ class PluginProcess:
                 *self.command,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
+                # Its own logs join Rungar's, each line a plugin.output naming the provider,
+                # rather than landing on the terminal of whoever started Rungar.
+                stderr=asyncio.subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # a Ctrl-C at Rungar's terminal is Rungar's to relay
             )
@@ -204,15 +210,20 @@ class PluginProcess:
                 raise PluginError(
                     f"plugin {self.name} exited with code {code} before its handshake"
                 )
-            address = parse_handshake(raw.decode(errors="replace"))
+            line = raw.decode(errors="replace")
+            address = parse_handshake(line)
             if address is not None:
                 return address
+            self._log_line(line)
 
     async def _log_output(self, process: asyncio.subprocess.Process) -> None:
         # Keep reading so a chatty plugin never blocks on a full pipe.
         assert process.stdout is not None
         while line := await process.stdout.readline():
-            log.info("plugin.output", provider=self.name, line=line.decode(errors="replace")[:500])
+            self._log_line(line.decode(errors="replace"))
+
+    def _log_line(self, line: str) -> None:
+        log.info("plugin.output", provider=self.name, line=line.rstrip("\n")[:500])
 
     async def _supervise(self) -> None:
         backoff = 0.0

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import structlog
 
 from rungar.errors import ProviderUnavailable
 from rungar.rpc.client import GrpcProvider
@@ -140,6 +141,28 @@ async def test_a_plugin_that_exits_before_its_handshake_is_an_error(tmp_path: Pa
     plugin = PluginProcess([sys.executable, "-c", "print('hello'); raise SystemExit(3)"])
     with pytest.raises(PluginError, match="exited with code 3 before its handshake"):
         await plugin.start()
+
+
+async def test_a_plugins_stderr_goes_to_rungars_log_not_its_terminal(
+    plugin_script: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    chatty = plugin_script.with_name("chatty.py")
+    chatty.write_text(
+        "import sys\nprint('plugin log line', file=sys.stderr, flush=True)\n" + PLUGIN
+    )
+    plugin = PluginProcess([sys.executable, str(chatty)], name="chatty")
+    with structlog.testing.capture_logs() as logs:
+        await plugin.start()
+        try:
+            for _ in range(500):  # the line is read beside the handshake, on the loop
+                if any(e.get("line", "").strip() == "plugin log line" for e in logs):
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await plugin.stop()
+    outputs = [e for e in logs if e["event"] == "plugin.output"]
+    assert [e["provider"] for e in outputs if "plugin log line" in e["line"]] == ["chatty"]
+    assert "plugin log line" not in capfd.readouterr().err
 
 
 async def test_a_missing_executable_is_an_error() -> None:
