@@ -108,7 +108,7 @@ class Runnerd:
         """Wait until the dashboard answers, then sign ``page`` in with the link
         ``runnerctl dashboard`` prints."""
         for _ in range(600):
-            try:
+            with contextlib.suppress(httpx.HTTPError):  # not listening yet
                 if httpx.get(f"{self.url}/api/status", timeout=1).status_code == 401:
                     if not self.token:
                         printed = io.StringIO()
@@ -121,8 +121,6 @@ class Runnerd:
                     page.goto(link)  # the token becomes a cookie; the address drops it
                     assert page.url == f"{self.url}/"
                     return
-            except httpx.HTTPError:
-                pass
             if self.process.poll() is not None:
                 pytest.fail(f"runnerd stopped: {self.log.read_text()}")
             time.sleep(0.05)

@@ -4,6 +4,7 @@ scale set's job history and the clock, bounded by ``warm_pool.max``, added to th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -57,6 +58,12 @@ LAST_WEEKDAYS = ["2026-12-04", "2026-12-03", "2026-12-02", "2026-12-01", "2026-1
 POOL = WarmPool(max=5)
 
 
+def predicted_runners(config: ScaleSetConfig, history: Sequence[float], now: float) -> int:
+    warm = predict(config, history, now)
+    assert warm is not None, "the scale set has a warm pool: a prediction is made"
+    return warm.runners
+
+
 def test_the_pool_keeps_the_p90_of_the_same_slot_on_the_last_five_weekdays() -> None:
     history = jobs_on(LAST_WEEKDAYS, "08:16", [3, 2, 3, 1, 3])
     warm = predict(config(POOL), history, at("2026-12-07T08:20"))
@@ -72,9 +79,9 @@ def test_the_pool_keeps_the_p90_of_the_same_slot_on_the_last_five_weekdays() -> 
 
 def test_a_burst_on_one_day_in_five_is_the_p90_but_not_the_p50() -> None:
     history = jobs_on(LAST_WEEKDAYS, "08:16", [4, 0, 0, 0, 0])
-    assert predict(config(POOL), history, at("2026-12-07T08:20")).runners == 4  # type: ignore[union-attr]
+    assert predicted_runners(config(POOL), history, at("2026-12-07T08:20")) == 4
     median = WarmPool(max=5, percentile=50)
-    assert predict(config(median), history, at("2026-12-07T08:20")).runners == 0  # type: ignore[union-attr]
+    assert predicted_runners(config(median), history, at("2026-12-07T08:20")) == 0
 
 
 def test_weekend_days_are_predicted_from_weekend_days_only() -> None:
@@ -106,8 +113,8 @@ def test_slots_are_wall_clock_times_in_the_pools_timezone() -> None:
     # 08:16 in Vilnius is 06:16 UTC in winter; the prediction at 08:20 Vilnius finds them.
     history = jobs_on(LAST_WEEKDAYS, "08:16", [2, 2, 2, 2, 2], zone="Europe/Vilnius")
     pool = WarmPool(max=5, timezone="Europe/Vilnius")
-    assert predict(config(pool), history, at("2026-12-07T08:20", "Europe/Vilnius")).runners == 2  # type: ignore[union-attr]
-    assert predict(config(POOL), history, at("2026-12-07T08:20")).runners == 0  # type: ignore[union-attr]
+    assert predicted_runners(config(pool), history, at("2026-12-07T08:20", "Europe/Vilnius")) == 2
+    assert predicted_runners(config(POOL), history, at("2026-12-07T08:20")) == 0
 
 
 def test_a_scale_set_without_a_warm_pool_predicts_nothing() -> None:
