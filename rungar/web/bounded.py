@@ -421,6 +421,10 @@ class BoundedHttpServer:
         # client disconnected, and the server answers and counts it once the app returns.
         refusal: _Refusal | None = None
 
+        # Set once the whole answer is written or the peer stopped reading it: a receive()
+        # after the body waits for it, as ASGI asks, so a streaming answer is not cut short.
+        answered = asyncio.Event()
+
         def gone(why: _Refusal) -> Message:
             nonlocal refusal
             refusal = refusal or why
@@ -428,7 +432,10 @@ class BoundedHttpServer:
 
         async def receive() -> Message:
             nonlocal size, ended
-            if refusal is not None or ended:
+            if refusal is not None:
+                return {"type": "http.disconnect"}
+            if ended:
+                await answered.wait()
                 return {"type": "http.disconnect"}
             while True:
                 try:
@@ -453,6 +460,13 @@ class BoundedHttpServer:
                 http.receive_data(data)  # b"" marks the peer's end: an error event next
 
         async def send(message: Message) -> None:
+            try:
+                await write_answer(message)
+            except BaseException:
+                answered.set()  # the peer is gone, or the app was cancelled: none will follow
+                raise
+
+        async def write_answer(message: Message) -> None:
             nonlocal started, finished
             if message["type"] == "http.response.start":
                 headers = [(bytes(k), bytes(v)) for k, v in message.get("headers", [])]
@@ -471,6 +485,7 @@ class BoundedHttpServer:
                 if not message.get("more_body", False):
                     await self._write(writer, http.send(h11.EndOfMessage()))
                     finished = True
+                    answered.set()
 
         scope: Scope = {
             "type": "http",
@@ -497,6 +512,8 @@ class BoundedHttpServer:
                 if not started:
                     await self._answer(http, writer, 500, close=True)
                 return False
+        finally:
+            answered.set()  # a receive() the app left waiting (a task of its own) ends now
         if refusal is not None:
             self._refused(refusal.outcome)
             if not started:

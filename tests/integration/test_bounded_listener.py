@@ -8,16 +8,18 @@ newcomer instead of keeping it out.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from starlette.responses import StreamingResponse
 from structlog.testing import capture_logs
 
 from rungar.web.bounded import BoundedHttpServer, Limits, _Burst, bind
@@ -283,3 +285,27 @@ def test_accept_errors_for_want_of_files_are_logged_once_per_burst_with_a_count(
     lines = [json.loads(line) for line in err.splitlines()]  # JSON only: no traceback
     events = [(x["event"], x.get("count", 0) >= 5) for x in lines]
     assert events == [("http.accept_failed", False), ("http.accept_failed_burst", True)], lines
+
+
+def test_a_streaming_answer_is_sent_whole_and_not_cut_short_by_a_disconnect_check() -> None:
+    # Starlette's StreamingResponse listens for http.disconnect while it streams; a receive()
+    # that answered "disconnected" as soon as the body was read cut every stream off at once.
+    async def parts() -> AsyncIterator[bytes]:
+        for n in range(5):
+            await asyncio.sleep(0.01)  # each part on a later turn of the loop than the listen
+            yield b"part %d\n" % n
+
+    async def stream(scope: Any, receive: Any, send: Any) -> None:
+        await StreamingResponse(parts(), media_type="text/plain")(scope, receive, send)
+
+    server = BoundedHttpServer(stream, bind("127.0.0.1:0", key="test.listen"), name="test")
+    server.start()
+    try:
+        host, port = server.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=WAIT) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            answer = read_answer(sock)
+    finally:
+        server.stop()
+    assert status_of(answer) == 200
+    assert answer.count(b"part ") == 5, answer

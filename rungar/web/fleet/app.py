@@ -53,8 +53,8 @@ UsageReader = Callable[[str, float], dict[str, Any]]  # (by, since) -> rungar us
 
 
 class FleetApp:
-    """A plain ASGI app: a handful of routes need no framework, and the stream must own its
-    connection (a framework's streaming response would stop at the first disconnect check)."""
+    """A plain ASGI app: a handful of routes need no framework, and the live stream owns its
+    connection (it ends when a write to the page fails or the stream's time is up)."""
 
     def __init__(
         self,
