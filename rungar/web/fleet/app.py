@@ -54,7 +54,7 @@ UsageReader = Callable[[str, float], dict[str, Any]]  # (by, since) -> rungar us
 
 class FleetApp:
     """A plain ASGI app: a handful of routes need no framework, and the live stream owns its
-    connection (it ends when a write to the page fails or the stream's time is up)."""
+    connection (it ends when a write to the page fails, or when the feed closes it)."""
 
     def __init__(
         self,
