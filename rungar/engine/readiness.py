@@ -3,7 +3,9 @@
 
 The daemon is ready when every configured scale set has its message session (LISTENING) or
 stands by because another daemon holds it (WAITING): jobs routed to any of its labels are
-then served. Until then, and again whenever a scale set loses its session, it is not.
+then served. Until then, and again whenever a scale set loses its session, it is not. Of two
+daemons of one installation, one is ready once it holds the lease and listens on every scale
+set, the other once GitHub has said the lead scale set's session is held elsewhere.
 
 systemd is told over the datagram socket it names in ``NOTIFY_SOCKET`` (the protocol of
 ``sd_notify(3)``, a few lines of the standard library): a ``STATUS=`` line each time a scale
@@ -22,8 +24,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.model.sentences import LEAD_NOTE
+
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
+    from rungar.engine.scale_set_state import ScaleSetState
 
 log = structlog.get_logger("rungar.readiness")
 
@@ -48,8 +53,24 @@ class Readiness:
 def readiness(engine: Engine) -> Readiness:
     """The engine's readiness now (read on its event loop)."""
     configured = [(n, s) for n, s in list(engine.sets.items()) if not s.removed]
-    down = tuple(name for name, state in configured if state.phase not in UP)
+    down = tuple(name for name, state in configured if not _up(engine, state))
     return Readiness(not down, len(configured) - len(down), len(configured), down)
+
+
+def _up(engine: Engine, state: ScaleSetState) -> bool:
+    """LISTENING; or WAITING because another daemon holds the session. With two daemons of
+    one installation, a scale set waiting for this daemon's lease is up only once GitHub has
+    said another daemon holds the lead (this one stands by): until the lease is decided, or
+    while the active daemon's listeners start, it is not."""
+    if state.phase == "LISTENING":
+        return True
+    if state.phase != "WAITING":
+        return False
+    lease = engine.lease
+    if lease is None or state.note != LEAD_NOTE:
+        return True
+    lead = engine.sets.get(lease.lead)
+    return not lease.acts() and lead is not None and lead.phase == "WAITING"
 
 
 def notify(message: str, environ: dict[str, str] | None = None) -> bool:

@@ -107,11 +107,18 @@ async def soak_world() -> AsyncIterator[DaemonWorld]:
 
 
 async def kill_restart_and_check(world: DaemonWorld, rng: random.Random, trial: int) -> int:
-    """Kill the daemon after a random moment, restart it, run one pass; the machines it left."""
+    """Kill the daemon after a random moment, restart it, run one pass once it acts; the
+    machines it left."""
     await asyncio.sleep(rng.uniform(0.05, 1.5))
     world.kill_daemon()
     left_behind = set(world.machines())
     await world.start_daemon()
+    # It acts once it holds the lease: GitHub frees the killed daemon's sessions first.
+    await world.wait_for(
+        lambda s: s and s["daemon"]["lease"] and s["daemon"]["lease"]["role"] == "active",
+        "the restarted daemon to hold the lease",
+        30,
+    )
     await world.reconcile()
     status = await world.status()
     assert status is not None

@@ -20,10 +20,13 @@ from rungar.engine.control import Control
 from rungar.engine.daemon import serve_metrics
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
+from rungar.engine.lease import LeaseKeeper
 from rungar.engine.metrics import Metrics
 from rungar.engine.readiness import ReadinessReporter, notify, readiness
 from rungar.engine.settings import MetricsSettings
+from rungar.model.sentences import LEAD_NOTE
 from rungar.rpc.admin_server import serve_admin
+from rungar.scaling.lease import Heard, Lease, observe
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
@@ -87,6 +90,27 @@ def test_a_scale_set_waiting_for_another_daemons_session_counts_as_ready(engine:
     found = readiness(engine)
     assert not found.ready and found.waiting_for == ("arm",)
     assert found.sentence == "1 of 2 scale sets have their message session; not yet arm"
+
+
+def test_a_daemon_is_not_ready_while_its_lease_is_undecided_nor_while_its_listeners_start(
+    engine: Engine,
+) -> None:
+    keeper = LeaseKeeper(engine, lead="linux", owner="vm/1")
+    engine.lease = keeper
+    # The lead's session opened, the lease not yet looked at: arm waits for this daemon's role.
+    engine.sets["linux"].phase = "LISTENING"
+    engine.sets["arm"].phase, engine.sets["arm"].note = "WAITING", LEAD_NOTE
+    assert readiness(engine).waiting_for == ("arm",)
+    # GitHub names another holder of the lead: this daemon stands by, and is up as a standby.
+    engine.sets["linux"].phase = "WAITING"
+    assert readiness(engine).ready
+    # Holding the lease, it is ready only once arm listens too.
+    engine.sets["linux"].phase = "LISTENING"
+    now = engine.clock.now()
+    keeper.apply(observe(Lease(), Heard.CONFIRMED, now, keeper.timing), Heard.CONFIRMED, now)
+    assert engine.acting() and not readiness(engine).ready
+    engine.sets["arm"].phase, engine.sets["arm"].note = "LISTENING", ""
+    assert readiness(engine).ready
 
 
 def test_nothing_is_sent_without_a_notify_socket() -> None:
