@@ -297,7 +297,7 @@ class Control:
         problems = await self._validate_runners(new, kept)
         for config in new.providers:
             if config.name in changed or config.name not in self.engine.providers:
-                problems += [f"{filename}: {p}" for p in connection_file_problems(config)]
+                problems += connection_file_problems(config, text, filename)
         if refused := lead_change_refused(self.engine.lease, [s.name for s in new.scale_sets]):
             problems.append(refused)
         diff = diff_configs(self.engine.config, new)

@@ -16,6 +16,8 @@ from typing import Protocol, runtime_checkable
 import structlog
 
 from rungar.config.model import ProviderConfig
+from rungar.config.problems import START, Mark, Problem, Problems
+from rungar.config.yaml_safe import YMap, YNode, YScalar, YSeq, read_yaml
 from rungar.engine.shipped_plugins import is_shipped
 from rungar.model.provider import Provider
 
@@ -69,34 +71,75 @@ def reconnect_line(name: str, changed: list[str]) -> str:
     return f"~ provider {name}: reconnecting ({', '.join(changed)} changed)"
 
 
-def connection_file_problems(config: ProviderConfig) -> list[str]:
-    """The token and TLS files ``config`` names that cannot be used, each naming its key and
-    file: checked before anything changes, so bad new settings leave the old connection."""
-    prefix = f"providers.{config.name}"
-    problems = []
+def connection_file_problems(config: ProviderConfig, text: str, filename: str) -> list[str]:
+    """The token and TLS files ``config`` names that cannot be used, each as
+    ``file:line:col: providers.NAME.KEY: what`` naming the file it could not use: checked before
+    anything changes, so bad new settings leave the old connection. ``text`` is the
+    scale_sets.yaml ``config`` came from, read again for the keys' positions."""
+    found: list[tuple[tuple[str, ...], str]] = []
     token_file = config.options.get("token_file")
     if isinstance(token_file, str) and token_file:
-        problems += _unreadable(f"{prefix}.token_file", token_file, pem=False)
+        found += _unusable(("token_file",), token_file, pem=False)
     tls = config.options.get("tls")
     if isinstance(tls, Mapping):
         for key in ("ca_file", "cert_file", "key_file"):
             path = tls.get(key)
             if isinstance(path, str) and path:
-                problems += _unreadable(f"{prefix}.tls.{key}", path, pem=True)
-    return problems
+                found += _unusable(("tls", key), path, pem=True)
+    if not found:
+        return []
+    entry = _provider_entry(text, config.name)
+    return [
+        str(
+            Problem(
+                filename, _key_mark(entry, keys), f"providers.{config.name}.{'.'.join(keys)}", what
+            )
+        )
+        for keys, what in found
+    ]
 
 
-def _unreadable(key: str, path: str, *, pem: bool) -> list[str]:
+def _unusable(keys: tuple[str, ...], path: str, *, pem: bool) -> list[tuple[tuple[str, ...], str]]:
     try:
         with open(path, "rb") as f:
             content = f.read()
     except OSError as e:
-        return [f"{key}: cannot read {path}: {e.strerror or e}"]
+        return [(keys, f"cannot read {path}: {e.strerror or e}")]
     if pem and PEM_MARK not in content:
-        return [f"{key}: {path} is not a PEM file"]
+        return [(keys, f"{path} is not a PEM file")]
     if not pem and not content.strip():
-        return [f"{key}: {path} is empty"]
+        return [(keys, f"{path} is empty")]
     return []
+
+
+def _provider_entry(text: str, name: str) -> YMap | None:
+    """The provider entry named ``name`` in ``text`` (already checked, so it parses)."""
+    tree = read_yaml(text, Problems(""))
+    providers = tree.entries.get("providers") if isinstance(tree, YMap) else None
+    if providers is None or not isinstance(providers.value, YSeq):
+        return None
+    for item in providers.value.items:
+        if isinstance(item, YMap) and "name" in item.entries:
+            named = item.entries["name"].value
+            if isinstance(named, YScalar) and named.value == name:
+                return item
+    return None
+
+
+def _key_mark(entry: YMap | None, keys: tuple[str, ...]) -> Mark:
+    """Where the last of ``keys`` is written under ``entry``; the entry's own place, or the
+    file's start, when it cannot be found (a key given by a merge, say)."""
+    mark: Mark = START
+    node: YNode | None = entry
+    for key in keys:
+        if not isinstance(node, YMap):
+            break
+        mark = node.mark
+        if key not in node.entries:
+            break
+        mark = node.entries[key].key_mark
+        node = node.entries[key].value
+    return mark
 
 
 async def retire(name: str, old: Provider) -> None:

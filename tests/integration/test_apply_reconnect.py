@@ -235,13 +235,10 @@ async def test_apply_refuses_unreadable_token_and_tls_files_and_keeps_the_old_co
     before = world.running.providers["compute1"]
     assert await world.apply(text) == 2
     err = capsys.readouterr().err
-    path = world.directory / "scale_sets.yaml"
-    assert (
-        f"{path}: providers.compute1.token_file: cannot read {world.directory}/missing-token" in err
-    )
-    assert (
-        f"{path}: providers.compute1.tls.ca_file: {world.directory}/not-pem.crt is not a PEM" in err
-    )
+    path, folder = world.directory / "scale_sets.yaml", world.directory
+    # Named as every config problem is, file:line:col of the key (lines 7 and 8 of the file).
+    assert f"{path}:8:5: providers.compute1.token_file: cannot read {folder}/missing-token" in err
+    assert f"{path}:7:12: providers.compute1.tls.ca_file: {folder}/not-pem.crt is not a PEM" in err
     assert world.running.providers["compute1"] is before
     assert world.running.config.providers[0].address == world.servers[0].address
     await reconcile(world.running)
