@@ -1,7 +1,8 @@
 """Relative paths in a configuration file mean "next to this file", wherever the daemon starts.
 
 Every path a user writes in ``rungar.yaml``, ``scale_sets.yaml`` or ``runnerd.toml`` (sockets,
-secret files, TLS files, state folders, ``unix:`` provider addresses) is resolved once, when
+secret files, TLS files, state folders, ``unix:`` provider addresses, a plugin ``command:``
+given as a path) is resolved once, when
 the file is loaded, against the folder that holds the file. So one file serves daemons started
 from any working directory, and ``rungar validate --verbose`` / ``runnerd check-config
 --verbose`` can print exactly what will be opened.
@@ -54,11 +55,23 @@ def _resolve_files(options: Mapping[str, Any], base: Path) -> dict[str, Any]:
     return resolved
 
 
+def resolve_command(command: tuple[str, ...], base: Path) -> tuple[str, ...]:
+    """A plugin ``command:`` whose program is a relative path (``./bin/my-provider``,
+    ``bin/my-provider``) with that path resolved against ``base``; a bare name (``python3``)
+    is looked up on ``PATH`` as a shell would, so it is kept. Its arguments are the plugin's
+    own business and are kept as written."""
+    if not command or "/" not in command[0]:
+        return command
+    return (resolve_path(command[0], base), *command[1:])
+
+
 def resolve_provider(provider: ProviderConfig, base: Path) -> ProviderConfig:
-    """The provider's address and the files its settings name, resolved against ``base``."""
+    """The provider's address, its plugin command and the files its settings name, resolved
+    against ``base``."""
     return replace(
         provider,
         address=resolve_address(provider.address, base),
+        command=resolve_command(provider.command, base),
         options=_resolve_files(provider.options, base),
     )
 
@@ -69,6 +82,8 @@ def provider_paths(provider: ProviderConfig) -> list[tuple[str, str]]:
     prefix = f"providers.{provider.name}"
     if provider.address.startswith(UNIX_PREFIX):
         found.append((f"{prefix}.address", provider.address))
+    if provider.command and os.path.isabs(provider.command[0]):
+        found.append((f"{prefix}.command", provider.command[0]))
 
     def walk(options: Mapping[str, Any], path: str) -> None:
         for key, value in options.items():

@@ -192,8 +192,9 @@ PROVIDER_COMMON = (
     Field(
         "command",
         ListOf(TEXT, min_items=1),
-        "A local provider plugin to start. Set this or address; overrides gcp's and aws's "
-        "shipped plugin.",
+        "A local provider plugin to start; a program given as a relative path (./bin/x) is "
+        "relative to this file's folder, a bare name is looked up on PATH. Set this or address; "
+        "overrides gcp's and aws's shipped plugin.",
     ),
     Field(
         "timeout",

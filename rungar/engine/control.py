@@ -21,6 +21,12 @@ from rungar.engine.deadlines import call_timeouts, retime
 from rungar.engine.engine import Engine
 from rungar.engine.lease import lead_change_refused
 from rungar.engine.reconcile import reconcile
+from rungar.engine.reconnect import (
+    connection_changes,
+    connection_file_problems,
+    reconnect_line,
+    retire,
+)
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.status import snapshot
 from rungar.errors import Busy, ConfigError, NotFound, ProviderError, RungarError
@@ -278,36 +284,76 @@ class Control:
 
     async def apply(self, text: str, filename: str, *, dry_run: bool) -> dict[str, Any]:
         """Check ``text`` and, unless ``dry_run``, make it the configuration. A new provider is
-        connected (its plugin started) and its runner blocks checked before anything changes;
-        a dry run checks the runner blocks of the providers already connected."""
+        connected (its plugin started), and so is a provider whose connection settings changed
+        (:mod:`rungar.engine.reconnect`), and their runner blocks checked, before anything
+        changes; a dry run checks the runner blocks of the providers already connected and
+        kept."""
         try:
             new = parse_scale_sets(text, filename)
         except ConfigError as e:
             return {"applied": False, "problems": e.problems, "diff": []}
-        problems = await self._validate_runners(new, self.engine.providers)
+        changed = self._connection_changes(new)
+        kept = {n: p for n, p in self.engine.providers.items() if n not in changed}
+        problems = await self._validate_runners(new, kept)
+        for config in new.providers:
+            if config.name in changed or config.name not in self.engine.providers:
+                problems += connection_file_problems(config, text, filename)
         if refused := lead_change_refused(self.engine.lease, [s.name for s in new.scale_sets]):
             problems.append(refused)
         diff = diff_configs(self.engine.config, new)
+        diff = sorted(
+            diff + [reconnect_line(n, keys) for n, keys in changed.items()],
+            key=lambda line: line[2:],
+        )
         if problems or dry_run:
             return {"applied": False, "problems": problems, "diff": diff}
-        added, problems = await self._connect_new(new)
+        added, problems = await self._connect(new, changed)
         if not problems:
             problems = await self._validate_runners(new, added)
         if problems:
             await _close_all(added)
             return {"applied": False, "problems": problems, "diff": diff}
-        self.engine.providers.update(added)
+        for name, provider in added.items():
+            old = self.engine.providers.get(name)
+            self.engine.providers[name] = provider  # new calls go to the new connection
+            if old is not None:
+                self.engine.events.record(
+                    "provider",
+                    name,
+                    "reconnected",
+                    provider=name,
+                    message=f"{', '.join(changed[name])} changed",
+                    changed=changed[name],
+                )
+                self.engine.spawn(retire(name, old))
         self._apply(new)
         self._wake()
         return {"applied": True, "problems": [], "diff": diff}
 
-    async def _connect_new(self, new: ScaleSetsFile) -> tuple[dict[str, Provider], list[str]]:
+    def _connection_changes(self, new: ScaleSetsFile) -> dict[str, list[str]]:
+        """The providers kept by ``new`` whose connection must be renewed, with the keys that
+        changed. None without a way to connect (an engine embedded without one)."""
+        if self.provider_factory is None:
+            return {}
+        old = {p.name: p for p in self.engine.config.providers}
+        found = {}
+        for config in new.providers:
+            if config.name not in old or config.name not in self.engine.providers:
+                continue
+            if keys := connection_changes(old[config.name], config):
+                found[config.name] = keys
+        return found
+
+    async def _connect(
+        self, new: ScaleSetsFile, changed: Mapping[str, list[str]]
+    ) -> tuple[dict[str, Provider], list[str]]:
+        """Connect the new providers and those whose connection changed."""
         added: dict[str, Provider] = {}
         problems: list[str] = []
         if self.provider_factory is None:
             return added, problems
         for config in new.providers:
-            if config.name in self.engine.providers:
+            if config.name in self.engine.providers and config.name not in changed:
                 continue
             try:
                 added[config.name] = await self.provider_factory(config)

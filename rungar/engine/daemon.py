@@ -253,6 +253,12 @@ class PluginProvider:
             await self._client.close()
         await self.plugin.stop()
 
+    async def close_when_idle(self) -> None:
+        """:meth:`close` once no call is in flight on the plugin (``rungar apply`` replaced it)."""
+        if self._client is not None:
+            await self._client.close_when_idle()
+        await self.close()
+
 
 class Daemon:
     """One daemon. ``kinds`` are the provider types it serves in process (none unless the
@@ -482,7 +488,7 @@ class Daemon:
             for plugin in plugins:
                 with contextlib.suppress(Exception):
                     await plugin.stop()
-            for provider in providers.values():
+            for provider in engine.providers.values():  # as apply left them
                 close = getattr(provider, "close", None)
                 if close is not None:
                     with contextlib.suppress(Exception):

@@ -30,6 +30,10 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
     ("provider", "failing"): "it refused a create FAILED or INVALID (refusal, refusals)",
     ("provider", "unreachable"): "it did not answer a call; nothing is placed on it",
     ("provider", "reachable"): "it answers again",
+    ("provider", "reconnected"): (
+        "rungar apply changed how it is reached; new calls go to the new connection, its "
+        "runners are kept (changed)"
+    ),
     ("provider", "held"): "a higher-priority scale set holds it (priority)",
     ("provider", "crash_loop"): (
         "a scale set's runner there ended before it ever connected; the scale set backs off "

@@ -26,6 +26,7 @@ The mapping of answers is the protocol's core rule:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -110,6 +111,10 @@ class GrpcProvider:
         self._stub: Any = None
         # Who is calling, on every call (provider.proto): built once, the same for each call.
         self._metadata = caller.metadata() if caller is not None else None
+        # Calls in flight, so a connection ``rungar apply`` replaced closes once they end.
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def __repr__(self) -> str:
         return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
@@ -149,12 +154,36 @@ class GrpcProvider:
         self._channel = None
         self._stub = None
 
+    @property
+    def in_flight(self) -> int:
+        """Calls sent and not yet answered."""
+        return self._in_flight
+
+    async def close_when_idle(self) -> None:
+        """Close once no call is in flight: every call already sent gets its answer (each ends
+        by its own deadline at the latest), none is cut short."""
+        while self._in_flight:
+            await self._idle.wait()
+        await self.close()
+
+    def _started(self) -> None:
+        self._in_flight += 1
+        self._idle.clear()
+
+    def _ended(self) -> None:
+        self._in_flight -= 1
+        if not self._in_flight:
+            self._idle.set()
+
     async def _call(self, call: str, request: Any, timeout: float) -> Any:
         stub = self._connect()
+        self._started()
         try:
             return await getattr(stub, call)(request, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise map_rpc_error(self.name, call, e) from e
+        finally:
+            self._ended()
 
     async def info(self) -> ProviderInfo:
         return convert.info_from_pb(await self._call("Info", pb.InfoRequest(), self._timeout))
@@ -176,10 +205,13 @@ class GrpcProvider:
         # The hot call, so the stub is called here rather than through _call.
         message = convert.create_request_to_pb(request)
         stub = self._stub if self._stub is not None else self._connect()
+        self._started()
         try:
             answer = await stub.Create(message, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
             raise map_rpc_error(self.name, "Create", e) from e
+        finally:
+            self._ended()
         return convert.create_response_from_pb(answer, provider=self.name)
 
     async def delete(self, name: str, removal: Removal | None = None) -> None:

@@ -121,3 +121,30 @@ async def test_a_plugin_that_cannot_start_refuses_the_apply(short_dir: Path) -> 
     assert not answer["applied"]
     assert answer["problems"][0].startswith("provider plugged: cannot be connected"), answer
     assert set(control.engine.providers) == {"compute1"}
+
+
+async def test_a_plugin_whose_settings_changed_is_restarted_and_the_old_one_stopped(
+    short_dir: Path,
+) -> None:
+    script = short_dir / "plugin.py"
+    script.write_text(PLUGIN)
+    plugins: list[Any] = []
+    control = _control(short_dir, plugins)
+    try:
+        answer = await control.apply(_after(str(script)), "scale_sets.yaml", dry_run=False)
+        assert answer["applied"], answer
+        changed = _after(str(script)).replace("    command:", "    vcpus: 16\n    command:")
+        answer = await control.apply(changed, "scale_sets.yaml", dry_run=False)
+        assert answer["applied"], answer
+        assert "~ provider plugged: reconnecting (vcpus changed)" in answer["diff"]
+        assert len(plugins) == 2  # a new plugin, handed the new settings
+        provider = control.engine.providers["plugged"]
+        assert isinstance(provider, PluginProvider) and provider.plugin is plugins[1]
+        assert (await provider.info()).name == "plugged"
+        await control.engine.drain_tasks()  # the old plugin had no call in flight
+        assert plugins[0]._process.returncode is not None  # stopped
+        serving = plugins[1]._process
+        assert serving is not None and serving.returncode is None  # the new one serves
+    finally:
+        for plugin in plugins:
+            await plugin.stop()

@@ -187,3 +187,26 @@ def test_check_config_verbose_prints_the_paths_runnerd_will_open(config_dir: Pat
     assert ["host.api_socket", str(config_dir / "state" / "runnerd.sock")] in lines
     assert ["host.tls_ca", str(config_dir / "tls" / "ca.pem")] in lines
     assert ["host.history", str(config_dir / "state" / "history.db")] in lines
+
+
+def test_a_plugin_command_given_as_a_relative_path_resolves_against_the_scale_sets_folder(
+    config_dir: Path,
+) -> None:
+    # Resolved against the working directory instead (as it once was), "./bin/my-provider"
+    # names a file under "elsewhere" and this test fails.
+    plugins = dict(
+        SCALE_SETS,
+        providers=[
+            {"name": "mine", "type": "mine", "command": ["./bin/my-provider", "--flag", "x/y"]},
+            {"name": "nested", "type": "mine", "command": ["plugins/other"]},
+            {"name": "script", "type": "mine", "command": ["python3", "plugin.py"]},
+            {"name": "pinned", "type": "mine", "command": ["/opt/plugins/mine"]},
+        ],
+        scale_sets=[{"name": "linux", "max_runners": 2, "providers": ["mine"]}],
+    )
+    (config_dir / "scale_sets.yaml").write_text(yaml.safe_dump(plugins))
+    by_name = {p.name: p for p in load_scale_sets(config_dir / "scale_sets.yaml").providers}
+    assert by_name["mine"].command == (str(config_dir / "bin" / "my-provider"), "--flag", "x/y")
+    assert by_name["nested"].command == (str(config_dir / "plugins" / "other"),)
+    assert by_name["script"].command == ("python3", "plugin.py")  # a PATH lookup, kept
+    assert by_name["pinned"].command == ("/opt/plugins/mine",)
