@@ -228,7 +228,7 @@ def test_a_run_of_failures_is_logged_once_when_it_starts_and_once_with_its_count
 
 
 OUT_OF_FILES = """
-import os, sys, time
+import contextlib, os, sys, time
 from rungar import logs
 from rungar.web.bounded import BoundedHttpServer, Limits, bind
 
@@ -241,11 +241,9 @@ logs.configure("info", "json")
 server = BoundedHttpServer(ok, bind("127.0.0.1:0", key="t"), Limits(accept_retry=0.02), name="t")
 server.start()
 spare = []
-try:
-    while True:  # every free file taken: the next accept fails with EMFILE
+with contextlib.suppress(OSError):  # until every free file is taken: accepts fail with EMFILE
+    while True:
         spare.append(os.open("/dev/null", os.O_RDONLY))
-except OSError:
-    pass
 print(server.address, flush=True)
 sys.stdin.readline()  # the flood waits in the backlog, accepts failing, until told
 while server._accept_errors.count < 5:  # a burst of several failures, not one
