@@ -442,13 +442,13 @@ class Pass:
 async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> int:
     import structlog
 
-    import rungar.engine.runloop as runloop_module
     from rungar.clock import SystemClock
     from rungar.config.loader import load_scale_sets
     from rungar.engine.daemon import StoreCursors, make_provider
     from rungar.engine.engine import Engine
     from rungar.engine.events import EventLog
     from rungar.engine.metrics import Metrics
+    from rungar.engine.reconcile import Reconciler
     from rungar.engine.runloop import RunLoop
     from rungar.github.auth import PatAuth
     from rungar.github.service import ScaleSetGitHub, http_client
@@ -459,18 +459,17 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
     children: list[Child] = []
     log = open(folder / "rungar.log", "w")  # noqa: SIM115 - closed below
     passes: list[Pass] = []
-    # The pass the run loop calls, timed: the run loop's own name for it is replaced.
-    namespace = vars(runloop_module)
-    real_reconcile = namespace["reconcile"]
+    # The pass the run loop calls, timed: the reconciler's own method is replaced.
+    real_reconcile = Reconciler.reconcile
 
     profiler = cProfile.Profile(time.process_time) if profile else None
 
-    async def timed_reconcile(engine: Any) -> None:
+    async def timed_reconcile(reconciler: Reconciler) -> None:
         began, cpu = time.monotonic(), time.process_time()
         if profiler is not None:
             profiler.enable()
         try:
-            await real_reconcile(engine)
+            await real_reconcile(reconciler)
         finally:
             if profiler is not None:
                 profiler.disable()
@@ -479,12 +478,12 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
                     began,
                     time.process_time() - cpu,
                     time.monotonic() - began,
-                    len(engine.runners),
+                    len(reconciler.ctx.runners),
                     cpu_at_start=cpu,
                 )
             )
 
-    namespace["reconcile"] = timed_reconcile
+    setattr(Reconciler, "reconcile", timed_reconcile)  # noqa: B010 - timed for this run
     try:
         emulator = Child(__file__, "--role", "emulator", *size_args(size))
         providers = Child(
@@ -588,7 +587,7 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
         if profiler is not None:
             profiler.dump_stats(profile)
     finally:
-        namespace["reconcile"] = real_reconcile
+        setattr(Reconciler, "reconcile", real_reconcile)  # noqa: B010 - as it was
         for child in children:
             child.stop()
         log.close()

@@ -1,7 +1,9 @@
-"""Import-layer check: which package may import which, and no cycles between packages.
+"""Import-layer check: which package may import which, and no cycles between packages or
+between modules.
 
-Three rules, every import counted — at the top of a module, inside a function (a lazy import is
-a dependency all the same) or under ``TYPE_CHECKING``:
+Four rules, every import counted — at the top of a module, inside a function (a lazy import is
+a dependency all the same) or under ``TYPE_CHECKING`` (a type-only import is a dependency of the
+design):
 
 1. Pure packages (decisions only) import no I/O library, clock or logging.
 2. Only ``rungar/rpc`` (and the test kit, the providers, tests and tools) imports grpc.
@@ -9,6 +11,9 @@ a dependency all the same) or under ``TYPE_CHECKING``:
    a package imports packages of lower layers, never one of its own layer or above. Packages
    that import each other, directly or through others, form a cycle; every cycle is reported
    with the imports that close it, whatever the layers say.
+4. No two modules (files) import each other, directly or through others, inside a package or
+   across packages: ``from P import name`` depends on the module ``P.name`` when there is one,
+   else on ``P``; a module's import of its own package's ``__init__`` is not counted.
 
 Exit 1 listing every offending import and every cycle; ``--root DIR`` checks another tree.
 """
@@ -221,15 +226,61 @@ def layer_problems(graph: dict[str, dict[str, list[Import]]]) -> list[str]:
     return problems
 
 
-def cycle_problems(graph: dict[str, dict[str, list[Import]]]) -> list[str]:
+def cycle_problems(
+    graph: dict[str, dict[str, list[Import]]], what: str = "dependency"
+) -> list[str]:
     problems = []
     for cycle in cycles(graph):
-        lines = [f"dependency cycle: {' -> '.join(cycle)}"]
+        lines = [f"{what} cycle: {' -> '.join(cycle)}"]
         for source, target in itertools.pairwise(cycle):
             imp = graph[source][target][0]
             lines.append(f"  {imp.path}:{imp.line}: {source} imports {imp.module}")
         problems.append("\n".join(lines))
     return problems
+
+
+def _imported(path: Path, module: str) -> list[tuple[int, list[str]]]:
+    """Each import of ``path`` with what it may name: ``from P import a, b`` may name the
+    modules ``P.a`` and ``P.b``, else ``P`` itself."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module.split(".")[:-1]
+    found: list[tuple[int, list[str]]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, [alias.name]) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                base = node.module or ""
+            else:
+                parts = package[: len(package) - (node.level - 1)]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            found += [(node.lineno, [f"{base}.{alias.name}", base]) for alias in node.names]
+    return found
+
+
+def module_dependencies(root: Path) -> dict[str, dict[str, list[Import]]]:
+    """module -> first-party module it imports -> the imports that make it so; a package's
+    ``__init__`` is the module named as the package."""
+    files = {module.removesuffix(".__init__"): (path, module) for path, module in sources(root)}
+
+    def resolve(name: str) -> str | None:
+        while name:
+            if name in files:
+                return name
+            name = name.rpartition(".")[0]
+        return None
+
+    graph: dict[str, dict[str, list[Import]]] = defaultdict(lambda: defaultdict(list))
+    for name, (path, module) in files.items():
+        graph[name]  # a module that imports nothing still counts
+        rel = path.relative_to(root).as_posix()
+        for line, candidates in _imported(path, module):
+            target = next((t for t in map(resolve, candidates) if t is not None), None)
+            own_package = target is not None and name.startswith(target + ".")
+            if target is None or target == name or own_package:
+                continue
+            graph[name][target].append(Import(rel, line, target))
+    return graph
 
 
 def module_problems(root: Path) -> list[str]:
@@ -250,7 +301,8 @@ def module_problems(root: Path) -> list[str]:
 
 def check(root: Path) -> list[str]:
     graph = dependencies(root)
-    return module_problems(root) + cycle_problems(graph) + layer_problems(graph)
+    modules = cycle_problems(module_dependencies(root), "module")
+    return module_problems(root) + cycle_problems(graph) + modules + layer_problems(graph)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,12 +21,12 @@ from typing import Any
 import httpx
 
 from rungar.errors import ConfigError
-from rungar.model.units import format_bytes, format_duration
-from runnerd.admission import AdmissionRecord, Policy
+from rungar.model.units import format_bytes
 from runnerd.cli_jobs import add_jobs_command
 from runnerd.cli_sizing import add_runnerctl_commands
 from runnerd.config import RunnerdConfig, load_config
 from runnerd.dashboard.login import add_dashboard_command
+from runnerd.sentences import job_sentence, render_event
 
 DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "/etc/runnerd/runnerd.toml")
 
@@ -59,11 +59,6 @@ def follow_events(socket: str, after: int = 0, wait: float = 25.0) -> Iterator[d
             yield event
 
 
-def render_event(event: dict[str, Any]) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event["at"]))
-    return f"{when}  {event['kind']:<15} {event['message']}"
-
-
 def render_status(status: dict[str, Any]) -> str:
     lines = [status["budget"]]
     for key in ("host", "cpu"):
@@ -90,41 +85,6 @@ def render_status(status: dict[str, Any]) -> str:
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(header))]
     for row in rows:
         lines.append("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(lines)
-
-
-def job_sentence(row: dict[str, Any]) -> str:
-    """A job's record as sentences: what it was, how it ended, what it reserved and why."""
-    name = (
-        f"{row['repository']} {row['workflow']}/{row['job_name']}"
-        if row["repository"]
-        else "no job"
-    )
-    ident = row["job_id"] or row["id"]
-    result = row["result"] or "running"
-    lines = [f"job {ident}: {name}, runner {row['runner']} in profile {row['profile']}: {result}"]
-    if row["result"]:
-        usage = (
-            f"peak {format_bytes(row['peak_memory'])} of its {format_bytes(row['cap_memory'])} cap"
-        )
-        if row["avg_cpu"] is not None:
-            usage += f", average CPU {row['avg_cpu']:.2f}"
-        if row["met_cap"]:
-            usage += "; it met its cap"
-        elif row["killed_for_memory"]:
-            usage += "; killed for memory while its own limit held"
-        if row["sock_throttled"]:
-            usage += f"; its sockets were throttled {row['sock_throttled']} times"
-        lines.append(usage)
-    record = AdmissionRecord(
-        Policy(row["policy"]), row["reserved_memory"], row["basis"], row["budget_free"]
-    )
-    lines.append(record.line())
-    lines.append(
-        f"waited {format_duration(row['slot_wait'])} for a slot, "
-        f"{format_duration(row['host_wait'])} for the host, "
-        f"{format_duration(row['cpu_wait'])} for CPU"
-    )
     return "\n".join(lines)
 
 

@@ -25,21 +25,15 @@ peak with concurrency low says the jobs are larger than the profile assumes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from rungar.model.machine import MachineState
 from runnerd import readers
-from runnerd.admission import counted_memory
-
-if TYPE_CHECKING:
-    from runnerd.provider import RunnerdProvider
 
 RATIO_BUCKETS = (0.25, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -119,78 +113,87 @@ class RunnerdMetrics:
             registry=r,
         )
 
-    def watch(self, provider: RunnerdProvider) -> None:
-        self.registry.register(_LiveCollector(provider))
+    def watch(self, figures: Callable[[], LiveFigures]) -> None:
+        """Read ``figures`` at each scrape."""
+        self.registry.register(_LiveCollector(figures))
 
     def text(self) -> bytes:
         return generate_latest(self.registry)
 
 
+@dataclass(frozen=True, slots=True)
+class LiveFigures:
+    """What the daemon stands at now, read at each scrape
+    (:meth:`runnerd.provider.RunnerdProvider.live_figures`)."""
+
+    memory: int | None  # the slice's memory, None unless sampled within fresh_for
+    memory_max: int | None
+    reserved: int  # what the running runners count at against the budget
+    cpus: float | None  # the slice's CPUs
+    counters: SliceCounters | None  # None unless read within fresh_for
+    cpu_seconds: float | None  # the slice's CPU time, however old
+    io: tuple[int, int] | None  # read and written bytes, however old
+    running: dict[str, int]  # running runners by profile
+    slots: dict[str, int]  # each profile's slots
+
+
 class _LiveCollector(Collector):
-    def __init__(self, provider: RunnerdProvider) -> None:
-        self.provider = provider
+    def __init__(self, figures: Callable[[], LiveFigures]) -> None:
+        self.figures = figures
 
     def collect(self) -> Iterator[Metric]:
-        p = self.provider
-        now = p.clock.now()
-        limits = p.limits
-        reading = p.readings.slice
-        fresh = reading is not None and now - reading.at <= limits.fresh_for
-        live = [r for r in p.runners.values() if r.state is not MachineState.STOPPED]
+        f = self.figures()
 
         def gauge(name: str, doc: str, value: float | None) -> Iterator[Metric]:
             if value is not None:
                 yield GaugeMetricFamily(name, doc, value=value)
 
-        if reading is not None and fresh:
-            yield from gauge("runnerd_slice_memory_bytes", "The slice's memory", reading.memory)
-            if limits.memory_max:
+        if f.memory is not None:
+            yield from gauge("runnerd_slice_memory_bytes", "The slice's memory", f.memory)
+            if f.memory_max:
                 yield from gauge(
                     "runnerd_memory_utilization",
                     "The slice's memory ÷ its MemoryMax",
-                    reading.memory / limits.memory_max,
+                    f.memory / f.memory_max,
                 )
+        yield from gauge("runnerd_slice_memory_max_bytes", "The slice's MemoryMax", f.memory_max)
         yield from gauge(
-            "runnerd_slice_memory_max_bytes", "The slice's MemoryMax", limits.memory_max
+            "runnerd_memory_reserved_bytes", "What running runners count at", f.reserved
         )
-        reserved = sum(counted_memory(r.running(), limits, fresh, now) for r in live)
-        yield from gauge("runnerd_memory_reserved_bytes", "What running runners count at", reserved)
-        counters = p.readings.counters
-        yield from gauge("runnerd_slice_cpus", "The slice's CPUs", p.slice_cpus)
-        if counters is not None and now - counters.at <= limits.fresh_for:
+        yield from gauge("runnerd_slice_cpus", "The slice's CPUs", f.cpus)
+        if f.counters is not None:
             yield from gauge(
                 "runnerd_cpu_utilization",
                 "The slice's CPU time per second ÷ its CPUs",
-                counters.cpu_utilization,
+                f.counters.cpu_utilization,
             )
-            if counters.io_pressure is not None:
+            if f.counters.io_pressure is not None:
                 yield from gauge(
                     "runnerd_io_utilization",
                     "Share of the last 10 s some task of the slice stalled on IO",
-                    counters.io_pressure / 100,
+                    f.counters.io_pressure / 100,
                 )
-        if counters is not None and counters.cpu_seconds is not None:
+        if f.cpu_seconds is not None:
             yield CounterMetricFamily(
-                "runnerd_slice_cpu_seconds", "The slice's CPU time", value=counters.cpu_seconds
+                "runnerd_slice_cpu_seconds", "The slice's CPU time", value=f.cpu_seconds
             )
-        if counters is not None and counters.io_read is not None:
+        if f.io is not None:
             io = CounterMetricFamily(
                 "runnerd_slice_io_bytes", "The slice's IO (io.stat)", labels=["direction"]
             )
-            io.add_metric(["read"], counters.io_read)
-            io.add_metric(["write"], counters.io_write or 0)
+            io.add_metric(["read"], f.io[0])
+            io.add_metric(["write"], f.io[1])
             yield io
         running = GaugeMetricFamily("runnerd_runners", "Running runners", labels=["profile"])
         slots = GaugeMetricFamily("runnerd_slots", "Slots", labels=["profile"])
         share = GaugeMetricFamily(
             "runnerd_concurrency_utilization", "Running runners ÷ slots", labels=["profile"]
         )
-        counts = p.running_per_profile()
-        for name, profile in p.config.profiles.items():
-            count = counts.get(name, 0)
+        for name, profile_slots in f.slots.items():
+            count = f.running.get(name, 0)
             running.add_metric([name], count)
-            slots.add_metric([name], profile.slots)
-            share.add_metric([name], count / profile.slots)
+            slots.add_metric([name], profile_slots)
+            share.add_metric([name], count / profile_slots)
         yield running
         yield slots
         yield share

@@ -47,6 +47,7 @@ from runnerd.admission import (
     Refuse,
     Running,
     SliceReading,
+    counted_memory,
     decide,
 )
 from runnerd.admission.admit import fits_beside
@@ -55,7 +56,7 @@ from runnerd.admission.predict import PredictionRules
 from runnerd.config import Profile, RunnerdConfig
 from runnerd.events import EventLog
 from runnerd.history import History, JobEnd, JobStart
-from runnerd.metrics import RunnerdMetrics, SliceCounters
+from runnerd.metrics import LiveFigures, RunnerdMetrics, SliceCounters
 from runnerd.outcome import Ending, recorded_result, waits_for_exit
 from runnerd.predictor import Predictor
 from runnerd.runtime.base import (
@@ -221,7 +222,7 @@ class RunnerdProvider:
         self.waiting: dict[str, Waiting] = {}
         self.events: EventLog | None = None  # the daemon's; None in tools and some tests
         self.metrics = RunnerdMetrics()
-        self.metrics.watch(self)
+        self.metrics.watch(self.live_figures)
         self._lock = asyncio.Lock()
 
     def reconfigure(
@@ -272,6 +273,31 @@ class RunnerdProvider:
     def record_event(self, kind: str, subject: str, message: str, **data: Any) -> None:
         if self.events is not None:
             self.events.record(self.clock.now(), kind, subject, message, **data)
+
+    def live_figures(self) -> LiveFigures:
+        """What the metrics show at a scrape: readings older than ``fresh_for`` left out."""
+        now = self.clock.now()
+        limits = self.limits
+        reading = self.readings.slice
+        fresh = reading is not None and now - reading.at <= limits.fresh_for
+        live = [r.running() for r in self.runners.values() if r.state is not MachineState.STOPPED]
+        counters = self.readings.counters
+        io = None
+        if counters is not None and counters.io_read is not None:
+            io = (counters.io_read, counters.io_write or 0)
+        return LiveFigures(
+            memory=reading.memory if reading is not None and fresh else None,
+            memory_max=limits.memory_max,
+            reserved=sum(counted_memory(r, limits, fresh, now) for r in live),
+            cpus=self.slice_cpus,
+            counters=counters
+            if counters is not None and now - counters.at <= limits.fresh_for
+            else None,
+            cpu_seconds=counters.cpu_seconds if counters is not None else None,
+            io=io,
+            running=self.running_per_profile(),
+            slots={name: profile.slots for name, profile in self.config.profiles.items()},
+        )
 
     def running_per_profile(self) -> dict[str, int]:
         counts: dict[str, int] = {}

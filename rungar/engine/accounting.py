@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from rungar.engine.context import EngineContext
 from rungar.errors import StateError
 from rungar.store.usage import UsageBook, read_usage
 from rungar.usage.summary import UNKNOWN_CONCLUSION, JobUsage, summarize
@@ -23,7 +24,6 @@ from rungar.usage.summary import UNKNOWN_CONCLUSION, JobUsage, summarize
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from rungar.engine.engine import Engine
     from rungar.github.interface import JobEvent
 
 log = structlog.get_logger("rungar.accounting")
@@ -34,19 +34,19 @@ MAX_REMEMBERED = 20_000  # waits of started jobs awaiting their completion, olde
 class Accounting:
     """Remembers each started job's wait, and records each served job when it completes."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.book = UsageBook(engine.store, engine.config.usage_retention)
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.book = UsageBook(ctx.store, ctx.config.usage_retention)
         self._waits: OrderedDict[str, float] = OrderedDict()
 
     def job_started(self, scale_set: str, event: JobEvent) -> None:
         """Before the engine forgets when the job was assigned (it pops it at the start)."""
         wait = event.times.runner_wait
         if wait is None:
-            state = self.engine.sets.get(scale_set)
+            state = self.ctx.sets.get(scale_set)
             assigned_at = state.assigned_at.get(event.job_id) if state is not None else None
             if assigned_at is not None:
-                wait = max(0.0, self.engine.clock.now() - assigned_at)
+                wait = max(0.0, self.ctx.clock.now() - assigned_at)
         if wait is None:
             return
         self._waits[event.job_id] = wait
@@ -59,9 +59,9 @@ class Accounting:
         row = self.row(scale_set, event)
         if row is None:
             return
-        self.book.retention = self.engine.config.usage_retention
+        self.book.retention = self.ctx.config.usage_retention
         try:
-            self.book.record(row, self.engine.clock.now())
+            self.book.record(row, self.ctx.clock.now())
         except StateError as e:  # accounting must never stop a runner from being let go
             log.warning("usage.not_recorded", job_id=event.job_id, error=str(e))
 
@@ -72,9 +72,9 @@ class Accounting:
             wait = event.times.runner_wait
         if not event.runner_name:
             return None  # cancelled before any runner took it: not served
-        engine = self.engine
-        now = engine.clock.now()
-        record = engine.runners.get(event.runner_name)
+        ctx = self.ctx
+        now = ctx.clock.now()
+        record = ctx.runners.get(event.runner_name)
         if record is not None and record.created_at:
             seconds = max(0.0, now - record.created_at)
         elif event.times.finished > event.times.started > 0:
@@ -82,7 +82,7 @@ class Accounting:
         else:
             seconds = 0.0
         provider = record.provider if record is not None else ""
-        config = engine.fleet.providers.get(provider)
+        config = ctx.fleet.providers.get(provider)
         hint = event.hint
         return JobUsage(
             job_id=event.job_id,

@@ -1,4 +1,4 @@
-"""Whether this daemon may touch the fleet: the one guard every actuator asks.
+"""Whether this daemon may touch the fleet: the one guard every concern that acts asks.
 
 A daemon that acts alone always may. With active and standby daemons
 (:mod:`rungar.engine.lease`) only the holder of the lease acts, and it creates only once it
@@ -7,16 +7,22 @@ has adopted what the last active daemon left (else those runners would count as 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from rungar.engine.lease import LeaseKeeper
+
+class Lease(Protocol):
+    """The daemon's side of the lease as the guard asks it
+    (:class:`rungar.engine.lease.LeaseKeeper`)."""
+
+    def acts(self) -> bool: ...
+
+    def may_create(self) -> bool: ...
 
 
 class ActingGuard:
     def __init__(self) -> None:
         # Active and standby (rungar.engine.lease): None for a daemon that acts alone.
-        self.lease: LeaseKeeper | None = None
+        self.lease: Lease | None = None
 
     def acting(self) -> bool:
         """Whether this daemon may touch the fleet: a standby never removes, adopts, sweeps or

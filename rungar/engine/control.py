@@ -20,7 +20,6 @@ from rungar.engine.accounting import usage_document
 from rungar.engine.deadlines import call_timeouts, retime
 from rungar.engine.engine import Engine
 from rungar.engine.lease import lead_change_refused
-from rungar.engine.reconcile import reconcile
 from rungar.engine.reconnect import (
     connection_changes,
     connection_file_problems,
@@ -271,7 +270,7 @@ class Control:
     async def reconcile(self, names: list[str]) -> list[str]:
         for name in names:
             self._scale_set(name)
-        await reconcile(self.engine)
+        await self.engine.reconcile()
         lines = []
         for name, state in self.engine.sets.items():
             if names and name not in names:

@@ -15,14 +15,14 @@ import asyncio
 import contextlib
 import uuid
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import structlog
 
 from rungar.clock import within
-from rungar.engine.naming import revision, runner_name
-from rungar.engine.provider_calls import timed
+from rungar.engine.context import EngineContext, ProviderBlock
+from rungar.engine.naming import runner_name
 from rungar.engine.records import RunnerRecord
+from rungar.engine.scale_set_state import ScaleSetState
 from rungar.errors import GitHubError, ProviderError
 from rungar.model import sentences
 from rungar.model.create_intent import CreateIntent
@@ -40,79 +40,80 @@ from rungar.placement.attempt import (
     try_plan,
 )
 
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
-    from rungar.engine.scale_set_state import ScaleSetState
-
 log = structlog.get_logger("rungar.engine")
 
 
 class Creations:
-    def __init__(self, engine: Engine, max_parallel: int) -> None:
-        self.engine = engine
+    def __init__(self, ctx: EngineContext, max_parallel: int) -> None:
+        self.ctx = ctx
         self._slots = asyncio.Semaphore(max_parallel)
 
     async def create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
-        engine = self.engine
+        ctx = self.ctx
         try:
             async with self._slots:
                 await self.create_runner(state, reserve=reserve)
         except Exception:
             log.exception("runner.create_crashed", scale_set=state.config.name)
         finally:
-            engine.runners.creating.done_asking(state.config.name)
+            ctx.runners.creating.done_asking(state.config.name)
 
     async def create_runner(
         self, state: ScaleSetState, *, reserve: bool = False
     ) -> RunnerRecord | None:
-        engine = self.engine
+        ctx = self.ctx
         config = state.config
-        now = engine.clock.now()
-        if not engine.may_create():
+        now = ctx.clock.now()
+        if not ctx.may_create():
             return None
         # Whether any provider can be tried (its order is worked out once, when one is tried).
-        why_not = engine.fleet.cannot_place(config.name, now, reserve=reserve)
+        why_not = ctx.fleet.cannot_place(config.name, now, reserve=reserve)
         self.report_new_holds()
         if why_not:
-            engine.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
+            ctx.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
             log.info("runner.cannot_scale_up", scale_set=config.name, reason=why_not)
             return None
         name = runner_name(config.name)
-        engine.runners.creating.name(config.name, name)
+        ctx.runners.creating.name(config.name, name)
         intent = CreateIntent(name, config.name, str(uuid.uuid4()), created_at=now)
-        engine.store.write_intent(intent)
+        ctx.store.write_intent(intent)
         budget = CreateBudget(now, config.start_timeout)
         try:
             try:
-                runner_id, jit_config = await engine.github.generate_jit_config(state.id, name)
+                runner_id, jit_config = await ctx.github.generate_jit_config(state.id, name)
             except GitHubError as e:
                 log.warning("runner.register_failed", scale_set=config.name, error=str(e))
-                engine.metrics.scale_up_failures.labels(config.name, "error").inc()
-                engine.store.clear_intent(name)
+                ctx.metrics.scale_up_failures.labels(config.name, "error").inc()
+                ctx.store.clear_intent(name)
                 return None
             # The registration's id is written with the first Create's provider, in the same
             # transaction, before that call (or before the registration is removed, below):
             # nothing is awaited in between, so the store is never behind at a crash.
             intent = replace(intent, runner_id=runner_id)
-            result = await self._place(state, name, intent, jit_config, budget, reserve=reserve)
+            blocks = {
+                entry.name: ctx.runner_block(config.name, entry.name) for entry in config.providers
+            }
+            result = await self._place(
+                state, name, intent, jit_config, blocks, budget, reserve=reserve
+            )
             self.report_new_holds()
             if isinstance(result, Placed):
                 record = RunnerRecord(
                     name=name,
                     scale_set=config.name,
                     provider=result.provider,
-                    revision=revision(engine.runner_block(config.name, result.provider)),
-                    created_at=engine.clock.now(),
+                    revision=blocks[result.provider].revision,  # as the Create's labels say
+                    created_at=ctx.clock.now(),
                     state=RunnerState.STARTING,
                     runner_id=runner_id,
                     machine=result.machine.state,
                 )
-                engine.runners.add(record)
-                engine.store.clear_intent(name)
-                elapsed = budget.elapsed(engine.clock.now())
-                engine.metrics.created.labels(config.name, result.provider).inc()
-                engine.metrics.create_duration.labels(config.name, result.provider).observe(elapsed)
-                engine.events.record(
+                ctx.runners.add(record)
+                ctx.store.clear_intent(name)
+                elapsed = budget.elapsed(ctx.clock.now())
+                ctx.metrics.created.labels(config.name, result.provider).inc()
+                ctx.metrics.create_duration.labels(config.name, result.provider).observe(elapsed)
+                ctx.events.record(
                     "runner",
                     name,
                     "created",
@@ -125,7 +126,7 @@ class Creations:
                     "runner.created", scale_set=config.name, provider=result.provider, runner=name
                 )
                 return record
-            engine.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
+            ctx.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
             log.warning(
                 "runner.not_placed",
                 scale_set=config.name,
@@ -134,16 +135,16 @@ class Creations:
                 plan=str(result.plan),
             )
             if result.stranded_on:
-                engine.runners.left[name] = engine.clock.now() + engine.config.timing.left_grace
+                ctx.runners.left[name] = ctx.clock.now() + ctx.config.timing.left_grace
             if all(t.outcome is Outcome.SKIPPED for t in result.tries):
-                engine.store.write_intent(intent)  # no Create was asked: its id is not written
+                ctx.store.write_intent(intent)  # no Create was asked: its id is not written
             with contextlib.suppress(GitHubError):
-                await engine.github.remove_runner(runner_id)
+                await ctx.github.remove_runner(runner_id)
             if not result.stranded_on:
-                engine.store.clear_intent(name)
+                ctx.store.clear_intent(name)
             return None
         finally:
-            engine.runners.creating.done(name)
+            ctx.runners.creating.done(name)
 
     async def _place(
         self,
@@ -151,70 +152,60 @@ class Creations:
         name: str,
         intent: CreateIntent,
         jit_config: str,
+        blocks: dict[str, ProviderBlock],
         budget: CreateBudget,
         *,
         reserve: bool = False,
     ) -> Placed | NotPlaced:
-        engine = self.engine
+        ctx = self.ctx
         config = state.config
         deadline = 0.0
         if config.max_age is not None:
-            timing = engine.config.timing
-            deadline = engine.clock.now() + config.max_age + timing.reconcile_interval
+            timing = ctx.config.timing
+            deadline = ctx.clock.now() + config.max_age + timing.reconcile_interval
             deadline += timing.deadline_grace
         hints = tuple(state.queued.values())[:20]
 
         def request(provider: str) -> CreateRequest:
-            block = engine.runner_block(config.name, provider)
+            block = blocks.get(provider) or ctx.runner_block(config.name, provider)
             return CreateRequest(
                 runner_name=name,
                 request_id=intent.request_id,
                 scale_set=config.name,
                 labels=machine_labels(
-                    engine.installation, config.name, name, revision(block), provider
+                    ctx.installation, config.name, name, block.revision, provider
                 ),
-                runner=RunnerBlock.from_mapping(block),
+                runner=RunnerBlock.from_mapping(block.block),
                 jit_config=jit_config,
                 job_hints=hints,
                 deadline=deadline,
                 # whatever the provider's own timeout (which bounds its other calls)
-                budget=budget.left(engine.clock.now()),
+                budget=budget.left(ctx.clock.now()),
             )
 
         async def create(provider: str) -> Created | Refusal:
-            engine.store.write_intent(replace(intent, provider=provider))
+            ctx.store.write_intent(replace(intent, provider=provider))
             asked = request(provider)
             if not asked.budget:
                 raise TimeoutError  # nothing is asked, so nothing is left behind
             # The one place the create timeout is enforced: on the engine's clock, which a
             # simulation winds by hand; a gRPC provider's own deadline comes later (rpc.client).
-            return await timed(
-                engine.metrics,
-                engine.clock,
+            return await ctx.call(
                 provider,
                 "create",
-                within(engine.clock, asked.budget, engine.providers[provider].create(asked)),
+                within(ctx.clock, asked.budget, ctx.providers[provider].create(asked)),
             )
 
         async def delete(provider: str) -> None:
-            await timed(
-                engine.metrics,
-                engine.clock,
-                provider,
-                "delete",
-                asyncio.wait_for(
-                    engine.providers[provider].delete(name, Removal(RemovalReason.NOT_PLACED)),
-                    engine.config.timing.delete_timeout,
-                ),
-            )
+            await ctx.delete_machine(provider, name, Removal(RemovalReason.NOT_PLACED))
 
         async def settle(provider: str) -> Created | None:
             from rungar.rpc.settle import Unsettled, settle_unanswered_create
 
             answer = await settle_unanswered_create(
-                engine.providers[provider],
+                ctx.providers[provider],
                 request(provider),
-                engine.clock,
+                ctx.clock,
                 tries=2,
                 first_delay=0.5,
             )
@@ -223,17 +214,17 @@ class Creations:
             if isinstance(answer, Unsettled):
                 return None
             with contextlib.suppress(ProviderError):
-                await engine.providers[provider].delete(name, Removal(RemovalReason.NOT_PLACED))
-                engine.runners.left.pop(name, None)
+                await ctx.providers[provider].delete(name, Removal(RemovalReason.NOT_PLACED))
+                ctx.runners.left.pop(name, None)
             return None
 
         # Decided now, after the registration's await, from the fleet as it stands; then carried
         # out. Each provider's place is still claimed when it is tried.
-        plan = plan_placement(engine.fleet, config.name, engine.clock.now(), reserve=reserve)
+        plan = plan_placement(ctx.fleet, config.name, ctx.clock.now(), reserve=reserve)
         return await try_plan(
-            engine.fleet,
+            ctx.fleet,
             plan,
-            now=engine.clock.now,
+            now=ctx.clock.now,
             create=create,
             delete=delete,
             settle=settle,
@@ -242,10 +233,10 @@ class Creations:
 
     def report_new_holds(self) -> None:
         """Record an event for each hold placement asked for since the last report."""
-        engine = self.engine
-        holds, engine.fleet.new_holds = engine.fleet.new_holds, []
+        ctx = self.ctx
+        holds, ctx.fleet.new_holds = ctx.fleet.new_holds, []
         for hold in holds:
-            engine.events.record(
+            ctx.events.record(
                 "provider",
                 hold.provider,
                 "held",
@@ -263,17 +254,17 @@ class Creations:
             )
 
     def _observe(self, scale_set: str, attempt: Try) -> None:
-        engine = self.engine
+        ctx = self.ctx
         if attempt.outcome in (Outcome.REFUSED, Outcome.TIMED_OUT) and attempt.refusal:
-            backoff = engine.fleet.backoff(scale_set, attempt.provider)
-            left = backoff.remaining(engine.clock.now()) if backoff else 0.0
+            backoff = ctx.fleet.backoff(scale_set, attempt.provider)
+            left = backoff.remaining(ctx.clock.now()) if backoff else 0.0
             refusals = backoff.refusals if backoff else 1
             full = attempt.refusal.kind is RefusalKind.FULL
             action = "full" if full else "failing"
             sentence = sentences.refused(
                 scale_set, attempt.provider, full, refusals, left, attempt.message
             )
-            engine.events.record(
+            ctx.events.record(
                 "provider",
                 attempt.provider,
                 action,
@@ -292,7 +283,7 @@ class Creations:
                 error=attempt.message,
             )
         elif attempt.outcome is Outcome.UNANSWERED:
-            engine.events.record(
+            ctx.events.record(
                 "provider",
                 attempt.provider,
                 "unreachable",

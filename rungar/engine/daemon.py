@@ -432,14 +432,14 @@ class Daemon:
             metrics=metrics,
             installation=installation,
             max_parallel_creates=settings.max_parallel_creates,
+            github_url=settings.github.url,
         )
-        engine.github_url = settings.github.url
         # Active and standby: the first scale set is the lead; its session is the lease.
         lead = config.scale_sets[0].name
         retry = config.timing.standby_retry
         github.session_retry_for[lead] = (retry, retry)
-        lease = LeaseKeeper(engine, lead=lead, owner=github.owner)
-        runloop = RunLoop(engine, lease, Accounting(engine))
+        lease = LeaseKeeper(engine.ctx, lead=lead, owner=github.owner)
+        runloop = RunLoop(engine, lease, Accounting(engine.ctx))
         control = Control(
             engine,
             runloop,

@@ -1,16 +1,23 @@
 """The engine: turns demand into runners through placement, and keeps the fleet honest.
 
-A thin composition of one module per concern, each owning its state; ``Engine`` holds what
-they share (the configuration, the providers, GitHub, the clock, the store, the runner table,
-the scale sets and the placement :class:`Fleet`) and keeps the public surface the run loop,
-the reconcile pass, the status and control read:
+``Engine`` only composes. What every concern shares is one explicit
+:class:`~rungar.engine.context.EngineContext` (the configuration, the providers, GitHub, the
+clock, the store, the event log, the metrics, the runner table, the scale sets, the placement
+:class:`Fleet`, the work in flight, the acting guard); each concern receives it and the other
+concerns it calls, never the engine:
 
-- :mod:`rungar.engine.scaler`: a scale set's scaling step, decided then carried out;
-- :mod:`rungar.engine.creating`: creating runners (placement attempt, Creates, intents);
+- :mod:`rungar.engine.jobs`: GitHub's news of jobs assigned, started and completed; demand
+  goes to the scaler;
+- :mod:`rungar.engine.scaler`: a scale set's scaling step, decided (the pure plan) then
+  carried out: creates to the creations, idle surplus to the removals;
+- :mod:`rungar.engine.creating`: creating runners (placement attempt, Creates, intents), each
+  recorded in the runner table;
 - :mod:`rungar.engine.removing`: removing runners and deleting their machines;
-- :mod:`rungar.engine.jobs`: GitHub's news of jobs assigned, started and completed;
-- :mod:`rungar.engine.acting`: whether this daemon may act (the lease);
-- :mod:`rungar.engine.tasks`: the work in flight.
+- :mod:`rungar.engine.reconcile`: the reconcile pass;
+- :mod:`rungar.engine.acting`: whether this daemon may act (the lease).
+
+So a runner reads straight down from its job to its Create: ``JobBook.on_demand`` →
+``Scaler.scale`` (plan) → ``Creations.create_one`` (act) → the runner table (record).
 
 One event loop; every provider and GitHub call is awaited without holding state locks, and
 every state change is a synchronous step, so concurrent creates never overshoot a limit
@@ -21,23 +28,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetsFile
 from rungar.engine.acting import ActingGuard
+from rungar.engine.context import EngineContext, Findings
 from rungar.engine.creating import Creations
 from rungar.engine.events import EventLog
 from rungar.engine.job_history import JobHistory
 from rungar.engine.jobs import JobBook
+from rungar.engine.lease import LeaseKeeper
 from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
-from rungar.engine.naming import revision
 from rungar.engine.recall import recall
+from rungar.engine.reconcile import Reconciler
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.engine.removing import Removals
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.scaler import Scaler
+from rungar.engine.starting_sync import StartingSync
 from rungar.engine.tasks import Tasks
 from rungar.github.interface import GitHub, JobTimes, RunnerStatus
 from rungar.model.machine import Conclusion, JobHint
@@ -45,9 +55,6 @@ from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
 from rungar.placement import Fleet
 from rungar.store.sqlite import SqliteStore
-
-if TYPE_CHECKING:
-    from rungar.engine.lease import LeaseKeeper
 
 
 class Engine:
@@ -63,86 +70,174 @@ class Engine:
         metrics: Metrics | None = None,
         installation: str = "gh-local",
         max_parallel_creates: int = 64,
+        github_url: str = "",
     ) -> None:
-        self.config = config
-        self.providers = dict(providers)
-        self.github = github
-        self.clock = clock
-        self.store = store
-        self.events = events
-        self.metrics = metrics or Metrics()
-        self.installation = installation
-        self.fleet = Fleet(config.providers, config.scale_sets, config.timing)
-        self.runners = RunnerTable()
-        # Told of every scale set's phase change; shared by the scale sets `rungar apply` adds.
-        self.phase_watchers: list[Callable[[], None]] = []
-        self.sets: dict[str, ScaleSetState] = {
-            s.name: ScaleSetState(s, watchers=self.phase_watchers) for s in config.scale_sets
-        }
-        self.orphans_seen: dict[str, float] = {}
-        # GitHub's last list of the installation's runners, and the leftover scale sets found
-        # in it and on the providers (rungar.engine.leftovers).
-        self.listed_runners: list[RunnerStatus] = []
-        self.leftovers: list[Leftover] = []
-        self.leftovers_reported: set[str] = set()
-        self.draining_providers: set[str] = set()
-        self.list_errors: dict[str, str] = {}  # why a provider is unreachable
-        self.github_calls_exported: dict[str, int] = {}
-        self.github_url = ""
-        self.creations = Creations(self, max_parallel_creates)
-        self.removals = Removals(self)
-        self.jobs = JobBook(self)
-        self.scaler = Scaler(self)
-        self.tasks = Tasks()
+        ctx = EngineContext(
+            config=config,
+            providers=dict(providers),
+            github=github,
+            clock=clock,
+            store=store,
+            events=events,
+            metrics=metrics or Metrics(),
+            fleet=Fleet(config.providers, config.scale_sets, config.timing),
+            installation=installation,
+        )
+        for scale_set in config.scale_sets:
+            ctx.sets[scale_set.name] = ScaleSetState(scale_set, watchers=ctx.phase_watchers)
+        self.ctx = ctx
+        self._lease: LeaseKeeper | None = None
+        self.github_url = github_url
         self.started_at = clock.now()
-        self.guard = ActingGuard()  # the lease, when there is one: whether this daemon acts
         backoffs, holds = store.load_placement()
-        self.fleet.restore_state(backoffs, holds)
-        self.fleet.restore_crash_loops(store.load_crash_loops())
+        ctx.fleet.restore_state(backoffs, holds)
+        ctx.fleet.restore_crash_loops(store.load_crash_loops())
         self.job_history = JobHistory(store, config.scale_sets, clock.now())
+        self.removals = Removals(ctx)
+        self.creations = Creations(ctx, max_parallel_creates)
+        self.scaler = Scaler(ctx, self.creations, self.removals, self.job_history)
+        self.jobs = JobBook(ctx, self.scaler, self.removals, self.job_history)
         # The runners it knew count until their providers list them; the table is kept.
-        self.runner_keeper = recall(self)
+        self.runner_keeper = recall(ctx)
+        self.reconciler = Reconciler(ctx, self.scaler, self.removals, self.jobs, self.runner_keeper)
+        self.starting = StartingSync(ctx, self.jobs, self.removals, self.scaler)
+
+    # ------------------------------------------------------------------ what it holds
+
+    @property
+    def config(self) -> ScaleSetsFile:
+        return self.ctx.config
+
+    @config.setter
+    def config(self, config: ScaleSetsFile) -> None:
+        self.ctx.config = config
+
+    @property
+    def providers(self) -> dict[str, Provider]:
+        return self.ctx.providers
+
+    @property
+    def github(self) -> GitHub:
+        return self.ctx.github
+
+    @property
+    def clock(self) -> Clock:
+        return self.ctx.clock
+
+    @property
+    def store(self) -> SqliteStore:
+        return self.ctx.store
+
+    @property
+    def events(self) -> EventLog:
+        return self.ctx.events
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.ctx.metrics
+
+    @property
+    def installation(self) -> str:
+        return self.ctx.installation
+
+    @property
+    def fleet(self) -> Fleet:
+        return self.ctx.fleet
+
+    @property
+    def runners(self) -> RunnerTable:
+        return self.ctx.runners
+
+    @property
+    def sets(self) -> dict[str, ScaleSetState]:
+        return self.ctx.sets
+
+    @property
+    def phase_watchers(self) -> list[Callable[[], None]]:
+        return self.ctx.phase_watchers
+
+    @property
+    def tasks(self) -> Tasks:
+        return self.ctx.tasks
+
+    @property
+    def guard(self) -> ActingGuard:
+        return self.ctx.guard
+
+    @property
+    def findings(self) -> Findings:
+        return self.ctx.findings
+
+    @property
+    def listed_runners(self) -> list[RunnerStatus]:
+        return self.ctx.findings.listed_runners
+
+    @property
+    def leftovers(self) -> list[Leftover]:
+        return self.ctx.findings.leftovers
+
+    @property
+    def leftovers_reported(self) -> set[str]:
+        return self.ctx.findings.leftovers_reported
+
+    @property
+    def draining_providers(self) -> set[str]:
+        return self.ctx.findings.draining_providers
+
+    @property
+    def list_errors(self) -> dict[str, str]:
+        return self.ctx.findings.list_errors
+
+    @property
+    def orphans_seen(self) -> dict[str, float]:
+        return self.ctx.findings.orphans_seen
+
+    @property
+    def github_calls_exported(self) -> dict[str, int]:
+        return self.ctx.findings.github_calls_exported
 
     # ------------------------------------------------------------------ helpers
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
-        return self.tasks.spawn(coro)
+        return self.ctx.spawn(coro)
 
     async def drain_tasks(self) -> None:
         """Wait for every create and removal in flight (tests and clean shutdowns)."""
-        await self.tasks.drain()
+        await self.ctx.tasks.drain()
 
     def runner_block(self, scale_set: str, provider: str) -> dict[str, object]:
-        for entry in self.sets[scale_set].config.providers:
-            if entry.name == provider:
-                return dict(entry.runner)
-        return {}
+        return self.ctx.runner_block(scale_set, provider).block
 
     def current_revisions(self, scale_set: str) -> dict[str, str]:
-        return {
-            entry.name: revision(entry.runner) for entry in self.sets[scale_set].config.providers
-        }
+        return self.ctx.revisions(scale_set)
 
     def save_placement(self) -> None:
-        backoffs, holds = self.fleet.export_state()
-        self.store.save_placement(backoffs, holds)
-        self.store.save_crash_loops(self.fleet.export_crash_loops())
+        self.ctx.save_placement()
 
     def resync_fleet_counts(self) -> None:
-        self.fleet.set_runners(self.runners.counts())
-        leaving = self.runners.leaving_by_provider()
-        for name in self.fleet.providers:
-            self.fleet.set_leaving(name, leaving.get(name, 0))
+        self.ctx.resync_fleet_counts()
+
+    async def reconcile(self) -> None:
+        """One reconcile pass (:mod:`rungar.engine.reconcile`)."""
+        await self.reconciler.reconcile()
+
+    async def probe_unreachable(self) -> list[str]:
+        return await self.reconciler.probe_unreachable()
+
+    async def sync_starting(self) -> list[str]:
+        """Check the starting runners against GitHub once (:mod:`rungar.engine.starting_sync`)."""
+        return await self.starting.sync()
 
     # ------------------------------------------------------------------ the lease
 
     @property
     def lease(self) -> LeaseKeeper | None:
-        return self.guard.lease
+        return self._lease
 
     @lease.setter
     def lease(self, keeper: LeaseKeeper | None) -> None:
-        self.guard.lease = keeper
+        self._lease = keeper
+        self.ctx.guard.lease = keeper
 
     def acting(self) -> bool:
         return self.guard.acting()
@@ -212,8 +307,4 @@ class Engine:
         self.jobs.on_job_completed(name, job_id, runner, conclusion, hint)
 
     def call_timeout(self, provider: str) -> float:
-        """The deadline of a provider's List and UpdateRunner calls: its own ``timeout``, else
-        ``timing.provider_timeout``."""
-        config = self.fleet.providers.get(provider)
-        own = config.timeout if config is not None else 0.0
-        return own or self.config.timing.provider_timeout
+        return self.ctx.call_timeout(provider)

@@ -11,18 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
+from rungar.engine.context import EngineContext
+from rungar.engine.job_history import JobHistory
 from rungar.engine.notices import note_connected
 from rungar.engine.records import RunnerRecord
+from rungar.engine.removing import Removals
+from rungar.engine.scaler import Scaler
 from rungar.errors import RungarError
 from rungar.github.interface import JobTimes
 from rungar.model.machine import Conclusion, JobHint
 from rungar.model.provider import Provider
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
-
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
 
 
 def _job_times(times: JobTimes | None, waited: float | None) -> dict[str, float]:
@@ -38,40 +38,45 @@ def _job_times(times: JobTimes | None, waited: float | None) -> dict[str, float]
 
 
 class JobBook:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(
+        self, ctx: EngineContext, scaler: Scaler, removals: Removals, job_history: JobHistory
+    ) -> None:
+        self.ctx = ctx
+        self.scaler = scaler
+        self.removals = removals
+        self.job_history = job_history
 
     def on_demand(self, name: str, assigned: int) -> None:
-        engine = self.engine
-        state = engine.sets.get(name)
+        ctx = self.ctx
+        state = ctx.sets.get(name)
         if state is None:
             return
         state.assigned = assigned
-        state.polled_at = engine.clock.now()
-        engine.metrics.jobs_assigned.labels(name).set(assigned)
-        engine.metrics.last_poll.labels(name).set(state.polled_at)
-        engine.spawn(engine.scale(name))
+        state.polled_at = ctx.clock.now()
+        ctx.metrics.jobs_assigned.labels(name).set(assigned)
+        ctx.metrics.last_poll.labels(name).set(state.polled_at)
+        ctx.spawn(self.scaler.scale(name))
 
     def on_job_assigned(self, name: str, job_id: str, hint: JobHint, at: float = 0.0) -> None:
         """``at``: when GitHub assigned it (0: now); warm pools predict from these times."""
-        engine = self.engine
-        state = engine.sets.get(name)
+        ctx = self.ctx
+        state = ctx.sets.get(name)
         if state is not None:
             state.queued[job_id] = hint
-            state.assigned_at.setdefault(job_id, engine.clock.now())
-            engine.job_history.record(name, job_id, at or engine.clock.now())
+            state.assigned_at.setdefault(job_id, ctx.clock.now())
+            self.job_history.record(name, job_id, at or ctx.clock.now())
 
     def mark_connected(self, record: RunnerRecord) -> None:
         """The runner was seen on GitHub for the first time: its boot is over."""
-        engine = self.engine
+        ctx = self.ctx
         if record.connected:
             return
         record.connected = True
-        note_connected(engine, record)
+        note_connected(ctx, record)
         if record.created_at and not record.adopted:
-            boot = max(0.0, engine.clock.now() - record.created_at)
-            engine.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)
-            engine.events.record(
+            boot = max(0.0, ctx.clock.now() - record.created_at)
+            ctx.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)
+            ctx.events.record(
                 "runner",
                 record.name,
                 "connected",
@@ -85,9 +90,9 @@ class JobBook:
     ) -> None:
         """``times`` are GitHub's: its assign and runner-assign times give the job's wait when
         known (they are true across a restart and a late message); else the local clock does."""
-        engine = self.engine
-        state = engine.sets.get(name)
-        record = engine.runners.get(runner)
+        ctx = self.ctx
+        state = ctx.sets.get(name)
+        record = ctx.runners.get(runner)
         github_wait = times.runner_wait if times is not None else None
         waited: float | None = None
         if state is not None:
@@ -96,10 +101,10 @@ class JobBook:
             if github_wait is not None:
                 waited = github_wait
             elif assigned_at is not None:
-                waited = engine.clock.now() - assigned_at
+                waited = ctx.clock.now() - assigned_at
             if waited is not None:
-                engine.metrics.job_runner_wait.labels(name).observe(waited)
-            engine.metrics.jobs_started.labels(name).inc()
+                ctx.metrics.job_runner_wait.labels(name).observe(waited)
+            ctx.metrics.jobs_started.labels(name).inc()
         if record is not None and record.state is not RunnerState.LEAVING:
             self.mark_connected(record)
             record.state = RunnerState.BUSY
@@ -107,7 +112,7 @@ class JobBook:
             record.job = f"{hint.repository}: {hint.job}" if hint.repository else hint.job
             record.job_id = job_id
             record.hint = replace(hint, job_id=job_id)
-            engine.events.record(
+            ctx.events.record(
                 "runner",
                 runner,
                 "job_started",
@@ -118,16 +123,16 @@ class JobBook:
                 repository=hint.repository,
                 **_job_times(times, waited),
             )
-            provider = engine.providers.get(record.provider)
+            provider = ctx.providers.get(record.provider)
             if provider is not None:
                 told = replace(hint, job_id=job_id)
-                engine.spawn(self._tell_provider(record.provider, provider, runner, told))
+                ctx.spawn(self._tell_provider(record.provider, provider, runner, told))
 
     async def _tell_provider(
         self, name: str, provider: Provider, runner: str, hint: JobHint
     ) -> None:
-        engine = self.engine
-        timeout = engine.call_timeout(name)
+        ctx = self.ctx
+        timeout = ctx.call_timeout(name)
         with contextlib.suppress(RungarError, TimeoutError):
             await asyncio.wait_for(provider.update_runner(runner, hint), timeout)
 
@@ -142,19 +147,17 @@ class JobBook:
         """GitHub reported the job completed: its runner goes, and its provider learns how the
         job ended (``conclusion``, already in Rungar's vocabulary; None when GitHub's word is
         not one Rungar knows)."""
-        engine = self.engine
-        engine.metrics.jobs_completed.labels(
-            name, conclusion.value if conclusion else "unknown"
-        ).inc()
-        state = engine.sets.get(name)
+        ctx = self.ctx
+        ctx.metrics.jobs_completed.labels(name, conclusion.value if conclusion else "unknown").inc()
+        state = ctx.sets.get(name)
         if state is not None:
             state.queued.pop(job_id, None)
             state.assigned_at.pop(job_id, None)
-        record = engine.runners.get(runner)
+        record = ctx.runners.get(runner)
         if record is None or record.state is RunnerState.LEAVING:
             return
         if record.hint is None and hint is not None and (hint.job or hint.repository):
             record.hint = replace(hint, job_id=job_id)  # its start was missed
         # An ephemeral runner takes one job; GitHub removes its registration itself.
-        engine.removals.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
-        engine.spawn(engine.removals.settle_leaving(record))
+        self.removals.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
+        ctx.spawn(self.removals.settle_leaving(record))

@@ -10,7 +10,7 @@ role changes:
 - standing by (GitHub says the session is gone or another owner holds it, or the lease ran
   out) forgets every runner, stops the other scale sets' listeners (their sessions are
   deleted, so the new active daemon gets them at once), and from then on the engine's
-  actuator refuses to create, remove, adopt or sweep.
+  acting guard (:mod:`rungar.engine.acting`) refuses to create, remove, adopt or sweep.
 
 Each change is logged, recorded as an event (``daemon`` ``active``/``standby``) and shown by
 the ``rungar_active`` gauge.
@@ -22,11 +22,12 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
 from rungar.config.model import Timing
+from rungar.engine.context import EngineContext
 from rungar.errors import GitHubError
 from rungar.scaling.lease import (
     Heard,
@@ -38,9 +39,6 @@ from rungar.scaling.lease import (
     renewal_due,
 )
 
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
-
 log = structlog.get_logger("rungar.lease")
 
 # Shortest pause between two looks, so a tiny configured retry cannot spin the loop.
@@ -51,13 +49,13 @@ def lease_timing(timing: Timing) -> LeaseTiming:
     return LeaseTiming(timing.lease_duration, timing.lease_renew_interval, timing.standby_retry)
 
 
-def forget_runners(engine: Engine) -> int:
+def forget_runners(ctx: EngineContext) -> int:
     """A daemon that stands by no longer tracks anything: the active one does. Its machines are
     left as they are; the next term adopts them again."""
-    names = [record.name for record in engine.runners]
+    names = [record.name for record in ctx.runners]
     for name in names:
-        engine.runners.pop(name)
-    engine.resync_fleet_counts()
+        ctx.runners.pop(name)
+    ctx.resync_fleet_counts()
     return len(names)
 
 
@@ -81,14 +79,14 @@ class LeaseKeeper:
 
     def __init__(
         self,
-        engine: Engine,
+        ctx: EngineContext,
         *,
         lead: str,
         owner: str,
         on_active: Callable[[], None] = lambda: None,
         on_standby: Callable[[], None] = lambda: None,
     ) -> None:
-        self.engine = engine
+        self.ctx = ctx
         self.lead = lead
         self.owner = owner
         self.lease = Lease()
@@ -97,17 +95,17 @@ class LeaseKeeper:
         self.on_active = on_active
         self.on_standby = on_standby
         self._poked = asyncio.Event()
-        engine.metrics.active.set(0)
+        ctx.metrics.active.set(0)
 
     @property
     def timing(self) -> LeaseTiming:
-        return lease_timing(self.engine.config.timing)
+        return lease_timing(self.ctx.config.timing)
 
     # ------------------------------------------------------------------ the engine asks
 
     def acts(self) -> bool:
         """Whether this daemon may act now (remove, adopt, sweep, settle)."""
-        return acts(self.lease, self.engine.clock.now(), self.timing)
+        return acts(self.lease, self.ctx.clock.now(), self.timing)
 
     def may_create(self) -> bool:
         """Whether it may create: it acts, and this term's adoption pass has ended, so nothing
@@ -123,7 +121,7 @@ class LeaseKeeper:
         if not term or term != self.lease.term or self.adopted_term == term or not self.acts():
             return False
         self.adopted_term = term
-        log.info("lease.adopted", term=term, runners=len(self.engine.runners))
+        log.info("lease.adopted", term=term, runners=len(self.ctx.runners))
         return True
 
     def is_lead(self, scale_set: str) -> bool:
@@ -132,7 +130,7 @@ class LeaseKeeper:
     def document(self) -> dict[str, Any]:
         """For ``rungar status``: this daemon's role and what it knows of the lease."""
         lease, timing = self.lease, self.timing
-        now = self.engine.clock.now()
+        now = self.ctx.clock.now()
         active = acts(lease, now, timing)
         return {
             "role": Role.ACTIVE.value if active else Role.STANDBY.value,
@@ -165,7 +163,7 @@ class LeaseKeeper:
                 log.exception("lease.look_failed")
             timing = self.timing
             tick = max(MIN_TICK, min(timing.renew_interval, timing.standby_retry) / 2)
-            sleeper = asyncio.ensure_future(self.engine.clock.sleep(tick))
+            sleeper = asyncio.ensure_future(self.ctx.clock.sleep(tick))
             poked = asyncio.ensure_future(self._poked.wait())
             try:
                 await asyncio.wait({sleeper, poked}, return_when=asyncio.FIRST_COMPLETED)
@@ -175,8 +173,8 @@ class LeaseKeeper:
 
     async def look(self) -> None:
         """One look at the lead session: what GitHub said of it, and a renewal when due."""
-        github = self.engine.github
-        clock = self.engine.clock
+        github = self.ctx.github
+        clock = self.ctx.clock
         timing = self.timing
         now = clock.now()
         phase = github.session_phase(self.lead)
@@ -209,19 +207,19 @@ class LeaseKeeper:
             self._took_over(lease)
 
     def _took_over(self, lease: Lease) -> None:
-        engine = self.engine
-        engine.metrics.active.set(1)
+        ctx = self.ctx
+        ctx.metrics.active.set(1)
         message = (
             f"{self.owner} holds the lease (the message session of scale set {self.lead}): "
             "it adopts what exists, then acts"
         )
-        engine.events.record("daemon", self.owner, "active", message=message, term=lease.term)
+        ctx.events.record("daemon", self.owner, "active", message=message, term=lease.term)
         log.info("lease.acquired", owner=self.owner, lead=self.lead, term=lease.term)
         self.active.set()
         self.on_active()
 
     def _stood_down(self, old: Lease, lease: Lease, heard: Heard, now: float) -> None:
-        engine = self.engine
+        ctx = self.ctx
         if heard is Heard.HELD_ELSEWHERE:
             why = f"{lease.holder or 'another daemon'} holds the lead scale set's message session"
         elif heard is Heard.GONE:
@@ -229,10 +227,10 @@ class LeaseKeeper:
         else:
             silent = round(now - old.renewed_at, 1)
             why = f"GitHub has not confirmed the lease for {silent}s"
-        engine.metrics.active.set(0)
-        forgotten = forget_runners(engine)
+        ctx.metrics.active.set(0)
+        forgotten = forget_runners(ctx)
         message = f"{self.owner} stands by: {why}; it forgot {forgotten} runners and acts no more"
-        engine.events.record("daemon", self.owner, "standby", message=message, term=old.term)
+        ctx.events.record("daemon", self.owner, "standby", message=message, term=old.term)
         log.warning("lease.lost", owner=self.owner, reason=why, runners_forgotten=forgotten)
         self.active.clear()
         self.on_standby()

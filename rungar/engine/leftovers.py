@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine.metrics import Metrics
 from rungar.github.interface import RunnerStatus
 from rungar.model.runner import RunnerState
 
 if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
     from rungar.engine.records import RunnerRecord
 
 log = structlog.get_logger("rungar.engine")
@@ -100,12 +100,13 @@ def find_leftovers(
     return out
 
 
-def note_leftovers(engine: Engine, listed: Sequence[RunnerStatus]) -> list[Leftover]:
-    """Warn about every leftover scale set and export the counts; kept for ``status``."""
-    configured = {name for name, state in engine.sets.items() if not state.removed}
-    found = find_leftovers(configured, engine.runners, listed, engine.store.scale_set_ids())
-    gauge = engine.metrics.orphaned_runners
-    for gone in set(engine.leftovers_reported) - {f.scale_set for f in found}:
+def note_leftovers(
+    metrics: Metrics, found: Sequence[Leftover], reported: Collection[str]
+) -> set[str]:
+    """Warn about every leftover scale set and export the counts (0 for one ``reported`` before
+    and now gone); the scale sets reported so far, these included."""
+    gauge = metrics.orphaned_runners
+    for gone in set(reported) - {f.scale_set for f in found}:
         gauge.labels(gone).set(0)
     for leftover in found:
         gauge.labels(leftover.scale_set).set(leftover.orphaned)
@@ -117,6 +118,4 @@ def note_leftovers(engine: Engine, listed: Sequence[RunnerStatus]) -> list[Lefto
             registrations=leftover.registrations,
             message=leftover.sentence,
         )
-    engine.leftovers = found
-    engine.leftovers_reported = {f.scale_set for f in found} | set(engine.leftovers_reported)
-    return found
+    return {f.scale_set for f in found} | set(reported)

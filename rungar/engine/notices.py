@@ -9,19 +9,17 @@ status"); the decisions themselves live in the pure packages (:mod:`rungar.scali
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
 
+from rungar.engine.context import EngineContext
 from rungar.engine.records import RunnerRecord
+from rungar.engine.scale_set_state import ScaleSetState
 from rungar.errors import GitHubError
 from rungar.model.runner import RemovalReason
 from rungar.model.sentences import CRASH_LOOP, EXITED, NEVER_CONNECTED, crash_sentence
 from rungar.scaling import InForce
-
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
-    from rungar.engine.scale_set_state import ScaleSetState
 
 log = structlog.get_logger("rungar.engine")
 
@@ -29,11 +27,11 @@ log = structlog.get_logger("rungar.engine")
 CRASH_CAUSES = {"ended": EXITED, RemovalReason.NEVER_CONNECTED.value: NEVER_CONNECTED}
 
 
-def note_minimum(engine: Engine, state: ScaleSetState, minimum: InForce) -> None:
+def note_minimum(ctx: EngineContext, state: ScaleSetState, minimum: InForce) -> None:
     """Export the ``min_runners`` in force, and say so when a schedule window changes it."""
     before, state.minimum = state.minimum, minimum
     name = state.config.name
-    engine.metrics.runners_min.labels(name).set(minimum.min_runners)
+    ctx.metrics.runners_min.labels(name).set(minimum.min_runners)
     if before is None or before.min_runners == minimum.min_runners:
         return
     window = minimum.window or "outside every window"
@@ -42,7 +40,7 @@ def note_minimum(engine: Engine, state: ScaleSetState, minimum: InForce) -> None
         "to": minimum.min_runners,
         "window": minimum.window,
     }
-    engine.events.record(
+    ctx.events.record(
         "scale_set",
         name,
         "min_runners_changed",
@@ -59,21 +57,21 @@ def note_minimum(engine: Engine, state: ScaleSetState, minimum: InForce) -> None
     )
 
 
-def note_crash(engine: Engine, record: RunnerRecord, reason: str) -> None:
+def note_crash(ctx: EngineContext, record: RunnerRecord, reason: str) -> None:
     """A runner of ours ended, or never connected in time, before it ever connected: its
     scale set backs off the provider (a crash loop) and its registration is removed."""
     why = CRASH_CAUSES.get(reason)
     if why is None:
         return
-    now = engine.clock.now()
-    backoff = engine.fleet.record_crash(record.scale_set, record.provider, why, now)
+    now = ctx.clock.now()
+    backoff = ctx.fleet.record_crash(record.scale_set, record.provider, why, now)
     kind = "exited" if why == EXITED else "never_connected"
-    engine.metrics.crashed.labels(record.scale_set, record.provider, kind).inc()
-    engine.metrics.crash_loop.labels(record.scale_set, record.provider).set(backoff.refusals)
+    ctx.metrics.crashed.labels(record.scale_set, record.provider, kind).inc()
+    ctx.metrics.crash_loop.labels(record.scale_set, record.provider).set(backoff.refusals)
     sentence = crash_sentence(
         record.scale_set, record.provider, why, backoff.refusals, backoff.remaining(now)
     )
-    engine.events.record(
+    ctx.events.record(
         "provider",
         record.provider,
         "crash_loop",
@@ -93,26 +91,26 @@ def note_crash(engine: Engine, record: RunnerRecord, reason: str) -> None:
     )
     if record.runner_id and reason == "ended":
         # A removal (never_connected) has unregistered it already; an ended one has not.
-        engine.spawn(_unregister_quietly(engine, record.runner_id))
+        ctx.spawn(_unregister_quietly(ctx, record.runner_id))
 
 
-def note_connected(engine: Engine, record: RunnerRecord) -> None:
+def note_connected(ctx: EngineContext, record: RunnerRecord) -> None:
     """A runner connected: its scale set's crash loop on the provider is forgiven."""
-    if engine.fleet.record_connected(record.scale_set, record.provider):
-        engine.metrics.crash_loop.labels(record.scale_set, record.provider).set(0)
+    if ctx.fleet.record_connected(record.scale_set, record.provider):
+        ctx.metrics.crash_loop.labels(record.scale_set, record.provider).set(0)
 
 
-async def _unregister_quietly(engine: Engine, runner_id: int) -> None:
+async def _unregister_quietly(ctx: EngineContext, runner_id: int) -> None:
     with contextlib.suppress(GitHubError):
-        await engine.github.remove_runner(runner_id)
+        await ctx.github.remove_runner(runner_id)
 
 
 def observe_job_wait(
-    engine: Engine, name: str, queued_at: float, runner_assigned_at: float, heard_at: float
+    ctx: EngineContext, name: str, queued_at: float, runner_assigned_at: float, heard_at: float
 ) -> None:
     """Queued → runner, on GitHub's clock when it gives both times; when it leaves the
     runner's assignment out, until the daemon heard the job start (the clocks may differ)."""
-    if name not in engine.sets or queued_at <= 0:
+    if name not in ctx.sets or queued_at <= 0:
         return
     took = runner_assigned_at if runner_assigned_at > 0 else heard_at
-    engine.metrics.job_wait.labels(name).observe(max(0.0, took - queued_at))
+    ctx.metrics.job_wait.labels(name).observe(max(0.0, took - queued_at))

@@ -16,21 +16,18 @@ count the same way.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine.context import EngineContext
 from rungar.engine.records import RunnerRecord
 from rungar.model.machine import Machine, Removal
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.store.sqlite import KeptRunner, SqliteStore
 
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
-
 log = structlog.get_logger("rungar.engine")
 # How a listed machine is taken into the table (rungar.engine.reconcile's adoption).
-Adopt = Callable[["Engine", str, Machine, float, str], None]
+Adopt = Callable[[str, Machine, float, str], None]
 
 
 def kept(record: RunnerRecord) -> KeptRunner:
@@ -92,20 +89,20 @@ class RunnerKeeper:
             self.saved.update((row.name, row) for row in changed)
 
 
-def recall(engine: Engine) -> RunnerKeeper:
+def recall(ctx: EngineContext) -> RunnerKeeper:
     """Put the kept runners, and the creates a stop cut short after their provider was asked,
     back in the table as recalled; from now on the returned keeper keeps the table."""
-    table = engine.runners
-    store = engine.store
+    table = ctx.runners
+    store = ctx.store
     keeper = RunnerKeeper(store)
     for runner in store.kept_runners():
-        if runner.provider in engine.providers:
+        if runner.provider in ctx.providers:
             table.add(_recalled(runner))
             keeper.saved[runner.name] = runner
         else:  # a provider no longer configured: never listed again, as before a restart
             store.forget_runner(runner.name)
     for intent in store.intents():
-        if intent.provider in engine.providers and intent.runner not in table:
+        if intent.provider in ctx.providers and intent.runner not in table:
             # Its machine may exist: the provider was asked to create it.
             kept_intent = KeptRunner(
                 intent.runner,
@@ -118,12 +115,12 @@ def recall(engine: Engine) -> RunnerKeeper:
             )
             table.add(_recalled(kept_intent))
     table.on_change = keeper
-    engine.resync_fleet_counts()
+    ctx.resync_fleet_counts()
     return keeper
 
 
 def settle_recalled(
-    engine: Engine,
+    ctx: EngineContext,
     listings: dict[str, list[Machine] | None],
     machines: dict[str, tuple[str, Machine]],
     now: float,
@@ -133,12 +130,12 @@ def settle_recalled(
     found after a restart) if listed, forgotten if not. Synchronous, so no create sees the
     table between the two."""
     interrupted: set[str] | None = None
-    for record in engine.runners:
+    for record in ctx.runners:
         if not record.recalled or listings.get(record.provider) is None:
             continue
         listed = machines.get(record.name)
         if listed is None or listed[0] != record.provider:
-            engine.runners.pop(record.name)
+            ctx.runners.pop(record.name)
             log.info(
                 "runner.recalled_gone",
                 runner=record.name,
@@ -151,10 +148,10 @@ def settle_recalled(
             record.machine = listed[1].state
             continue  # its machine is deleted with the pass's others
         if interrupted is None:
-            interrupted = {intent.runner for intent in engine.store.intents()}
-        engine.runners.pop(record.name)
+            interrupted = {intent.runner for intent in ctx.store.intents()}
+        ctx.runners.pop(record.name)
         why = "interrupted_create" if record.name in interrupted else "untracked"
-        adopt(engine, record.provider, listed[1], now, why)
-        adopted = engine.runners.get(record.name)
+        adopt(record.provider, listed[1], now, why)
+        adopted = ctx.runners.get(record.name)
         if adopted is not None:
             adopted.runner_id = record.runner_id

@@ -26,16 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from functools import partial
 
 import structlog
 
 from rungar.engine import sightings as S
 from rungar.engine.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
-from rungar.engine.leftovers import note_leftovers
+from rungar.engine.context import EngineContext
+from rungar.engine.jobs import JobBook
+from rungar.engine.leftovers import find_leftovers, note_leftovers
 from rungar.engine.naming import belongs_to
-from rungar.engine.recall import settle_recalled
+from rungar.engine.recall import RunnerKeeper, settle_recalled
 from rungar.engine.records import RunnerRecord
+from rungar.engine.removing import Removals
+from rungar.engine.scaler import Scaler
 from rungar.engine.sightings import plan_sightings
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
@@ -46,85 +51,64 @@ from rungar.model.machine import Machine, MachineState, Removal
 from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
 from rungar.scaling.decide import decide_removal
 
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
-
 log = structlog.get_logger("rungar.reconcile")
 
 
-async def list_provider(engine: Engine, name: str) -> list[Machine] | None:
+async def list_provider(ctx: EngineContext, name: str) -> list[Machine] | None:
     """One provider's machines of this installation, or None when it did not answer. The answer
     is the only thing that makes an unreachable provider reachable again."""
-    selector = L.installation_selector(engine.installation)
-    timeout = engine.call_timeout(name)
+    selector = L.installation_selector(ctx.installation)
+    timeout = ctx.call_timeout(name)
     try:
-        machines = await asyncio.wait_for(engine.providers[name].list(selector), timeout)
+        machines = await asyncio.wait_for(ctx.providers[name].list(selector), timeout)
     except (ProviderError, TimeoutError) as e:
-        engine.metrics.provider_calls.labels(name, "list", "error").inc()
-        engine.list_errors[name] = str(e) or type(e).__name__
-        if engine.fleet.set_reachable(name, False):
+        ctx.metrics.provider_calls.labels(name, "list", "error").inc()
+        ctx.findings.list_errors[name] = str(e) or type(e).__name__
+        if ctx.fleet.set_reachable(name, False):
             log.warning(
                 "provider.unreachable",
                 sentence=sentences.UNREACHABLE_SINCE,
                 provider=name,
                 error=str(e),
             )
-            engine.events.record("provider", name, "unreachable", provider=name, message=str(e))
-        engine.metrics.provider_reachable.labels(name).set(0)
+            ctx.events.record("provider", name, "unreachable", provider=name, message=str(e))
+        ctx.metrics.provider_reachable.labels(name).set(0)
         return None
-    engine.metrics.provider_calls.labels(name, "list", "ok").inc()
-    if engine.fleet.set_reachable(name, True):
+    ctx.metrics.provider_calls.labels(name, "list", "ok").inc()
+    if ctx.fleet.set_reachable(name, True):
         log.info("provider.reachable", sentence=sentences.REACHABLE_AGAIN, provider=name)
-        engine.events.record("provider", name, "reachable", provider=name)
-    engine.metrics.provider_reachable.labels(name).set(1)
+        ctx.events.record("provider", name, "reachable", provider=name)
+    ctx.metrics.provider_reachable.labels(name).set(1)
     return machines
 
 
-async def list_providers(engine: Engine) -> dict[str, list[Machine] | None]:
+async def list_providers(ctx: EngineContext) -> dict[str, list[Machine] | None]:
     """Every provider's machines of this installation; None where the provider did not answer."""
 
     async def one(name: str) -> tuple[str, list[Machine] | None]:
-        return name, await list_provider(engine, name)
+        return name, await list_provider(ctx, name)
 
-    names = [n for n in engine.providers if n in engine.fleet.providers]
+    names = [n for n in ctx.providers if n in ctx.fleet.providers]
     return dict(await asyncio.gather(*(one(n) for n in names)))
 
 
-async def probe_unreachable(engine: Engine) -> list[str]:
-    """List every unreachable provider once, between passes (``timing.probe_interval``); the
-    providers that answered, which are back in placement at once: the scale sets using them
-    try again, and the machines left on them are deleted."""
-    fleet = engine.fleet
-    names = [n for n in engine.providers if n in fleet.providers and not fleet.is_reachable(n)]
-    answers = await asyncio.gather(*(list_provider(engine, n) for n in names))
-    back = [name for name, machines in zip(names, answers, strict=True) if machines is not None]
-    for name in back:
-        leaving = [r for r in engine.runners.on(name) if r.state is RunnerState.LEAVING]
-        for record in leaving:
-            engine.spawn(engine.settle_leaving(record))
-    for scale_set, state in engine.sets.items():
-        if any(name in state.config.provider_names for name in back):
-            engine.spawn(engine.scale(scale_set))
-    return back
-
-
-async def github_view(engine: Engine) -> dict[str, dict[str, RunnerStatus]] | None:
+async def github_view(ctx: EngineContext) -> dict[str, dict[str, RunnerStatus]] | None:
     """Registrations per scale set, from one call for all of them; None when GitHub could not
     be asked. Scale sets no longer configured whose id this installation recorded are in it
     too: their runners' state is synced (a busy one is not removed) and their offline
     registrations with no machine are swept as any other's."""
-    names = {state.id: name for name, state in engine.sets.items() if state.id}
-    for leftover, recorded in engine.store.scale_set_ids().items():
-        if recorded and recorded not in names and leftover not in engine.sets:
+    names = {state.id: name for name, state in ctx.sets.items() if state.id}
+    for leftover, recorded in ctx.store.scale_set_ids().items():
+        if recorded and recorded not in names and leftover not in ctx.sets:
             names[recorded] = leftover
     if not names:
         return {}
     try:
-        runners = await engine.github.list_all_runners()
+        runners = await ctx.github.list_all_runners()
     except GitHubError as e:
         log.warning("github.list_runners_failed", error=str(e))
         return None
-    engine.listed_runners = runners
+    ctx.findings.listed_runners = runners
     view: dict[str, dict[str, RunnerStatus]] = {name: {} for name in names.values()}
     for runner in runners:
         name = names.get(runner.scale_set_id)
@@ -146,8 +130,8 @@ ADOPTED_WHY = {
 }
 
 
-def _adopt(engine: Engine, provider: str, machine: Machine, now: float, why: str) -> None:
-    if not engine.acting():
+def _adopt(ctx: EngineContext, provider: str, machine: Machine, now: float, why: str) -> None:
+    if not ctx.acting():
         return  # the lease ran out during the pass
     scale_set = machine.labels.get(L.SCALE_SET, "")
     record = RunnerRecord(
@@ -164,14 +148,14 @@ def _adopt(engine: Engine, provider: str, machine: Machine, now: float, why: str
         left_at=now,
     )
     if record.state is RunnerState.IDLE and now - machine.created_at <= _start_timeout(
-        engine, scale_set
+        ctx, scale_set
     ):
         record.state = RunnerState.STARTING
-    engine.runners.add(record)
+    ctx.runners.add(record)
     if record.state is RunnerState.LEAVING:
         record.removal_reason = RemovalReason.ENDED.value
         record.removal = Removal(RemovalReason.ENDED)
-    engine.events.record(
+    ctx.events.record(
         "runner",
         machine.name,
         "adopted",
@@ -191,14 +175,14 @@ def _adopt(engine: Engine, provider: str, machine: Machine, now: float, why: str
     )
 
 
-def _settled_without_machine(engine: Engine, intent: CreateIntent) -> None:
+def _settled_without_machine(ctx: EngineContext, intent: CreateIntent) -> None:
     """A create a crash cut short, and no provider lists its machine: nothing to adopt, and
     its registration (if it got one) has been removed."""
     message = (
         "its create was cut short (the daemon stopped between asking and hearing back) and "
         "no provider lists its machine; its registration was removed"
     )
-    engine.events.record(
+    ctx.events.record(
         "runner",
         intent.runner,
         "settled",
@@ -216,10 +200,10 @@ def _settled_without_machine(engine: Engine, intent: CreateIntent) -> None:
     )
 
 
-def _machine_gone(engine: Engine, record: RunnerRecord) -> None:
+def _machine_gone(ctx: EngineContext, record: RunnerRecord) -> None:
     """Its machine is no longer in its provider's listing: deleted outside Rungar, or it ended
     and its provider cleaned it up. Nothing is left to delete; the runner is settled."""
-    engine.events.record(
+    ctx.events.record(
         "runner",
         record.name,
         "machine_gone",
@@ -235,20 +219,25 @@ def _machine_gone(engine: Engine, record: RunnerRecord) -> None:
     )
 
 
-def _start_timeout(engine: Engine, scale_set: str) -> float:
-    state = engine.sets.get(scale_set)
-    return state.config.start_timeout if state else engine.config.timing.start_timeout
+def _start_timeout(ctx: EngineContext, scale_set: str) -> float:
+    state = ctx.sets.get(scale_set)
+    return state.config.start_timeout if state else ctx.config.timing.start_timeout
 
 
 def _sync_github(
-    engine: Engine, record: RunnerRecord, status: RunnerStatus | None, now: float
+    record: RunnerRecord,
+    status: RunnerStatus | None,
+    now: float,
+    connected: Callable[[RunnerRecord], None],
 ) -> None:
+    """GitHub's view of the runner, taken into its record; ``connected`` is told the first
+    time it is seen online or busy."""
     if status is None:
         record.github = GitHubState.NOT_REGISTERED
         return
     record.runner_id = record.runner_id or status.id
     if status.busy or status.online:
-        engine.mark_connected(record)
+        connected(record)
     if status.busy:
         record.github = GitHubState.BUSY
         record.connected = True
@@ -267,169 +256,31 @@ def _sync_github(
         record.github = GitHubState.OFFLINE
 
 
-async def reconcile(engine: Engine) -> None:
-    if not engine.acting():
-        return  # a standby adopts, removes and sweeps nothing: the active daemon does
-    started = pass_began = engine.clock.now()
-    timing = engine.config.timing
-    listings = await list_providers(engine)
-    every_listed = all(m is not None for m in listings.values())
-    machines: dict[str, tuple[str, Machine]] = {}
-    for provider, found in listings.items():
-        for machine in found or []:
-            # Two providers on one backend (one AWS region, say) list each other's machines:
-            # a machine belongs to the provider that made it.
-            owner = machine.labels.get(L.PROVIDER, provider)
-            if owner == provider:
-                machines[machine.name] = (provider, machine)
-    now = engine.clock.now()
-    # runners recalled from the state database, on providers that answered
-    settle_recalled(engine, listings, machines, now, _adopt)
-
-    # 2. intents left by a crash (never those of creates in flight now), and 3. what nobody
-    # tracks: decided in one step, then carried out
-    plan = plan_adoption(
-        machines=machines,
-        every_listed=every_listed,
-        intents=engine.store.intents(),
-        tracked=engine.runners.names(),
-        creating=engine.runners.creating,
-        kept_until=engine.runners.left,
-        installation=engine.installation,
-        now=now,
-    )
-    for name in plan.cleared:
-        engine.store.clear_intent(name)
-    for name in plan.forgotten:
-        engine.runners.left.pop(name, None)
-    for adoption in plan.adopt:
-        _adopt(engine, adoption.provider, adoption.machine, now, adoption.why)
-        record = engine.runners.get(adoption.machine.name)
-        if record is not None and adoption.runner_id:
-            record.runner_id = adoption.runner_id
-    for intent in plan.settled:
-        if not engine.acting():
-            break  # the lease ran out during the pass: the active daemon settles the rest
-        # its registration goes before its intent, so a crash in between leaves the intent
-        if intent.runner_id:
-            with contextlib.suppress(GitHubError):
-                await engine.github.remove_runner(intent.runner_id)
-        engine.store.clear_intent(intent.runner)
-        _settled_without_machine(engine, intent)
-
-    # 4. machines gone, stopped or on unreachable providers; GitHub's view; removals
-    registrations = await github_view(engine)
-    sightings = plan_sightings(
-        list(engine.runners),
-        listings=listings,
-        machines=machines,
-        registrations=registrations,
-        pass_began=pass_began,
-        now=now,
-        unreachable_grace=timing.unreachable_grace,
-        reconcile_interval=timing.reconcile_interval,
-    )
-    unregister: list[int] = []  # decided in the plan, removed after it is carried out
-    for sighting in sightings:
-        record = engine.runners.get(sighting.runner)
-        if record is None:
-            continue
-        if sighting.kind in (S.UNREACHABLE, S.WRITTEN_OFF):
-            record.unreachable_since = sighting.since
-            if sighting.kind == S.WRITTEN_OFF:
-                _write_off(engine, record)
-            elif record.recalled and registrations and record.scale_set in registrations:
-                # What it did since the restart is GitHub's to tell while its provider is silent.
-                _sync_github(engine, record, registrations[record.scale_set].get(record.name), now)
-            continue
-        record.unreachable_since = None
-        if sighting.kind == S.GONE:
-            _machine_gone(engine, record)
-            engine.let_go(record, RemovalReason.ENDED)
-            continue
-        if sighting.machine is not None:
-            record.machine = sighting.machine.state
-        if sighting.kind in (S.STOPPED, S.STOPPED_AWAITING_JOB):
-            record.stopped_at = sighting.since
-        if sighting.kind == S.STOPPED:
-            if sighting.unregister:
-                unregister.append(record.runner_id)
-            engine.let_go(record, RemovalReason.ENDED)
-        elif sighting.kind == S.LISTED and sighting.synced:
-            _sync_github(engine, record, sighting.registration, now)
-    for runner_id in unregister:
-        with contextlib.suppress(GitHubError):
-            await engine.github.remove_runner(runner_id)
-    removals = []
-    for name, state in engine.sets.items():
-        views = [r.view() for r in engine.runners.of(name)]
-        revisions = engine.current_revisions(name)
-        removals += decide_removal(views, state.config, revisions, now, timing)
-    for removal in removals:
-        record = engine.runners.get(removal.name)
-        if record is not None:
-            await engine.remove(record, removal.reason, forced=removal.forced, delete=False)
-
-    # drained scale sets: idle runners of scale sets no longer configured go
-    drained = [
-        record
-        for record in engine.runners
-        if record.scale_set not in engine.sets
-        and record.state is not RunnerState.LEAVING
-        and not record.view().busy
-    ]
-    for record in drained:
-        await engine.remove(record, RemovalReason.SCALE_SET_REMOVED, delete=False)
-
-    if registrations is not None:
-        note_leftovers(engine, engine.listed_runners)
-
-    # 5. leaving machines, all at once (bounded); those on unreachable providers wait for them
-    leaving = [r for r in engine.runners if r.state is RunnerState.LEAVING]
-    await asyncio.gather(*(engine.settle_leaving(r) for r in leaving))
-
-    # 6. orphaned registrations
-    if every_listed and registrations is not None:
-        await _sweep_orphans(engine, registrations, now)
-
-    # 7. counts, persistence, retries
-    engine.resync_fleet_counts()
-    engine.save_placement()
-    engine.runner_keeper.remember(engine.runners)
-    for name in list(engine.sets):
-        engine.metrics.last_reconcile.labels(name).set(now)
-        await engine.scale(name)
-    export_gauges(engine)
-    took = max(0.0, engine.clock.now() - started)
-    engine.metrics.reconcile_duration.observe(took)
-    log.info("reconcile.pass", runners=len(engine.runners), duration=round(took, 3))
-
-
-def export_gauges(engine: Engine) -> None:
+def export_gauges(ctx: EngineContext) -> None:
     """Runner gauges by state, pause flags, runners per provider, GitHub calls by code."""
-    metrics = engine.metrics
-    for name, state in engine.sets.items():
-        live = engine.runners.live(name)
+    metrics = ctx.metrics
+    for name, state in ctx.sets.items():
+        live = ctx.runners.live(name)
         for runner_state in ("starting", "idle", "busy"):
             count = sum(1 for r in live if r.state.value == runner_state)
             if runner_state == "starting":
-                count += engine.runners.creating.count(name)
+                count += ctx.runners.creating.count(name)
             metrics.runners_current.labels(name, runner_state).set(count)
         metrics.paused.labels(name).set(1 if state.paused else 0)
         minimum = state.minimum.min_runners if state.minimum else state.config.min_runners
         metrics.runners_min.labels(name).set(minimum)
-    for scale_set, provider, count in engine.runners.counts():
+    for scale_set, provider, count in ctx.runners.counts():
         metrics.provider_runners.labels(scale_set, provider).set(count)
-    counter = getattr(engine.github, "counter", None)
+    counter = getattr(ctx.github, "counter", None)
     if counter is not None:
         for code, total in counter.snapshot().items():
-            seen = engine.github_calls_exported.get(code, 0)
+            seen = ctx.findings.github_calls_exported.get(code, 0)
             if total > seen:
                 metrics.github_requests.labels(code).inc(total - seen)
-                engine.github_calls_exported[code] = total
+                ctx.findings.github_calls_exported[code] = total
 
 
-def _write_off(engine: Engine, record: RunnerRecord) -> None:
+def _write_off(ctx: EngineContext, record: RunnerRecord) -> None:
     """A runner on a provider unreachable for too long is forgotten; its machine is left alone."""
     log.warning(
         "runner.written_off",
@@ -438,10 +289,10 @@ def _write_off(engine: Engine, record: RunnerRecord) -> None:
         provider=record.provider,
     )
     if record.state is not RunnerState.LEAVING:
-        engine.fleet.remove_runner(record.scale_set, record.provider, leaving=False)
-    engine.runners.pop(record.name)
-    engine.metrics.lost.labels(record.scale_set, record.provider, LossReason.UNREACHABLE).inc()
-    engine.events.record(
+        ctx.fleet.remove_runner(record.scale_set, record.provider, leaving=False)
+    ctx.runners.pop(record.name)
+    ctx.metrics.lost.labels(record.scale_set, record.provider, LossReason.UNREACHABLE).inc()
+    ctx.events.record(
         "runner",
         record.name,
         "lost",
@@ -450,35 +301,35 @@ def _write_off(engine: Engine, record: RunnerRecord) -> None:
         message="its provider has not answered for too long",
         reason=LossReason.UNREACHABLE.value,
     )
-    if record.runner_id and not record.view().busy and engine.acting():
-        engine.spawn(_unregister(engine, record.runner_id))
+    if record.runner_id and not record.view().busy and ctx.acting():
+        ctx.spawn(_unregister(ctx, record.runner_id))
 
 
-async def _unregister(engine: Engine, runner_id: int) -> None:
+async def _unregister(ctx: EngineContext, runner_id: int) -> None:
     with contextlib.suppress(GitHubError):
-        await engine.github.remove_runner(runner_id)
+        await ctx.github.remove_runner(runner_id)
 
 
 async def _sweep_orphans(
-    engine: Engine, registrations: dict[str, dict[str, RunnerStatus]], now: float
+    ctx: EngineContext, registrations: dict[str, dict[str, RunnerStatus]], now: float
 ) -> None:
     for scale_set, found in registrations.items():
-        timeout = _start_timeout(engine, scale_set)
+        timeout = _start_timeout(ctx, scale_set)
         for name, status in found.items():
-            if not engine.acting():
+            if not ctx.acting():
                 return
-            tracked = name in engine.runners or name in engine.runners.creating
+            tracked = name in ctx.runners or name in ctx.runners.creating
             if tracked or status.online or status.busy or not belongs_to(name, scale_set):
-                engine.orphans_seen.pop(name, None)
+                ctx.findings.orphans_seen.pop(name, None)
                 continue
-            first = engine.orphans_seen.setdefault(name, now)
+            first = ctx.findings.orphans_seen.setdefault(name, now)
             if now - first <= timeout:
                 continue
             with contextlib.suppress(GitHubError):
-                await engine.github.remove_runner(status.id)
-                engine.orphans_seen.pop(name, None)
-                engine.metrics.removed.labels(scale_set, "", RemovalReason.ORPHANED.value).inc()
-                engine.events.record(
+                await ctx.github.remove_runner(status.id)
+                ctx.findings.orphans_seen.pop(name, None)
+                ctx.metrics.removed.labels(scale_set, "", RemovalReason.ORPHANED.value).inc()
+                ctx.events.record(
                     "runner",
                     name,
                     "removed",
@@ -494,3 +345,212 @@ async def _sweep_orphans(
                     scale_set=scale_set,
                     offline_for=round(now - first, 1),
                 )
+
+
+class Reconciler:
+    """The reconcile pass, and the probe of unreachable providers between passes. Removes
+    through :class:`Removals`, marks runners connected through the :class:`JobBook`, applies
+    every scale set's decision again through the :class:`Scaler` and keeps the runner table
+    through the :class:`RunnerKeeper`."""
+
+    def __init__(
+        self,
+        ctx: EngineContext,
+        scaler: Scaler,
+        removals: Removals,
+        jobs: JobBook,
+        keeper: RunnerKeeper,
+    ) -> None:
+        self.ctx = ctx
+        self.scaler = scaler
+        self.removals = removals
+        self.jobs = jobs
+        self.keeper = keeper
+
+    async def reconcile(self) -> None:
+        ctx = self.ctx
+        if not ctx.acting():
+            return  # a standby adopts, removes and sweeps nothing: the active daemon does
+        started = pass_began = ctx.clock.now()
+        listings = await list_providers(ctx)
+        every_listed = all(m is not None for m in listings.values())
+        machines: dict[str, tuple[str, Machine]] = {}
+        for provider, found in listings.items():
+            for machine in found or []:
+                # Two providers on one backend (one AWS region, say) list each other's
+                # machines: a machine belongs to the provider that made it.
+                owner = machine.labels.get(L.PROVIDER, provider)
+                if owner == provider:
+                    machines[machine.name] = (provider, machine)
+        now = ctx.clock.now()
+        # runners recalled from the state database, on providers that answered
+        settle_recalled(ctx, listings, machines, now, partial(_adopt, ctx))
+        await self._adopt_and_settle(machines, every_listed, now)
+        registrations = await github_view(ctx)
+        await self._sightings(listings, machines, registrations, pass_began, now)
+        await self._remove_what_cannot_serve(now)
+        if registrations is not None:
+            self._note_leftovers()
+        # 5. leaving machines, all at once (bounded); those on unreachable providers wait
+        leaving = [r for r in ctx.runners if r.state is RunnerState.LEAVING]
+        await asyncio.gather(*(self.removals.settle_leaving(r) for r in leaving))
+        # 6. orphaned registrations
+        if every_listed and registrations is not None:
+            await _sweep_orphans(ctx, registrations, now)
+        # 7. counts, persistence, retries
+        ctx.resync_fleet_counts()
+        ctx.save_placement()
+        self.keeper.remember(ctx.runners)
+        for name in list(ctx.sets):
+            ctx.metrics.last_reconcile.labels(name).set(now)
+            await self.scaler.scale(name)
+        export_gauges(ctx)
+        took = max(0.0, ctx.clock.now() - started)
+        ctx.metrics.reconcile_duration.observe(took)
+        log.info("reconcile.pass", runners=len(ctx.runners), duration=round(took, 3))
+
+    async def _adopt_and_settle(
+        self, machines: dict[str, tuple[str, Machine]], every_listed: bool, now: float
+    ) -> None:
+        """2. intents left by a crash (never those of creates in flight now), and 3. what
+        nobody tracks: decided in one step, then carried out."""
+        ctx = self.ctx
+        plan = plan_adoption(
+            machines=machines,
+            every_listed=every_listed,
+            intents=ctx.store.intents(),
+            tracked=ctx.runners.names(),
+            creating=ctx.runners.creating,
+            kept_until=ctx.runners.left,
+            installation=ctx.installation,
+            now=now,
+        )
+        for name in plan.cleared:
+            ctx.store.clear_intent(name)
+        for name in plan.forgotten:
+            ctx.runners.left.pop(name, None)
+        for adoption in plan.adopt:
+            _adopt(ctx, adoption.provider, adoption.machine, now, adoption.why)
+            record = ctx.runners.get(adoption.machine.name)
+            if record is not None and adoption.runner_id:
+                record.runner_id = adoption.runner_id
+        for intent in plan.settled:
+            if not ctx.acting():
+                break  # the lease ran out during the pass: the active daemon settles the rest
+            # its registration goes before its intent, so a crash in between leaves the intent
+            if intent.runner_id:
+                with contextlib.suppress(GitHubError):
+                    await ctx.github.remove_runner(intent.runner_id)
+            ctx.store.clear_intent(intent.runner)
+            _settled_without_machine(ctx, intent)
+
+    async def _sightings(
+        self,
+        listings: dict[str, list[Machine] | None],
+        machines: dict[str, tuple[str, Machine]],
+        registrations: dict[str, dict[str, RunnerStatus]] | None,
+        pass_began: float,
+        now: float,
+    ) -> None:
+        """4. machines gone, stopped or on unreachable providers; GitHub's view."""
+        ctx = self.ctx
+        timing = ctx.config.timing
+        connected = self.jobs.mark_connected
+        sightings = plan_sightings(
+            list(ctx.runners),
+            listings=listings,
+            machines=machines,
+            registrations=registrations,
+            pass_began=pass_began,
+            now=now,
+            unreachable_grace=timing.unreachable_grace,
+            reconcile_interval=timing.reconcile_interval,
+        )
+        unregister: list[int] = []  # decided in the plan, removed after it is carried out
+        for sighting in sightings:
+            record = ctx.runners.get(sighting.runner)
+            if record is None:
+                continue
+            if sighting.kind in (S.UNREACHABLE, S.WRITTEN_OFF):
+                record.unreachable_since = sighting.since
+                if sighting.kind == S.WRITTEN_OFF:
+                    _write_off(ctx, record)
+                elif record.recalled and registrations and record.scale_set in registrations:
+                    # What it did since the restart is GitHub's to tell while its provider is
+                    # silent.
+                    status = registrations[record.scale_set].get(record.name)
+                    _sync_github(record, status, now, connected)
+                continue
+            record.unreachable_since = None
+            if sighting.kind == S.GONE:
+                _machine_gone(ctx, record)
+                self.removals.let_go(record, RemovalReason.ENDED)
+                continue
+            if sighting.machine is not None:
+                record.machine = sighting.machine.state
+            if sighting.kind in (S.STOPPED, S.STOPPED_AWAITING_JOB):
+                record.stopped_at = sighting.since
+            if sighting.kind == S.STOPPED:
+                if sighting.unregister:
+                    unregister.append(record.runner_id)
+                self.removals.let_go(record, RemovalReason.ENDED)
+            elif sighting.kind == S.LISTED and sighting.synced:
+                _sync_github(record, sighting.registration, now, connected)
+        for runner_id in unregister:
+            with contextlib.suppress(GitHubError):
+                await ctx.github.remove_runner(runner_id)
+
+    async def _remove_what_cannot_serve(self, now: float) -> None:
+        """Runners that can no longer serve (decided per scale set), then the idle runners of
+        scale sets no longer configured; their machines go with the pass's other deletes."""
+        ctx = self.ctx
+        removals = []
+        for name, state in ctx.sets.items():
+            views = [r.view() for r in ctx.runners.of(name)]
+            revisions = ctx.revisions(name)
+            removals += decide_removal(views, state.config, revisions, now, ctx.config.timing)
+        for removal in removals:
+            record = ctx.runners.get(removal.name)
+            if record is not None:
+                await self.removals.remove(
+                    record, removal.reason, forced=removal.forced, delete=False
+                )
+        drained = [
+            record
+            for record in ctx.runners
+            if record.scale_set not in ctx.sets
+            and record.state is not RunnerState.LEAVING
+            and not record.view().busy
+        ]
+        for record in drained:
+            await self.removals.remove(record, RemovalReason.SCALE_SET_REMOVED, delete=False)
+
+    def _note_leftovers(self) -> None:
+        ctx = self.ctx
+        findings = ctx.findings
+        configured = {name for name, state in ctx.sets.items() if not state.removed}
+        found = find_leftovers(
+            configured, ctx.runners, findings.listed_runners, ctx.store.scale_set_ids()
+        )
+        findings.leftovers_reported = note_leftovers(
+            ctx.metrics, found, findings.leftovers_reported
+        )
+        findings.leftovers = found
+
+    async def probe_unreachable(self) -> list[str]:
+        """List every unreachable provider once, between passes (``timing.probe_interval``);
+        the providers that answered, which are back in placement at once: the scale sets
+        using them try again, and the machines left on them are deleted."""
+        ctx = self.ctx
+        fleet = ctx.fleet
+        names = [n for n in ctx.providers if n in fleet.providers and not fleet.is_reachable(n)]
+        answers = await asyncio.gather(*(list_provider(ctx, n) for n in names))
+        back = [name for name, found in zip(names, answers, strict=True) if found is not None]
+        for name in back:
+            leaving = [r for r in ctx.runners.on(name) if r.state is RunnerState.LEAVING]
+            for record in leaving:
+                ctx.spawn(self.removals.settle_leaving(record))
+        for scale_set, state in ctx.sets.items():
+            if any(name in state.config.provider_names for name in back):
+                ctx.spawn(self.scaler.scale(scale_set))
+        return back

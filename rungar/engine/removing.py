@@ -9,20 +9,16 @@ the deletes in flight: at most ``MAX_PARALLEL_DELETES`` at once, one per runner.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine.context import EngineContext
 from rungar.engine.notices import note_crash
-from rungar.engine.provider_calls import timed
 from rungar.engine.records import RunnerRecord
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RemoveOutcome
 from rungar.model.machine import Conclusion, Removal
 from rungar.model.runner import RemovalReason, RunnerState
-
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
 
 log = structlog.get_logger("rungar.engine")
 # Deletes in flight at once, every provider together: enough that a pass removing many runners
@@ -31,8 +27,8 @@ MAX_PARALLEL_DELETES = 16
 
 
 class Removals:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
         self._slots = asyncio.Semaphore(MAX_PARALLEL_DELETES)
         self._deleting: set[str] = set()
 
@@ -47,14 +43,14 @@ class Removals:
         """The safe way round: registration first (GitHub refuses while a job runs), then the
         machine (now, or with the pass's other deletes when ``delete`` is False). Returns False
         when GitHub says the runner is busy and it was kept."""
-        engine = self.engine
-        if not engine.acting():
+        ctx = self.ctx
+        if not ctx.acting():
             return False
         if record.state is RunnerState.LEAVING:
             return True
         if record.runner_id and (forced or not record.view().busy):
             try:
-                outcome = await engine.github.remove_runner(record.runner_id)
+                outcome = await ctx.github.remove_runner(record.runner_id)
             except GitHubError as e:
                 if not forced:
                     log.warning("runner.unregister_failed", runner=record.name, error=str(e))
@@ -78,16 +74,16 @@ class Removals:
         reason) with every delete until one succeeds."""
         if record.state is RunnerState.LEAVING:
             return
-        engine = self.engine
+        ctx = self.ctx
         record.state = RunnerState.LEAVING
-        record.left_at = engine.clock.now()
+        record.left_at = ctx.clock.now()
         record.removal_reason = reason.value
         record.removal = Removal(reason, conclusion, record.hint)
-        engine.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
+        ctx.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
         if not record.connected and not record.adopted:
-            note_crash(engine, record, reason)
-        engine.metrics.removed.labels(record.scale_set, record.provider, reason.value).inc()
-        engine.events.record(
+            note_crash(ctx, record, reason)
+        ctx.metrics.removed.labels(record.scale_set, record.provider, reason.value).inc()
+        ctx.events.record(
             "runner",
             record.name,
             "removed",
@@ -111,25 +107,15 @@ class Removals:
 
         Nothing is asked of an unreachable provider: the machine keeps its place in the
         provider's limit until it lists again. At most ``MAX_PARALLEL_DELETES`` run at once."""
-        engine = self.engine
-        provider = engine.providers.get(record.provider)
-        if provider is None or not engine.fleet.is_reachable(record.provider):
+        ctx = self.ctx
+        if record.provider not in ctx.providers or not ctx.fleet.is_reachable(record.provider):
             return False
-        if not engine.acting() or record.name in self._deleting:
+        if not ctx.acting() or record.name in self._deleting:
             return False  # a standby; or already being deleted (a probe's and a pass's at once)
         self._deleting.add(record.name)
         try:
             async with self._slots:
-                await timed(
-                    engine.metrics,
-                    engine.clock,
-                    record.provider,
-                    "delete",
-                    asyncio.wait_for(
-                        provider.delete(record.name, record.removal),
-                        engine.config.timing.delete_timeout,
-                    ),
-                )
+                await ctx.delete_machine(record.provider, record.name, record.removal)
         except (ProviderError, TimeoutError) as e:
             log.warning(
                 "runner.delete_failed", runner=record.name, provider=record.provider, error=str(e)
@@ -137,6 +123,6 @@ class Removals:
             return False
         finally:
             self._deleting.discard(record.name)
-        if engine.runners.pop(record.name) is not None:
-            engine.fleet.machine_deleted(record.provider)
+        if ctx.runners.pop(record.name) is not None:
+            ctx.fleet.machine_deleted(record.provider)
         return True

@@ -21,9 +21,7 @@ from rungar.engine.accounting import Accounting
 from rungar.engine.engine import Engine
 from rungar.engine.lease import LeaseKeeper, stop_keeper
 from rungar.engine.notices import observe_job_wait
-from rungar.engine.reconcile import probe_unreachable, reconcile
 from rungar.engine.scale_set_state import ScaleSetState
-from rungar.engine.starting_sync import sync_starting_forever
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
 from rungar.model.sentences import LEAD_NOTE, UNREACHABLE_NOTE
@@ -59,7 +57,7 @@ class RunLoop:
             self.start_scale_set(name)
         self._reconciler = asyncio.create_task(self._reconcile_forever())
         self._prober = asyncio.create_task(self._probe_forever())
-        self._starting = asyncio.create_task(sync_starting_forever(self.engine))
+        self._starting = asyncio.create_task(self.engine.starting.forever())
 
     def start_scale_set(self, name: str) -> None:
         if name not in self._listeners:
@@ -134,7 +132,7 @@ class RunLoop:
             if self.accounting is not None:
                 self.accounting.job_started(name, event)
             engine.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
-            observe_job_wait(engine, name, event.times.queued, event.times.started, event.at)
+            observe_job_wait(engine.ctx, name, event.times.queued, event.times.started, event.at)
         elif event.kind is JobEventKind.COMPLETED:
             if self.accounting is not None:
                 self.accounting.job_completed(name, event)
@@ -148,7 +146,7 @@ class RunLoop:
             self._wake.clear()  # cleared before the pass: a wake during it runs another
             term = self.lease.pass_begins() if self.lease is not None else 0
             try:
-                await reconcile(engine)
+                await engine.reconcile()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -175,7 +173,7 @@ class RunLoop:
         while True:
             await engine.clock.sleep(engine.config.timing.probe_interval)
             try:
-                await probe_unreachable(engine)
+                await engine.probe_unreachable()
             except asyncio.CancelledError:
                 raise
             except Exception:

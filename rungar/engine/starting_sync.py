@@ -22,76 +22,90 @@ later. A machine missing from the listing is left to the pass.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine.context import EngineContext
+from rungar.engine.jobs import JobBook
 from rungar.engine.reconcile import github_view, list_provider
+from rungar.engine.removing import Removals
+from rungar.engine.scaler import Scaler
 from rungar.model.machine import MachineState
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
-
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
 
 log = structlog.get_logger("rungar.engine")
 
 
-async def sync_starting(engine: Engine) -> list[str]:
-    """Check the starting runners against GitHub once; the names of those that connected."""
-    if not engine.acting():
-        return []  # a standby ends nothing: the active daemon does
-    if not any(r.state is RunnerState.STARTING for r in engine.runners):
-        return []  # nothing to ask about: no listing is asked for
-    await _end_stopped(engine)
-    registrations = await github_view(engine)
-    if registrations is None:
-        return []
-    connected: list[str] = []
-    scale_sets: set[str] = set()
-    for record in list(engine.runners):
-        if record.state is not RunnerState.STARTING:  # changed while the list was asked for
-            continue
-        status = registrations.get(record.scale_set, {}).get(record.name)
-        if status is None or not (status.online or status.busy):
-            continue
-        record.runner_id = record.runner_id or status.id
-        engine.mark_connected(record)  # times its boot, forgives a crash loop
-        record.offline_since = None
-        record.github = GitHubState.BUSY if status.busy else GitHubState.IDLE
-        record.state = RunnerState.BUSY if status.busy else RunnerState.IDLE
-        connected.append(record.name)
-        scale_sets.add(record.scale_set)
-    for scale_set in sorted(scale_sets):
-        engine.spawn(engine.scale(scale_set))
-    return connected
+class StartingSync:
+    """Marks runners connected through the :class:`JobBook`, ends stopped ones through the
+    :class:`Removals` and applies their scale sets' decisions again through the
+    :class:`Scaler`."""
 
+    def __init__(
+        self, ctx: EngineContext, jobs: JobBook, removals: Removals, scaler: Scaler
+    ) -> None:
+        self.ctx = ctx
+        self.jobs = jobs
+        self.removals = removals
+        self.scaler = scaler
 
-async def _end_stopped(engine: Engine) -> list[str]:
-    """List each provider with a starting runner; end the runners whose machine stopped."""
-    providers = sorted(
-        {r.provider for r in engine.runners if r.state is RunnerState.STARTING}
-        & set(engine.providers)
-    )
-    listings = await asyncio.gather(*(list_provider(engine, p) for p in providers))
-    ended: list[str] = []
-    for provider, machines in zip(providers, listings, strict=True):
-        stopped = {m.name for m in machines or () if m.state is MachineState.STOPPED}
-        for record in engine.runners.on(provider):
-            if record.state is RunnerState.STARTING and record.name in stopped:
-                record.machine = MachineState.STOPPED
-                record.stopped_at = record.stopped_at or engine.clock.now()
-                engine.let_go(record, RemovalReason.ENDED)  # a crash: backs the provider off
-                engine.spawn(engine.settle_leaving(record))
-                ended.append(record.name)
-    return ended
+    async def sync(self) -> list[str]:
+        """Check the starting runners against GitHub once; the names of those that connected."""
+        ctx = self.ctx
+        if not ctx.acting():
+            return []  # a standby ends nothing: the active daemon does
+        if not any(r.state is RunnerState.STARTING for r in ctx.runners):
+            return []  # nothing to ask about: no listing is asked for
+        await self._end_stopped()
+        registrations = await github_view(ctx)
+        if registrations is None:
+            return []
+        connected: list[str] = []
+        scale_sets: set[str] = set()
+        for record in list(ctx.runners):
+            if record.state is not RunnerState.STARTING:  # changed while the list was asked for
+                continue
+            status = registrations.get(record.scale_set, {}).get(record.name)
+            if status is None or not (status.online or status.busy):
+                continue
+            record.runner_id = record.runner_id or status.id
+            self.jobs.mark_connected(record)  # times its boot, forgives a crash loop
+            record.offline_since = None
+            record.github = GitHubState.BUSY if status.busy else GitHubState.IDLE
+            record.state = RunnerState.BUSY if status.busy else RunnerState.IDLE
+            connected.append(record.name)
+            scale_sets.add(record.scale_set)
+        for scale_set in sorted(scale_sets):
+            ctx.spawn(self.scaler.scale(scale_set))
+        return connected
 
+    async def _end_stopped(self) -> list[str]:
+        """List each provider with a starting runner; end the runners whose machine stopped."""
+        ctx = self.ctx
+        providers = sorted(
+            {r.provider for r in ctx.runners if r.state is RunnerState.STARTING}
+            & set(ctx.providers)
+        )
+        listings = await asyncio.gather(*(list_provider(ctx, p) for p in providers))
+        ended: list[str] = []
+        for provider, machines in zip(providers, listings, strict=True):
+            stopped = {m.name for m in machines or () if m.state is MachineState.STOPPED}
+            for record in ctx.runners.on(provider):
+                if record.state is RunnerState.STARTING and record.name in stopped:
+                    record.machine = MachineState.STOPPED
+                    record.stopped_at = record.stopped_at or ctx.clock.now()
+                    # a crash: backs the provider off
+                    self.removals.let_go(record, RemovalReason.ENDED)
+                    ctx.spawn(self.removals.settle_leaving(record))
+                    ended.append(record.name)
+        return ended
 
-async def sync_starting_forever(engine: Engine) -> None:
-    while True:
-        await engine.clock.sleep(engine.config.timing.starting_sync_interval)
-        try:
-            await sync_starting(engine)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("starting_sync.failed")
+    async def forever(self) -> None:
+        while True:
+            await self.ctx.clock.sleep(self.ctx.config.timing.starting_sync_interval)
+            try:
+                await self.sync()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("starting_sync.failed")

@@ -25,7 +25,6 @@ from rungar.engine.control import Control
 from rungar.engine.daemon import connect_provider, make_provider
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.reconcile import reconcile
 from rungar.model.machine import (
     Created,
     CreateRequest,
@@ -200,7 +199,7 @@ async def test_apply_moves_a_changed_address_to_the_new_endpoint_and_keeps_its_r
     await engine.drain_tasks()  # the old connection closes: nothing was in flight on it
     assert isinstance(before, GrpcProvider) and before.in_flight == 0
     old_calls = dict(world.old.calls)
-    await reconcile(engine)
+    await engine.reconcile()
     engine.on_demand("linux", 1)
     await engine.drain_tasks()
     assert world.new.calls["list"] >= 1  # the provider's calls reach the new endpoint
@@ -241,7 +240,7 @@ async def test_apply_refuses_unreadable_token_and_tls_files_and_keeps_the_old_co
     assert f"{path}:7:12: providers.compute1.tls.ca_file: {folder}/not-pem.crt is not a PEM" in err
     assert world.running.providers["compute1"] is before
     assert world.running.config.providers[0].address == world.servers[0].address
-    await reconcile(world.running)
+    await world.running.reconcile()
     assert world.old.calls["list"] >= 1 and world.new.calls.total() == 0
 
 

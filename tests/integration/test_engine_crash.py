@@ -44,7 +44,6 @@ from rungar.config.model import (
 )
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.reconcile import reconcile
 from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import RefusalKind
 from rungar.store.sqlite import SqliteStore
@@ -204,7 +203,7 @@ async def run_scenario(
         for _ in range(3):
             world.check_alive()
             clock.advance(rng.choice([1, 20, 40]))
-            await reconcile(first)
+            await first.reconcile()
             for runner in list(github.runners.values())[: rng.randint(0, 3)]:
                 github.start_runner(runner.name, busy=rng.random() < 0.5)
             first.on_demand("linux", rng.randint(0, 6))
@@ -220,7 +219,7 @@ async def run_scenario(
     second = engine_for(second_store, github, real, clock)
     second.sets["linux"].id = github.scale_sets["linux"]
     clock.advance(1)
-    await reconcile(second)
+    await second.reconcile()
     await second.drain_tasks()
 
     problems = []

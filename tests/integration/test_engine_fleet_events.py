@@ -18,7 +18,6 @@ from structlog.testing import capture_logs
 from rungar.cli.main import build_parser
 from rungar.engine.events import EVENT_ACTIONS, Event
 from rungar.engine.naming import runner_name
-from rungar.engine.reconcile import reconcile
 from rungar.model.create_intent import CreateIntent
 from tests.integration.test_engine_lifecycle import World
 
@@ -49,7 +48,7 @@ async def test_a_machine_found_after_a_restart_is_adopted_with_why_in_an_event_a
     world.engine = world.new_engine()  # a new daemon: the machine is unknown to it
     await world.start()
     with capture_logs() as logs:
-        await reconcile(world.engine)
+        await world.engine.reconcile()
     [event] = events_of(world, "adopted")
     assert (event.name, event.provider, event.scale_set) == (name, "compute1", "linux")
     assert event.attributes["why"] == "untracked"
@@ -74,7 +73,7 @@ async def test_a_create_cut_short_whose_machine_exists_is_adopted_as_an_interrup
         CreateIntent(name, "linux", "req-1", record.runner_id, "compute1", world.clock.now())
     )
     with capture_logs() as logs:
-        await reconcile(world.engine)
+        await world.engine.reconcile()
     [event] = events_of(world, "adopted")
     assert event.attributes["why"] == "interrupted_create"
     assert log_of(logs, "runner.adopted")["why"] == "interrupted_create"
@@ -89,7 +88,7 @@ async def test_a_create_cut_short_with_no_machine_is_settled_in_an_event_and_a_l
         CreateIntent(name, "linux", "req-1", runner_id, "compute1", world.clock.now())
     )
     with capture_logs() as logs:
-        await reconcile(world.engine)
+        await world.engine.reconcile()
     [event] = events_of(world, "settled")
     assert (event.name, event.provider, event.scale_set) == (name, "compute1", "linux")
     assert "registration was removed" in event.message
@@ -105,7 +104,7 @@ async def test_a_machine_deleted_outside_rungar_is_settled_in_an_event_and_a_log
     world.providers["compute1"].delete_now(name)  # gone behind the daemon's back
     world.clock.advance(1)
     with capture_logs() as logs:
-        await reconcile(world.engine)
+        await world.engine.reconcile()
     [event] = events_of(world, "machine_gone")
     assert (event.name, event.provider, event.scale_set) == (name, "compute1", "linux")
     line = log_of(logs, "runner.machine_gone")
@@ -116,11 +115,11 @@ async def test_a_machine_deleted_outside_rungar_is_settled_in_an_event_and_a_log
 async def test_an_orphan_registration_swept_is_an_event_and_a_log_line(world: World) -> None:
     name = runner_name("linux", "0f0e0d0c")
     await world.github.generate_jit_config(world.engine.sets["linux"].id, name)  # no machine
-    await reconcile(world.engine)  # seen offline: swept only after start_timeout
+    await world.engine.reconcile()  # seen offline: swept only after start_timeout
     assert events_of(world, "removed") == []
     world.clock.advance(61)
     with capture_logs() as logs:
-        await reconcile(world.engine)
+        await world.engine.reconcile()
     [event] = events_of(world, "removed")
     assert (event.name, event.provider, event.scale_set) == (name, "", "linux")
     assert event.attributes["reason"] == "orphaned"

@@ -11,7 +11,6 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from rungar.cli.status import render_status
-from rungar.engine.reconcile import reconcile
 from rungar.engine.status import snapshot
 from rungar.model.machine import MachineState
 from tests.integration.test_engine_scaling import World, scale_set
@@ -47,9 +46,9 @@ async def test_a_leftover_scale_set_is_warned_about_every_pass_and_counted(
 ) -> None:
     world, (busy, _idle) = await leftover_world(tmp_path)
     with capture_logs() as logs:
-        await reconcile(world.engine)
+        await world.engine.reconcile()
         await world.engine.drain_tasks()
-        await reconcile(world.engine)
+        await world.engine.reconcile()
     warnings = [e for e in logs if e["event"] == WARNING]
     assert len(warnings) == 2, "one each pass"
     assert (warnings[-1]["runners"], warnings[-1]["busy"], warnings[-1]["registrations"]) == (
@@ -71,16 +70,16 @@ async def test_once_its_runners_are_gone_the_leftover_is_no_longer_counted(
     tmp_path: Path,
 ) -> None:
     world, (busy, _) = await leftover_world(tmp_path)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     await world.engine.drain_tasks()
     world.github.finish_runner(busy)  # its job ended; the ephemeral registration is gone
     world.providers["compute1"].set_state(busy, MachineState.STOPPED)  # and its runner exited
     world.clock.advance(301)  # past timing.start_timeout: the offline registration is swept
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     await world.engine.drain_tasks()
     world.clock.advance(1)
     with capture_logs() as logs:
-        await reconcile(world.engine)
+        await world.engine.reconcile()
     assert [e for e in logs if e["event"] == WARNING] == []
     assert gauge(world, "old") == 0
     assert snapshot(world.engine)["leftovers"] == []

@@ -23,7 +23,6 @@ from rungar.engine.control import Control
 from rungar.engine.daemon import StoreCursors
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.reconcile import reconcile
 from rungar.github.interface import JobTimes
 from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import Conclusion, JobHint, Machine, MachineState, RefusalKind
@@ -167,7 +166,7 @@ async def test_an_idle_runner_removed_by_a_drain_tells_its_provider_it_ran_no_jo
     await world.demand(1)
     (name,) = world.on("compute1")
     world.github.start_runner(name, busy=False)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     await Control(world.engine).drain("compute1", wait=False)
     removal = world.providers["compute1"].removals[name]
     assert (removal.reason, removal.conclusion, removal.job) == (RemovalReason.DRAINED, None, None)
@@ -180,7 +179,7 @@ async def test_idle_surplus_is_removed_and_busy_runners_are_spared(world: World)
     world.github.start_runner(busy)
     for name in names[1:]:
         world.github.start_runner(name, busy=False)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     await world.demand(0)
     assert [r.name for r in world.engine.runners] == [busy]
 
@@ -189,11 +188,11 @@ async def test_an_unregistered_runner_is_removed_by_reconciliation(world: World)
     await world.demand(1)
     (name,) = world.on("compute1")
     world.github.start_runner(name, busy=False)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     world.github.finish_runner(name)
     world.engine.on_demand("linux", 0)
     await world.engine.drain_tasks()
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert world.on("compute1") == []
 
 
@@ -202,7 +201,7 @@ async def test_a_restart_adopts_every_runner_and_creates_no_duplicate(world: Wor
     before = world.on("compute1") + world.on("compute2")
     world.engine = world.new_engine()  # a new daemon, same store and fleet
     await world.start()
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert sorted(r.name for r in world.engine.runners) == sorted(before)
     world.engine.on_demand("linux", 2)
     await world.engine.drain_tasks()
@@ -222,11 +221,11 @@ async def test_the_state_database_keeps_each_runner_until_its_machine_is_deleted
     world.providers[record.provider].fail_deletes(always=True)
     world.engine.on_job_completed("linux", "7", done, Conclusion.SUCCEEDED)
     await world.engine.drain_tasks()
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     kept = {r.name: (r.state, r.removal_reason) for r in store.kept_runners()}
     assert kept[done] == ("leaving", "job_completed"), "its machine still counts"
     world.providers[record.provider].heal()
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert sorted(r.name for r in store.kept_runners()) == sorted(
         r.name for r in world.engine.runners
     )
@@ -240,7 +239,7 @@ async def test_an_intent_without_a_machine_has_its_registration_removed(world: W
     world.engine.store.write_intent(
         CreateIntent("linux-0a0b0c0d", "linux", "req-1", runner_id, "compute1", world.clock.now())
     )
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert runner_id not in world.github.runners
     assert world.engine.store.intents() == []
 
@@ -249,11 +248,11 @@ async def test_runners_of_an_unreachable_provider_are_kept_then_written_off(worl
     await world.demand(1)
     (name,) = world.on("compute1")
     world.providers["compute1"].fail_lists(always=True)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert name in world.engine.runners
     assert world.engine.fleet.skip_reason("linux", "compute1", world.clock.now()) == "unreachable"
     world.clock.advance(301)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert name not in world.engine.runners
     assert world.on("compute1") == [name], "its machine is left alone"
 
@@ -264,7 +263,7 @@ async def test_a_stopped_machine_ends_its_runner(world: World) -> None:
     world.providers["compute1"].set_state(name, MachineState.STOPPED)
     world.engine.on_demand("linux", 0)
     await world.engine.drain_tasks()
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert world.on("compute1") == []
 
 
@@ -276,7 +275,7 @@ async def test_a_machine_stopped_before_its_runner_took_a_job_has_its_registrati
     runner_id = world.engine.runners.get(name).runner_id  # type: ignore[union-attr]
     assert runner_id in world.github.runners
     world.providers["compute1"].set_state(name, MachineState.STOPPED)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert runner_id not in world.github.runners
     assert name not in [r.name for r in world.engine.runners]
 
@@ -289,7 +288,7 @@ async def test_a_busy_runners_stopped_machine_waits_a_pass_for_its_jobs_conclusi
     world.github.start_runner(name)
     world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "build"))
     world.providers["compute1"].set_state(name, MachineState.STOPPED)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert world.on("compute1") == [name]  # its job's completion may be a moment behind
     world.engine.on_job_completed("linux", "j1", name, Conclusion.CANCELLED)
     await world.engine.drain_tasks()
@@ -308,9 +307,9 @@ async def test_a_busy_runners_stopped_machine_ends_it_when_no_conclusion_comes(
     world.github.start_runner(name)
     world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "build"))
     world.providers["compute1"].set_state(name, MachineState.STOPPED)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     world.clock.advance(world.cfg.timing.reconcile_interval)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert world.on("compute1") == []
     assert world.providers["compute1"].removals[name].reason is RemovalReason.ENDED
 
@@ -363,7 +362,7 @@ async def test_a_machine_listed_by_two_providers_belongs_to_the_one_that_made_it
     shared.list = sees_both  # type: ignore[method-assign]  # a backend shared with compute1
     world.engine = world.new_engine()
     await world.start()
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     record = world.engine.runners.get(name)
     assert record is not None and record.provider == "compute1"
 

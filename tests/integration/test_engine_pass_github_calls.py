@@ -17,7 +17,6 @@ from rungar.config.model import (
 )
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.reconcile import reconcile
 from rungar.model.runner import GitHubState, RunnerState
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
@@ -61,7 +60,7 @@ async def test_one_pass_lists_runners_once_and_syncs_each_scale_set_from_it(
     github.calls.clear()
 
     clock.advance(1)
-    await reconcile(engine)
+    await engine.reconcile()
 
     lists = [c for c in github.calls if c[0] == "list_runners"]
     # Checked against the former pass, one call per scale set: this line failed (3 calls).
@@ -83,7 +82,7 @@ async def test_a_pass_whose_list_of_runners_fails_changes_no_runner(tmp_path: Pa
     github.fail_next("list_runners")
 
     clock.advance(1)
-    await reconcile(engine)
+    await engine.reconcile()
 
     [record] = list(engine.runners)
     assert (record.state, record.github) == (RunnerState.STARTING, GitHubState.UNKNOWN)

@@ -28,7 +28,6 @@ from rungar.engine.control import Control
 from rungar.engine.daemon import make_provider
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.reconcile import reconcile
 from rungar.engine.runloop import RunLoop
 from rungar.model.machine import JobHint
 from rungar.model.provider import Provider
@@ -180,7 +179,7 @@ async def test_a_provider_whose_create_was_settled_gets_nothing_new_until_it_lis
     assert world.created_on("a") == first, "nothing new for a before it lists again"
     assert len(world.created_on("b")) == 2
 
-    await reconcile(world.engine)  # a answers this pass's List
+    await world.engine.reconcile()  # a answers this pass's List
     assert world.engine.fleet.is_reachable("a")
     await world.demand("linux", 4)
     assert len(world.created_on("a")) == 3, "listed again: back in placement (pack: first)"
@@ -215,7 +214,7 @@ async def test_each_call_kind_carries_the_deadline_its_configuration_key_names(
     a, b = world.side["a"], world.side["b"]
     engine = world.engine
 
-    await reconcile(engine)
+    await engine.reconcile()
     assert_near(deadline_of(a, "List"), 3, "List: timing.provider_timeout")
     assert_near(deadline_of(b, "List"), 2, "List: the provider's own timeout")
 
@@ -255,7 +254,7 @@ async def test_a_timing_change_applied_live_sets_the_next_calls_deadlines(
     text = APPLIED.format(address=a.address)
     answer = await control.apply(text, "scale_sets.yaml", dry_run=False)
     assert answer["applied"], answer["problems"]
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert_near(deadline_of(a, "List"), 5, "List: the new timing.provider_timeout")
     await world.demand("on-a", 1)
     for record in list(world.engine.runners):
@@ -307,7 +306,7 @@ async def test_a_pass_sends_no_delete_to_an_unreachable_provider_and_the_rest_at
         gate.set()
 
     opener = asyncio.ensure_future(open_when_all_arrived())
-    await reconcile(engine)
+    await engine.reconcile()
     await opener
     await engine.drain_tasks()  # the replacements the pass asked for
     assert b.most_in_flight["Delete"] == 3, "b's deletes were sent together"
@@ -316,7 +315,7 @@ async def test_a_pass_sends_no_delete_to_an_unreachable_provider_and_the_rest_at
 
     # Pass 2: a does not list; its machines wait for it, keeping their place in its limit.
     a.script.go_silent("List")
-    await reconcile(engine)
+    await engine.reconcile()
     await engine.drain_tasks()
     assert not engine.fleet.is_reachable("a")
     assert len(a.calls("Delete")) == 2, "no delete sent to an unreachable provider"
@@ -324,7 +323,7 @@ async def test_a_pass_sends_no_delete_to_an_unreachable_provider_and_the_rest_at
 
     # Pass 3: a lists again, and its ended machines are deleted.
     a.script.answer()
-    await reconcile(engine)
+    await engine.reconcile()
     assert not ended["a"] & set(a.machines)
     assert engine.fleet.provider_count("a") == len(a.machines) == 2
 
@@ -337,7 +336,7 @@ async def test_a_runner_removed_by_hand_from_an_unreachable_provider_waits_for_i
     a = world.side["a"]
     await world.demand("on-a", 1)
     a.script.go_silent("List")
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     await world.engine.drain_tasks()
     name = next(iter(a.machines))
     answer = await Control(world.engine).remove_runners([name])
@@ -347,7 +346,7 @@ async def test_a_runner_removed_by_hand_from_an_unreachable_provider_waits_for_i
     ]  # fmt: skip
     assert a.calls("Delete") == [] and name in a.machines
     a.script.answer()
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert [r.name for r in a.calls("Delete")] == [name] and name not in a.machines
 
 

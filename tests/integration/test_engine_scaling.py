@@ -22,7 +22,6 @@ from rungar.config.model import (
 from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.reconcile import reconcile
 from rungar.engine.status import snapshot
 from rungar.model.machine import Conclusion, MachineState
 from rungar.store.sqlite import SqliteStore
@@ -88,7 +87,7 @@ class World:
         """Every runner comes online on GitHub, idle; a reconcile pass sees it."""
         for record in list(self.engine.runners):
             self.github.start_runner(record.name, busy=False)
-        await reconcile(self.engine)
+        await self.engine.reconcile()
         await self.engine.drain_tasks()
 
     def runners_of(self, name: str) -> int:
@@ -137,7 +136,7 @@ async def stop_before_connecting(world: World, name: str) -> str:
     await world.demand(name, 1)
     (record,) = world.engine.runners.live(name)
     world.providers["compute1"].set_state(record.name, MachineState.STOPPED)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     await world.engine.drain_tasks()
     return record.name
 
@@ -187,7 +186,7 @@ async def test_a_runner_that_never_connects_within_start_timeout_counts_too(
     await world.demand("rungar-c4-m8", 1)
     (record,) = world.engine.runners.live("rungar-c4-m8")
     world.clock.advance(61)
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     await world.engine.drain_tasks()
     assert record.removal_reason == "never_connected"
     reason = world.engine.fleet.skip_reason("rungar-c4-m8", "compute1", world.clock.now())
@@ -237,7 +236,7 @@ async def test_a_higher_priority_reserve_refill_never_starves_lower_priority_job
     world.engine.on_demand("high", 0)
     await world.engine.drain_tasks()
     world.clock.advance(20)  # every refusal backoff (15 s) is over; waits last 60 s
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     await world.engine.drain_tasks()
     assert world.runners_of("low") == 1, "low's assigned job took the room"
     assert world.runners_of("high") == 1, "high's reserve waits for the next room"
@@ -279,7 +278,7 @@ async def test_a_corrupt_state_database_is_moved_aside_and_the_fleet_adopted_aga
     assert kept is not None and kept.name == "state.db.corrupt-20261201T090000Z"
     assert kept.read_bytes() == garbage, "the corrupt file is kept as it was"
     await world.start()
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     assert sorted(r.name for r in world.engine.runners) == names, "adopted from their labels"
     assert all(r.scale_set == "rungar-c4-m8" for r in world.engine.runners)
     text = render_status(snapshot(world.engine))

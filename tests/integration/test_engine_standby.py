@@ -25,7 +25,6 @@ from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.lease import LeaseKeeper
 from rungar.engine.naming import runner_name
-from rungar.engine.reconcile import reconcile
 from rungar.engine.records import RunnerRecord
 from rungar.errors import Busy, GitHubError
 from rungar.github.interface import SessionPhase
@@ -89,7 +88,7 @@ async def pair(tmp_path: Path) -> Pair:
 
 
 async def keeper_for(engine: Engine, owner: str) -> LeaseKeeper:
-    keeper = LeaseKeeper(engine, lead="linux", owner=owner)
+    keeper = LeaseKeeper(engine.ctx, lead="linux", owner=owner)
     engine.lease = keeper
     await ids(engine, engine.github)  # type: ignore[arg-type]  # FakeGitHub in these tests
     return keeper
@@ -119,7 +118,7 @@ async def test_a_standby_pass_creates_removes_adopts_and_sweeps_nothing(pair: Pa
     standby.on_demand("linux", 5)
     for _ in range(3):
         pair.clock.advance(61)  # past start_timeout: the orphan is ripe for a sweep
-        await reconcile(standby)
+        await standby.reconcile()
         await standby.drain_tasks()
     record = RunnerRecord("linux-x", "linux", "compute1", "", pair.clock.now(), RunnerState.IDLE)
     removed = await standby.remove(record, RemovalReason.REQUESTED)
@@ -154,7 +153,7 @@ async def test_the_new_active_daemon_adopts_what_exists_before_creating_the_rest
     await new.drain_tasks()
     assert len(pair.machines()) == 3, "created before adopting: runners would be made twice"
     term = keeper.pass_begins()
-    await reconcile(new)
+    await new.reconcile()
     assert keeper.pass_ended(term)
     assert len(new.runners) == 3, "the adoption pass takes in every machine the old one left"
     await new.scale("linux")
@@ -169,7 +168,7 @@ async def test_github_naming_another_holder_makes_the_active_daemon_stand_by_and
     engine = pair.engine("a")
     keeper = await keeper_for(engine, "host-a/1")
     await keeper.look()
-    await reconcile(engine)
+    await engine.reconcile()
     assert keeper.pass_ended(1)
     engine.on_demand("linux", 2)
     await engine.drain_tasks()
@@ -194,7 +193,7 @@ async def test_a_lease_github_stops_confirming_stops_the_actuator_when_it_runs_o
     engine = pair.engine("a")
     keeper = await keeper_for(engine, "host-a/1")
     await keeper.look()
-    await reconcile(engine)
+    await engine.reconcile()
     keeper.pass_ended(1)
     pair.github.renewals["linux"] = GitHubError("GitHub does not answer", 503)
     pair.clock.advance(29)

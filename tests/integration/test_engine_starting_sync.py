@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from rungar.engine.starting_sync import sync_starting, sync_starting_forever
 from rungar.model.machine import MachineState
 from rungar.model.runner import GitHubState, RunnerState
 from tests.integration.test_engine_scaling import World, scale_set
@@ -31,7 +30,7 @@ async def test_a_runner_that_connects_is_seen_idle_at_the_next_sync_not_the_next
     world.github.start_runner(record.name, busy=False)
 
     world.github.calls.clear()
-    loop = asyncio.ensure_future(sync_starting_forever(world.engine))
+    loop = asyncio.ensure_future(world.engine.starting.forever())
     await asyncio.sleep(0)
     world.clock.advance(5)  # the sync's interval: no reconcile pass runs in this test
     for _ in range(50):  # event-loop turns, not time: the clock stands still
@@ -50,7 +49,7 @@ async def test_a_runner_github_does_not_list_yet_is_left_to_the_pass(tmp_path: P
     await world.start()
     await world.demand("ci", 1)
     (record,) = world.engine.runners.live("ci")
-    assert await sync_starting(world.engine) == []
+    assert await world.engine.sync_starting() == []
     assert (record.state, record.github) == (RunnerState.STARTING, GitHubState.UNKNOWN)
 
 
@@ -58,7 +57,7 @@ async def test_with_no_runner_starting_the_sync_asks_github_nothing(tmp_path: Pa
     world = World(tmp_path, scale_set("ci"))
     await world.start()
     world.github.calls.clear()
-    assert await sync_starting(world.engine) == []
+    assert await world.engine.sync_starting() == []
     assert world.github.calls == []
 
 
@@ -70,7 +69,7 @@ async def test_a_runner_whose_machine_stops_before_connecting_ends_at_the_next_s
     await world.demand("ci", 1)
     (record,) = world.engine.runners.live("ci")
     world.providers["compute1"].set_state(record.name, MachineState.STOPPED)  # exits at once
-    await sync_starting(world.engine)
+    await world.engine.sync_starting()
     await world.engine.drain_tasks()
     assert record.removal_reason == "ended"
     assert world.engine.fleet.crash_loop("ci", "compute1") is not None, "a crash loop starts"

@@ -95,7 +95,7 @@ def test_a_scale_set_waiting_for_another_daemons_session_counts_as_ready(engine:
 def test_a_daemon_is_not_ready_while_its_lease_is_undecided_nor_while_its_listeners_start(
     engine: Engine,
 ) -> None:
-    keeper = LeaseKeeper(engine, lead="linux", owner="vm/1")
+    keeper = LeaseKeeper(engine.ctx, lead="linux", owner="vm/1")
     engine.lease = keeper
     # The lead's session opened, the lease not yet looked at: arm waits for this daemon's role.
     engine.sets["linux"].phase = "LISTENING"

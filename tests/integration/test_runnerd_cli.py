@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from runnerd import ctl
+from runnerd import ctl, sentences
 
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
 from rungar.model.runner_block import RunnerBlock
@@ -159,7 +159,7 @@ def test_a_job_record_reads_as_sentences() -> None:
         "basis": "the p95 peak of its job's last 10 runs + the margin", "budget_free": 10 * 1024**3,
         "slot_wait": 65.0, "host_wait": 0.0, "cpu_wait": 0.0,
     }  # fmt: skip
-    assert ctl.job_sentence(row).splitlines() == [
+    assert sentences.job_sentence(row).splitlines() == [
         "job 4242: octo/app ci/build, runner r1 in profile node: succeeded",
         "peak 1G of its 7G cap, average CPU 0.80; its sockets were throttled 2 times",
         "admitted by measured peaks: reserved 1.25G, the p95 peak of its job's last 10 runs + the "

@@ -20,8 +20,9 @@ import pytest
 import trustme
 from runnerd.api import serve_api
 from runnerd.config import parse_config
-from runnerd.daemon import Daemon, open_daemon
+from runnerd.daemon import open_daemon
 from runnerd.dashboard.server import Dashboard, bind_dashboard, login_token, serve_dashboard
+from runnerd.running import Daemon
 
 from rungar.model.machine import Created, CreateRequest
 from rungar.model.runner_block import RunnerBlock

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 from runnerd.config import parse_config
-from runnerd.daemon import Daemon, open_daemon
+from runnerd.daemon import open_daemon
+from runnerd.running import Daemon
 
 from rungar.clock import SystemClock
 from rungar.model.machine import (

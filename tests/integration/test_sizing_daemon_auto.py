@@ -8,7 +8,8 @@ import asyncio
 from pathlib import Path
 
 from runnerd.config import load_config
-from runnerd.daemon import open_daemon, reload, start_auto_sizing
+from runnerd.daemon import open_daemon
+from runnerd.running import reload, start_auto_sizing
 from runnerd.sizing.changes import DONE, PENDING, UNSURE, Change, ChangeLog, Values
 
 from rungar.model.machine import Created, CreateRequest

@@ -29,7 +29,6 @@ from rungar.config.model import (
 from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.reconcile import reconcile
 from rungar.engine.runloop import RunLoop
 from rungar.engine.status import snapshot
 from rungar.github.interface import GitHub
@@ -220,7 +219,7 @@ async def busy_runner(engine: Engine, scale_set: str) -> None:
     github = engine.github
     assert isinstance(github, FakeGitHub)
     github.start_runner(engine.runners.live(scale_set)[0].name, busy=True)
-    await reconcile(engine)
+    await engine.reconcile()
 
 
 async def leftover(tmp_path: Path) -> tuple[str, str]:
@@ -253,7 +252,7 @@ SCALE_SET_WORDS: dict[str, Callable[[Path], Awaitable[tuple[str, str]]]] = {
 async def provider_unreachable(tmp_path: Path) -> str:
     engine, fakes = fake_world(tmp_path)
     fakes["compute1"].fail_lists(always=True)
-    await reconcile(await started(engine))
+    await (await started(engine)).reconcile()
     return provider_word(engine)
 
 
@@ -276,7 +275,7 @@ async def provider_held(tmp_path: Path) -> str:
 
 async def provider_ok(tmp_path: Path) -> str:
     engine, _ = fake_world(tmp_path)
-    await reconcile(await started(engine))
+    await (await started(engine)).reconcile()
     return provider_word(engine)
 
 

@@ -136,3 +136,64 @@ def test_imports_downwards_only_pass(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_the_repository_itself_passes(capsys: pytest.CaptureFixture[str]) -> None:
     assert _run(TOOL.parents[1], capsys) == (0, "")
+
+
+def test_two_modules_of_one_package_importing_each_other_fail_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One package, so no package cycle: only the module check can see it. The way back is a
+    # type-only import, as a concern that names the class composing it would write.
+    _tree(
+        tmp_path,
+        {
+            "rungar/__init__.py": "",
+            "rungar/engine/__init__.py": "",
+            "rungar/engine/engine.py": "from rungar.engine.scaler import Scaler\n",
+            "rungar/engine/scaler.py": (
+                "from typing import TYPE_CHECKING\n"
+                "if TYPE_CHECKING:\n"
+                "    from rungar.engine.engine import Engine\n"
+            ),
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert (
+        "module cycle: rungar.engine.engine -> rungar.engine.scaler -> rungar.engine.engine" in err
+    )
+    assert "rungar/engine/scaler.py:3: rungar.engine.scaler imports rungar.engine.engine" in err
+
+
+def test_a_module_cycle_through_a_from_package_import_of_a_module_is_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ``from runnerd import ctl`` names the module runnerd.ctl, not the package.
+    _tree(
+        tmp_path,
+        {
+            "rungar/__init__.py": "",
+            "providers/runnerd/__init__.py": "",
+            "providers/runnerd/ctl.py": "def main():\n    from runnerd.tui import app\n",
+            "providers/runnerd/tui/__init__.py": "",
+            "providers/runnerd/tui/app.py": "from runnerd import ctl\n",
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "module cycle: runnerd.ctl -> runnerd.tui.app -> runnerd.ctl" in err
+
+
+def test_a_module_importing_its_own_package_is_no_cycle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tree(
+        tmp_path,
+        {
+            "rungar/__init__.py": "",
+            "rungar/placement/__init__.py": "from rungar.placement.fleet import Fleet\n",
+            "rungar/placement/fleet.py": "from rungar.placement import attempt\n",
+            "rungar/placement/attempt.py": "X = 1\n",
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert (code, err) == (0, "")

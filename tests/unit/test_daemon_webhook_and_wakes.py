@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import rungar.engine.runloop as runloop_module
 from rungar.engine.daemon import Daemon
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings
@@ -59,13 +58,11 @@ def test_the_webhook_socket_is_bound_with_its_secret(tmp_path: Path) -> None:
         assert text == "s3cret" and sock.getsockname()[1] > 0
 
 
-async def test_a_wake_during_a_reconcile_pass_runs_another_pass(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+async def test_a_wake_during_a_reconcile_pass_runs_another_pass() -> None:
     passes: list[int] = []
     third = asyncio.Event()
 
-    async def reconcile(engine: Any) -> None:
+    async def reconcile() -> None:
         passes.append(len(passes))
         if len(passes) == 1:
             loop.wake()  # as a webhook or `rungar reconcile` would, mid-pass
@@ -83,8 +80,9 @@ async def test_a_wake_during_a_reconcile_pass_runs_another_pass(
         clock=SimpleNamespace(sleep=sleep_long),
         config=SimpleNamespace(timing=SimpleNamespace(reconcile_interval=3600.0)),
         save_placement=lambda: None,
+        reconcile=reconcile,
+        starting=SimpleNamespace(forever=lambda: asyncio.Event().wait()),  # not this test's
     )
-    monkeypatch.setattr(runloop_module, "reconcile", reconcile)
     loop = RunLoop(engine)
     await loop.start()
     try:

@@ -63,7 +63,7 @@ def waits(e: Engine) -> tuple[float, float]:
 
 def test_the_wait_is_githubs_runner_assign_time_less_its_queue_time(tmp_path: Path) -> None:
     e = engine(tmp_path)
-    observe_job_wait(e, "linux", QUEUED, QUEUED + 42, heard_at=QUEUED + 9999)
+    observe_job_wait(e.ctx, "linux", QUEUED, QUEUED + 42, heard_at=QUEUED + 9999)
     assert waits(e) == (1, 42)
 
 
@@ -71,6 +71,6 @@ def test_without_a_runner_assign_time_the_wait_ends_when_the_daemon_heard_of_it(
     tmp_path: Path,
 ) -> None:
     e = engine(tmp_path)
-    observe_job_wait(e, "linux", QUEUED, 0.0, heard_at=QUEUED + 30)
-    observe_job_wait(e, "linux", 0.0, 0.0, heard_at=QUEUED + 30)  # no queue time: not counted
+    observe_job_wait(e.ctx, "linux", QUEUED, 0.0, heard_at=QUEUED + 30)
+    observe_job_wait(e.ctx, "linux", 0.0, 0.0, heard_at=QUEUED + 30)  # no queue time: not counted
     assert waits(e) == (1, 30)

@@ -147,7 +147,7 @@ def test_a_served_job_is_one_row_with_its_runners_life_price_and_githubs_wait(
     clock = FakeClock(start=10_000.0)
     e = engine(tmp_path, clock)
     e.runners.add(RunnerRecord("linux-1", "linux", "cloud", "r1", 10_000.0, RunnerState.BUSY))
-    accounting = Accounting(e)
+    accounting = Accounting(e.ctx)
     accounting.job_started("linux", event(JobEventKind.STARTED, "linux-1"))
     clock.advance(900.0)
     accounting.job_completed(
@@ -175,7 +175,7 @@ def test_the_wait_rungar_saw_counts_when_github_gave_no_times(tmp_path: Path) ->
     e = engine(tmp_path, clock)
     e.on_job_assigned("linux", "job-1", HINT)
     clock.advance(7.0)
-    accounting = Accounting(e)
+    accounting = Accounting(e.ctx)
     accounting.job_started("linux", event(JobEventKind.STARTED, "linux-1"))
     accounting.job_completed("linux", event(JobEventKind.COMPLETED, "linux-1"))
     [row] = read_usage(e.store.path, 0.0)
@@ -184,7 +184,7 @@ def test_the_wait_rungar_saw_counts_when_github_gave_no_times(tmp_path: Path) ->
 
 def test_a_job_cancelled_before_any_runner_took_it_is_not_served(tmp_path: Path) -> None:
     e = engine(tmp_path, FakeClock())
-    Accounting(e).job_completed(
+    Accounting(e.ctx).job_completed(
         "linux", event(JobEventKind.COMPLETED, conclusion=Conclusion.CANCELLED)
     )
     assert read_usage(e.store.path, 0.0) == []

@@ -36,7 +36,6 @@ from pathlib import Path
 from rungar.config.model import ScaleSetsFile
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.reconcile import reconcile
 from rungar.model import labels as L
 from rungar.model.machine import Conclusion, JobHint, Machine, MachineState
 from rungar.store.sqlite import SqliteStore
@@ -170,7 +169,7 @@ class VirtualFleet:
         await self.settle()
 
     async def reconcile(self) -> None:
-        await reconcile(self.engine)
+        await self.engine.reconcile()
         await self.settle()
         self.next_pass = self.clock.now() + self.config.timing.reconcile_interval
 

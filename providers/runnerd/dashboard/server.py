@@ -27,7 +27,7 @@ from runnerd.dashboard.app import app
 from runnerd.dashboard.source import DaemonSource
 
 if TYPE_CHECKING:
-    from runnerd.daemon import Daemon
+    from runnerd.running import Daemon
 
 
 def bind_dashboard(host: HostConfig) -> socket.socket:

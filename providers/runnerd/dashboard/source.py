@@ -18,16 +18,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from rungar.model.machine import MachineState
 from runnerd.api import status
 from runnerd.config import RunnerdConfig, load_config
-from runnerd.ctl import job_sentence
 from runnerd.dashboard import editor
 from runnerd.dashboard.timeline import Timeline
 from runnerd.dashboard.views import ProfileCapacity, budget_parts, utilization
+from runnerd.sentences import job_sentence
 from runnerd.sizing.advise import ProfileAdvice
 from runnerd.sizing.changes import Change, ChangeLog, last_undoable
 from runnerd.sizing.report import sizing_report
 
 if TYPE_CHECKING:
-    from runnerd.daemon import Daemon
+    from runnerd.running import Daemon
 
 T = TypeVar("T")
 
@@ -219,7 +219,7 @@ class DaemonSource:
         """Check and write; then the daemon runs with the file, as after a reload."""
 
         async def on_loop() -> Change | None:
-            from runnerd.daemon import reload
+            from runnerd.running import reload
 
             advice, undone = None, None
             if profile and undo:

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 from rungar.errors import ConfigError
 from rungar.model.units import format_bytes
 from runnerd.cli_jobs import COLUMNS, job_cells
-from runnerd.ctl import job_sentence
+from runnerd.sentences import job_sentence
 from runnerd.tui.source import Clock, Source
 
 

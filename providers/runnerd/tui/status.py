@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from textual import work
 from textual.app import ComposeResult
@@ -23,13 +23,23 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Static
 
 from rungar.model.units import format_bytes
-from runnerd.ctl import render_event
+from runnerd.sentences import render_event
 from runnerd.tui.source import Source, Unreachable
 
-if TYPE_CHECKING:
-    from runnerd.tui.app import RunnerctlApp
-
 T = TypeVar("T")
+
+
+@runtime_checkable
+class Screens(Protocol):
+    """The screens the status screen opens (:class:`runnerd.tui.app.RunnerctlApp`'s)."""
+
+    def show_sizing(self) -> None: ...
+
+    def show_jobs(self) -> None: ...
+
+    def show_job(self, ident: str, runner: dict[str, Any] | None = None) -> None: ...
+
+
 COLUMNS = ("RUNNER", "PROFILE", "SCALE SET", "STATE", "RESERVED", "USED", "PEAK", "CAP", "JOB")
 EVENTS_SHOWN = 8  # the newest events listed under the runners
 EVENTS_WAIT = 25.0  # how long one long poll of GET /events waits for a new event
@@ -83,10 +93,8 @@ class StatusScreen(Screen[None]):
         self._again = False  # and another was asked for meanwhile
 
     @property
-    def rapp(self) -> RunnerctlApp:
-        from runnerd.tui.app import RunnerctlApp
-
-        assert isinstance(self.app, RunnerctlApp)
+    def rapp(self) -> Screens:
+        assert isinstance(self.app, Screens)
         return self.app
 
     def compose(self) -> ComposeResult:

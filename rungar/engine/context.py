@@ -1,0 +1,139 @@
+"""What every concern of the engine shares, handed to each one explicitly.
+
+:class:`EngineContext` holds the collaborators (the configuration, the providers, GitHub, the
+clock, the store, the event log, the metrics, the placement :class:`Fleet`, the runner table,
+the scale sets, the work in flight and the acting guard) and the few rules they all read: a
+scale set's runner block and its revision, a provider's call timeout, the fleet's counts. A
+concern (scaling, creating, removing, jobs, the lease, a reconcile pass) receives the context
+and the other concerns it calls, never the :class:`rungar.engine.engine.Engine` that composes
+them, so each reads straight down to what it uses.
+
+:class:`Findings` is what the reconcile passes last learned and ``rungar status`` shows: each
+pass overwrites its own part of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from rungar.clock import Clock
+from rungar.config.model import ScaleSetsFile
+from rungar.engine.acting import ActingGuard
+from rungar.engine.events import EventLog
+from rungar.engine.leftovers import Leftover
+from rungar.engine.metrics import Metrics
+from rungar.engine.naming import revision
+from rungar.engine.provider_calls import timed
+from rungar.engine.records import RunnerTable
+from rungar.engine.scale_set_state import ScaleSetState
+from rungar.engine.tasks import Tasks
+from rungar.github.interface import GitHub, RunnerStatus
+from rungar.model.machine import Removal
+from rungar.model.provider import Provider
+from rungar.placement import Fleet
+from rungar.store.sqlite import SqliteStore
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderBlock:
+    """A provider's merged runner block for a scale set, and its revision (computed once)."""
+
+    block: dict[str, object]
+    revision: str
+
+
+@dataclass(slots=True)
+class Findings:
+    """What the last reconcile passes found, for the next pass and for ``rungar status``."""
+
+    # GitHub's last list of the installation's runners.
+    listed_runners: list[RunnerStatus] = field(default_factory=list)
+    # Scale sets no longer configured whose runners remain (rungar.engine.leftovers), and
+    # every one ever reported (its gauge is set back to 0 once it is gone).
+    leftovers: list[Leftover] = field(default_factory=list)
+    leftovers_reported: set[str] = field(default_factory=set)
+    list_errors: dict[str, str] = field(default_factory=dict)  # why a provider is unreachable
+    orphans_seen: dict[str, float] = field(default_factory=dict)  # registration -> first seen
+    github_calls_exported: dict[str, int] = field(default_factory=dict)
+    draining_providers: set[str] = field(default_factory=set)
+
+
+@dataclass(eq=False, slots=True)
+class EngineContext:
+    config: ScaleSetsFile
+    providers: dict[str, Provider]
+    github: GitHub
+    clock: Clock
+    store: SqliteStore
+    events: EventLog
+    metrics: Metrics
+    fleet: Fleet
+    installation: str
+    runners: RunnerTable = field(default_factory=RunnerTable)
+    sets: dict[str, ScaleSetState] = field(default_factory=dict)
+    tasks: Tasks = field(default_factory=Tasks)
+    guard: ActingGuard = field(default_factory=ActingGuard)
+    findings: Findings = field(default_factory=Findings)
+    # Told of every scale set's phase change; shared by the scale sets `rungar apply` adds.
+    phase_watchers: list[Callable[[], None]] = field(default_factory=list)
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
+        return self.tasks.spawn(coro)
+
+    def acting(self) -> bool:
+        return self.guard.acting()
+
+    def may_create(self) -> bool:
+        return self.guard.may_create()
+
+    def runner_block(self, scale_set: str, provider: str) -> ProviderBlock:
+        """The provider's runner block in the scale set's configuration, with its revision."""
+        block: dict[str, object] = {}
+        for entry in self.sets[scale_set].config.providers:
+            if entry.name == provider:
+                block = dict(entry.runner)
+                break
+        return ProviderBlock(block, revision(block))
+
+    def revisions(self, scale_set: str) -> dict[str, str]:
+        """Each of the scale set's providers' current revision of its runner block."""
+        return {
+            entry.name: revision(entry.runner) for entry in self.sets[scale_set].config.providers
+        }
+
+    def resync_fleet_counts(self) -> None:
+        self.fleet.set_runners(self.runners.counts())
+        leaving = self.runners.leaving_by_provider()
+        for name in self.fleet.providers:
+            self.fleet.set_leaving(name, leaving.get(name, 0))
+
+    def save_placement(self) -> None:
+        backoffs, holds = self.fleet.export_state()
+        self.store.save_placement(backoffs, holds)
+        self.store.save_crash_loops(self.fleet.export_crash_loops())
+
+    def call_timeout(self, provider: str) -> float:
+        """The deadline of a provider's List and UpdateRunner calls: its own ``timeout``, else
+        ``timing.provider_timeout``."""
+        config = self.fleet.providers.get(provider)
+        own = config.timeout if config is not None else 0.0
+        return own or self.config.timing.provider_timeout
+
+    async def call(self, provider: str, call: str, awaitable: Awaitable[T]) -> T:
+        """A provider call's answer; its result and duration are exported."""
+        return await timed(self.metrics, self.clock, provider, call, awaitable)
+
+    async def delete_machine(self, provider: str, name: str, removal: Removal | None) -> None:
+        """Ask ``provider`` to delete the machine, within ``timing.delete_timeout``."""
+        await self.call(
+            provider,
+            "delete",
+            asyncio.wait_for(
+                self.providers[provider].delete(name, removal), self.config.timing.delete_timeout
+            ),
+        )
