@@ -4,7 +4,8 @@
    reachable; one that does not is skipped by every scale set, and its runners are kept for
    ``unreachable_grace`` before being written off.
 2. Settle create intents a crash left behind: adopt the machine if it exists, otherwise remove
-   the registration — once every provider has been listed, so nothing is judged on half a view.
+   the registration (by its id, or by name in GitHub's list when the crash came before the id
+   was known) — once every provider has been listed, so nothing is judged on half a view.
 3. Adopt labelled machines nobody tracks (not being created, not left recently).
 4. Machines that are gone or stopped end their runners; GitHub's view of each runner is synced
    and whatever can no longer serve is removed (at most one replacement per pass).
@@ -385,8 +386,8 @@ class Reconciler:
         now = ctx.clock.now()
         # runners recalled from the state database, on providers that answered
         settle_recalled(ctx, listings, machines, now, partial(_adopt, ctx))
-        await self._adopt_and_settle(machines, every_listed, now)
         registrations = await github_view(ctx)
+        await self._adopt_and_settle(machines, every_listed, registrations, now)
         await self._sightings(listings, machines, registrations, pass_began, now)
         await self._remove_what_cannot_serve(now)
         if registrations is not None:
@@ -410,10 +411,16 @@ class Reconciler:
         log.info("reconcile.pass", runners=len(ctx.runners), duration=round(took, 3))
 
     async def _adopt_and_settle(
-        self, machines: dict[str, tuple[str, Machine]], every_listed: bool, now: float
+        self,
+        machines: dict[str, tuple[str, Machine]],
+        every_listed: bool,
+        registrations: dict[str, dict[str, RunnerStatus]] | None,
+        now: float,
     ) -> None:
         """2. intents left by a crash (never those of creates in flight now), and 3. what
-        nobody tracks: decided in one step, then carried out."""
+        nobody tracks: decided in one step, then carried out. An intent without the
+        registration's id (the crash came while GitHub's answer was in flight) finds it by
+        name in GitHub's list; while GitHub cannot be asked it waits for a later pass."""
         ctx = self.ctx
         plan = plan_adoption(
             machines=machines,
@@ -437,10 +444,16 @@ class Reconciler:
         for intent in plan.settled:
             if not ctx.acting():
                 break  # the lease ran out during the pass: the active daemon settles the rest
+            runner_id = intent.runner_id
+            if not runner_id:
+                if registrations is None:
+                    continue
+                listed = registrations.get(intent.scale_set, {}).get(intent.runner)
+                runner_id = listed.id if listed is not None else 0
             # its registration goes before its intent, so a crash in between leaves the intent
-            if intent.runner_id:
+            if runner_id:
                 with contextlib.suppress(GitHubError):
-                    await ctx.github.remove_runner(intent.runner_id)
+                    await ctx.github.remove_runner(runner_id)
             ctx.store.clear_intent(intent.runner)
             _settled_without_machine(ctx, intent)
 
@@ -482,6 +495,9 @@ class Reconciler:
                     _sync_github(record, status, now, connected)
                 continue
             record.unreachable_since = None
+            if sighting.kind == S.LEFT_REGISTERED and sighting.registration is not None:
+                unregister.append(sighting.registration.id)
+                continue
             if sighting.kind == S.GONE:
                 _machine_gone(ctx, record)
                 self.removals.let_go(record, RemovalReason.ENDED)

@@ -11,9 +11,11 @@ Each runner gets one :class:`Sighting`, with the reason as its kind:
   now (``unregister``), not at the next orphan sweep;
 - ``stopped_awaiting_job``: stopped right after its job; GitHub's word on how the job ended is
   awaited for one pass;
-- ``listed``: its machine runs; GitHub's view (``registration``, when GitHub answered) is synced.
+- ``listed``: its machine runs; GitHub's view (``registration``, when GitHub answered) is synced;
+- ``left_registered``: a leaving runner GitHub still lists, idle or offline (a stopped machine
+  adopted after a crash, say): its registration goes now, not at the next orphan sweep.
 
-Leaving runners and runners created after the pass began are left out (their provider's
+Other leaving runners and runners created after the pass began are left out (their provider's
 reachability is still noted).
 """
 
@@ -33,6 +35,7 @@ GONE = "gone"
 STOPPED = "stopped"
 STOPPED_AWAITING_JOB = "stopped_awaiting_job"
 LISTED = "listed"
+LEFT_REGISTERED = "left_registered"
 REACHABLE = "reachable"  # its provider answered, but nothing else is done with it this pass
 
 
@@ -70,7 +73,13 @@ def plan_sightings(
             continue
         listed = machines.get(record.name)
         if record.state is RunnerState.LEAVING:
-            plan.append(Sighting(record.name, REACHABLE))
+            status = None
+            if registrations is not None:
+                status = registrations.get(record.scale_set, {}).get(record.name)
+            if status is not None and not status.busy:
+                plan.append(Sighting(record.name, LEFT_REGISTERED, registration=status))
+            else:
+                plan.append(Sighting(record.name, REACHABLE))
             continue
         if listed is None:
             kind = GONE if record.created_at <= pass_began else REACHABLE

@@ -74,6 +74,7 @@ class _RefusalScript:
     kind: RefusalKind = RefusalKind.FAILED
     resource: str = ""
     message: str = ""
+    leave_machine: bool = False
 
 
 def _count(count: int | None, always: bool) -> int | None:
@@ -124,10 +125,15 @@ class FakeProvider:
         always: bool = False,
         resource: str = "",
         message: str = "",
+        leave_machine: bool = False,
     ) -> None:
-        """Refuse the next ``count`` creates (or all of them) with ``kind``, room or not."""
+        """Refuse the next ``count`` creates (or all of them) with ``kind``, room or not. With
+        ``leave_machine`` each refused create leaves its machine behind, stopped, as a cloud
+        does when an instance is made and then fails to start: the engine must delete it."""
         text = message or f"refused by script ({kind.value})"
-        self._refuse = _RefusalScript(Script(_count(count, always)), kind, resource, text)
+        self._refuse = _RefusalScript(
+            Script(_count(count, always)), kind, resource, text, leave_machine
+        )
 
     def unanswered(
         self, *, count: int | None = 1, always: bool = False, after_create: bool = False
@@ -193,6 +199,8 @@ class FakeProvider:
             )
         if self._refuse.script.fire():
             r = self._refuse
+            if r.leave_machine:
+                self._hold(request, now, MachineState.STOPPED)
             return Refusal(r.kind, r.message, r.resource)
         runner = request.runner
         too_big = self._too_big(runner)
@@ -201,17 +209,20 @@ class FakeProvider:
         full = self._out_of_room(runner)
         if full is not None:
             return full
+        self.created += 1
+        return Created(self._hold(request, now, MachineState.RUNNING))
+
+    def _hold(self, request: CreateRequest, now: float, state: MachineState) -> Machine:
         machine = Machine(
             name=request.runner_name,
-            state=MachineState.RUNNING,
+            state=state,
             labels=dict(request.labels),
-            size=runner.describe(),
+            size=request.runner.describe(),
             created_at=now,
             provider=self.name,
         )
-        self._held[request.runner_name] = _Held(machine, request.request_id, runner)
-        self.created += 1
-        return Created(machine)
+        self._held[request.runner_name] = _Held(machine, request.request_id, request.runner)
+        return machine
 
     def _too_big(self, runner: RunnerBlock) -> str:
         if runner.vcpus > self.total_vcpus:

@@ -1,5 +1,5 @@
 """A crash at any outside call, then a restart: no duplicate machine, and after one reconcile
-pass no leaked machine and no unsettled create intent.
+pass no leaked machine, no registration without a machine and no unsettled create intent.
 
 Each trial first runs its scenario once without a crash to learn the sequence of calls the
 engine makes into the outside world (GitHub and the providers), then picks one of those calls
@@ -9,16 +9,17 @@ The crash cannot be swallowed: at that moment the world dies for the engine. The
 and so does every later call into GitHub, a provider or the state database, from any task,
 whatever catches the first exception — exactly what ``kill -9`` leaves: effects up to the
 crash point, nothing after it. The engine's remaining tasks are then cancelled and it is
-dropped. The world (fake GitHub, providers, the SQLite file) survives and a new engine starts
-from it. Each trial records whether it crashed at the call it chose; the test fails unless at
-least 95 % did, and unless the trials together crashed before and after every kind of outside
-call. The same check with a real ``kill -9`` of ``rungar serve`` is in
+dropped. At that moment the state database must hold an intent for every machine and every
+registration its runner table does not, naming the machine's provider and the registration's
+id (:func:`intent_problems`). The world (fake GitHub, providers, the SQLite file) survives and a
+new engine starts from it. Each trial records whether it crashed at the call it chose; the test
+fails unless at least 95 % did, and unless the trials together crashed before and after every
+kind of outside call. The same check with a real ``kill -9`` of ``rungar serve`` is in
 tests/e2e/test_daemon_kill.py.
 
-Negative controls: the same trials with a reconcile pass that never settles crash-left intents,
-or never adopts untracked machines, must be caught (checked: 60 trials with the blind store
-report 26 failures; with adoption removed, the trials that leave a machine untracked fail), and a
-crash aimed past the scenario's last call is counted as missed.
+Negative controls: the same trials with a create that writes no intent, a reconcile pass that
+never settles crash-left intents, or one that never adopts untracked machines, must be caught;
+a crash aimed past the scenario's last call is counted as missed.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class World:
         self.after = after
         self.dead = False
         self.crashed_at: tuple[int, str, bool] | None = None
+        self.unread: Any = None  # the answer of the call the engine died in, never read
 
     def check_alive(self) -> None:
         if self.dead:
@@ -90,6 +92,7 @@ class World:
         result = await call(*args, **kwargs)
         self.check_alive()  # died while this call was in flight: its answer is never read
         if index == self.crash_at:
+            self.unread = result
             self.die(index, name)
         return result
 
@@ -124,6 +127,13 @@ class DyingStore(SqliteStore):
         if not name.startswith("_") and object.__getattribute__(self, "_world").dead:
             raise Crashed
         return super().__getattribute__(name)
+
+
+class ForgetfulStore(DyingStore):
+    """A broken create: its intents are never written."""
+
+    def write_intent(self, intent: CreateIntent) -> None:
+        return None
 
 
 class BlindStore(SqliteStore):
@@ -174,7 +184,11 @@ class Trial:
 
 
 async def run_scenario(
-    seed: int, root: Path, world: World, store_type: type[SqliteStore] = SqliteStore
+    seed: int,
+    root: Path,
+    world: World,
+    store_type: type[SqliteStore] = SqliteStore,
+    dying_store: type[DyingStore] = DyingStore,
 ) -> list[str]:
     """One scenario with the given world; the problems found after a restart and one pass."""
     rng = random.Random(seed)
@@ -185,10 +199,14 @@ async def run_scenario(
         "b": FakeProvider("b", vcpus=64, memory_bytes=128 * GIB, clock=clock),
     }
     if rng.random() < 0.3:
-        real["a"].refuse(RefusalKind.FULL, count=rng.randint(1, 3), resource="memory")
+        # as a cloud can, some refused creates leave their machine behind for the engine
+        leave = rng.random() < 0.5
+        real["a"].refuse(
+            RefusalKind.FULL, count=rng.randint(1, 3), resource="memory", leave_machine=leave
+        )
     root.mkdir(parents=True, exist_ok=True)
     db = root / "state.db"
-    first_store = DyingStore(db, world)
+    first_store = dying_store(db, world)
     first = engine_for(
         first_store,
         OutsideProxy(github, world, GITHUB_CALLS),
@@ -214,6 +232,7 @@ async def run_scenario(
     # kill -9: whatever the engine still had running dies with it; the world remains.
     await first.tasks.cancel()
     SqliteStore.close(first_store)
+    problems = intent_problems(db, github, real, world)
 
     second_store = store_type(db)
     second = engine_for(second_store, github, real, clock)
@@ -222,7 +241,6 @@ async def run_scenario(
     await second.reconcile()
     await second.drain_tasks()
 
-    problems = []
     machines = [m.name for p in real.values() for m in p.machines]
     if len(machines) != len(set(machines)):
         problems.append(f"a runner has two machines: {sorted(machines)}")
@@ -234,7 +252,52 @@ async def run_scenario(
     unsettled = SqliteStore(db).intents()
     if unsettled:
         problems.append(f"intents left unsettled: {[i.runner for i in unsettled]}")
+    unbacked = {r.name for r in github.runners.values()} - set(machines)
+    if unbacked:
+        problems.append(f"registrations with no machine after one pass: {sorted(unbacked)}")
     second_store.close()
+    return problems
+
+
+def intent_problems(
+    db: Path, github: FakeGitHub, providers: dict[str, FakeProvider], world: World
+) -> list[str]:
+    """What the state database must hold at the crash for a restart to settle everything: an
+    intent for every machine and every registration not in its runner table, naming the
+    machine's provider and the registration's id (unless the crash came while GitHub's answer
+    with that id was in flight, so the process never knew it)."""
+    store = SqliteStore(db)
+    try:
+        kept = {r.name: r.provider for r in store.kept_runners()}
+        intents = {i.runner: i for i in store.intents()}
+    finally:
+        store.close()
+    jit = world.crashed_at is not None and world.crashed_at[1] == "generate_jit_config"
+    unread = world.unread[0] if jit and world.unread is not None else 0
+    registered = {r.name: r.id for r in github.runners.values()}
+    problems = []
+    for each in intents.values():
+        if each.scale_set != "linux" or not each.request_id:
+            problems.append(f"intent {each.runner} is incomplete: {each}")
+        if each.runner_id and registered.get(each.runner, each.runner_id) != each.runner_id:
+            problems.append(f"intent {each.runner} names another registration: {each}")
+    machines = {m.name: name for name, p in providers.items() for m in p.machines}
+    for runner, provider in machines.items():
+        intent = intents.get(runner)
+        if kept.get(runner) == provider:
+            continue
+        if intent is None or intent.provider != provider:
+            problems.append(f"crash: machine {runner} on {provider} has no intent naming it")
+        elif registered.get(runner, intent.runner_id) not in (intent.runner_id, unread):
+            problems.append(f"crash: intent {runner} lacks its registration's id: {intent}")
+    for runner, runner_id in registered.items():
+        if runner in kept or runner in machines:
+            continue
+        intent = intents.get(runner)
+        if intent is None:
+            problems.append(f"crash: registration {runner} has no machine and no intent")
+        elif intent.runner_id != runner_id and runner_id != unread:
+            problems.append(f"crash: intent {runner} lacks its registration's id: {intent}")
     return problems
 
 
@@ -258,11 +321,15 @@ async def plan_crash(tmp_path: Path, seed: int) -> tuple[int, bool, str]:
 
 
 async def crash_trial(
-    tmp_path: Path, seed: int, plan: tuple[int, bool, str], store_type: type[SqliteStore]
+    tmp_path: Path,
+    seed: int,
+    plan: tuple[int, bool, str],
+    store_type: type[SqliteStore],
+    dying_store: type[DyingStore] = DyingStore,
 ) -> Trial:
     crash_at, after, planned = plan
     world = World(crash_at, after)
-    problems = await run_scenario(seed, tmp_path / str(seed), world, store_type)
+    problems = await run_scenario(seed, tmp_path / str(seed), world, store_type, dying_store)
     return Trial(seed, planned, world.crashed_at, crash_at, problems)
 
 
@@ -317,3 +384,53 @@ async def test_the_check_catches_a_reconcile_pass_that_does_not_adopt(
     results = [await crash_trial(tmp_path, s, plans[s], SqliteStore) for s in range(12)]
     caught = [t for t in results if any("nobody tracks" in p for p in t.problems)]
     assert len(caught) >= 3, [(t.seed, t.planned) for t in results]
+
+
+async def test_a_create_left_with_no_provider_to_try_keeps_its_registrations_id_until_removed(
+    tmp_path: Path,
+) -> None:
+    """Both providers go unreachable while GitHub registers the runner, so no Create is asked
+    and the registration is removed at once: a crash during that removal must leave an intent
+    that names the registration, or the restart could not remove it by id."""
+    clock = FakeClock()
+    store = SqliteStore(tmp_path / "state.db")
+    seen: list[tuple[int, list[CreateIntent]]] = []
+
+    class GoneWhileRegistering(FakeGitHub):
+        async def generate_jit_config(self, scale_set_id: int, runner_name: str) -> Any:
+            answer = await super().generate_jit_config(scale_set_id, runner_name)
+            for name in ("a", "b"):
+                engine.fleet.set_reachable(name, False)
+            return answer
+
+        async def remove_runner(self, runner_id: int) -> Any:
+            seen.append((runner_id, store.intents()))  # what a kill -9 now would leave
+            return await super().remove_runner(runner_id)
+
+    github = GoneWhileRegistering()
+    providers = {
+        "a": FakeProvider("a", vcpus=4, memory_bytes=8 * GIB, clock=clock),
+        "b": FakeProvider("b", vcpus=64, memory_bytes=128 * GIB, clock=clock),
+    }
+    engine = engine_for(store, github, dict(providers), clock)
+    engine.sets["linux"].id = await github.ensure_scale_set(engine.sets["linux"].config)
+    engine.on_demand("linux", 1)
+    await engine.drain_tasks()
+
+    assert [p.calls["create"] for p in providers.values()] == [0, 0]
+    ((runner_id, intents),) = seen
+    assert [(i.runner_id, i.provider) for i in intents] == [(runner_id, "")]
+    assert store.intents() == [] and github.runners == {}
+    store.close()
+
+
+async def test_the_check_catches_a_create_that_writes_no_intent(tmp_path: Path) -> None:
+    """With every intent write gone, crashes after a registration or a Create leave what the
+    restart cannot settle, and the trials say so (at the crash and after the pass)."""
+    plans = [await plan_crash(tmp_path, seed) for seed in range(12)]
+    results = [
+        await crash_trial(tmp_path, s, plans[s], SqliteStore, ForgetfulStore) for s in range(12)
+    ]
+    at_crash = [t for t in results if any(p.startswith("crash: ") for p in t.problems)]
+    after_pass = [t for t in results if any("after one pass" in p for p in t.problems)]
+    assert len(at_crash) >= 3 and after_pass, [(t.seed, t.planned) for t in results]

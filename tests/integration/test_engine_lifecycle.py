@@ -116,8 +116,11 @@ async def test_nothing_is_registered_when_no_provider_can_be_tried(world: World)
 
 
 async def test_a_refused_create_leaves_no_machine_behind(world: World) -> None:
-    world.providers["compute1"].refuse(RefusalKind.FAILED, message="image pull failed")
+    # The provider leaves the refused create's machine behind, as a cloud can: it is deleted.
+    compute1 = world.providers["compute1"]
+    compute1.refuse(RefusalKind.FAILED, message="image pull failed", leave_machine=True)
     await world.demand(1)
+    assert compute1.calls["delete"] == 1
     assert world.on("compute1") == []
     assert len(world.on("compute2")) == 1
 

@@ -78,3 +78,14 @@ def test_a_running_runner_is_synced_with_githubs_view_only_when_github_answered(
     assert (found.kind, found.synced, found.registration) == (S.LISTED, True, status)
     unknown = sight(record(), machines=listed("r-1"), registrations=None)
     assert (unknown.kind, unknown.synced) == (S.LISTED, False)
+
+
+def test_a_leaving_runner_github_still_lists_idle_has_its_registration_taken_now() -> None:
+    leaving = record(state=RunnerState.LEAVING)
+    idle = RunnerStatus("r-1", 7, online=False, busy=False)
+    found = sight(leaving, registrations={"linux": {"r-1": idle}})
+    assert (found.kind, found.registration) == (S.LEFT_REGISTERED, idle)
+    busy = RunnerStatus("r-1", 7, online=True, busy=True)  # its job ends first
+    assert sight(leaving, registrations={"linux": {"r-1": busy}}).kind == S.REACHABLE
+    assert sight(leaving, registrations={"linux": {}}).kind == S.REACHABLE
+    assert sight(leaving, registrations=None).kind == S.REACHABLE

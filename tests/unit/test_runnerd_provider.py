@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from runnerd.admission.model import SUCCESS, HostReading, Run, SliceReading
@@ -333,3 +334,84 @@ async def test_a_job_rungar_names_in_the_delete_is_recorded_when_its_update_neve
     row = provider.history.job("5")
     assert row is not None and (row["job_name"], row["result"]) == ("lint", "timed_out")
     assert row["basis"] == "its cap, as its profile has fewer than 10 runs"  # its admission's
+
+
+class WatchedLock(asyncio.Lock):
+    """The provider's lock, telling when a second create asks for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+        self.second_asked = asyncio.Event()
+
+    async def acquire(self) -> Literal[True]:
+        self.asked += 1
+        if self.asked == 2:
+            self.second_asked.set()
+        return await super().acquire()
+
+
+class HeldStartRuntime(FakeRuntime):
+    """A runtime whose first start lasts until ``release`` is set, as docker's takes a while."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.second_started = asyncio.Event()
+
+    async def start(self, spec: RunnerSpec) -> str:
+        if self.started:
+            self.second_started.set()
+        else:
+            self.started[spec.name] = spec  # the first is on its way
+            await asyncio.wait_for(self.release.wait(), 30)
+        return await super().start(spec)
+
+
+class UnlockedProvider(RunnerdProvider):
+    """runnerd without its create lock: the negative control."""
+
+    async def create(self, request: CreateRequest) -> Created | Refusal:
+        return await self._create(request)
+
+
+async def two_creates_for_the_last_slot(
+    tmp_path: Path, provider_type: type[RunnerdProvider]
+) -> list[Created | Refusal]:
+    """Two creates asked at once for a profile with one slot, the first runner still starting
+    when the second asks."""
+    runtime = HeldStartRuntime()
+    history = History(tmp_path / "history.db")
+    text = CONFIG.replace("slots = 2", "slots = 1")
+    config = parse_config(text.replace("[host]", f'[host]\nstate_dir = "{tmp_path}"'))
+    clock = FakeClock()
+    provider = provider_type(config, runtime, history, clock, 33 * G, 32.0, host_memory=64 * G)
+    provider.readings.slice = SliceReading(clock.now(), 0)
+    provider.readings.host = HostReading(clock.now(), 64 * G, 60 * G, 0.0, 0)
+    lock = WatchedLock()
+    provider._lock = lock  # the same lock, watched
+    first = asyncio.ensure_future(provider.create(request("jvm-1", profile="jvm")))
+    second = asyncio.ensure_future(provider.create(request("jvm-2", profile="jvm")))
+    # The second either waits for the lock, or (without one) reaches the runtime too.
+    waiting = asyncio.ensure_future(lock.second_asked.wait())
+    reached = asyncio.ensure_future(runtime.second_started.wait())
+    await asyncio.wait({waiting, reached}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    reached.cancel()
+    runtime.release.set()
+    answers = await asyncio.wait_for(asyncio.gather(first, second), 30)
+    history.close()
+    return list(answers)
+
+
+async def test_two_creates_at_once_never_both_take_the_last_slot(tmp_path: Path) -> None:
+    """runnerd admits one create at a time: the second waits, sees the first and is refused."""
+    first, second = await two_creates_for_the_last_slot(tmp_path, RunnerdProvider)
+    assert isinstance(first, Created)
+    assert isinstance(second, Refusal) and second.resource == "slots"
+
+
+async def test_without_the_create_lock_both_creates_take_the_last_slot(tmp_path: Path) -> None:
+    """The negative control: the check above sees a runnerd that admits creates side by side."""
+    answers = await two_creates_for_the_last_slot(tmp_path, UnlockedProvider)
+    assert [type(a) for a in answers] == [Created, Created]
