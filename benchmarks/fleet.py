@@ -3,9 +3,12 @@
 Prints JSON lines only (docs/benchmarks.md has the targets):
 
 - priority: large runners (16G, priority 10) among small ones (4G) on two 32G hosts kept busy
-  by the small: the large ones' p95 wait without holds over with them (``_cut_ratio``, goal
-  at least 2), and the small ones' p95 with holds over without (``_ratio``, goal at most 1.2),
-  for spread and for pack with the hosts about 90 % busy, and for spread at a lighter load;
+  by the small, side by side on the same trace: every full provider held (the default, no
+  suffix), one provider held (``hold_one``), no holds (``no_holds``); the large and small p95
+  waits, how long held room stood empty before its holder took it (``held_room_idle_p95``),
+  the large ones' p95 without holds over with them (``_cut_ratio``, goal at least 4 at the busy
+  load), and the small ones' p95 with holds over without (``small_p95_ratio``), for spread and
+  for pack with the hosts about 90 % busy, and for spread at a lighter load;
 - admission: measured vs caps on ``runnerd history generate``'s jobs across two of its 33G
   hosts, each taking several times the 500 jobs a month it was sized for (measured with the
   slots the slice then holds): p95 wait of each, and kills;
@@ -38,6 +41,7 @@ from rungar.simulate.report import Row, nearest_rank, warm_pool_effects  # noqa:
 from rungar.simulate.run import replay_one  # noqa: E402
 from rungar.simulate.scenario import Scenario  # noqa: E402
 from rungar.simulate.synthetic import fragmented_fleet, generated_fleet, rush_fleet  # noqa: E402
+from rungar.simulate.world import WorldResult  # noqa: E402
 
 BASELINE = Scenario()
 
@@ -70,25 +74,33 @@ def compare_holds(
     days: float,
     small_per_hour: float,
 ) -> None:
-    held = replay_one(Scenario(placement=placement), config, models, jobs).result
-    free = replay_one(Scenario(placement=placement, no_priority=True), config, models, jobs).result
+    """Side by side on the same trace: every full provider held (the default), one held (the
+    older rule), no holds (every priority 0)."""
+    rows = {
+        "holds": Scenario(placement=placement),
+        "hold_one": Scenario(placement=placement, hold_one=True),
+        "no_holds": Scenario(placement=placement, no_priority=True),
+    }
+    results = {name: replay_one(s, config, models, jobs).result for name, s in rows.items()}
     params = {"placement": placement.value, "days": days, "jobs": len(jobs), "hosts": 2,
               "small_per_hour": small_per_hour}  # fmt: skip
-    for name, result in (("holds", held), ("no_holds", free)):
+    for name, result in results.items():
         emit(f"large_p95_wait_{name}_s", p95(result.waits["large"]), "s", **params)
         emit(f"small_p95_wait_{name}_s", p95(result.waits["small"]), "s", **params)
-    emit(
-        "large_p95_cut_ratio",
-        p95(free.waits["large"]) / max(1.0, p95(held.waits["large"])),
-        "x",
-        **params,
-    )
-    emit(
-        "small_p95_ratio",
-        p95(held.waits["small"]) / max(1.0, p95(free.waits["small"])),
-        "x",
-        **params,
-    )
+        if name != "no_holds":
+            emit(f"held_room_idle_p95_{name}_s", p95(result.held_room_idle), "s", **params)
+    free, every, one = results["no_holds"], results["holds"], results["hold_one"]
+
+    def cut(held: WorldResult) -> float:
+        return p95(free.waits["large"]) / max(1.0, p95(held.waits["large"]))
+
+    def cost(held: WorldResult) -> float:
+        return p95(held.waits["small"]) / max(1.0, p95(free.waits["small"]))
+
+    emit("large_p95_cut_ratio", cut(every), "x", **params)
+    emit("small_p95_ratio", cost(every), "x", **params)
+    emit("large_p95_cut_ratio_hold_one", cut(one), "x", **params)
+    emit("small_p95_ratio_hold_one", cost(one), "x", **params)
 
 
 def bench_admission(jobs: int) -> None:

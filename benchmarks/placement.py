@@ -51,7 +51,7 @@ def decide(fleet: Fleet, names: list[str], rng: random.Random, now: float, n: in
     start = time.perf_counter()
     for i in range(n):
         scale_set = names[i % len(names)]
-        found = fleet.can_place(scale_set, now)
+        found = fleet.candidates(scale_set, now)
         for provider in found.order[:2]:
             claim = fleet.claim(scale_set, provider, now)
             if isinstance(claim, Skip):
@@ -61,7 +61,7 @@ def decide(fleet: Fleet, names: list[str], rng: random.Random, now: float, n: in
                 fleet.record_created(claim, now)
                 if rng.random() < 0.5:
                     fleet.remove_runner(scale_set, provider, leaving=True)
-                    fleet.machine_deleted(provider)
+                    fleet.machine_deleted(provider, now)
                 break
             fleet.release(claim)
             fleet.record_refusal(scale_set, provider, FULL if roll < 0.85 else FAILED, now)

@@ -30,16 +30,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Packages whose modules make decisions only: no I/O libraries, no clock reads, no logging.
+# Packages (and modules) that make decisions only: no I/O libraries, no event loop, no clock,
+# no logging. The try-loop that carries a placement plan out lives in the engine.
 PURE = [
     "rungar/placement",
     "rungar/scaling",
     "rungar/usage",
     "rungar/model",
     "providers/runnerd/admission",
+    "providers/runnerd/sizing/advise",
+    "providers/runnerd/sizing/auto",
 ]
 IO_MODULES = {
-    "asyncio.subprocess",
+    "asyncio",
+    "rungar.clock",
+    "os",
+    "pathlib",
+    "io",
+    "shutil",
+    "tempfile",
+    "threading",
+    "signal",
+    "select",
     "socket",
     "sqlite3",
     "subprocess",

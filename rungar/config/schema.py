@@ -209,7 +209,10 @@ PROVIDER_COMMON = (
         "price_per_hour",
         PositiveNumber(),
         "Price of one runner-hour on this provider, in your currency; `rungar usage` and the "
-        "fleet page's Usage tab show cost for the jobs that ran here. Unset = no cost shown.",
+        "fleet page's Usage tab show cost for the jobs that ran here; idle reserve runners go "
+        "to the cheapest provider that takes them, and move off a priced one when a cheaper "
+        "one has room (docs/placement.md). Unset = no cost shown, and counted as "
+        "free.",
     ),
 )
 COMMON_KEYS = frozenset(f.name for f in PROVIDER_COMMON)
@@ -388,7 +391,8 @@ SCALE_SET = Obj(
         Field(
             "priority",
             Int(-(2**31), 2**31 - 1),
-            "Higher holds lower ones off a full provider.",
+            "Higher holds lower ones off every provider it found full; room that opens there "
+            "is its own first (docs/placement.md).",
             default=0,
         ),
         Field(

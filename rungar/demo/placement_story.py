@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from rungar.config.model import Placement, ProviderConfig, ScaleSetConfig, ScaleSetProvider, Timing
 from rungar.model.units import format_duration
 from rungar.placement import Fleet
-from rungar.placement.attempt import Outcome, Placed, Try
+from rungar.placement.plan import Outcome, Placed, Try
 from rungar.testing.simulation import SimProvider, place_on_backends
 
 GIB = 1
@@ -52,9 +52,10 @@ class Story:
             self.say(f"{attempt.provider}: {attempt.outcome.value} ({attempt.message})")
 
     async def ask(self, scale_set: str) -> str | None:
-        found = self.fleet.can_place(scale_set, self.now)
+        found = self.fleet.candidates(scale_set, self.now)
         if not found.any:
             self.say(f"{scale_set} registers nothing: {found.why_none()}")
+            self.fleet.hold_full_providers(scale_set, self.now)
             self.report_holds()
             return None
         for skip in found.skips:
@@ -87,12 +88,15 @@ class Story:
                     f"{name} is HELD for {hold.holder} (priority {hold.priority}), {left} left"
                 )
 
-    def finish(self, runner: str) -> None:
+    async def finish(self, runner: str) -> None:
         scale_set, provider = self.runners.pop(runner)
         self.fleet.remove_runner(scale_set, provider, leaving=True)
         self.backends[provider].delete(runner)
-        self.fleet.machine_deleted(provider)
+        opened = self.fleet.machine_deleted(provider, self.now)
         self.say(f"{runner} finishes its job; its machine on {provider} is deleted")
+        if opened.holder:
+            self.say(f"room opened on {provider}, held for {opened.holder}: it is tried there now")
+            await self.ask(opened.holder)
 
     def wait(self, seconds: float) -> None:
         self.now += seconds
@@ -130,11 +134,8 @@ async def pack_story() -> Story:
     made = [await story.ask("rungar-c4-m8") for _ in range(5)]
     story.wait(10)
     first = next(r for r in made if r is not None)
-    story.finish(first)
-    story.say("a job is assigned; compute1 now has room, but rungar-c4-m8 still skips it")
-    await story.ask("rungar-c4-m8")
-    story.wait(10)
-    story.say("15s after the refusal the backoff is up: compute1 is tried first again")
+    await story.finish(first)
+    story.say("a job is assigned; room opened on compute1, so its FULL wait is lifted")
     await story.ask("rungar-c4-m8")
     return story
 
@@ -146,7 +147,7 @@ async def priority_story() -> Story:
         ScaleSetConfig("rungar-c2-m4", max_runners=12, providers=both),
         ScaleSetConfig("rungar-c8-m16", max_runners=2, priority=10, providers=both),
     ]
-    fleet, timing = _fleet(providers, scale_sets)
+    fleet, _ = _fleet(providers, scale_sets)
     backends = {
         "compute1": SimProvider("compute1", 8, 16),
         "compute2": SimProvider("compute2", 8, 16),
@@ -160,19 +161,16 @@ async def priority_story() -> Story:
     await story.ask("rungar-c8-m16")
     story.wait(5)
     on_compute1 = [r for r in small if r and story.runners[r][1] == "compute1"]
-    story.finish(on_compute1[0])
+    await story.finish(on_compute1[0])
     story.say("a rungar-c2-m4 job is assigned: the room on compute1 is held for rungar-c8-m16")
     await story.ask("rungar-c2-m4")
     for runner in on_compute1[1:]:
         story.wait(3)
-        story.finish(runner)
-    story.wait(timing.backoff_first)
-    story.say("rungar-c8-m16 asks again once its backoff is up")
-    await story.ask("rungar-c8-m16")
+        await story.finish(runner)
     story.say("the hold is released: rungar-c2-m4 uses whatever room opens up again")
     story.wait(5)
     on_compute2 = [r for r in small if r and story.runners.get(r, ("", ""))[1] == "compute2"]
-    story.finish(on_compute2[0])
+    await story.finish(on_compute2[0])
     await story.ask("rungar-c2-m4")
     return story
 

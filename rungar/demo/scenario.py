@@ -30,6 +30,7 @@ from rungar.demo.learning import HostLearning, settled_learning
 from rungar.demo.stack import Stack, StackStopped
 from rungar.engine.events import Event
 from rungar.testing.github_emulator.model import JobSpec, JobState
+from rungar.usage.summary import percentile
 
 MIB = 1024 * 1024
 
@@ -83,6 +84,9 @@ class Summary:
     runners_by_provider: Counter[str] = field(default_factory=Counter)
     refusals: Counter[tuple[str, str]] = field(default_factory=Counter)
     holds: list[str] = field(default_factory=list)
+    # scale set -> each started job's wait: queued for the scale set until a runner took it
+    waits_by_scale_set: dict[str, list[float]] = field(default_factory=dict)
+    held_room_idle: list[float] = field(default_factory=list)  # daemon's seconds, per room taken
     learning: list[HostLearning] = field(default_factory=list)  # per runnerd host
     seconds: float = 0.0
     stopped: bool = False  # asked to stop (Ctrl-C, SIGTERM) before every job finished
@@ -112,10 +116,29 @@ class Summary:
             )
             or "none",
         )
+        for name, waits in sorted(self.waits_by_scale_set.items()):
+            ordered = sorted(waits)
+            table.add_row(
+                f"wait, {name}",
+                f"p50 {_rank(ordered, 50):.0f}s, p95 {_rank(ordered, 95):.0f}s of "
+                f"{len(ordered)} jobs (GitHub's clock; queued until a runner took it, as "
+                "rungar usage: nearest rank)",
+            )
         table.add_row("priority holds", self.holds_text())
+        table.add_row("held room stood empty", self.held_room_text())
         for host in self.learning:
             table.add_row(f"{host.host} learnt", host.text())
         return table
+
+    def held_room_text(self) -> str:
+        """How long room opened on a held provider stood empty before its holder took it."""
+        if not self.held_room_idle:
+            return "no held room was taken"
+        ordered = sorted(self.held_room_idle)
+        return (
+            f"p50 {_rank(ordered, 50):.1f}s, longest {ordered[-1]:.1f}s, over "
+            f"{len(ordered)} rooms taken by their holder (the daemon's clock)"
+        )
 
     def holds_text(self) -> str:
         """Each hold once, with how many times it was taken: ``host1 for big (4 times)``."""
@@ -126,6 +149,12 @@ class Summary:
         )
 
 
+def _rank(ordered: list[float], pct: float) -> float:
+    """``rungar usage``'s nearest-rank percentile of values known not to be empty."""
+    value = percentile(ordered, pct)
+    return 0.0 if value is None else value
+
+
 def collect(stack: Stack, events: list[Event], started: float) -> Summary:
     assert stack.emulator is not None
     summary = Summary(seconds=time.monotonic() - started)
@@ -133,9 +162,15 @@ def collect(stack: Stack, events: list[Event], started: float) -> Summary:
     summary.jobs = len(jobs)
     summary.completed = sum(1 for j in jobs if j.state is JobState.COMPLETED)
     summary.waits = [j.started_at - j.created_at for j in jobs if j.started_at]
+    for job in jobs:
+        if job.started_at and job.spec.labels:  # the demo's scale sets are named as their label
+            waits = summary.waits_by_scale_set.setdefault(job.spec.labels[0], [])
+            waits.append(job.started_at - job.created_at)
     for event in events:
         if event.kind == "runner" and event.action == "created":
             summary.runners_by_provider[event.provider] += 1
+            if "held_room_idle" in event.attributes:
+                summary.held_room_idle.append(float(event.attributes["held_room_idle"]))
         elif event.kind == "provider" and event.action in ("full", "failing"):
             kind = str(event.attributes.get("refusal", event.action))
             summary.refusals[(kind.upper(), str(event.attributes.get("resource", "")))] += 1

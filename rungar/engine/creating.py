@@ -1,7 +1,8 @@
 """Creating runners: the placement attempt, the Create calls and the create's intent.
 
 Nothing is registered when no provider can be tried; the runner is registered with GitHub
-once; its providers are tried in order (:func:`rungar.placement.attempt.place`); a refused
+once; its plan (:func:`rungar.placement.plan.plan_placement`) is carried out in order
+(:func:`rungar.engine.placing.try_plan`); a refused
 create's leftover is deleted; when no provider takes it its registration is removed; the whole
 attempt is bounded by the scale set's ``start_timeout``, on the engine's clock (the one create
 timeout). Each create's intent is written to the store before any call, so a crash at any
@@ -21,31 +22,28 @@ import structlog
 from rungar.clock import within
 from rungar.engine.context import EngineContext, ProviderBlock
 from rungar.engine.naming import runner_name
+from rungar.engine.notices import note_unanswered
+from rungar.engine.placing import try_plan
 from rungar.engine.records import RunnerRecord
+from rungar.engine.rooms import Rooms
 from rungar.engine.scale_set_state import ScaleSetState
-from rungar.errors import GitHubError, ProviderError
+from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
 from rungar.model import sentences
 from rungar.model.create_intent import CreateIntent
 from rungar.model.labels import machine_labels
 from rungar.model.machine import Created, CreateRequest, Refusal, RefusalKind, Removal
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
-from rungar.placement.attempt import (
-    CreateBudget,
-    NotPlaced,
-    Outcome,
-    Placed,
-    Try,
-    plan_placement,
-    try_plan,
-)
+from rungar.placement.holds import Hold
+from rungar.placement.plan import CreateBudget, NotPlaced, Outcome, Placed, Try, plan_placement
 
 log = structlog.get_logger("rungar.engine")
 
 
 class Creations:
-    def __init__(self, ctx: EngineContext, max_parallel: int) -> None:
+    def __init__(self, ctx: EngineContext, max_parallel: int, rooms: Rooms) -> None:
         self.ctx = ctx
+        self.rooms = rooms  # told of room a create gives back, and of held room taken
         self._slots = asyncio.Semaphore(max_parallel)
 
     async def create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
@@ -59,8 +57,10 @@ class Creations:
             ctx.runners.creating.done_asking(state.config.name)
 
     async def create_runner(
-        self, state: ScaleSetState, *, reserve: bool = False
+        self, state: ScaleSetState, *, reserve: bool = False, cheaper_than: float | None = None
     ) -> RunnerRecord | None:
+        """Create one runner of the scale set; ``cheaper_than``: only on providers priced
+        below it (a replacement for an idle runner on a dearer one)."""
         ctx = self.ctx
         config = state.config
         now = ctx.clock.now()
@@ -68,7 +68,8 @@ class Creations:
             return None
         # Whether any provider can be tried (its order is worked out once, when one is tried).
         why_not = ctx.fleet.cannot_place(config.name, now, reserve=reserve)
-        self.report_new_holds()
+        if why_not and not reserve and cheaper_than is None:
+            self.report_holds(ctx.fleet.apply_holds(ctx.fleet.plan_holds(config.name, now)))
         if why_not:
             ctx.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
             log.info("runner.cannot_scale_up", scale_set=config.name, reason=why_not)
@@ -94,9 +95,17 @@ class Creations:
                 entry.name: ctx.runner_block(config.name, entry.name) for entry in config.providers
             }
             result = await self._place(
-                state, name, intent, jit_config, blocks, budget, reserve=reserve
+                state,
+                name,
+                intent,
+                jit_config,
+                blocks,
+                budget,
+                reserve=reserve,
+                cheaper_than=cheaper_than,
             )
-            self.report_new_holds()
+            if isinstance(result, NotPlaced):
+                self.report_holds(result.held)
             if isinstance(result, Placed):
                 record = RunnerRecord(
                     name=name,
@@ -113,6 +122,7 @@ class Creations:
                 elapsed = budget.elapsed(ctx.clock.now())
                 ctx.metrics.created.labels(config.name, result.provider).inc()
                 ctx.metrics.create_duration.labels(config.name, result.provider).observe(elapsed)
+                idle = self.rooms.taken(config.name, result.provider, ctx.clock.now())
                 ctx.events.record(
                     "runner",
                     name,
@@ -121,6 +131,7 @@ class Creations:
                     provider=result.provider,
                     message=f"created on {result.provider}",
                     create_duration=round(elapsed, 3),
+                    **({"held_room_idle": round(idle, 3)} if idle is not None else {}),
                 )
                 log.info(
                     "runner.created", scale_set=config.name, provider=result.provider, runner=name
@@ -156,6 +167,7 @@ class Creations:
         budget: CreateBudget,
         *,
         reserve: bool = False,
+        cheaper_than: float | None = None,
     ) -> Placed | NotPlaced:
         ctx = self.ctx
         config = state.config
@@ -197,7 +209,12 @@ class Creations:
             )
 
         async def delete(provider: str) -> None:
-            await ctx.delete_machine(provider, name, Removal(RemovalReason.NOT_PLACED))
+            try:
+                await ctx.delete_machine(provider, name, Removal(RemovalReason.NOT_PLACED))
+            except (ProviderUnavailable, TimeoutError) as e:
+                if ctx.fleet.record_unanswered(provider):
+                    note_unanswered(ctx, provider, str(e) or "Delete got no answer")
+                raise
 
         async def settle(provider: str) -> Created | None:
             from rungar.rpc.settle import Unsettled, settle_unanswered_create
@@ -213,14 +230,16 @@ class Creations:
                 return answer
             if isinstance(answer, Unsettled):
                 return None
-            with contextlib.suppress(ProviderError):
-                await ctx.providers[provider].delete(name, Removal(RemovalReason.NOT_PLACED))
+            with contextlib.suppress(ProviderError, TimeoutError):
+                await delete(provider)
                 ctx.runners.left.pop(name, None)
             return None
 
         # Decided now, after the registration's await, from the fleet as it stands; then carried
         # out. Each provider's place is still claimed when it is tried.
-        plan = plan_placement(ctx.fleet, config.name, ctx.clock.now(), reserve=reserve)
+        plan = plan_placement(
+            ctx.fleet, config.name, ctx.clock.now(), reserve=reserve, cheaper_than=cheaper_than
+        )
         return await try_plan(
             ctx.fleet,
             plan,
@@ -229,12 +248,12 @@ class Creations:
             delete=delete,
             settle=settle,
             observe=self._observe,
+            on_room=self.rooms.opened,
         )
 
-    def report_new_holds(self) -> None:
-        """Record an event for each hold placement asked for since the last report."""
+    def report_holds(self, holds: tuple[Hold, ...]) -> None:
+        """Record an event and a log line for each hold newly placed (not renewals)."""
         ctx = self.ctx
-        holds, ctx.fleet.new_holds = ctx.fleet.new_holds, []
         for hold in holds:
             ctx.events.record(
                 "provider",

@@ -13,6 +13,8 @@ concerns it calls, never the engine:
 - :mod:`rungar.engine.creating`: creating runners (placement attempt, Creates, intents), each
   recorded in the runner table;
 - :mod:`rungar.engine.removing`: removing runners and deleting their machines;
+- :mod:`rungar.engine.rooms`: room opening on a provider, and who gets it (its holder at once;
+  an idle runner on a dearer provider moved to it);
 - :mod:`rungar.engine.reconcile`: the reconcile pass;
 - :mod:`rungar.engine.acting`: whether this daemon may act (the lease).
 
@@ -45,6 +47,7 @@ from rungar.engine.recall import recall
 from rungar.engine.reconcile import Reconciler
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.engine.removing import Removals
+from rungar.engine.rooms import Rooms
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.scaler import Scaler
 from rungar.engine.starting_sync import StartingSync
@@ -93,8 +96,15 @@ class Engine:
         ctx.fleet.restore_state(backoffs, holds)
         ctx.fleet.restore_crash_loops(store.load_crash_loops())
         self.job_history = JobHistory(store, config.scale_sets, clock.now())
-        self.removals = Removals(ctx)
-        self.creations = Creations(ctx, max_parallel_creates)
+        # Room opening reaches the scaler and the creations made just below, when it happens.
+        self.rooms = Rooms(
+            ctx,
+            scale=lambda name: self.scaler.scale(name),
+            create_cheaper=self._create_cheaper,
+            remove=lambda record: self.removals.remove(record, RemovalReason.SCALED_DOWN),
+        )
+        self.removals = Removals(ctx, self.rooms)
+        self.creations = Creations(ctx, max_parallel_creates, self.rooms)
         self.scaler = Scaler(ctx, self.creations, self.removals, self.job_history)
         self.jobs = JobBook(ctx, self.scaler, self.removals, self.job_history)
         # The runners it knew count until their providers list them; the table is kept.
@@ -256,9 +266,12 @@ class Engine:
     ) -> RunnerRecord | None:
         return await self.creations.create_runner(state, reserve=reserve)
 
-    def report_new_holds(self) -> None:
-        """Record an event for each hold placement asked for since the last report."""
-        self.creations.report_new_holds()
+    async def _create_cheaper(self, scale_set: str, price: float) -> RunnerRecord | None:
+        """A reserve runner of ``scale_set`` on a provider priced below ``price``."""
+        state = self.ctx.sets.get(scale_set)
+        if state is None:
+            return None
+        return await self.creations.create_runner(state, reserve=True, cheaper_than=price)
 
     # ------------------------------------------------------------------ removal
 

@@ -18,7 +18,13 @@ from rungar.engine.records import RunnerRecord
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.errors import GitHubError
 from rungar.model.runner import RemovalReason
-from rungar.model.sentences import CRASH_LOOP, EXITED, NEVER_CONNECTED, crash_sentence
+from rungar.model.sentences import (
+    CRASH_LOOP,
+    EXITED,
+    NEVER_CONNECTED,
+    UNREACHABLE_SINCE,
+    crash_sentence,
+)
 from rungar.scaling import InForce
 
 log = structlog.get_logger("rungar.engine")
@@ -114,3 +120,11 @@ def observe_job_wait(
         return
     took = runner_assigned_at if runner_assigned_at > 0 else heard_at
     ctx.metrics.job_wait.labels(name).observe(max(0.0, took - queued_at))
+
+
+def note_unanswered(ctx: EngineContext, provider: str, error: str) -> None:
+    """A provider went unreachable because a call other than List got no answer (a Delete):
+    the same log line, event and gauge as an unanswered List."""
+    log.warning("provider.unreachable", sentence=UNREACHABLE_SINCE, provider=provider, error=error)
+    ctx.events.record("provider", provider, "unreachable", provider=provider, message=error)
+    ctx.metrics.provider_reachable.labels(provider).set(0)

@@ -13,9 +13,10 @@ import asyncio
 import structlog
 
 from rungar.engine.context import EngineContext
-from rungar.engine.notices import note_crash
+from rungar.engine.notices import note_crash, note_unanswered
 from rungar.engine.records import RunnerRecord
-from rungar.errors import GitHubError, ProviderError
+from rungar.engine.rooms import Rooms
+from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
 from rungar.github.interface import RemoveOutcome
 from rungar.model.machine import Conclusion, Removal
 from rungar.model.runner import RemovalReason, RunnerState
@@ -27,8 +28,9 @@ MAX_PARALLEL_DELETES = 16
 
 
 class Removals:
-    def __init__(self, ctx: EngineContext) -> None:
+    def __init__(self, ctx: EngineContext, rooms: Rooms) -> None:
         self.ctx = ctx
+        self.rooms = rooms  # told of room a deleted machine opens
         self._slots = asyncio.Semaphore(MAX_PARALLEL_DELETES)
         self._deleting: set[str] = set()
 
@@ -116,7 +118,16 @@ class Removals:
         try:
             async with self._slots:
                 await ctx.delete_machine(record.provider, record.name, record.removal)
-        except (ProviderError, TimeoutError) as e:
+        except (ProviderUnavailable, TimeoutError) as e:
+            # No answer: as a Create's or a List's silence, the provider is unreachable until
+            # a List answers; nothing more is sent to it meanwhile.
+            log.warning(
+                "runner.delete_failed", runner=record.name, provider=record.provider, error=str(e)
+            )
+            if ctx.fleet.record_unanswered(record.provider):
+                note_unanswered(ctx, record.provider, str(e) or "Delete got no answer")
+            return False
+        except ProviderError as e:
             log.warning(
                 "runner.delete_failed", runner=record.name, provider=record.provider, error=str(e)
             )
@@ -124,5 +135,5 @@ class Removals:
         finally:
             self._deleting.discard(record.name)
         if ctx.runners.pop(record.name) is not None:
-            ctx.fleet.machine_deleted(record.provider)
+            self.rooms.opened(ctx.fleet.machine_deleted(record.provider, ctx.clock.now()))
         return True

@@ -1,8 +1,8 @@
 """Placement: which providers a scale set tries, in which order, and what holds it back.
 
 Pure decisions over :class:`Fleet` state (README, "Architecture"; the ``placement`` key in
-docs/configuration.md). The try-in-order loop that calls providers lives in
-:mod:`rungar.placement.attempt`.
+docs/configuration.md): :func:`rungar.placement.plan.plan_placement` says what to try for one
+runner; the engine carries the plan out (:mod:`rungar.engine.placing`).
 """
 
 from rungar.model.sentences import (
@@ -15,7 +15,7 @@ from rungar.model.sentences import (
 )
 from rungar.placement.backoff import Backoff, backoff_wait
 from rungar.placement.fleet import Candidates, Claim, Fleet, Skip
-from rungar.placement.holds import Hold
+from rungar.placement.holds import Hold, HoldDecision, HoldRule, RoomOpened
 from rungar.placement.order import order_providers
 
 __all__ = [
@@ -27,6 +27,9 @@ __all__ = [
     "Claim",
     "Fleet",
     "Hold",
+    "HoldDecision",
+    "HoldRule",
+    "RoomOpened",
     "Skip",
     "backoff_wait",
     "failing_reason",

@@ -2,7 +2,8 @@
 
 A refusal of either kind starts or extends a streak; the scale set skips the provider for
 ``first × 2^(n−1)`` capped at ``max`` (15 s doubling to 2 min by default). One runner created
-there forgives the streak. A runner that can never be created is therefore retried every
+there forgives the streak; room opening there (a machine deleted) lifts a FULL wait
+(:meth:`Backoff.lifted`). A runner that can never be created is therefore retried every
 ``max``, which is how a fixed runner block heals without anyone noticing.
 """
 
@@ -39,6 +40,13 @@ class Backoff:
 
     def remaining(self, now: float) -> float:
         return max(0.0, self.until - now)
+
+    def lifted(self, now: float) -> Backoff:
+        """The wait ended now, the streak kept: room opened where it was refused as full, so
+        the next try is an informed one, and a refusal after it still doubles the wait."""
+        return Backoff(
+            self.refusals, min(self.until, now), self.last_error, self.full, self.resource
+        )
 
 
 def after_refusal(

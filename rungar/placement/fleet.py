@@ -1,9 +1,11 @@
 """The placement state of one installation, and every placement decision taken from it.
 
 Pure: no I/O, no clock reads, no logging; ``now`` is an argument of every time-dependent call.
-Callers (the actuator, the reconciler, the simulation) report what happened — a runner
-created, a refusal, a provider that did not answer, machines listed or deleted — and ask:
-which providers can this scale set try, in which order, and may it claim a place on one.
+Callers (the engine, the simulation) report what happened — a runner created, a refusal, a
+provider that did not answer, machines listed or deleted — and ask: which providers can this
+scale set try, in which order, and may it claim a place on one. Queries change nothing; what a
+report or a decision changes is returned to the caller to act on (:class:`HoldDecision`,
+:class:`RoomOpened`).
 
 Skip reasons, checked in this order, are user-facing sentences shared by logs, errors and
 ``rungar status`` (README, "Troubleshooting from `rungar status`"):
@@ -25,6 +27,13 @@ it keeps asking, dropped when it places a runner), and every other scale set's r
 skips a provider so marked, whatever the priorities. So a higher-priority scale set refilling
 its reserve never takes the room a lower-priority scale set's queued job is waiting for; a
 reserve that already exists is not pre-empted either (no idle runner is removed for it).
+A reserve refill tries the cheapest providers first (``price_per_hour``; none is 0), so it is
+never placed on a priced provider while a cheaper one in its list would take it.
+
+Room opening names the provider's holder, to be tried there at once, its FULL wait there
+lifted: a machine deleted (:meth:`Fleet.machine_deleted`, which lifts every scale set's FULL
+wait there), or a create abandoned or refused for any reason but being full
+(:meth:`Fleet.abandon`).
 
 A crash loop is kept apart from the refusal backoff: a create that succeeds does not forgive
 it (the runner it made may crash too), only a runner that connects does. It waits
@@ -44,6 +53,7 @@ from dataclasses import dataclass
 
 from rungar.config.model import ProviderConfig, ScaleSetConfig, Timing
 from rungar.model.machine import Refusal, RefusalKind
+from rungar.model.runner import RunnerView
 from rungar.model.sentences import (
     DISABLED,
     FULL,
@@ -57,7 +67,7 @@ from rungar.model.sentences import (
     scale_set_limit_reason,
 )
 from rungar.placement.backoff import Backoff, after_refusal
-from rungar.placement.holds import Hold, place_hold
+from rungar.placement.holds import Hold, HoldDecision, HoldRule, RoomOpened, place_hold
 from rungar.placement.order import order_providers
 
 
@@ -110,6 +120,8 @@ class Fleet:
         providers: Sequence[ProviderConfig],
         scale_sets: Sequence[ScaleSetConfig],
         timing: Timing | None = None,
+        *,
+        hold_rule: HoldRule = HoldRule.EVERY_FULL,
     ) -> None:
         self.timing = timing or Timing()
         self.providers: dict[str, ProviderConfig] = {}
@@ -131,7 +143,7 @@ class Fleet:
         self._runtime_disabled: set[str] = set()
         self._runtime_enabled: set[str] = set()
         self._ids = itertools.count(1)
-        self.new_holds: list[Hold] = []  # holds placed (not renewals), for the caller to report
+        self.hold_rule = hold_rule
         self.configure(providers, scale_sets, self.timing)
 
     # ----------------------------------------------------------------- configuration
@@ -147,6 +159,10 @@ class Fleet:
         self.providers = {p.name: p for p in providers}
         self.scale_sets = {s.name: s for s in scale_sets}
         pairs = {(s.name, p.name) for s in scale_sets for p in s.providers}
+        self._users: dict[str, list[str]] = {}  # provider -> the scale sets listing it
+        for s in scale_sets:
+            for p in s.providers:
+                self._users.setdefault(p.name, []).append(s.name)
         self._lowest_priority: dict[str, int] = {}
         for s in scale_sets:
             for p in s.providers:
@@ -213,10 +229,28 @@ class Fleet:
         if leaving:
             self._leaving[provider] += 1
 
-    def machine_deleted(self, provider: str) -> None:
-        """A leaving machine was deleted: its place on the provider is free."""
+    def machine_deleted(self, provider: str, now: float) -> RoomOpened:
+        """A leaving machine was deleted: its place on the provider is free, and room opened
+        there (:meth:`open_room`)."""
         if self._leaving[provider] > 0:
             self._leaving[provider] -= 1
+        return self.open_room(provider, now)
+
+    def open_room(self, provider: str, now: float, *, by: str = "") -> RoomOpened:
+        """Room opened on ``provider``: every scale set's FULL wait there is lifted (the refusal
+        it waits out was about room that has now opened), and the scale set holding it is to
+        be tried there at once. ``by``: a scale set whose own wait stays and that is not the
+        holder to try."""
+        forgiven: list[str] = []
+        for scale_set in self._users.get(provider, ()):
+            backoff = self._backoffs.get((scale_set, provider))
+            if scale_set == by or backoff is None or not backoff.full or not backoff.active(now):
+                continue
+            self._backoffs[(scale_set, provider)] = backoff.lifted(now)
+            forgiven.append(scale_set)
+        hold = self.hold_on(provider, now)
+        holder = hold.holder if hold is not None and hold.holder != by else ""
+        return RoomOpened(provider, now, holder, tuple(forgiven))
 
     def set_leaving(self, provider: str, n: int) -> None:
         self._leaving[provider] = n
@@ -311,34 +345,27 @@ class Fleet:
         }
         weights = {name: self.providers[name].weight for name in tryable}
         ordered = order_providers(tryable, config.placement, weights, own)
+        if reserve:  # hosts before the cloud: a refill goes to the cheapest that takes it
+            ordered.sort(key=self.price_of)
         return Candidates(tuple(ordered), tuple(skips))
 
-    def can_place(self, scale_set: str, now: float, *, reserve: bool = False) -> Candidates:
-        """Like :meth:`candidates`; when nothing can be tried for assigned work, renews this
-        scale set's holds and marks (see :meth:`hold_full_providers`). A reserve refill never
-        does: it waits for room without keeping anyone off.
-
-        Called before anything is registered with GitHub: when it finds no provider, nothing is.
-        """
-        found = self.candidates(scale_set, now, reserve=reserve)
-        if not found.any and not found.scale_set_limit and not reserve:
-            self.hold_full_providers(scale_set, now)
-        return found
+    def price_of(self, provider: str) -> float:
+        """A runner-hour's price on ``provider``; 0 when it has none (a host of one's own)."""
+        return self.providers[provider].price_per_hour or 0.0
 
     def cannot_place(self, scale_set: str, now: float, *, reserve: bool = False) -> str:
-        """Empty when :meth:`can_place` would find a provider to try, else why it finds none.
+        """Empty when :meth:`candidates` would find a provider to try, else why it finds none.
 
         The engine's check before a runner is registered: it stops at the first provider that
         can be tried rather than ordering them all, as the create that follows orders them
-        afresh when it tries them. When none can be tried it does what :meth:`can_place` does
-        (holds renewed) and returns its reason."""
+        afresh when it tries them. A query: when nothing can be tried, the holds that follow
+        are the caller's to decide (:meth:`plan_holds`)."""
         config = self.scale_sets[scale_set]
         if self.runners_of(scale_set) + self.creating_of(scale_set) < config.max_runners:
             for entry in config.providers:
                 if self.skip_reason(scale_set, entry.name, now, reserve=reserve) is None:
                     return ""
-        found = self.can_place(scale_set, now, reserve=reserve)
-        return "" if found.any else found.why_none()
+        return self.candidates(scale_set, now, reserve=reserve).why_none()
 
     def claim(
         self, scale_set: str, provider: str, now: float, *, reserve: bool = False
@@ -356,6 +383,27 @@ class Fleet:
         self._claims_by_pair[(scale_set, provider)] += 1
         self._claims_by_set[scale_set] += 1
         return claim
+
+    def abandon(self, claim: Claim, now: float, *, full: bool = False) -> RoomOpened | None:
+        """A create refused or given up: its claim is given back, and the place it had taken
+        is room opened for the provider's holder (its wait there lifted), unless the create
+        was the holder's own, or the provider refused it as full (then no room opened). Other
+        scale sets' waits stay: the room is the holder's. None when nothing opened."""
+        if claim.id not in self._claims:
+            return None
+        self.release(claim)
+        if full:
+            return None
+        hold = self.hold_on(claim.provider, now)
+        if hold is None or hold.holder == claim.scale_set:
+            return None
+        key = (hold.holder, claim.provider)
+        backoff = self._backoffs.get(key)
+        forgiven: tuple[str, ...] = ()
+        if backoff is not None and backoff.full and backoff.active(now):
+            self._backoffs[key] = backoff.lifted(now)
+            forgiven = (hold.holder,)
+        return RoomOpened(claim.provider, now, hold.holder, forgiven)
 
     def release(self, claim: Claim) -> None:
         """Give a claim back (its create failed or was settled elsewhere). Idempotent."""
@@ -423,47 +471,68 @@ class Fleet:
         """The provider did not answer: every scale set skips it until it answers again."""
         return self.set_reachable(provider, False)
 
-    def hold_full_providers(self, scale_set: str, now: float) -> list[Hold]:
-        """Mark the providers this scale set is skipping as full as waited on by its assigned
-        work, and place or renew its hold on one of them. Only for work: never for a reserve.
+    def plan_holds(self, scale_set: str, now: float) -> HoldDecision:
+        """What this scale set's assigned work, finding nothing to try, decides about holds:
+        every provider it is skipping as full is marked waited on, and each of them that a
+        lower priority also uses is held (placed, or renewed when it already holds it).
+        Changes nothing; :meth:`apply_holds` carries it out. Only for work: never a reserve.
 
-        One provider is held, not every one that refused: the room a runner needs opens on one
-        provider first, and a hold on each would keep lower priorities off all of them while
-        only one is needed. The one held is the one this scale set already holds, else the one
-        with the fewest runners counted on it (the most room freed already), the first in the
-        scale set's order on a tie."""
+        Under :attr:`HoldRule.ONE` (comparison only) one of them is held: the one it already
+        holds, else the one with the fewest runners counted on it, the first in its order on a
+        tie."""
         config = self.scale_sets[scale_set]
+        if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
+            return HoldDecision(scale_set, now)  # at its own limit: it waits for no provider
+        waited_on: list[str] = []
         full: list[str] = []
         for entry in config.providers:
             backoff = self._backoffs.get((scale_set, entry.name))
             if backoff is None or not backoff.active(now) or not backoff.full:
                 continue
-            self._work_waits.setdefault(entry.name, {})[scale_set] = now
+            waited_on.append(entry.name)
             if self._anyone_below(config.priority, entry.name):
                 full.append(entry.name)  # a hold that keeps no one off would clutter status
-        if not full:
-            return []
-        provider = self._provider_to_hold(scale_set, full, now)
+        if self.hold_rule is HoldRule.ONE and full:
+            full = [self._provider_to_hold(scale_set, full, now)]
         duration = self.timing.hold_duration
-        current = self._holds.get(provider)
-        hold = place_hold(
-            current,
-            provider=provider,
-            holder=scale_set,
-            priority=config.priority,
-            now=now,
-            duration=duration,
-        )
-        self._holds[provider] = hold
-        renewal = (
-            current is not None and current.active(now, duration) and current.holder == scale_set
-        )
-        if hold.holder == scale_set and not renewal:
-            self.new_holds.append(hold)
-        return [hold]
+        holds: list[Hold] = []
+        placed: list[Hold] = []
+        for provider in full:
+            current = self._holds.get(provider)
+            hold = place_hold(
+                current,
+                provider=provider,
+                holder=scale_set,
+                priority=config.priority,
+                now=now,
+                duration=duration,
+            )
+            if hold.holder != scale_set:
+                continue  # a higher priority holds it: its hold stays
+            holds.append(hold)
+            renewal = (
+                current is not None
+                and current.active(now, duration)
+                and current.holder == scale_set
+            )
+            if not renewal:
+                placed.append(hold)
+        return HoldDecision(scale_set, now, tuple(waited_on), tuple(holds), tuple(placed))
+
+    def apply_holds(self, decision: HoldDecision) -> tuple[Hold, ...]:
+        """Carry out :meth:`plan_holds`'s decision; returns the holds newly placed."""
+        for provider in decision.waited_on:
+            self._work_waits.setdefault(provider, {})[decision.scale_set] = decision.at
+        for hold in decision.holds:
+            self._holds[hold.provider] = hold
+        return decision.placed
+
+    def hold_full_providers(self, scale_set: str, now: float) -> tuple[Hold, ...]:
+        """:meth:`plan_holds` then :meth:`apply_holds`: the holds newly placed."""
+        return self.apply_holds(self.plan_holds(scale_set, now))
 
     def _provider_to_hold(self, scale_set: str, full: list[str], now: float) -> str:
-        """Of the providers found full, the one to hold (see :meth:`hold_full_providers`)."""
+        """Under :attr:`HoldRule.ONE`: of the providers found full, the one to hold."""
         for provider in full:
             hold = self.hold_on(provider, now)
             if hold is not None and hold.holder == scale_set:
@@ -473,6 +542,34 @@ class Fleet:
         weights = {name: self.providers[name].weight for name in full}
         ordered = order_providers(full, config.placement, weights, own)
         return min(ordered, key=lambda name: (self.provider_count(name), ordered.index(name)))
+
+    def replacement(
+        self, provider: str, idle: Iterable[RunnerView], now: float
+    ) -> RunnerView | None:
+        """Room opened on ``provider``: the idle runner (never busy; ``idle`` lists them) on a
+        dearer provider that a runner there should replace, else None. The dearest first, the
+        oldest on a tie; its scale set must list ``provider``, may put a reserve runner there
+        now, and have room under its own ``max_runners`` for both runners at once (the new one
+        is created first, then the idle one removed)."""
+        price = self.price_of(provider)
+        users = set(self._users.get(provider, ()))
+        best: RunnerView | None = None
+        for runner in idle:
+            if runner.scale_set not in users or runner.provider not in self.providers:
+                continue
+            if runner.busy or self.price_of(runner.provider) <= price:
+                continue
+            config = self.scale_sets[runner.scale_set]
+            if self.runners_of(runner.scale_set) + self.creating_of(runner.scale_set) >= (
+                config.max_runners
+            ):
+                continue
+            if self.skip_reason(runner.scale_set, provider, now, reserve=True) is not None:
+                continue
+            key = (-self.price_of(runner.provider), runner.created_at)
+            if best is None or key < (-self.price_of(best.provider), best.created_at):
+                best = runner
+        return best
 
     def _anyone_below(self, priority: int, provider: str) -> bool:
         return self._lowest_priority.get(provider, priority) < priority

@@ -1,18 +1,28 @@
-"""Priority holds (docs/configuration.md, ``priority``).
+"""Priority holds (docs/configuration.md, ``priority``; docs/placement.md).
 
-A scale set that finds its providers full, and then has no provider left to try, keeps scale
-sets of strictly lower priority off one of them so the next room there is its own: the one it
-already holds, else the one with the fewest runners counted on it, the first in its order on a
-tie (:meth:`rungar.placement.Fleet.hold_full_providers`). Holding every provider that refused
-would keep the lower priorities off all of them while the room is needed on one. The hold
-lasts ``hold_duration`` (2 × reconcile_interval) from its last renewal; it is renewed each time
-the holder again finds nothing to try, and released when a scale set of equal or higher
-priority places a runner. Equal priorities never hold each other back. It is not a reservation.
+A scale set whose assigned work finds providers full, and then has no provider left to try,
+holds *every* provider it found full against scale sets of strictly lower priority, so that the
+next room on any of them is its own (:meth:`rungar.placement.Fleet.plan_holds`). The hold lasts
+``hold_duration`` (2 × reconcile_interval) from its last renewal; it is renewed each time the
+holder again finds nothing to try, and released when a scale set of equal or higher priority
+places a runner. Equal priorities never hold each other back. It is not a reservation.
+
+Room that opens on a held provider goes to its holder at once: the holder's backoff there is
+lifted and the caller is told to try it (:class:`RoomOpened`).
+
+:attr:`HoldRule.ONE` is the older rule, kept for comparison in ``rungar simulate`` and the
+benchmarks only: one provider held, the one with the fewest runners counted on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
+
+
+class HoldRule(StrEnum):
+    EVERY_FULL = "every_full"  # the default: every provider found full is held
+    ONE = "one"  # one of them, the one with the fewest runners (comparison only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +40,37 @@ class Hold:
 
     def holds_back(self, priority: int, now: float, duration: float) -> bool:
         return self.active(now, duration) and priority < self.priority
+
+
+@dataclass(frozen=True, slots=True)
+class HoldDecision:
+    """What a scale set's assigned work finding nothing to try decides about holds, computed
+    without changing the fleet; :meth:`rungar.placement.Fleet.apply_holds` carries it out.
+
+    ``waited_on``: every provider it is skipping as full (other scale sets' reserve refills
+    keep off them); ``holds``: the holds it places or renews; ``placed``: those of them that
+    are new rather than renewals (the ones worth an event)."""
+
+    scale_set: str
+    at: float
+    waited_on: tuple[str, ...] = ()
+    holds: tuple[Hold, ...] = ()
+    placed: tuple[Hold, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RoomOpened:
+    """Room opened on ``provider`` (a machine deleted; a create there abandoned, or refused
+    for any reason but being full).
+
+    ``holder``: the scale set holding the provider, whose backoff there was lifted so it is
+    tried there at once (empty when nobody holds it, or the room was its own create's);
+    ``forgiven``: the scale sets whose FULL backoff there was lifted."""
+
+    provider: str
+    at: float
+    holder: str = ""
+    forgiven: tuple[str, ...] = ()
 
 
 def place_hold(

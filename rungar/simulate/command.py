@@ -55,6 +55,10 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
     what_if.add_argument("--placement", action="append", default=[], choices=["spread", "pack"])
     what_if.add_argument("--no-priority", action="store_true", help="every priority 0")
     what_if.add_argument(
+        "--hold-one", action="store_true",
+        help="the older priority rule: one full provider held, not every one (for comparison)",
+    )  # fmt: skip
+    what_if.add_argument(
         "--admission", action="append", default=[], choices=["caps", "measured"],
         help="every runnerd host with this admission",
     )  # fmt: skip
@@ -104,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         speeds=tuple(args.speed),
         no_warm_pool=args.no_warm_pool,
         warm_pools=tuple(args.warm_pool),
+        hold_one=args.hold_one,
     )
     try:
         report = simulate(request)

@@ -9,6 +9,7 @@ from typing import Any
 from rungar.config.loader import load_scale_sets
 from rungar.config.model import ScaleSetsFile
 from rungar.errors import ConfigError
+from rungar.placement import HoldRule
 from rungar.simulate.history import SimJob, assign_scale_sets, load_jobs
 from rungar.simulate.models import Models, load_models
 from rungar.simulate.report import Row, as_json, render
@@ -31,6 +32,7 @@ class SimulateRequest:
     speeds: tuple[float, ...] = ()
     no_warm_pool: bool = False
     warm_pools: tuple[int, ...] = ()
+    hold_one: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +53,8 @@ def replay_one(
     paced = jobs_for(scenario, jobs)
     start = paced[0].queued_at if paced else 0.0
     made = backends(scenario, config, models, start)
-    result: WorldResult = asyncio.run(World(config, made, paced).run())
+    rule = HoldRule.ONE if scenario.hold_one else HoldRule.EVERY_FULL
+    result: WorldResult = asyncio.run(World(config, made, paced, hold_rule=rule).run())
     priced = frozenset(n for n, b in made.items() if not models.of(n).is_runnerd)
     warm = "without" if scenario.no_warm_pool else "with" if scenario.warm_pool else ""
     return Row(scenario.name, result, priced, warm)
@@ -76,6 +79,7 @@ def simulate(request: SimulateRequest) -> SimulateReport:
         request.speeds,
         request.no_warm_pool,
         request.warm_pools,
+        request.hold_one,
     )
     rows = tuple(replay_one(s, config, models, jobs) for s in scenarios)
     days = (jobs[-1].queued_at - jobs[0].queued_at) / 86400.0

@@ -30,6 +30,7 @@ class Scenario:
     name: str = "baseline"
     placement: Placement | None = None
     no_priority: bool = False
+    hold_one: bool = False  # the older rule: one provider held, not every full one
     admission: str | None = None  # caps | measured, every runnerd host
     add_host: str = ""  # a runnerd.toml
     remove_provider: str = ""
@@ -49,12 +50,15 @@ def what_ifs(
     speeds: Sequence[float],
     no_warm_pool: bool = False,
     warm_pools: Sequence[int] = (),
+    hold_one: bool = False,
 ) -> list[Scenario]:
     """The baseline, then one row per what-if in the order the flags are listed here."""
     rows = [Scenario()]
     rows += [Scenario(f"placement {p}", placement=Placement(p)) for p in placements]
     if no_priority:
         rows.append(Scenario("no priority", no_priority=True))
+    if hold_one:
+        rows.append(Scenario("hold one", hold_one=True))
     rows += [Scenario(f"admission {a}", admission=a) for a in admissions]
     rows += [Scenario(f"add host {Path(f).stem}", add_host=f) for f in add_hosts]
     rows += [Scenario(f"remove {p}", remove_provider=p) for p in removes]
@@ -102,6 +106,13 @@ def configure(
         scale_sets = [replace(s, placement=scenario.placement) for s in scale_sets]
     if scenario.no_priority:
         scale_sets = [replace(s, priority=0) for s in scale_sets]
+    # A modelled price is the provider's price for placement too (reserves cheapest first).
+    providers = [
+        replace(p, price_per_hour=models.of(p.name).price_per_hour)
+        if p.price_per_hour is None and models.of(p.name).price_per_hour
+        else p
+        for p in providers
+    ]
     if scenario.no_warm_pool:
         scale_sets = [replace(s, warm_pool=None) for s in scale_sets]
     if scenario.warm_pool:

@@ -6,8 +6,10 @@ runs is the real code where the daemon decides, and a model where it talks:
 - real: :func:`rungar.scaling.desired` and :func:`rungar.scaling.surplus_to_remove` (how many
   runners a scale set wants, schedules and warm pools included, which idle ones go), the warm
   pool's :func:`rungar.scaling.predict` fed each job as it is assigned; the placement
-  :class:`Fleet` and its try-in-order loop :func:`rungar.placement.attempt.place` (order,
-  spread/pack, weights, limits, backoffs, priority holds, unreachable providers); runnerd's
+  :class:`Fleet`, its plan and the engine's loop that carries it out
+  (:func:`rungar.engine.placing.place`: order, spread/pack, weights, limits, backoffs,
+  priority holds, unreachable providers), room opening (a holder tried at once, an idle runner
+  on a dearer provider replaced, as :mod:`rungar.engine.rooms` does); runnerd's
   ``decide()`` and predictor on runnerd hosts (:mod:`rungar.simulate.backends`).
 - modelled: GitHub (a first-come queue per scale set; a connected idle runner takes the oldest
   job at once; assigned jobs are the queued and running ones); the engine's triggers (a scale
@@ -32,15 +34,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rungar.config.model import ScaleSetsFile
+from rungar.engine.placing import place
 from rungar.model.machine import Created, JobHint, Refusal
 from rungar.model.runner import RunnerState, RunnerView
-from rungar.placement import Fleet
-from rungar.placement.attempt import Outcome, Placed, Try, place
+from rungar.placement import Fleet, Hold, HoldRule, RoomOpened
+from rungar.placement.plan import Outcome, Placed, Try
 from rungar.scaling import Warm, desired, in_force, predict, surplus_to_remove
 from rungar.simulate.backends import Backend
 from rungar.simulate.history import SimJob
 
-FINISH, BOOTED, ARRIVE, TICK = 0, 1, 2, 3  # at one instant: room is freed before it is asked
+# At one instant: room is freed before it is asked for, and given to its holder first.
+FINISH, BOOTED, ROOM, TICK = 0, 1, 2, 3
 HINTS = 20  # queued jobs handed to a create, as the engine hands them
 GIVE_UP_AFTER = 7 * 86400.0  # after the last job is queued, with nothing running
 
@@ -73,6 +77,9 @@ class WorldResult:
     end: float
     events: int
     runner_seconds: dict[str, float] = field(default_factory=dict)  # scale set -> machine time
+    # How long held room stood empty before its holder took it: seconds, one per room taken.
+    held_room_idle: list[float] = field(default_factory=list)
+    replaced: int = 0  # idle runners on a dearer provider replaced by one on a cheaper one
 
 
 class World:
@@ -83,12 +90,17 @@ class World:
         jobs: Sequence[SimJob],
         *,
         check: Callable[[World], None] | None = None,
+        hold_rule: HoldRule = HoldRule.EVERY_FULL,
     ) -> None:
         self.config = config
         self.check = check  # called after every event: invariants for the seeded tests
         self.timing = config.timing
         self.sets = {s.name: s for s in config.scale_sets}
-        self.fleet = Fleet(config.providers, config.scale_sets, config.timing)
+        self.fleet = Fleet(config.providers, config.scale_sets, config.timing, hold_rule=hold_rule)
+        self.priced = any(self.fleet.price_of(p) > 0 for p in self.fleet.providers)
+        self.room_waits: dict[tuple[str, str], float] = {}  # (holder, provider) -> opened at
+        self.held_room_idle: list[float] = []
+        self.replaced = 0
         self.backends = dict(backends)
         self.jobs = jobs
         self.queue: dict[str, deque[int]] = {name: deque() for name in self.sets}
@@ -142,6 +154,8 @@ class World:
                 await self.finish(what)
             elif kind == BOOTED:
                 self.booted(what)
+            elif kind == ROOM:
+                await self.room(what)
             else:
                 if (
                     nxt >= n
@@ -173,6 +187,8 @@ class World:
             self.now,
             self.events,
             self.runner_seconds,
+            self.held_room_idle,
+            self.replaced,
         )
 
     async def arrive(self, index: int) -> None:
@@ -224,7 +240,7 @@ class World:
             backend.job_finished(runner, self.jobs[record.job], self.now, killed=record.killed)
         self.fleet.remove_runner(name, record.provider, leaving=True)
         backend.delete(runner, self.now)
-        self.fleet.machine_deleted(record.provider)
+        self.room_opened(self.fleet.machine_deleted(record.provider, self.now))
         if rescale:
             await self.scale(name)
 
@@ -304,11 +320,13 @@ class World:
         self.warm_cache[name] = (key, found)
         return found
 
-    async def create(self, name: str, *, reserve: bool = False) -> bool:
+    async def create(
+        self, name: str, *, reserve: bool = False, cheaper_than: float | None = None
+    ) -> bool:
         now = self.now
-        found = self.fleet.can_place(name, now, reserve=reserve)
-        if not found.any:
-            self.note_holds()
+        if self.fleet.cannot_place(name, now, reserve=reserve):
+            if not reserve and cheaper_than is None:
+                self.note_holds(self.fleet.apply_holds(self.fleet.plan_holds(name, now)))
             return False
         runner = f"{name}-{next(self.serial):06d}"
         config = self.sets[name]
@@ -338,11 +356,19 @@ class World:
             delete=delete,
             settle=settle,
             observe=self.observe,
+            on_room=self.room_opened,
             reserve=reserve,
+            cheaper_than=cheaper_than,
         )
-        self.note_holds()
         if not isinstance(result, Placed):
+            self.note_holds(result.held)
             return False
+        self.close_holds(now)
+        opened = self.room_waits.pop((name, result.provider), None)
+        if opened is not None:
+            self.held_room_idle.append(now - opened)
+        for key in [k for k in self.room_waits if k[0] == name]:
+            del self.room_waits[key]  # its holds lifted: room elsewhere was not its to take
         record = _Runner(runner, name, result.provider, now)
         self.runners[runner] = record
         self.of_set[name][runner] = record
@@ -363,9 +389,43 @@ class World:
 
     # ------------------------------------------------------------------ holds
 
-    def note_holds(self) -> None:
+    # ------------------------------------------------------------------ room opening
+
+    def room_opened(self, opened: RoomOpened) -> None:
+        """As the engine (:mod:`rungar.engine.rooms`): the holder is tried there at once (an
+        event at this instant), and an idle runner on a dearer provider may be replaced."""
+        if opened.holder:
+            self.room_waits.setdefault((opened.holder, opened.provider), opened.at)
+        if opened.holder or self.priced:
+            self.push(self.now, ROOM, f"{opened.holder}\0{opened.provider}")
+
+    async def room(self, what: str) -> None:
+        holder, _, provider = what.partition("\0")
+        if holder:
+            await self.scale(holder)
+        if not self.priced:
+            return
+        price = self.fleet.price_of(provider)
+        idle = [
+            RunnerView(r.name, r.scale_set, r.provider, "", r.created_at, RunnerState.IDLE)
+            for runners in self.idle.values()
+            for r in runners.values()
+            if self.fleet.price_of(r.provider) > price
+        ]
+        runner = self.fleet.replacement(provider, idle, self.now)
+        if runner is None:
+            return
+        dearer = self.fleet.price_of(runner.provider)
+        if await self.create(runner.scale_set, reserve=True, cheaper_than=dearer):
+            old = self.runners.get(runner.name)
+            if old is not None and old.job is None:
+                self.replaced += 1
+                await self.finish(runner.name, rescale=False)
+
+    # ------------------------------------------------------------------ holds
+
+    def note_holds(self, new: tuple[Hold, ...]) -> None:
         """Count holds placed (not renewals) and follow each until it lifts or lapses."""
-        new, self.fleet.new_holds = self.fleet.new_holds, []
         for hold in new:
             self.holds[hold.holder].taken += 1
         for provider in {h.provider for h in new}:

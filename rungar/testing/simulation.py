@@ -31,11 +31,12 @@ from rungar.config.model import (
     ScaleSetProvider,
     Timing,
 )
+from rungar.engine.placing import Observer, RoomFn, place
 from rungar.errors import ProviderError, ProviderUnavailable
 from rungar.model.machine import Created, Machine, MachineState, Refusal, RefusalKind
-from rungar.placement import Fleet
-from rungar.placement.attempt import NotPlaced, Observer, Outcome, Placed, place
+from rungar.placement import Fleet, RoomOpened
 from rungar.placement.backoff import backoff_wait
+from rungar.placement.plan import NotPlaced, Outcome, Placed
 
 
 class InvariantBroken(AssertionError):
@@ -94,8 +95,10 @@ async def place_on_backends(
     *,
     before_create: Callable[[str], Awaitable[None]] | None = None,
     observe: Observer | None = None,
+    on_room: RoomFn | None = None,
 ) -> Placed | NotPlaced:
-    """Run the real try-in-order loop against simulated backends (no settling: they answer)."""
+    """Run the engine's try-in-order loop against simulated backends (no settling: they
+    answer)."""
 
     async def create(provider: str) -> Created | Refusal:
         if before_create is not None:
@@ -116,6 +119,7 @@ async def place_on_backends(
         delete=delete,
         settle=settle,
         observe=observe,
+        on_room=on_room,
     )
 
 
@@ -213,7 +217,8 @@ class Simulation:
     # ----------------------------------------------------------------- actions
 
     async def ask_for_runner(self, scale_set: str) -> None:
-        if not self.fleet.can_place(scale_set, self.now).any:
+        if self.fleet.cannot_place(scale_set, self.now):
+            self.fleet.hold_full_providers(scale_set, self.now)
             return
         # Whether another placement ran beside this one: its claim may have taken a provider's
         # last place for a moment and given it back when its create failed.
@@ -252,6 +257,7 @@ class Simulation:
             (vcpus, memory),
             self.now,
             before_create=before_create,
+            on_room=self.room_opened,
         )
         if isinstance(result, Placed):
             self.runners[runner] = (scale_set, result.provider)
@@ -314,7 +320,14 @@ class Simulation:
             except ProviderError:
                 continue
             del self.leaving[runner]
-            self.fleet.machine_deleted(provider)
+            self.room_opened(self.fleet.machine_deleted(provider, self.now))
+
+    def room_opened(self, opened: RoomOpened) -> None:
+        """Room opening lifts FULL waits there: the model's streaks follow (the count kept)."""
+        for scale_set in {*opened.forgiven, opened.holder} - {""}:
+            n_until = self.streaks.get((scale_set, opened.provider))
+            if n_until is not None:
+                self.streaks[(scale_set, opened.provider)] = (n_until[0], self.now)
 
     def list_providers(self) -> None:
         """A reconcile pass: every provider that answers a List is reachable again."""

@@ -25,6 +25,11 @@ async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hol
     assert set(summary.runners_by_provider) == {"host1", "host2", "host3", "aws"}
     assert summary.refusals[("FULL", "memory")] > 0
     assert summary.holds, "the large scale set held a full host"
+    # Priority pays off: the priority-10 scale set's jobs wait less than the small ones'.
+    waits = {name: sorted(w) for name, w in summary.waits_by_scale_set.items()}
+    assert set(waits) == {"demo-small", "demo-large"}
+    p95 = {name: w[max(0, -(-95 * len(w) // 100) - 1)] for name, w in waits.items()}
+    assert p95["demo-large"] < p95["demo-small"], p95
     # Each host recorded its jobs with GitHub's conclusions, none wrongly cancelled, and
     # measured admission predicted some before the end.
     assert [h.host for h in summary.learning] == ["host1", "host2", "host3"]
@@ -35,6 +40,8 @@ async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hol
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "rungar demo: what happened" in out
     assert "  fleet page       http://127.0.0.1:" in out
+    assert "wait, demo-large" in out and "wait, demo-small" in out
+    assert "held room stood empty" in out
 
 
 def test_the_placement_timelines_tell_the_seeds_two_examples() -> None:
@@ -47,3 +54,5 @@ def test_the_placement_timelines_tell_the_seeds_two_examples() -> None:
     assert "compute1 is HELD for rungar-c8-m16 (priority 10)" in priority_text
     assert "held for scale set rungar-c8-m16" in priority_text
     assert "compute1 creates rungar-c8-m16-" in priority_text
+    assert "room opened on compute1, held for rungar-c8-m16: it is tried there now" in priority_text
+    assert "compute2 is HELD for rungar-c8-m16" in priority_text, "every full host is held"

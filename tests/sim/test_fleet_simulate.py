@@ -106,6 +106,15 @@ def test_priority_holds_cut_the_large_runners_wait_on_a_fragmented_fleet() -> No
     assert max(held.waits["large"]) < max(free.waits["large"])
 
 
+def test_holding_every_full_host_serves_the_large_runners_sooner_than_holding_one() -> None:
+    config, models, jobs = fragmented_fleet(days=1.0, seed=1)
+    every = replay_one(Scenario(), config, models, jobs).result
+    one = replay_one(Scenario("hold one", hold_one=True), config, models, jobs).result
+    assert every.holds["large"].taken > one.holds["large"].taken, "both hosts held, not one"
+    assert sum(every.waits["large"]) < sum(one.waits["large"])
+    assert every.held_room_idle, "the holder took room held for it"
+
+
 def test_measured_admission_starts_more_at_once_and_kills_when_peaks_outgrow_the_slice() -> None:
     toml = host_toml("8G", "caps", [("ci", 2, "4G", 4)])
     config, _ = cloud_fleet()

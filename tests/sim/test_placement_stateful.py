@@ -73,7 +73,7 @@ class FleetMachine(RuleBasedStateMachine):
     def runner_leaves(self, data: st.DataObject) -> None:
         scale_set, provider = self.runners.pop(data.draw(st.integers(0, len(self.runners) - 1)))
         self.fleet.remove_runner(scale_set, provider, leaving=True)
-        self.fleet.machine_deleted(provider) if data.draw(st.booleans()) else None
+        self.fleet.machine_deleted(provider, self.now) if data.draw(st.booleans()) else None
 
     @rule(seconds=st.sampled_from([1.0, 15.0, 61.0, 200.0]))
     def time_passes(self, seconds: float) -> None:

@@ -12,19 +12,29 @@ from rungar.config.model import (
     ScaleSetProvider,
     Timing,
 )
+from rungar.engine.placing import RoomFn, place
 from rungar.errors import ProviderError, ProviderUnavailable
 from rungar.model.machine import Created, Machine, MachineState, Refusal, RefusalKind
-from rungar.placement import Fleet
-from rungar.placement.attempt import NotPlaced, Placed, place
+from rungar.placement import Fleet, HoldRule
+from rungar.placement.plan import NotPlaced, Placed
 
 TIMING = Timing(reconcile_interval=30, backoff_first=10, backoff_max=40)
 
 
 def provider(
-    name: str, weight: float = 1.0, max_runners: int = 0, disabled: bool = False
+    name: str,
+    weight: float = 1.0,
+    max_runners: int = 0,
+    disabled: bool = False,
+    price_per_hour: float | None = None,
 ) -> ProviderConfig:
     return ProviderConfig(
-        name=name, type="fake", weight=weight, max_runners=max_runners, disabled=disabled
+        name=name,
+        type="fake",
+        weight=weight,
+        max_runners=max_runners,
+        disabled=disabled,
+        price_per_hour=price_per_hour,
     )
 
 
@@ -49,8 +59,10 @@ def fleet(
     providers: Sequence[ProviderConfig],
     scale_sets: Sequence[ScaleSetConfig],
     timing: Timing = TIMING,
+    *,
+    hold_rule: HoldRule = HoldRule.EVERY_FULL,
 ) -> Fleet:
-    return Fleet(providers, scale_sets, timing)
+    return Fleet(providers, scale_sets, timing, hold_rule=hold_rule)
 
 
 FULL = Refusal(RefusalKind.FULL, "not enough memory", "memory")
@@ -90,7 +102,15 @@ class Script:
         return [p for c, p in self.calls if c == "create"]
 
 
-async def try_place(f: Fleet, name: str, script: Script, now: float) -> Placed | NotPlaced:
+async def try_place(
+    f: Fleet,
+    name: str,
+    script: Script,
+    now: float,
+    *,
+    on_room: RoomFn | None = None,
+    reserve: bool = False,
+) -> Placed | NotPlaced:
     return await place(
         f,
         name,
@@ -98,4 +118,6 @@ async def try_place(f: Fleet, name: str, script: Script, now: float) -> Placed |
         create=script.create,
         delete=script.delete,
         settle=script.settle,
+        on_room=on_room,
+        reserve=reserve,
     )

@@ -197,3 +197,30 @@ def test_a_module_importing_its_own_package_is_no_cycle(
     )
     code, err = _run(tmp_path, capsys)
     assert (code, err) == (0, "")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "import asyncio\n",
+        "from rungar.clock import Clock\n",
+        "import logging\n",
+        "from pathlib import Path\n",
+        "import time\n",
+    ],
+)
+def test_a_pure_package_may_not_use_an_event_loop_a_clock_logging_or_io(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str
+) -> None:
+    _tree(
+        tmp_path,
+        {
+            "rungar/__init__.py": "",
+            "rungar/clock.py": "",
+            "rungar/placement/__init__.py": "",
+            "rungar/placement/plan.py": line,
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "rungar/placement/plan.py:1: pure module imports" in err

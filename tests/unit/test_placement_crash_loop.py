@@ -9,7 +9,7 @@ from dataclasses import replace
 from rungar.config.model import Timing
 from rungar.model.sentences import EXITED, NEVER_CONNECTED
 from rungar.placement import Fleet
-from rungar.placement.attempt import Placed
+from rungar.placement.plan import Placed
 from tests.unit.placement_helpers import TIMING, Script, fleet, provider, scale_set, try_place
 
 CRASH_TIMING = replace(TIMING, crash_backoff_first=30, crash_backoff_max=600)
@@ -78,7 +78,7 @@ def test_a_crash_loop_never_places_a_priority_hold() -> None:
         CRASH_TIMING,
     )
     f.record_crash("high", "compute1", EXITED, now=0)
-    assert f.hold_full_providers("high", 1) == []
+    assert f.hold_full_providers("high", 1) == ()
     assert f.skip_reason("low", "compute1", 1) is None
 
 

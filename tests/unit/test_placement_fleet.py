@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 
 from rungar.config.model import Placement
+from rungar.engine.placing import place
 from rungar.model.machine import Created, Machine, MachineState, Refusal
 from rungar.placement import Skip
-from rungar.placement.attempt import NotPlaced, Outcome, Placed, place
+from rungar.placement.plan import NotPlaced, Outcome, Placed
 from tests.unit.placement_helpers import (
     FAILED,
     FULL,
@@ -105,7 +106,7 @@ async def test_no_provider_taking_the_runner_says_why_of_each() -> None:
     )
 
 
-async def test_can_place_says_why_no_provider_can_be_tried_without_calling_any() -> None:
+async def test_candidates_says_why_no_provider_can_be_tried_without_calling_any() -> None:
     f = fleet(
         [
             provider("dis", disabled=True),
@@ -128,7 +129,7 @@ async def test_can_place_says_why_no_provider_can_be_tried_without_calling_any()
     f.add_runner("other", "lim")
     f.record_refusal("big", "held", FULL, T0)
     f.hold_full_providers("big", T0)
-    found = f.can_place("s", T0 + 1)
+    found = f.candidates("s", T0 + 1)
     assert not found.any
     assert [s.reason for s in found.skips] == [
         "disabled",
@@ -144,12 +145,12 @@ async def test_can_place_says_why_no_provider_can_be_tried_without_calling_any()
 async def test_failing_for_another_scale_set_leaves_a_provider_tryable() -> None:
     f = fleet([provider("a")], [scale_set("s", ["a"]), scale_set("t", ["a"])])
     f.record_refusal("t", "a", FAILED, T0)
-    assert f.can_place("s", T0).order == ("a",)
+    assert f.candidates("s", T0).order == ("a",)
 
 
 def test_a_scale_set_with_no_providers_can_place_nowhere() -> None:
     f = fleet([], [scale_set("s", [])])
-    found = f.can_place("s", T0)
+    found = f.candidates("s", T0)
     assert not found.any and found.why_none() == "the scale set has no providers"
 
 
@@ -307,7 +308,7 @@ def test_a_scale_sets_own_limit_counts_its_runners_being_created() -> None:
     assert not isinstance(f.claim("s", "a", T0), Skip)
     f.add_runner("s", "a")
     assert isinstance(f.claim("s", "a", T0), Skip)
-    assert f.can_place("s", T0).why_none() == "the scale set is at its limit of 2 runners"
+    assert f.candidates("s", T0).why_none() == "the scale set is at its limit of 2 runners"
 
 
 def test_a_providers_limit_counts_machines_leaving_but_not_yet_deleted() -> None:
@@ -316,7 +317,7 @@ def test_a_providers_limit_counts_machines_leaving_but_not_yet_deleted() -> None
     f.add_runner("s", "a")
     f.remove_runner("s", "a", leaving=True)
     assert f.skip_reason("s", "a", T0) == "at its limit of 2 runners"
-    f.machine_deleted("a")
+    f.machine_deleted("a", T0)
     assert f.skip_reason("s", "a", T0) is None
 
 
@@ -357,8 +358,8 @@ async def test_pack_fills_providers_one_after_another() -> None:
     assert [t.outcome for t in result.tries] == [Outcome.REFUSED, Outcome.CREATED]
 
 
-def test_cannot_place_says_what_can_place_says_without_ordering_every_provider() -> None:
-    # Checked against can_place with a provider limit, a backoff and the scale set's limit.
+def test_cannot_place_says_what_candidates_says_without_ordering_every_provider() -> None:
+    # Checked against candidates with a provider limit, a backoff and the scale set's limit.
     f = fleet(
         [provider("a", max_runners=1), provider("b")], [scale_set("s", ["a", "b"], max_runners=3)]
     )
@@ -366,7 +367,7 @@ def test_cannot_place_says_what_can_place_says_without_ordering_every_provider()
     f.add_runner("s", "a")  # a at its limit; b still tryable
     assert f.cannot_place("s", T0) == ""
     f.record_refusal("s", "b", FULL, T0)
-    assert f.cannot_place("s", T0 + 1) == f.can_place("s", T0 + 1).why_none() != ""
+    assert f.cannot_place("s", T0 + 1) == f.candidates("s", T0 + 1).why_none() != ""
     f.add_runner("s", "b")
     f.add_runner("s", "b")
     assert f.cannot_place("s", T0 + 1) == "the scale set is at its limit of 3 runners"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from rungar.placement import Fleet
-from rungar.placement.attempt import NotPlaced, Placed
+from rungar.config.model import Placement
+from rungar.model.runner import RunnerState, RunnerView
+from rungar.placement import Fleet, HoldRule, RoomOpened
+from rungar.placement.plan import NotPlaced, Placed, plan_placement
 from tests.unit.placement_helpers import FAILED, FULL, Script, fleet, provider, scale_set, try_place
 
 T0 = 1000.0
@@ -61,7 +63,8 @@ async def test_finding_no_provider_to_try_renews_the_hold() -> None:
     await try_place(f, "big", Script(answers={"a": FULL}), T0)
     f.record_refusal("big", "a", FULL, T0 + 5)  # a long streak keeps big skipping a
     f.record_refusal("big", "a", FULL, T0 + 9)
-    assert not f.can_place("big", T0 + 45).any
+    assert f.cannot_place("big", T0 + 45) != ""
+    f.hold_full_providers("big", T0 + 45)
     assert f.skip_reason("small", "a", T0 + 100) == "held for scale set big"
 
 
@@ -104,22 +107,35 @@ def test_holds_and_backoffs_survive_an_export_and_restore() -> None:
 
 async def test_a_new_hold_is_reported_once_and_its_renewals_are_not() -> None:
     f = priority_fleet()
-    await try_place(f, "big", Script(answers={"a": FULL}), T0)
-    assert [(h.provider, h.holder) for h in f.new_holds] == [("a", "big")]
-    f.new_holds.clear()
-    f.can_place("big", T0 + 5)
-    assert f.new_holds == [], "a renewal is not a new hold"
+    result = await try_place(f, "big", Script(answers={"a": FULL}), T0)
+    assert isinstance(result, NotPlaced)
+    assert [(h.provider, h.holder) for h in result.held] == [("a", "big")]
+    renewal = f.plan_holds("big", T0 + 5)
+    assert [h.provider for h in renewal.holds] == ["a"] and renewal.placed == ()
+    assert f.apply_holds(renewal) == (), "a renewal is not a new hold"
 
 
-def two_host_fleet() -> Fleet:
+def test_asking_whether_a_scale_set_can_place_changes_nothing() -> None:
+    # The query renews no hold and marks nothing waited on; the holds are a decision applied.
+    f = priority_fleet()
+    f.record_refusal("big", "a", FULL, T0)
+    assert f.cannot_place("big", T0 + 1) != ""
+    assert f.hold_on("a", T0 + 1) is None and f.waiting_for_room("a", T0 + 1) == []
+    decision = f.plan_holds("big", T0 + 1)
+    assert f.hold_on("a", T0 + 1) is None, "planning the holds places none"
+    assert [h.provider for h in f.apply_holds(decision)] == ["a"]
+    assert f.waiting_for_room("a", T0 + 1) == ["big"]
+
+
+def two_host_fleet(rule: HoldRule = HoldRule.EVERY_FULL) -> Fleet:
     return fleet(
         [provider("a"), provider("b")],
         [scale_set("big", ["a", "b"], priority=10), scale_set("small", ["a", "b"])],
+        hold_rule=rule,
     )
 
 
-async def test_a_runner_refused_by_every_provider_holds_only_one_of_them() -> None:
-    # Holding every provider that refused (the rule before) fails the first assertion.
+async def test_a_runner_refused_by_every_provider_holds_every_one_of_them() -> None:
     f = two_host_fleet()
     for _ in range(3):
         f.add_runner("small", "a")
@@ -127,12 +143,20 @@ async def test_a_runner_refused_by_every_provider_holds_only_one_of_them() -> No
     result = await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0)
     assert isinstance(result, NotPlaced)
     held = [p for p in ("a", "b") if f.hold_on(p, T0) is not None]
-    assert held == ["a"], "equally busy: the first in its order is held"
-    assert f.skip_reason("small", "b", T0 + 1) is None, "the other still serves lower ones"
+    assert held == ["a", "b"]
+    assert sorted(h.provider for h in result.held) == ["a", "b"]
+    assert f.skip_reason("small", "a", T0 + 1) == "held for scale set big"
+    assert f.skip_reason("small", "b", T0 + 1) == "held for scale set big"
 
 
-async def test_the_provider_held_is_the_one_with_the_fewest_runners_on_it() -> None:
+async def test_a_provider_that_failed_rather_than_was_full_is_not_held() -> None:
     f = two_host_fleet()
+    await try_place(f, "big", Script(answers={"a": FULL, "b": FAILED}), T0)
+    assert f.hold_on("a", T0) is not None and f.hold_on("b", T0) is None
+
+
+async def test_the_one_provider_rule_holds_the_one_with_the_fewest_runners_on_it() -> None:
+    f = two_host_fleet(HoldRule.ONE)
     for _ in range(4):
         f.add_runner("small", "a")
     f.add_runner("small", "b")
@@ -142,8 +166,8 @@ async def test_the_provider_held_is_the_one_with_the_fewest_runners_on_it() -> N
     assert hold is not None and hold.holder == "big"
 
 
-async def test_a_standing_hold_stays_on_its_provider_when_renewed() -> None:
-    f = two_host_fleet()
+async def test_under_the_one_provider_rule_a_standing_hold_stays_on_its_provider() -> None:
+    f = two_host_fleet(HoldRule.ONE)
     f.add_runner("small", "b")
     await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0)
     assert f.hold_on("a", T0) is not None
@@ -154,3 +178,131 @@ async def test_a_standing_hold_stays_on_its_provider_when_renewed() -> None:
     hold = f.hold_on("a", T0 + 100)
     assert hold is not None and hold.since == T0 + 50, "... the room kept on a is kept"
     assert f.hold_on("b", T0 + 50) is None
+
+
+# ----------------------------------------------------------------- room opening
+
+
+async def test_room_opening_on_a_held_provider_names_its_holder_and_lifts_its_wait() -> None:
+    f = two_host_fleet()
+    f.add_runner("small", "a")
+    await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0)
+    assert f.skip_reason("big", "a", T0 + 1) == "full"
+    f.remove_runner("small", "a", leaving=True)
+    opened = f.machine_deleted("a", T0 + 1)
+    assert (opened.provider, opened.holder) == ("a", "big")
+    assert f.skip_reason("big", "a", T0 + 1) is None, "tried there at once, not after 15 s"
+    assert f.skip_reason("big", "b", T0 + 1) == "full", "room opened on a only"
+    assert f.skip_reason("small", "a", T0 + 1) == "held for scale set big"
+
+
+async def test_a_refusal_after_room_opened_still_doubles_the_wait() -> None:
+    f = two_host_fleet()
+    await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0)
+    f.machine_deleted("a", T0 + 1)
+    await try_place(f, "big", Script(answers={"a": FULL}), T0 + 1)
+    backoff = f.backoff("big", "a")
+    assert backoff is not None and backoff.refusals == 2
+    assert backoff.until == T0 + 1 + 20, "10 s, doubled"
+
+
+async def test_room_opening_lifts_every_scale_sets_full_wait_but_not_a_failing_one() -> None:
+    f = fleet(
+        [provider("a")],
+        [scale_set("s", ["a"]), scale_set("t", ["a"]), scale_set("u", ["a"])],
+    )
+    f.record_refusal("s", "a", FULL, T0)
+    f.record_refusal("t", "a", FULL, T0)
+    f.record_refusal("u", "a", FAILED, T0)
+    opened = f.machine_deleted("a", T0 + 2)
+    assert opened.holder == "" and sorted(opened.forgiven) == ["s", "t"]
+    assert f.skip_reason("s", "a", T0 + 2) is None
+    assert f.skip_reason("u", "a", T0 + 2) is not None
+
+
+async def test_a_peers_failed_create_opens_room_for_the_holder_but_a_full_one_does_not() -> None:
+    f = fleet(
+        [provider("a")],
+        [
+            scale_set("big", ["a"], priority=10),
+            scale_set("mid", ["a"], priority=10),
+            scale_set("peer", ["a"], priority=10),
+            scale_set("small", ["a"]),
+        ],
+    )
+    await try_place(f, "big", Script(answers={"a": FULL}), T0)
+    opened: list[RoomOpened] = []
+    await try_place(f, "peer", Script(answers={"a": FAILED}), T0 + 1, on_room=opened.append)
+    assert [(o.provider, o.holder) for o in opened] == [("a", "big")]
+    assert f.skip_reason("big", "a", T0 + 1) is None, "the holder is tried there at once"
+    opened.clear()
+    await try_place(f, "mid", Script(answers={"a": FULL}), T0 + 2, on_room=opened.append)
+    assert opened == [], "a full refusal says there is no room"
+    hold = f.hold_on("a", T0 + 2)
+    assert hold is not None and hold.holder == "mid", "an equal priority takes the hold over"
+    f.record_refusal("mid", "a", FULL, T0 + 2)
+    f.machine_deleted("a", T0 + 3)
+    await try_place(f, "mid", Script(answers={"a": FAILED}), T0 + 3, on_room=opened.append)
+    assert opened == [], "its own create is no room for itself"
+
+
+# ----------------------------------------------------------------- hosts before the cloud
+
+
+def priced_fleet() -> Fleet:
+    return fleet(
+        [
+            provider("cloud", weight=5, price_per_hour=0.4),
+            provider("host"),
+            provider("dear", price_per_hour=0.9),
+        ],
+        [scale_set("s", ["cloud", "dear", "host"], placement=Placement.PACK, max_runners=3)],
+    )
+
+
+def test_a_reserve_refill_tries_the_unpriced_provider_before_priced_ones() -> None:
+    f = priced_fleet()
+    assert f.candidates("s", T0).order == ("cloud", "dear", "host"), "work keeps its order"
+    assert f.candidates("s", T0, reserve=True).order == ("host", "cloud", "dear")
+
+
+async def test_no_idle_reserve_is_placed_on_a_priced_provider_while_a_cheaper_one_has_room() -> (
+    None
+):
+    f = priced_fleet()
+    script = Script()
+    placed = await try_place(f, "s", script, T0, reserve=True)
+    assert isinstance(placed, Placed) and placed.provider == "host"
+    assert script.created_on() == ["host"]
+
+
+def test_room_on_a_cheaper_provider_replaces_the_idle_runner_on_the_dearest() -> None:
+    f = priced_fleet()
+    for where in ("cloud", "dear"):
+        f.add_runner("s", where)
+    idle = [view("r1", "cloud", 10.0), view("r2", "dear", 20.0), view("r3", "dear", 5.0)]
+    found = f.replacement("host", idle, T0)
+    assert found is not None and found.name == "r3", "the dearest, the oldest on a tie"
+    assert f.replacement("dear", idle, T0) is None, "never onto a dearer provider"
+    busy = [view("r4", "cloud", 1.0, RunnerState.BUSY)]
+    assert f.replacement("host", busy, T0) is None, "a busy runner is never replaced"
+
+
+def test_a_replacement_counts_against_the_scale_sets_limit() -> None:
+    f = priced_fleet()
+    for where in ("cloud", "dear", "dear"):
+        f.add_runner("s", where)  # 3 of max 3: no room for the new one beside the old
+    assert f.replacement("host", [view("r1", "cloud", 1.0)], T0) is None
+
+
+def test_a_replacement_plan_tries_only_providers_cheaper_than_the_runner_it_replaces() -> None:
+    f = priced_fleet()
+    plan = plan_placement(f, "s", T0, reserve=True, cheaper_than=0.4)
+    assert plan.order == ("host",)
+    assert {s.provider for s in plan.skips} == {"cloud", "dear"}
+
+
+def view(
+    name: str, where: str, created: float, state: RunnerState = RunnerState.IDLE
+) -> RunnerView:
+    return RunnerView(name, "s", where, "", created, state)

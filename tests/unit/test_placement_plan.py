@@ -4,15 +4,9 @@ value computed without changing the fleet; the actuator tries exactly that plan.
 from __future__ import annotations
 
 from rungar.config.model import Placement
+from rungar.engine.placing import try_plan
 from rungar.placement import Skip
-from rungar.placement.attempt import (
-    NotPlaced,
-    Outcome,
-    Placed,
-    PlacementPlan,
-    plan_placement,
-    try_plan,
-)
+from rungar.placement.plan import NotPlaced, Outcome, Placed, PlacementPlan, plan_placement
 from tests.unit.placement_helpers import FULL, Script, fleet, provider, scale_set
 
 T0 = 1000.0
@@ -68,3 +62,17 @@ async def test_an_empty_plan_is_not_placed_with_the_plans_reason() -> None:
     )
     assert isinstance(result, NotPlaced) and result.reason == "a: disabled"
     assert script.calls == []
+
+
+def test_a_plan_with_nothing_to_try_for_work_carries_its_holds_and_places_none() -> None:
+    f = fleet(
+        [provider("a"), provider("b")],
+        [scale_set("big", ["a", "b"], priority=10), scale_set("small", ["a", "b"])],
+    )
+    f.record_refusal("big", "a", FULL, T0)
+    f.record_refusal("big", "b", FULL, T0)
+    plan = plan_placement(f, "big", T0 + 1)
+    assert plan.order == () and plan.holds is not None
+    assert [h.provider for h in plan.holds.placed] == ["a", "b"]
+    assert f.hold_on("a", T0 + 1) is None, "a plan places no hold: the engine applies it"
+    assert plan_placement(f, "big", T0 + 1, reserve=True).holds is None, "a reserve holds none"

@@ -9,8 +9,9 @@ jobs are waiting on, so a higher-priority reserve never starves lower-priority w
 from __future__ import annotations
 
 from rungar.config.model import ScaleSetConfig, ScaleSetProvider
+from rungar.engine.placing import place
 from rungar.placement import Fleet
-from rungar.placement.attempt import NotPlaced, Placed, place
+from rungar.placement.plan import NotPlaced, Placed
 from rungar.scaling import desired
 from tests.unit.placement_helpers import FULL, Script, fleet, provider, scale_set, try_place
 
@@ -75,7 +76,7 @@ async def test_a_reserve_refill_that_finds_a_provider_full_holds_no_one_off() ->
     result = await reserve_place(f, "high", Script(answers={"a": FULL}), T0)
     assert isinstance(result, NotPlaced)
     assert f.hold_on("a", T0) is None
-    assert not f.can_place("high", T0 + 1, reserve=True).any
+    assert not f.candidates("high", T0 + 1, reserve=True).any
     assert f.hold_on("a", T0 + 1) is None, "asking again for the reserve holds nothing either"
     assert f.skip_reason("low", "a", T0 + 1) is None
 

@@ -316,10 +316,10 @@ async def test_runners_that_never_connect_are_removed_after_start_timeout_and_ba
     assert reason == "its runners never connect within start_timeout (1 in a row)"
 
 
-async def test_a_large_runner_refused_by_both_hosts_holds_one_and_the_other_keeps_serving(
+async def test_a_large_runner_refused_by_both_hosts_holds_both_against_lower_priorities(
     tmp_path: Path,
 ) -> None:
-    # Holding every host that refused (the rule before) fails the last assertion.
+    # Holding one host only (the rule before) fails both assertions.
     sets = HOLD_SETS.replace(
         "providers: [{name: a, runner: {vcpus: 2, memory: 4GiB}}]",
         "providers: [{name: a, runner: {vcpus: 2, memory: 4GiB}}, "
@@ -337,8 +337,8 @@ async def test_a_large_runner_refused_by_both_hosts_holds_one_and_the_other_keep
     await fleet.run_for(1)
     now = fleet.clock.now()
     held = [p for p in ("a", "b") if fleet.engine.fleet.hold_on(p, now) is not None]
-    assert held == ["a"]
-    assert fleet.engine.fleet.skip_reason("small", "b", now) is None
+    assert held == ["a", "b"]
+    assert fleet.engine.fleet.skip_reason("small", "b", now) == "held for scale set large"
 
 
 async def test_a_machine_that_stops_before_its_job_ends_its_runner_and_a_new_one_takes_the_job(

@@ -1,0 +1,108 @@
+"""Room opening on a provider, and who gets it (docs/placement.md, "Room that opens").
+
+The fleet reports room opening (:class:`rungar.placement.RoomOpened`): a machine deleted, a
+create there refused or abandoned. Two things follow at once:
+
+- the provider's holder is scaled now, its backoff there already lifted: its Create is sent
+  within moments of the room opening, not after its backoff or the next reconcile pass;
+- an idle runner (never a busy one) on a dearer provider is replaced by one here: the new one
+  is created first, then the idle one removed (:meth:`rungar.placement.Fleet.replacement`).
+
+How long held room stood empty before its holder took it is kept per (holder, provider) and
+recorded with the runner's ``created`` event (``held_room_idle``, seconds on the engine's clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import structlog
+
+from rungar.engine.context import EngineContext
+from rungar.engine.records import RunnerRecord
+from rungar.model.runner import RunnerState
+from rungar.placement import RoomOpened
+
+log = structlog.get_logger("rungar.engine")
+
+Work = Coroutine[Any, Any, Any]
+
+
+class Rooms:
+    """Given the engine's context and how to scale a scale set now (``scale``), create a
+    scale set's runner on a provider priced below a price (``create_cheaper``) and remove an
+    idle runner (``remove``)."""
+
+    def __init__(
+        self,
+        ctx: EngineContext,
+        *,
+        scale: Callable[[str], Work],
+        create_cheaper: Callable[[str, float], Coroutine[Any, Any, RunnerRecord | None]],
+        remove: Callable[[RunnerRecord], Work],
+    ) -> None:
+        self.ctx = ctx
+        self.scale = scale
+        self.create_cheaper = create_cheaper
+        self.remove = remove
+        self._opened: dict[tuple[str, str], float] = {}  # (holder, provider) -> first opened
+
+    def opened(self, opened: RoomOpened) -> None:
+        """Act on room opened: the holder is tried there now; a dearer idle runner replaced."""
+        ctx = self.ctx
+        if not ctx.acting():
+            return
+        self._forget_stale(opened.at)
+        if opened.holder:
+            self._opened.setdefault((opened.holder, opened.provider), opened.at)
+            log.info(
+                "provider.room_opened",
+                provider=opened.provider,
+                scale_set=opened.holder,
+                sentence=f"room opened on {opened.provider}: trying {opened.holder} there now",
+            )
+            ctx.spawn(self.scale(opened.holder))
+        idle = [r.view() for r in ctx.runners if _never_busy_idle(r)]
+        runner = ctx.fleet.replacement(opened.provider, idle, opened.at)
+        if runner is not None:
+            ctx.spawn(self._replace(runner.name))
+
+    def taken(self, scale_set: str, provider: str, now: float) -> float | None:
+        """A runner of ``scale_set`` was created on ``provider``: how long the room held for it
+        there stood empty, or None when none was."""
+        since = self._opened.pop((scale_set, provider), None)
+        for key in [k for k in self._opened if k[0] == scale_set]:
+            del self._opened[key]  # its holds lifted: room elsewhere was not its to take
+        return None if since is None else max(0.0, now - since)
+
+    def _forget_stale(self, now: float) -> None:
+        duration = self.ctx.fleet.timing.hold_duration
+        for key, since in list(self._opened.items()):
+            if self.ctx.fleet.hold_on(key[1], now) is None and now - since > duration:
+                del self._opened[key]
+
+    async def _replace(self, name: str) -> None:
+        old = self.ctx.runners.get(name)
+        if old is None:
+            return
+        new = await self.create_cheaper(old.scale_set, self.ctx.fleet.price_of(old.provider))
+        if new is None:
+            return
+        old = self.ctx.runners.get(name)
+        if old is None or not _never_busy_idle(old):
+            return  # it took a job meanwhile (or went): the scale step removes any surplus
+        log.info(
+            "runner.replaced",
+            runner=name,
+            by=new.name,
+            scale_set=old.scale_set,
+            provider=old.provider,
+            to=new.provider,
+            sentence=f"idle {name} on {old.provider} replaced by {new.name} on {new.provider}",
+        )
+        await self.remove(old)
+
+
+def _never_busy_idle(record: RunnerRecord) -> bool:
+    return record.state is RunnerState.IDLE and not record.job and not record.view().busy
