@@ -246,6 +246,57 @@ async def test_job_detail_tells_the_admission_record_as_a_sentence_and_the_peaks
         )
 
 
+def shown_columns(table: DataTable[str]) -> list[str]:
+    return [str(c.label) for c in table.columns.values()]
+
+
+def table_width(table: DataTable[str]) -> int:
+    """The columns' width on screen, each cell's padding included."""
+    return sum(c.get_render_width(table) for c in table.columns.values())
+
+
+async def test_at_80_columns_every_screen_keeps_its_key_columns_whole_within_the_width(
+    runnerd: Runnerd,
+) -> None:
+    await runnerd.start("r1", JobHint("octo/app", "ci", "build", "4242"))
+    app = runnerd.app(watch=False)
+    async with app.run_test(size=(80, 40)) as pilot:
+        screen = app.status_screen
+        await until(pilot, lambda: screen.refreshes >= 1, "the first status")
+        table = screen.query_one("#runners", DataTable)
+        assert {"RUNNER", "STATE", "RESERVED", "CAP", "JOB"} <= set(shown_columns(table))
+        assert table_width(table) <= 78, shown_columns(table)
+        assert screen.left_out and "CAP" not in screen.left_out
+        assert table.get_row_at(0)[-1] == "octo/app ci/build"
+        await pilot.press("s")
+        sizing = screen_of(app, SizingScreen)
+        await until(pilot, lambda: sizing.loads >= 1, "the advice")
+        advice = sizing.query_one("#advice", DataTable)
+        assert {"PROFILE", "NEED", "BUSY", "ADVICE"} <= set(shown_columns(advice))
+        assert table_width(advice) <= 78, shown_columns(advice)
+        assert advice.get_row_at(0)[-1] == "memory 7G → 3G"
+        await pilot.press("escape", "j")
+        jobs = screen_of(app, JobsScreen)
+        await until(pilot, lambda: jobs.loads == 1, "the jobs")
+        listed = jobs.query_one("#jobs", DataTable)
+        assert {"REPOSITORY", "JOB", "CONCLUSION", "DURATION"} <= set(shown_columns(listed))
+        assert table_width(listed) <= 78, shown_columns(listed)
+        conclusion = shown_columns(listed).index("CONCLUSION")
+        assert listed.get_row_at(0)[conclusion] == "succeeded"
+
+
+async def test_a_wider_terminal_shows_the_columns_a_narrow_one_left_out(runnerd: Runnerd) -> None:
+    await runnerd.start("r1", JobHint("octo/app", "ci", "build", "4242"))
+    app = runnerd.app(watch=False)
+    async with app.run_test(size=(80, 40)) as pilot:
+        screen = app.status_screen
+        await until(pilot, lambda: screen.refreshes >= 1, "the first status")
+        assert screen.left_out
+        await pilot.resize_terminal(160, 40)
+        await until(pilot, lambda: not screen.left_out, "every column shown at 160")
+        assert len(shown_columns(screen.query_one("#runners", DataTable))) == 9
+
+
 async def test_an_unreachable_socket_is_named_with_how_to_start_runnerd(tmp_path: Path) -> None:
     socket = tmp_path / "runnerd.sock"
     app = RunnerctlApp(Source(str(tmp_path / "runnerd.toml"), str(socket)), watch=False)

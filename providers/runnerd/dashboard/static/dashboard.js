@@ -183,7 +183,7 @@ async function sizing() {
         a.runs ? bytes(a.peaks.p50) : "-", a.runs ? bytes(a.peaks.p95) : "-",
         a.runs ? bytes(a.peaks.max) : "-", a.need ? bytes(a.need) : "-",
         `${Math.round(a.wait_p95)}s`, `${Math.round(100 * a.busy)}%`].map(v => el("td", {text: String(v)})))));
-    const evidence = el("details", {}, el("summary", {text: `evidence: ${a.jobs.length} jobs`}),
+    const evidence = el("details", {}, el("summary", {text: `evidence: ${plural(a.jobs.length, "job")}`}),
       el("table", {class: "stats"},
         el("thead", {}, el("tr", {}, ...["repository", "workflow", "job", "runs", "largest", "need",
           "on its cap"].map(h => el("th", {text: h})))),
