@@ -3,6 +3,7 @@ and named, never a cut word (docs/cli.md, "Tables at any width")."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -34,7 +35,7 @@ def table_lines(text: str, title: str) -> list[str]:
     start = lines.index(title) + 1
     found = []
     for line in lines[start:]:
-        if not line or line.startswith("  ") and ":" in line and not line.startswith("  ("):
+        if not line or re.match(r"  [\w-]+: ", line):  # a note line: "  name: sentence"
             break
         found.append(line)
     return found
@@ -82,7 +83,7 @@ def test_the_status_at_80_columns_has_no_table_line_wider_than_80() -> None:
     text = render_status(DOCUMENT, 80)
     for title in ("Scale sets (6)", "Providers (6)", "Runners (2)"):
         rows = table_lines(text, title)
-        assert rows, title
+        assert len(rows) >= 3, (title, rows)
         assert max(len(line) for line in rows) <= 80, "\n".join(rows)
     # what runs where stays
     assert "  rungar-c4-m8-0a1b2c3d  rungar-c4-m8  compute1  Busy" in text
