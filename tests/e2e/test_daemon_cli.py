@@ -7,7 +7,12 @@ at random moments and a restart is in test_daemon_kill.py.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -86,3 +91,46 @@ async def test_status_exits_non_zero_only_when_the_daemon_cannot_be_asked(
     done = await world.rungar("status")
     assert done.returncode == 1
     assert "cannot reach the rungar daemon" in done.stderr
+
+
+async def test_completion_asks_the_daemon_for_scale_set_provider_and_runner_names(
+    world: DaemonWorld, tmp_path: Path
+) -> None:
+    """The bash script, sourced in a real bash, runs ``rungar __complete`` against the daemon."""
+    await queue(world, 1, duration=600)
+    status = await world.wait_for(lambda s: bool(s and s["runners"]), "a runner", 60)
+    runner = status["runners"][0]["name"]
+    script = tmp_path / "rungar.bash"
+    made = subprocess.run(
+        [sys.executable, "-m", "rungar.cli.main", "completion", "bash"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    script.write_text(made.stdout)
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "rungar").write_text(f'#!/bin/sh\nexec {sys.executable} -m rungar.cli.main "$@"\n')
+    (shim / "rungar").chmod(0o755)
+
+    def complete(line: str) -> list[str]:
+        words = line.split(" ")
+        quoted = " ".join(shlex.quote(w) for w in words)
+        program = (
+            f"source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _rungar; "
+            'printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
+        done = subprocess.run(
+            ["bash", "-c", program], capture_output=True, text=True, env=env, timeout=60
+        )
+        return sorted(done.stdout.split())
+
+    sock = f"--socket {world.socket}"
+    assert await asyncio.to_thread(complete, f"rungar scale-sets pause {sock} ") == ["linux"]
+    assert await asyncio.to_thread(complete, f"rungar providers drain {sock} ") == [
+        "full-host",
+        "roomy-host",
+    ]
+    assert await asyncio.to_thread(complete, f"rungar runners rm {sock} ") == [runner]
+    assert await asyncio.to_thread(complete, f"rungar runners ls {sock} --provider r") == [
+        "roomy-host"
+    ]
