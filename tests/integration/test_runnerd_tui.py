@@ -60,6 +60,7 @@ class Runnerd:
     source: Source
     config: Path
     db: Path
+    reloads: list[str]  # the config file's text at each POST /reload
 
     async def start(self, name: str, job: JobHint | None = None) -> None:
         request = CreateRequest(name, f"q-{name}", "node", {}, RunnerBlock(), "jit-secret")
@@ -88,9 +89,15 @@ async def runnerd(tmp_path: Path) -> AsyncIterator[Runnerd]:
     provider.events = EventLog(db)
     socket_dir = Path(tempfile.mkdtemp(prefix="rdtui", dir="/tmp"))  # a unix socket path is short
     socket = socket_dir / "runnerd.sock"
-    api = await serve_api(provider, str(socket))
+    reloads: list[str] = []
+
+    def reload() -> list[str]:  # what runnerd.daemon.reload is handed: the file as it is now
+        reloads.append(path.read_text())
+        return []
+
+    api = await serve_api(provider, str(socket), reload=reload)
     try:
-        yield Runnerd(provider, Source(str(path), str(socket)), path, db)
+        yield Runnerd(provider, Source(str(path), str(socket)), path, db, reloads)
     finally:
         await api.stop()
         provider.events.close()
@@ -170,13 +177,16 @@ async def test_a_applies_the_advice_on_y_only_and_records_it_as_sizing_apply_doe
         before = runnerd.config.read_text()
         await pilot.press("a", "n")  # n: nothing is written
         assert app.screen is sizing and sizing.message == "not applied"
-        assert runnerd.config.read_text() == before
+        assert runnerd.config.read_text() == before and runnerd.reloads == []
         await pilot.press("a")
         assert isinstance(app.screen, ConfirmApply)
         assert "Apply node: memory 7G → 3G" in app.screen.question
         await pilot.press("y")
         await until(pilot, lambda: sizing.applies == 1, "the apply")
         assert sizing.message.startswith("applied node: memory 7G → 3G"), sizing.message
+        # runnerd was asked to run with it at once, after the file was written
+        assert sizing.message.endswith("runnerd runs with it now"), sizing.message
+        assert len(runnerd.reloads) == 1 and 'memory = "3G"' in runnerd.reloads[0]
         await until(pilot, lambda: sizing.loads == 2, "the advice after the change")
         changes = str(sizing.query_one("#changes").render())
         assert "node: memory 7G → 3G (apply lower)" in changes

@@ -26,7 +26,7 @@ from rungar.model.units import format_bytes
 from runnerd.sizing.advise import ProfileAdvice
 from runnerd.sizing.report import SizingReport
 from runnerd.tui.fit import fill_table
-from runnerd.tui.source import Clock, Source
+from runnerd.tui.source import Clock, Source, Unreachable
 
 COLUMNS = (
     "PROFILE", "MEMORY", "SLOTS", "RUNS", "PEAK P50", "PEAK P95", "PEAK MAX", "NEED",
@@ -235,7 +235,7 @@ class SizingScreen(Screen[None]):
         question = (
             f"Apply {advice.profile}: {proposal(advice)} to {self.source.config_path}?\n"
             "The advice is worked out again from the file as it is now and checked as any "
-            "config is; runnerd runs with it once restarted."
+            "config is; runnerd runs with it at once, as after the dashboard's Apply."
         )
 
         def answered(yes: bool | None) -> None:
@@ -246,6 +246,16 @@ class SizingScreen(Screen[None]):
 
         self.app.push_screen(ConfirmApply(question), answered)
 
+    async def _reload(self) -> str:
+        """Have runnerd run with the file now, through the call the dashboard's save makes."""
+        try:
+            problems = await self.source.reload()
+        except Unreachable:
+            return "runnerd does not answer: it runs with it once started or reloaded"
+        if problems:
+            return "runnerd kept its config: " + "; ".join(problems)
+        return "runnerd runs with it now"
+
     @work(exclusive=True, group="apply")
     async def apply(self, profile: str) -> None:
         try:
@@ -255,6 +265,6 @@ class SizingScreen(Screen[None]):
         except (OSError, ValueError) as e:
             self.say(f"not applied: {e}")
         else:
-            self.say(f"applied {change.describe()}\nrunnerd runs with it once restarted")
+            self.say(f"applied {change.describe()}\n{await self._reload()}")
             self.load()
         self.applies += 1
