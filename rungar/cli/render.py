@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rungar.model.columns import fitting_columns
+from rungar.model.columns import plural as plural  # the CLI's commands import it from here
 from rungar.model.units import format_duration
 
 INDENT = "  "
@@ -52,37 +54,6 @@ def terminal_width() -> int | None:
         except (OSError, ValueError, AttributeError):
             continue
     return None
-
-
-def fitting_columns(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    width: int | None,
-    drop: Sequence[str] = (),
-    *,
-    gap: int = len(GAP),
-    pad: int = 0,
-    short: Mapping[str, str] | None = None,
-) -> tuple[list[int], list[str]]:
-    """The columns of a table that fit ``width`` and their headers: short headers first, then
-    the ``drop`` columns left out, least useful first, until the widest line fits (or nothing
-    more may go). ``gap`` separates two columns; ``pad`` is added to each (a TUI cell's)."""
-    names = [str(h) for h in headers]
-    keep = list(range(len(names)))
-
-    def line_width(shown: list[str]) -> int:
-        widths = [max([len(shown[k])] + [len(r[i]) for r in rows]) for k, i in enumerate(keep)]
-        return sum(widths) + pad * len(keep) + gap * max(0, len(keep) - 1)
-
-    if width is None or line_width(names) <= width:
-        return keep, names
-    names = [(short or {}).get(n, n) for n in names]
-    for name in drop:
-        if line_width([names[i] for i in keep]) <= width:
-            break
-        if name in headers:
-            keep.remove(list(headers).index(name))
-    return keep, [names[i] for i in keep]
 
 
 def table(
@@ -121,10 +92,6 @@ def cell(value: object) -> str:
     if value is None or value == "":
         return NONE
     return str(value)
-
-
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    return f"{count} {noun if count == 1 else (many or noun + 's')}"
 
 
 def format_age(seconds: float | None) -> str:

@@ -1,6 +1,6 @@
 """A screen's table that fits the terminal: the least useful columns are left out, never a word
 cut at the screen's edge (docs/cli.md, "Tables at any width"), and the table is laid out again
-when the terminal is resized. The choice is ``rungar.cli.render.fitting_columns``, the CLI's own.
+when the terminal is resized. The choice is ``rungar.model.columns.fitting_columns``, the CLI's own.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from textual.widgets import DataTable
 
-from rungar.cli.render import fitting_columns
+from rungar.model.columns import fitting_columns
 
 # A DataTable cell has one column of padding each side; the vertical scrollbar takes two.
 CELL_PAD = 2

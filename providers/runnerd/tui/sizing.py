@@ -20,8 +20,8 @@ from textual.containers import Container, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from rungar.cli.render import plural
 from rungar.errors import ConfigError
+from rungar.model.columns import plural
 from rungar.model.units import format_bytes
 from runnerd.sizing.advise import ProfileAdvice
 from runnerd.sizing.report import SizingReport
