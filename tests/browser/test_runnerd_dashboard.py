@@ -246,6 +246,7 @@ def test_apply_through_the_editor_changes_the_file_and_a_stale_save_is_refused(
     assert 'memory = "2G"' in written and "# runnerd for the dashboard" in written
     page.goto(runnerd.url + "/sizing")  # the change is listed, with a way back
     expect(page.locator("#changes")).to_contain_text("node: apply lower: memory 3G → 2G")
+    expect(page.locator("#changes")).not_to_contain_text("slots 2 → 2")  # only what changed
     expect(node.locator("[data-undo]")).to_contain_text("back to memory 3G")
 
     # An editor opened, then the file changed on disk: its save is refused and writes nothing.

@@ -349,3 +349,19 @@ def test_runnerctl_tui_opens_on_the_config_s_socket_and_refuses_a_zero_interval(
         (str(path), "/run/r.sock", 2.0, False),
     ]
     assert main(["-c", str(path), "tui", "--interval", "0"]) == 2
+
+
+def test_the_evidence_counts_agree_with_their_nouns() -> None:
+    from runnerd.admission.model import Policy
+    from runnerd.history import JobKey
+    from runnerd.sizing.advise import JobSizing, ProfileAdvice
+    from runnerd.tui.sizing import EVIDENCE_JOBS, evidence
+
+    key = JobKey("node", "octo/app", "ci", "build")
+    one = JobSizing(key, 1, G, 2 * G, False, 0, 0, None)
+    advice = ProfileAdvice(
+        "node", Policy.CAPS, 7 * G, 2, 9, G, G, G, jobs=(one,) * (EVIDENCE_JOBS + 1)
+    )
+    text = evidence(advice)
+    assert "octo/app ci/build: 1 run," in text
+    assert text.endswith("and 1 more job")
