@@ -68,7 +68,8 @@ function memoryUnit(top) {
   return top >= 4 * 1024 ** 3 ? {div: 1024 ** 3, suffix: "G"} : {div: 1024 ** 2, suffix: "M"};
 }
 function inUnit(values, unit) { return values.map(v => v == null ? null : v / unit.div); }
-function unitTick(unit) { return v => `${+v.toFixed(v >= 10 ? 0 : 2)}${unit.suffix}`; }
+// A tick in the unit's steps, written as the rest of the page writes sizes: 800M, 1G, 1.5G.
+function unitTick(unit) { return v => bytes(Math.round(v * unit.div)); }
 
 // Ticks at the axis's own steps, plus the marked values (a cap) the eye looks for; a step
 // too close to a mark gives way to it.

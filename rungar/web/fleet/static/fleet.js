@@ -65,7 +65,7 @@ function renderStatus(status) {
       el("td", { class: "num" }, String(s.desired ?? "-")),
       el("td", { class: "num" }, String(s.runners)),
       el("td", { class: "num" }, String(s.busy || 0)),
-      el("td", { class: "num" }, String(s.idle || 0)),
+      el("td", { class: "num opt" }, String(s.idle || 0)),
       el("td", { class: "num opt" }, String(s.starting || 0)),
       el("td", { class: "num" }, String(waiting)),
       el("td", { class: "num opt" }, `${s.min} / ${s.max}`),
