@@ -126,6 +126,10 @@ def test_at_phone_width_nothing_runs_off_screen_and_the_charts_fit_their_cards(
     page.set_viewport_size({"width": 390, "height": 844})
     open_page(page, fleet)
     assert overflow(page) <= 0
+    # the scale sets' and providers' tables fit their cards, without scrolling sideways
+    for table in ("#scale-sets", "#providers"):
+        wider = page.eval_on_selector(table, "t => t.scrollWidth - t.parentElement.clientWidth")
+        assert wider <= 0, (table, wider)
     header = page.locator("header").bounding_box()
     assert header is not None and header["height"] < 110, header  # two short rows, not ten
     for chart in ("#chart-runners", "#chart-waits"):

@@ -62,7 +62,7 @@ function renderStatus(status) {
     const waiting = Math.max(0, (s.assigned || 0) - (s.busy || 0));
     const row = el("tr", { "data-scale-set": s.name },
       el("td", {}, s.name), el("td", {}, statusBadge(s.status)),
-      el("td", { class: "num" }, String(s.desired ?? "-")),
+      el("td", { class: "num opt" }, String(s.desired ?? "-")),
       el("td", { class: "num" }, String(s.runners)),
       el("td", { class: "num" }, String(s.busy || 0)),
       el("td", { class: "num opt" }, String(s.idle || 0)),
