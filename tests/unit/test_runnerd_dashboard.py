@@ -434,7 +434,7 @@ async def test_a_utilization_window_past_the_history_or_not_a_duration_is_refuse
 @pytest.mark.parametrize(
     ("span", "window"),
     [(None, "1h"), (300.0, "1h"), (3 * 3600.0, "6h"), (20 * 3600.0, "24h"), (3 * 86400.0, "7d"),
-     (20 * 86400.0, "30d")],
+     (25 * 3600.0, "24h"), (30 * 3600.0, "7d"), (20 * 86400.0, "30d")],
 )  # fmt: skip
 async def test_the_first_utilization_window_is_the_shortest_that_holds_every_job(
     client: tuple[httpx.AsyncClient, FakeSource], span: float | None, window: str

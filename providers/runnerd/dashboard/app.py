@@ -77,6 +77,7 @@ PAGES = {
 JOBS_LISTED = 7 * 86400.0  # the Jobs page: the jobs of the last week, newest first
 # The Utilization page's first window: the shortest that holds all the data there is, so a host
 # that started minutes ago is not a flat line along a day.
+SPAN_SLACK = 1.1  # a window may leave out the oldest tenth of the data
 WINDOWS = (("1h", 3600.0), ("6h", 6 * 3600.0), ("24h", 86400.0), ("7d", 7 * 86400.0))
 
 
@@ -119,11 +120,12 @@ def render(page: str, status: int = 200, **values: str) -> HTMLResponse:
 
 def window_for(span: float | None) -> str:
     """The Utilization page's first window: the shortest of 1h, 6h, 24h and 7d that holds
-    ``span``, the time since the first job runnerd recorded (30d when not even 7d does; 1h
-    with no job yet)."""
+    ``span``, the time since the first job runnerd recorded, give or take a tenth (a day and
+    an hour of history opens on 24 hours, not on a week of flat line); 30d when not even 7d
+    does, 1h with no job yet."""
     if span is None:
         return WINDOWS[0][0]
-    return next((text for text, seconds in WINDOWS if span <= seconds), "30d")
+    return next((text for text, seconds in WINDOWS if span <= seconds * SPAN_SLACK), "30d")
 
 
 def sse(kind: str, data: Any, ident: int | None = None) -> bytes:

@@ -52,7 +52,11 @@ function two(n) { return String(n).padStart(2, "0"); }
 function timeTicks(u, splits, axis, space, incr) {
   return splits.map(t => {
     const d = new Date(t * 1000);
-    if (incr >= 86400) return d.toLocaleDateString([], {month: "short", day: "numeric"});
+    // Days apart, or hours apart at a midnight: the date, so a long window says which day.
+    const midnight = d.getHours() === 0 && d.getMinutes() === 0;
+    if (incr >= 86400 || (incr >= 21600 && midnight)) {
+      return d.toLocaleDateString([], {month: "short", day: "numeric"});
+    }
     const hm = `${two(d.getHours())}:${two(d.getMinutes())}`;
     return incr < 60 ? `${hm}:${two(d.getSeconds())}` : hm;
   });

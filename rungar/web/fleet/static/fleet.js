@@ -122,7 +122,11 @@ const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 720
 function timeTicks(u, splits, axis, space, incr) {
   return splits.map((t) => {
     const d = new Date(t * 1000);
-    if (incr >= 86400) return d.toLocaleDateString([], { month: "short", day: "numeric" });
+    // Days apart, or hours apart at a midnight: the date, so a long window says which day.
+    const midnight = d.getHours() === 0 && d.getMinutes() === 0;
+    if (incr >= 86400 || (incr >= 21600 && midnight)) {
+      return d.toLocaleDateString([], { month: "short", day: "numeric" });
+    }
     const hm = `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
     return incr < 60 ? `${hm}:${String(d.getSeconds()).padStart(2, "0")}` : hm;
   });
