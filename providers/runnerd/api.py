@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +110,14 @@ async def unless_stopping(
     return found.result() if found in done else []
 
 
-def app(provider: RunnerdProvider, stopping: asyncio.Event | None = None) -> Starlette:
+def app(
+    provider: RunnerdProvider,
+    stopping: asyncio.Event | None = None,
+    reload: Callable[[], list[str]] | None = None,
+) -> Starlette:
+    """The local API. ``reload`` runs the daemon with its config file as it is now, as SIGHUP
+    and the dashboard's save do (``runnerd.daemon.reload``): ``POST /reload``, which
+    ``runnerctl tui`` sends after its apply."""
     stopping = stopping or asyncio.Event()
 
     async def get_status(request: Request) -> JSONResponse:
@@ -136,11 +143,18 @@ def app(provider: RunnerdProvider, stopping: asyncio.Event | None = None) -> Sta
         found = await unless_stopping(events.wait(after, wait), stopping)
         return JSONResponse({"events": [e.to_json() for e in found]})
 
+    async def post_reload(request: Request) -> JSONResponse:
+        if reload is None:
+            return JSONResponse({"error": "this runnerd does not reload over its API"}, 404)
+        problems = reload()
+        return JSONResponse({"reloaded": not problems, "problems": problems})
+
     return Starlette(
         routes=[
             Route("/status", get_status),
             Route("/jobs/{ident}", get_job),
             Route("/events", get_events),
+            Route("/reload", post_reload, methods=["POST"]),
         ]
     )
 
@@ -168,7 +182,9 @@ class ApiServer:
             await self.task
 
 
-async def serve_api(provider: RunnerdProvider, path: str) -> ApiServer:
+async def serve_api(
+    provider: RunnerdProvider, path: str, reload: Callable[[], list[str]] | None = None
+) -> ApiServer:
     socket = Path(path)
     socket.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
@@ -176,7 +192,7 @@ async def serve_api(provider: RunnerdProvider, path: str) -> ApiServer:
     stopping = asyncio.Event()
     config = uvicorn.Config(
         # log_config=None: its lines go through the process's logging (rungar.logs), as JSON.
-        app(provider, stopping),
+        app(provider, stopping, reload),
         uds=str(socket),
         log_level="warning",
         lifespan="off",

@@ -161,7 +161,10 @@ async def serve_forever(config_path: str, clock: Clock | None = None) -> int:
                 insecure_no_client_auth=host.insecure_no_client_auth,
             )
         )
-    api = await serve_api(daemon.provider, host.api_socket_path())
+    # POST /reload (runnerctl tui's apply) runs the same reload as SIGHUP and the dashboard's save.
+    api = await serve_api(
+        daemon.provider, host.api_socket_path(), reload=lambda: reload(daemon, config_path)
+    )
     metrics = await serve_metrics(daemon.provider.metrics, host) if host.metrics_listen else None
     dashboard = (
         await serve_dashboard(daemon, config_path, dashboard_socket)

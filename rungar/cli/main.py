@@ -83,6 +83,10 @@ def build_parser(chosen: str | None = None, *, full: bool = False) -> argparse.A
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["__complete"]:  # the completion scripts' question, not a command
+        from rungar.cli.complete_names import complete_names
+
+        return complete_names(words[1:])
     parser = build_parser(chosen_subcommand(words))
     args = parser.parse_args(words)
     if args.color:

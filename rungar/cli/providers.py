@@ -16,12 +16,15 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from rungar.cli.render import (
+    RUNNER_FIT,
     RUNNER_HEADERS,
+    Fit,
     count_of_max,
     fields,
     print_json,
     runner_rows,
     table,
+    terminal_width,
 )
 from rungar.cli.socket import EXIT_OK, add_socket_argument, ask
 from rungar.model import sentences
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
 
 LS_HEADERS = ("NAME", "TYPE", "STATUS", "RUNNERS", "WEIGHT", "SCALE SETS")
+LS_FIT = Fit(drop=("WEIGHT", "TYPE", "SCALE SETS"))
 
 
 def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -63,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(entries)
             else:
-                print("\n".join(table(LS_HEADERS, [ls_row(e) for e in entries], indent="")))
+                rows = [ls_row(e) for e in entries]
+                width = terminal_width()
+                print("\n".join(table(LS_HEADERS, rows, indent="", width=width, fit=LS_FIT)))
             return EXIT_OK
         if args.action == "inspect":
             found = await client.inspect_provider(args.name)
@@ -103,7 +109,7 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
     hold = found.get("hold")
     held = None
     if hold:
-        held = sentences.hold_text(hold["holder"], hold["priority"], hold["left"])
+        held = sentences.hold_text(hold["holder"], hold["priority"])
     lines = [f"Provider {found['name']}"]
     lines += fields(
         [
@@ -122,5 +128,7 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
     runner_list = found.get("runner_list", [])
     lines += ["", f"Runners ({len(runner_list)})"]
     if runner_list:
-        lines += table(RUNNER_HEADERS, runner_rows(runner_list))
+        lines += table(
+            RUNNER_HEADERS, runner_rows(runner_list), width=terminal_width(), fit=RUNNER_FIT
+        )
     return lines

@@ -3,17 +3,28 @@
 Output is plain text whether or not it goes to a terminal, so what a person reads is what a
 script greps. Cells are never wider than their content; columns are separated by two spaces
 and indented under their section header.
+
+A table fits its terminal (docs/cli.md, "Tables at any width"): when its widest line would
+wrap, long headers give way to short ones first (``PRIORITY`` → ``PRIO``), then whole columns
+are left out, the least useful first, and a line under the table names them. A cell is never
+cut, since a cut word (``t3.sma``) reads as another word. The width is ``$COLUMNS``, else the
+terminal of stdout, stderr or stdin (so ``rungar status | less`` fits the terminal ``less`` runs
+in); with no terminal at all (a script, a CI log) nothing is left out.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from rungar.model.columns import fitting_columns
+from rungar.model.columns import plural as plural  # the CLI's commands import it from here
 from rungar.model.units import format_duration
 
 INDENT = "  "
@@ -21,16 +32,59 @@ GAP = "  "
 NONE = "-"
 
 
+@dataclass(frozen=True, slots=True)
+class Fit:
+    """How a table gives way to a narrow terminal: ``short`` headers first, then the columns
+    in ``drop``, least useful first. A column in neither is always shown whole."""
+
+    drop: tuple[str, ...] = ()
+    short: Mapping[str, str] = field(default_factory=dict)
+
+
+def terminal_width() -> int | None:
+    """The columns a table must fit in: ``$COLUMNS``, else the width of the terminal stdout,
+    stderr or stdin is on; None when there is no terminal (nothing is left out then)."""
+    given = os.environ.get("COLUMNS", "")
+    if given.isdigit() and int(given) > 0:
+        return int(given)
+    for stream in (sys.stdout, sys.stderr, sys.stdin):
+        try:
+            if stream is not None and stream.isatty():
+                return os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            continue
+    return None
+
+
 def table(
-    headers: Sequence[str], rows: Iterable[Sequence[object]], indent: str = INDENT
+    headers: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    indent: str = INDENT,
+    *,
+    width: int | None = None,
+    fit: Fit | None = None,
 ) -> list[str]:
-    """Lines of a table: the header row then one line per row, every column aligned."""
-    cells = [[str(h) for h in headers]] + [[cell(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    return [
+    """Lines of a table: the header row then one line per row, every column aligned. With a
+    ``width`` and a ``fit``, the table gives way to that width (module docstring) and a last
+    line names what it left out."""
+    body = [[cell(v) for v in row] for row in rows]
+    keep, names = fitting_columns(
+        headers,
+        body,
+        None if width is None or fit is None else width - len(indent),
+        fit.drop if fit else (),
+        short=fit.short if fit else None,
+    )
+    cells = [names] + [[r[i] for i in keep] for r in body]
+    widths = [max(len(r[k]) for r in cells) for k in range(len(keep))]
+    lines = [
         (indent + GAP.join(c.ljust(w) for c, w in zip(r, widths, strict=True))).rstrip()
         for r in cells
     ]
+    left_out = [h for i, h in enumerate(headers) if i not in keep]
+    if left_out:
+        lines.append(f"{indent}(left out at {width} columns: {', '.join(left_out)})")
+    return lines
 
 
 def cell(value: object) -> str:
@@ -38,10 +92,6 @@ def cell(value: object) -> str:
     if value is None or value == "":
         return NONE
     return str(value)
-
-
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    return f"{count} {noun if count == 1 else (many or noun + 's')}"
 
 
 def format_age(seconds: float | None) -> str:
@@ -105,3 +155,5 @@ def runner_rows(runners: Iterable[dict[str, Any]]) -> list[list[object]]:
 
 
 RUNNER_HEADERS = ("RUNNER", "SCALE SET", "PROVIDER", "STATE", "MACHINE", "GITHUB", "AGE", "JOB")
+# The runner's own STATE says what GITHUB and MACHINE detail; the scale set is in its name.
+RUNNER_FIT = Fit(drop=("MACHINE", "GITHUB", "AGE", "SCALE SET", "JOB", "PROVIDER"))

@@ -12,7 +12,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rungar.cli.render import RUNNER_HEADERS, print_json, runner_rows, table
+from rungar.cli.render import (
+    RUNNER_FIT,
+    RUNNER_HEADERS,
+    print_json,
+    runner_rows,
+    table,
+    terminal_width,
+)
 from rungar.cli.socket import EXIT_OK, EXIT_RUNTIME, add_socket_argument, ask
 
 if TYPE_CHECKING:
@@ -52,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(found)
             elif found:
-                print("\n".join(table(RUNNER_HEADERS, runner_rows(found), indent="")))
+                rows = runner_rows(found)
+                width = terminal_width()
+                print("\n".join(table(RUNNER_HEADERS, rows, "", width=width, fit=RUNNER_FIT)))
             return EXIT_OK
         failed = 0
         for result in await client.remove_runners(list(args.names)):

@@ -1,6 +1,7 @@
 """``rungar scale-sets ls|inspect NAME|pause NAME [--wait]|resume NAME|rm NAME [--wait]``.
 
-``ls`` has the columns NAME STATUS ID GROUP RUNNERS ASSIGNED RUNNING IDLE, and
+``ls`` has the columns NAME STATUS ID GROUP RUNNERS ASSIGNED BUSY IDLE STARTING (the words of
+docs/cli.md, "One word per state"), and
 shows as LEFTOVER a scale set no longer configured whose runners are still on the fleet.
 ``pause --wait`` prints a line each time the number of runners left changes and ends with
 ``X is paused, and no runner of it is left``; ``rm`` refuses while runners are busy unless
@@ -14,7 +15,9 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from rungar.cli.render import (
+    RUNNER_FIT,
     RUNNER_HEADERS,
+    Fit,
     fields,
     format_age,
     plural,
@@ -22,6 +25,7 @@ from rungar.cli.render import (
     runner_count,
     runner_rows,
     table,
+    terminal_width,
 )
 from rungar.cli.socket import EXIT_OK, add_socket_argument, ask
 from rungar.cli.status import desired_cell, queue_age_text, schedule_sentence
@@ -29,7 +33,8 @@ from rungar.cli.status import desired_cell, queue_age_text, schedule_sentence
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
 
-LS_HEADERS = ("NAME", "STATUS", "ID", "GROUP", "RUNNERS", "ASSIGNED", "RUNNING", "IDLE")
+LS_HEADERS = ("NAME", "STATUS", "ID", "GROUP", "RUNNERS", "ASSIGNED", "BUSY", "IDLE", "STARTING")
+LS_FIT = Fit(drop=("GROUP", "ID", "STARTING"), short={"ASSIGNED": "ASSGN", "STARTING": "START"})
 
 
 def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -84,7 +89,8 @@ async def list_scale_sets(client: AdminClient, *, as_json: bool) -> int:
     if as_json:
         print_json(entries)
         return EXIT_OK
-    print("\n".join(table(LS_HEADERS, [ls_row(e) for e in entries], indent="")))
+    rows = [ls_row(e) for e in entries]
+    print("\n".join(table(LS_HEADERS, rows, indent="", width=terminal_width(), fit=LS_FIT)))
     return EXIT_OK
 
 
@@ -108,6 +114,7 @@ def ls_row(entry: dict[str, Any]) -> list[object]:
         entry.get("assigned"),
         entry.get("busy"),
         entry.get("idle"),
+        entry.get("starting", 0),
     ]
 
 
@@ -153,6 +160,8 @@ def inspect_lines(found: dict[str, Any]) -> list[str]:
     runner_list = found.get("runner_list", [])
     lines += ["", f"Runners ({len(runner_list)})"]
     if runner_list:
-        lines += table(RUNNER_HEADERS, runner_rows(runner_list))
+        lines += table(
+            RUNNER_HEADERS, runner_rows(runner_list), width=terminal_width(), fit=RUNNER_FIT
+        )
     lines += ["", f"{plural(len(runner_list), 'runner')} of at most {found.get('max')}."]
     return lines

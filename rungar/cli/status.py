@@ -23,7 +23,9 @@ from urllib.parse import urlparse
 from zoneinfo import ZoneInfo
 
 from rungar.cli.render import (
+    RUNNER_FIT,
     RUNNER_HEADERS,
+    Fit,
     count_of_max,
     format_age,
     format_time,
@@ -32,6 +34,7 @@ from rungar.cli.render import (
     runner_count,
     runner_rows,
     table,
+    terminal_width,
 )
 from rungar.cli.socket import (
     EXIT_INTERRUPTED,
@@ -59,8 +62,14 @@ SCALE_SET_HEADERS = (
     "MAX",
     "PRIORITY",
 )
+# At a narrow terminal: labels are most often the name again; min and max are in the config.
+SCALE_SET_FIT = Fit(
+    drop=("LABELS", "PRIORITY", "RUNNER", "MIN", "MAX", "PROVIDERS", "DESIRED"),
+    short={"PRIORITY": "PRIO", "PROVIDERS": "VIA"},
+)
 READY_POLL = 0.2  # seconds between two questions of --wait-ready: a local socket, cheap
 PROVIDER_HEADERS = ("PROVIDER", "TYPE", "STATUS", "RUNNERS")
+PROVIDER_FIT = Fit(drop=("TYPE",))
 # The note for a status the daemon gave no sentence for.
 DEFAULT_NOTES = {
     "WAITING": sentences.WAITING_NOTE,
@@ -122,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(document)
         else:
-            print(render_status(document), end="")
+            print(render_status(document, terminal_width()), end="")
         return EXIT_OK
 
     return ask(args, work)
@@ -284,7 +293,9 @@ def scale_set_note(scale_set: dict[str, Any]) -> str:
     return note or DEFAULT_NOTES.get(status, status.lower())
 
 
-def scale_set_lines(scale_sets: list[dict[str, Any]], now: float | None = None) -> list[str]:
+def scale_set_lines(
+    scale_sets: list[dict[str, Any]], now: float | None = None, width: int | None = None
+) -> list[str]:
     rows = []
     for s in scale_sets:
         providers = ",".join(s.get("providers", []))
@@ -308,7 +319,7 @@ def scale_set_lines(scale_sets: list[dict[str, Any]], now: float | None = None) 
         )
     lines = [f"Scale sets ({len(scale_sets)})"]
     if rows:
-        lines += table(SCALE_SET_HEADERS, rows)
+        lines += table(SCALE_SET_HEADERS, rows, width=width, fit=SCALE_SET_FIT)
     for s in scale_sets:
         note = scale_set_note(s)
         if note:
@@ -321,14 +332,16 @@ def scale_set_lines(scale_sets: list[dict[str, Any]], now: float | None = None) 
     return lines
 
 
-def provider_lines(providers: list[dict[str, Any]], skips: list[dict[str, Any]]) -> list[str]:
+def provider_lines(
+    providers: list[dict[str, Any]], skips: list[dict[str, Any]], width: int | None = None
+) -> list[str]:
     rows = [
         [p["name"], p.get("type"), p["status"], count_of_max(p["runners"], p.get("max_runners"))]
         for p in providers
     ]
     lines = [f"Providers ({len(providers)})"]
     if rows:
-        lines += table(PROVIDER_HEADERS, rows)
+        lines += table(PROVIDER_HEADERS, rows, width=width, fit=PROVIDER_FIT)
     for p in providers:
         if p.get("reachable") is False:
             why = p.get("error") or p.get("unreachable_reason") or ""
@@ -340,14 +353,15 @@ def provider_lines(providers: list[dict[str, Any]], skips: list[dict[str, Any]])
     return lines
 
 
-def runner_lines(runners: list[dict[str, Any]]) -> list[str]:
+def runner_lines(runners: list[dict[str, Any]], width: int | None = None) -> list[str]:
     lines = [f"Runners ({len(runners)})"]
     if runners:
-        lines += table(RUNNER_HEADERS, runner_rows(runners))
+        lines += table(RUNNER_HEADERS, runner_rows(runners), width=width, fit=RUNNER_FIT)
     return lines
 
 
-def render_status(document: dict[str, Any]) -> str:
+def render_status(document: dict[str, Any], width: int | None = None) -> str:
+    """The status as text; with a ``width``, each table fits it (``render.table``)."""
     scale_sets = document.get("scale_sets", [])
     runners = document.get("runners", [])
     allowed = sum(int(s.get("max") or 0) for s in scale_sets)
@@ -356,10 +370,10 @@ def render_status(document: dict[str, Any]) -> str:
             document.get("daemon", {}),
             queue_age_text(scale_sets, document.get("daemon", {}).get("now")),
         ),
-        scale_set_lines(scale_sets, document.get("daemon", {}).get("now"))
+        scale_set_lines(scale_sets, document.get("daemon", {}).get("now"), width)
         + [f"  {f['sentence']}" for f in document.get("leftovers", [])],
-        provider_lines(document.get("providers", []), document.get("skips", [])),
-        runner_lines(runners),
+        provider_lines(document.get("providers", []), document.get("skips", []), width),
+        runner_lines(runners, width),
         [f"{plural(len(runners), 'runner')}; the scale sets allow {allowed} between them."],
     ]
     return "\n\n".join("\n".join(section) for section in sections) + "\n"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rungar.config.model import Placement, ProviderConfig, ScaleSetConfig, ScaleSetProvider, Timing
+from rungar.model import sentences
 from rungar.model.units import format_duration
 from rungar.placement import Fleet
 from rungar.placement.plan import Outcome, Placed, Try
@@ -83,10 +84,7 @@ class Story:
         for name in self.backends:
             hold = self.fleet.hold_on(name, self.now)
             if hold is not None:
-                left = format_duration(hold.remaining(self.now, self.fleet.timing.hold_duration))
-                self.say(
-                    f"{name} is HELD for {hold.holder} (priority {hold.priority}), {left} left"
-                )
+                self.say(f"{name} is {sentences.held_status(hold.holder, hold.priority)}")
 
     async def finish(self, runner: str) -> None:
         scale_set, provider = self.runners.pop(runner)

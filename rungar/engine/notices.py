@@ -40,7 +40,10 @@ def note_minimum(ctx: EngineContext, state: ScaleSetState, minimum: InForce) -> 
     ctx.metrics.runners_min.labels(name).set(minimum.min_runners)
     if before is None or before.min_runners == minimum.min_runners:
         return
-    window = minimum.window or "outside every window"
+    # Only a scale set with a schedule has windows to be outside of; one without had its
+    # min_runners changed by the configuration.
+    scheduled = state.config.schedule is not None
+    window = minimum.window or ("outside every window" if scheduled else "as configured")
     change: dict[str, Any] = {
         "from": before.min_runners,
         "to": minimum.min_runners,

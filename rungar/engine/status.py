@@ -133,14 +133,12 @@ def provider_status(engine: Engine, name: str, now: float) -> str:
     suffix = " until the daemon restarts" if runtime is not None else ""
     if name in engine.draining_providers:
         count = fleet.provider_count(name)
-        return f"DRAINING {count} runners left{suffix}"
+        return f"DRAINING {count} {'runner' if count == 1 else 'runners'} left{suffix}"
     if fleet.is_disabled(name):
         return f"DISABLED{suffix}"
     hold = fleet.hold_on(name, now)
     if hold is not None:
-        return held_status(
-            hold.holder, hold.priority, hold.remaining(now, fleet.timing.hold_duration)
-        )
+        return held_status(hold.holder, hold.priority)
     return "OK enabled until the daemon restarts" if runtime is False else "OK"
 
 

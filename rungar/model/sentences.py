@@ -132,15 +132,16 @@ def kept_while_unreachable(provider: str, kept: int, written_off_in: float | Non
 # ---------------------------------------------------------------- priority holds
 
 
-def hold_text(holder: str, priority: int, left: float) -> str:
-    """``for rungar-c8-m16 (priority 10), 1m left``: a provider's hold, as ``status`` and
-    ``providers inspect`` show it."""
-    return f"for {holder} (priority {priority}), {format_duration(left)} left"
+def hold_text(holder: str, priority: int) -> str:
+    """``for rungar-c8-m16 (priority 10), renewed while it asks``: a provider's hold, as
+    ``status`` and ``providers inspect`` show it. No time left is shown: the holder renews the
+    hold at each reconcile pass, so a count down would read as frozen."""
+    return f"for {holder} (priority {priority}), renewed while it asks"
 
 
-def held_status(holder: str, priority: int, left: float) -> str:
-    """A held provider's STATUS: ``HELD for S (priority P), Ns left``."""
-    return f"HELD {hold_text(holder, priority, left)}"
+def held_status(holder: str, priority: int) -> str:
+    """A held provider's STATUS: ``HELD for S (priority P), renewed while it asks``."""
+    return f"HELD {hold_text(holder, priority)}"
 
 
 def hold_placed(holder: str, priority: int) -> str:

@@ -1,6 +1,8 @@
 """``rungar simulate``: replay a job history through the whole fleet on a virtual clock.
 
-Reads a scale_sets.yaml, one or more job histories and a models file, replays the history as
+Reads a scale_sets.yaml, one or more job histories and a models file (or finds all three from a
+fleet's own files: a ``rungar demo --keep`` folder or a daemon's ``-c`` settings, see
+``rungar.simulate.discover``), replays the history as
 configured (the baseline row), then once per what-if flag with that one thing changed, and
 prints the table (or ``--json``). Nothing is contacted and nothing is changed. Exit 2 for a
 configuration or usage problem, naming the file, line and key.
@@ -40,10 +42,20 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("config", metavar="SCALE_SETS", help="the scale_sets.yaml to replay")
     parser.add_argument(
-        "--history", action="append", required=True, metavar="FILE",
-        help="a runnerd history database or a .jsonl export (repeat for several hosts)",
+        "config", metavar="SCALE_SETS",
+        help=(
+            "the scale_sets.yaml to replay, or a folder holding one (rungar demo --keep's), or "
+            "a daemon's settings (rungar serve -c FILE): then the runnerd hosts' runnerd.toml, "
+            "their histories and the profile mapping are found by themselves"
+        ),
+    )  # fmt: skip
+    parser.add_argument(
+        "--history", action="append", default=[], metavar="FILE",
+        help=(
+            "a runnerd history database or a .jsonl export (repeat for several hosts); "
+            "default: the histories of the runnerd hosts found"
+        ),
     )  # fmt: skip
     parser.add_argument("--models", metavar="FILE", help="what each provider is like")
     parser.add_argument(
@@ -85,6 +97,7 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
 
 def run(args: argparse.Namespace) -> int:
     from rungar.errors import ConfigError
+    from rungar.simulate.discover import discover
     from rungar.simulate.run import SimulateRequest, simulate
 
     mapping = {}
@@ -94,10 +107,27 @@ def run(args: argparse.Namespace) -> int:
             print(f"rungar simulate: --scale-set {text}: must be LABEL=NAME", file=sys.stderr)
             return 2
         mapping[label] = name
+    try:
+        found = discover(args.config)
+    except ConfigError as e:
+        for problem in e.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    histories = tuple(args.history) or found.histories
+    if not histories:
+        print(
+            f"rungar simulate: no job history found for {args.config}: no runnerd host of it "
+            "has one here; give --history FILE",
+            file=sys.stderr,
+        )
+        return 2
+    for line in found.lines:
+        print(f"rungar simulate: found {line}", file=sys.stderr)
     request = SimulateRequest(
-        config=args.config,
-        histories=tuple(args.history),
+        config=found.config,
+        histories=histories,
         models=args.models or "",
+        found=found.models,
         mapping=mapping,
         placements=tuple(args.placement),
         no_priority=args.no_priority,

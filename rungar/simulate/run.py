@@ -33,6 +33,7 @@ class SimulateRequest:
     no_warm_pool: bool = False
     warm_pools: tuple[int, ...] = ()
     hold_one: bool = False
+    found: Models | None = None  # what discover() found; the models file's entries win
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,9 @@ def replay_one(
 
 def simulate(request: SimulateRequest) -> SimulateReport:
     config = load_scale_sets(request.config)
-    models = load_models(request.models) if request.models else Models()
+    given = load_models(request.models) if request.models else Models()
+    base = request.found or Models()
+    models = Models({**base.providers, **given.providers}, {**base.scale_sets, **given.scale_sets})
     mapping = {**models.scale_sets, **request.mapping}
     jobs = assign_scale_sets(
         load_jobs(request.histories), [s.name for s in config.scale_sets], mapping

@@ -40,6 +40,7 @@ import ssl
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, replace
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -475,9 +476,9 @@ class BoundedHttpServer:
                     # is not waited for, so the client must not send another request here.
                     headers.append((b"connection", b"close"))
                 started = True
-                await self._write(
-                    writer, http.send(h11.Response(status_code=message["status"], headers=headers))
-                )
+                status = int(message["status"])
+                answer = h11.Response(status_code=status, headers=headers, reason=phrase(status))
+                await self._write(writer, http.send(answer))
             elif message["type"] == "http.response.body":
                 body = message.get("body", b"")
                 if body:
@@ -530,7 +531,9 @@ class BoundedHttpServer:
             headers.append((b"connection", b"close"))
         try:
             if http.our_state is h11.SEND_RESPONSE or http.our_state is h11.IDLE:
-                data = http.send(h11.Response(status_code=status, headers=headers))
+                data = http.send(
+                    h11.Response(status_code=status, headers=headers, reason=phrase(status))
+                )
                 data = (data or b"") + (http.send(h11.Data(data=body)) or b"")
                 data += http.send(h11.EndOfMessage()) or b""
             else:
@@ -555,6 +558,17 @@ _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
     b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
 )
+
+
+def phrase(status: int) -> bytes:
+    """The status line's reason phrase (``401 Unauthorized``): h11 sends none unless given one,
+    and a bare ``HTTP/1.1 401`` reads as a broken server in curl and logs."""
+    try:
+        return HTTPStatus(status).phrase.encode()
+    except ValueError:
+        return b""
+
+
 _REASONS = {
     400: b"bad request",
     408: b"request timeout",

@@ -109,3 +109,55 @@ def test_screenshots_of_the_fleet_overview_and_usage_tab(page: Page, fleet: Flee
     page.click("#tab-usage")
     expect(page.locator('#usage-table tbody tr[data-key="octo-org/web"]')).to_be_visible()
     shoot(page, "fleet-usage")
+
+
+def overflow(page: Page) -> int:
+    """How many pixels the page is wider than its viewport (0: nothing runs off-screen)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - window.innerWidth"))
+
+
+@pytest.mark.long
+@pytest.mark.screenshot
+def test_at_phone_width_nothing_runs_off_screen_and_the_charts_fit_their_cards(
+    page: Page, fleet: FleetWorld
+) -> None:
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.set_viewport_size({"width": 390, "height": 844})
+    open_page(page, fleet)
+    assert overflow(page) <= 0
+    # the scale sets' and providers' tables fit their cards, without scrolling sideways
+    for table in ("#scale-sets", "#providers"):
+        wider = page.eval_on_selector(table, "t => t.scrollWidth - t.parentElement.clientWidth")
+        assert wider <= 0, (table, wider)
+    header = page.locator("header").bounding_box()
+    assert header is not None and header["height"] < 110, header  # two short rows, not ten
+    for chart in ("#chart-runners", "#chart-waits"):
+        card = page.locator(chart).bounding_box()
+        canvas = page.locator(f"{chart} canvas").bounding_box()
+        assert card is not None and canvas is not None
+        assert canvas["x"] + canvas["width"] <= card["x"] + card["width"] + 1, (chart, canvas)
+    # the charts' two boxes one above the other, not overlapping
+    first = page.locator("#chart-runners").bounding_box()
+    second = page.locator("#chart-waits").bounding_box()
+    assert first is not None and second is not None
+    assert second["y"] >= first["y"] + first["height"]
+    # no time label with a second line run into the next, no "--" placeholder in a legend
+    legend = page.locator("#chart-runners .u-legend").inner_text()
+    assert "--" not in legend, legend
+    shoot(page, "fleet-phone")
+    page.click("#tab-usage")
+    expect(page.locator("#usage-table")).to_be_visible()
+    assert overflow(page) <= 0
+    assert not [e for e in errors if "404" in e or "favicon" in e], errors
+
+
+@pytest.mark.long
+def test_the_usage_tab_is_in_the_url_so_a_reload_stays_on_it(page: Page, fleet: FleetWorld) -> None:
+    open_page(page, fleet)
+    page.click("#tab-usage")
+    assert page.url.endswith("#usage")
+    page.reload()
+    expect(page.locator("#usage")).to_be_visible()
+    expect(page.locator("#fleet")).to_be_hidden()
+    expect(page.locator("#tab-usage")).to_have_class("tab active")

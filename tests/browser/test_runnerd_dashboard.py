@@ -235,12 +235,18 @@ def test_apply_through_the_editor_changes_the_file_and_a_stale_save_is_refused(
     node.locator("[data-apply]").click()
     editor = page.locator("#editor")
     expect(editor).to_have_value(re.compile('memory = "2G"'))
+    # The lines this Apply writes are shown before it is saved, with what they replace.
+    changed = page.locator("#changed li")
+    expect(changed).to_have_count(1)
+    expect(changed.first).to_contain_text('memory = "3G"')
+    expect(changed.first.locator("ins")).to_contain_text('memory = "2G"')
     page.locator("#save").click()
     expect(page.locator("#message.ok")).to_contain_text("saved")
     written = runnerd.config.read_text()
     assert 'memory = "2G"' in written and "# runnerd for the dashboard" in written
     page.goto(runnerd.url + "/sizing")  # the change is listed, with a way back
     expect(page.locator("#changes")).to_contain_text("node: apply lower: memory 3G → 2G")
+    expect(page.locator("#changes")).not_to_contain_text("slots 2 → 2")  # only what changed
     expect(node.locator("[data-undo]")).to_contain_text("back to memory 3G")
 
     # An editor opened, then the file changed on disk: its save is refused and writes nothing.
@@ -252,7 +258,16 @@ def test_apply_through_the_editor_changes_the_file_and_a_stale_save_is_refused(
     page.locator("#save").click()
     expect(page.locator("#message.stale")).to_contain_text("changed since this editor opened it")
     assert runnerd.config.read_text() == on_disk
+    # The user's text is kept, the file's new text beside it, the differing lines marked.
+    expect(editor).to_have_value(re.compile('memory = "1G"'))
+    expect(page.locator("#conflict")).to_be_visible()
+    expect(page.locator("#theirs")).to_have_value(on_disk)
+    expect(page.locator("#conflict-lines li")).to_have_count(2)  # slots and memory differ
     shoot(page, "runnerd-config-editor")
+    page.locator("#save").click()  # a second Save writes the user's text over the file's
+    expect(page.locator("#message.ok")).to_contain_text("saved")
+    assert 'memory = "1G"' in runnerd.config.read_text()
+    runnerd.config.write_text(on_disk)
 
     # A save the check refuses lists each problem as FILE:LINE:COL: key: what.
     page.goto(runnerd.url + "/config")
@@ -278,8 +293,18 @@ def test_the_job_page_says_its_admission_and_charts_it_and_utilization_reads_the
     expect(page.locator("#sentence")).to_contain_text("admitted by caps: reserved")
     expect(page.locator("#memory-chart canvas")).to_be_visible()
     expect(page.locator("#cpu-chart canvas")).to_be_visible()
-    expect(page.locator("#memory-chart .u-legend")).to_contain_text("reservation")
+    legend = page.locator("#memory-chart .u-legend")
+    expect(legend).to_contain_text("reservation")
+    # the cap says its value, in MemoryMax's units (the editor test may have changed it)
+    expect(legend).to_contain_text(re.compile(r"cap \d+(\.\d+)?[MG]"))
+    assert "--" not in legend.inner_text()  # no placeholder while the cursor is elsewhere
     shoot(page, "runnerd-job")
+    page.goto(runnerd.url + "/jobs")  # the finished and running jobs, each linked
+    link = page.locator('#jobs tr[data-job="4343"] a')
+    expect(link).to_have_attribute("href", "/jobs/4343")
+    missing = page.goto(runnerd.url + "/jobs/does-not-exist")
+    assert missing is not None and missing.status == 404
+    expect(page.locator("main")).to_contain_text("No job does-not-exist")
 
     page.goto(runnerd.url + "/utilization")
     node = page.locator('article.profile[data-profile="node"]')
@@ -287,3 +312,28 @@ def test_the_job_page_says_its_admission_and_charts_it_and_utilization_reads_the
     expect(node.locator("canvas")).to_be_visible()
     expect(node.locator(".u-legend")).to_contain_text("concurrency")
     shoot(page, "runnerd-utilization")
+
+
+@pytest.mark.screenshot
+def test_at_phone_width_every_page_fits_the_screen_and_the_charts_their_cards(
+    runnerd: Runnerd, page: Page
+) -> None:
+    runnerd.ready(page)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(runnerd.url + "/")
+    expect(page.locator("#bar [data-part]").first).to_be_visible()
+    expect(page.locator("#slice-memory canvas")).to_be_visible()
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, overflow
+    header = page.locator("header").bounding_box()
+    assert header is not None and header["height"] < 90, header
+    for chart in ("#slice-memory", "#slice-cpu"):
+        box = page.locator(f"{chart} canvas").bounding_box()
+        assert box is not None and box["x"] + box["width"] <= 390, (chart, box)
+    expect(page.locator("#cpu-line")).not_to_be_empty()
+    shoot(page, "runnerd-phone")
+    for path in ("/sizing", "/jobs", "/utilization", "/config"):
+        page.goto(runnerd.url + path)
+        page.wait_for_load_state("networkidle")
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0, (path, overflow)

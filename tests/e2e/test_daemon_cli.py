@@ -7,7 +7,12 @@ at random moments and a restart is in test_daemon_kill.py.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import shlex
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -86,3 +91,98 @@ async def test_status_exits_non_zero_only_when_the_daemon_cannot_be_asked(
     done = await world.rungar("status")
     assert done.returncode == 1
     assert "cannot reach the rungar daemon" in done.stderr
+
+
+async def test_completion_asks_the_daemon_for_scale_set_provider_and_runner_names(
+    world: DaemonWorld, tmp_path: Path
+) -> None:
+    """The bash script, sourced in a real bash, runs ``rungar __complete`` against the daemon."""
+    await queue(world, 1, duration=600)
+    status = await world.wait_for(lambda s: bool(s and s["runners"]), "a runner", 60)
+    runner = status["runners"][0]["name"]
+    script = tmp_path / "rungar.bash"
+    made = subprocess.run(
+        [sys.executable, "-m", "rungar.cli.main", "completion", "bash"],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    script.write_text(made.stdout)
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "rungar").write_text(f'#!/bin/sh\nexec {sys.executable} -m rungar.cli.main "$@"\n')
+    (shim / "rungar").chmod(0o755)
+
+    def complete(line: str) -> list[str]:
+        words = line.split(" ")
+        quoted = " ".join(shlex.quote(w) for w in words)
+        program = (
+            f"source {script}; COMP_WORDS=({quoted}); COMP_CWORD={len(words) - 1}; _rungar; "
+            'printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
+        done = subprocess.run(
+            ["bash", "-c", program], capture_output=True, text=True, env=env, timeout=60
+        )
+        return sorted(done.stdout.split())
+
+    sock = f"--socket {world.socket}"
+    assert await asyncio.to_thread(complete, f"rungar scale-sets pause {sock} ") == ["linux"]
+    assert await asyncio.to_thread(complete, f"rungar providers drain {sock} ") == [
+        "full-host",
+        "roomy-host",
+    ]
+    assert await asyncio.to_thread(complete, f"rungar runners rm {sock} ") == [runner]
+    assert await asyncio.to_thread(complete, f"rungar runners ls {sock} --provider r") == [
+        "roomy-host"
+    ]
+
+
+def status_in_a_terminal(socket: str, columns: int) -> str:
+    """``rungar status`` run on a pseudo-terminal ``columns`` wide, as a person runs it."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    main_fd, child_fd = pty.openpty()
+    fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "rungar.cli.main", "status", "--socket", socket],
+        stdin=child_fd, stdout=child_fd, stderr=child_fd, env=env, close_fds=True,
+    )  # fmt: skip
+    os.close(child_fd)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main_fd, 4096)
+        except OSError:  # the terminal's other end closed: the command is done
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    child.wait(timeout=60)
+    os.close(main_fd)
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+async def test_status_fits_an_80_column_terminal_and_keeps_every_column_without_one(
+    world: DaemonWorld,
+) -> None:
+    await queue(world, 2, duration=600)
+    await world.wait_for(lambda s: bool(s and len(s["runners"]) == 2), "two runners", 60)
+    text = await asyncio.to_thread(status_in_a_terminal, world.socket, 80)
+    lines = text.splitlines()
+    start = lines.index("Runners (2)")
+    table = lines[start + 1 : start + 4]
+    assert all(len(line) <= 80 for line in table), table
+    assert "(left out at 80 columns:" in text
+    # No terminal anywhere (and no $COLUMNS, which a library of this process may have set at
+    # the C level, out of os.environ's sight): nothing is left out.
+    piped = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "rungar.cli.main", "status", "--socket", world.socket],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")},
+    )  # fmt: skip
+    assert piped.returncode == 0 and "left out" not in piped.stdout
+    assert "PRIORITY" in piped.stdout and "MACHINE" in piped.stdout

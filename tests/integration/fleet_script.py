@@ -29,7 +29,7 @@ def status(runners: list[dict[str, Any]]) -> dict[str, Any]:
             {
                 "name": "host",
                 "type": "runnerd",
-                "status": "HELD for big (priority 10), 1m left",
+                "status": "HELD for big (priority 10), renewed while it asks",
                 "runners": len(runners),
                 "max_runners": 0,
                 "reachable": True,

@@ -250,8 +250,9 @@ async def test_scale_sets_ls_and_inspect(
         "GROUP",
         "RUNNERS",
         "ASSIGNED",
-        "RUNNING",
+        "BUSY",
         "IDLE",
+        "STARTING",
     ]
     assert row.split()[:2] == ["linux", "LISTENING"]
     assert await daemon.cli("scale-sets", "inspect", "linux", "--json") == 0

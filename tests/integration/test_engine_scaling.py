@@ -4,6 +4,7 @@ step (demand, drain the creates, reconcile) so every assertion is exact."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -293,3 +294,16 @@ def test_a_second_corruption_never_overwrites_the_first_copy(tmp_path: Path) -> 
     kept = sorted(p.name for p in tmp_path.glob("state.db.corrupt-*"))
     assert kept == ["state.db.corrupt-20261201T090000Z", "state.db.corrupt-20261201T090000Z-2"]
     assert (tmp_path / kept[0]).read_bytes() == b"garbage 0" * 50
+
+
+async def test_a_min_runners_change_on_a_scale_set_without_a_schedule_says_it_was_configured(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, scale_set("plain", min_runners=1))
+    await world.start()
+    await world.demand("plain", 0)
+    state = world.engine.sets["plain"]
+    state.config = replace(state.config, min_runners=2)  # as an apply of the file does
+    await world.demand("plain", 0)
+    (change,) = [e for e in world.engine.events.recent() if e.action == "min_runners_changed"]
+    assert change.message == "min_runners 1 -> 2 (as configured)"

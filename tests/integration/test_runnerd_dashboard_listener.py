@@ -156,7 +156,9 @@ async def test_on_loopback_the_dashboard_needs_runnerds_own_token_which_only_its
     assert token_file.stat().st_mode & 0o777 == 0o600
     url = f"http://127.0.0.1:{dashboard.port}"
     async with httpx.AsyncClient(timeout=5) as http:
-        assert (await http.get(f"{url}/api/status")).status_code == 401
+        refused = await http.get(f"{url}/api/status")
+        # The status line says why, as curl -i and proxies' logs show it: "401 Unauthorized".
+        assert (refused.status_code, refused.reason_phrase) == (401, "Unauthorized")
         assert (await http.get(f"{url}/")).status_code == 401
         login = await http.get(f"{url}/?token={token_file.read_text().strip()}")
         assert login.status_code == 303 and login.headers["location"] == "/"

@@ -60,6 +60,7 @@ class Runnerd:
     source: Source
     config: Path
     db: Path
+    reloads: list[str]  # the config file's text at each POST /reload
 
     async def start(self, name: str, job: JobHint | None = None) -> None:
         request = CreateRequest(name, f"q-{name}", "node", {}, RunnerBlock(), "jit-secret")
@@ -88,9 +89,15 @@ async def runnerd(tmp_path: Path) -> AsyncIterator[Runnerd]:
     provider.events = EventLog(db)
     socket_dir = Path(tempfile.mkdtemp(prefix="rdtui", dir="/tmp"))  # a unix socket path is short
     socket = socket_dir / "runnerd.sock"
-    api = await serve_api(provider, str(socket))
+    reloads: list[str] = []
+
+    def reload() -> list[str]:  # what runnerd.daemon.reload is handed: the file as it is now
+        reloads.append(path.read_text())
+        return []
+
+    api = await serve_api(provider, str(socket), reload=reload)
     try:
-        yield Runnerd(provider, Source(str(path), str(socket)), path, db)
+        yield Runnerd(provider, Source(str(path), str(socket)), path, db, reloads)
     finally:
         await api.stop()
         provider.events.close()
@@ -170,13 +177,16 @@ async def test_a_applies_the_advice_on_y_only_and_records_it_as_sizing_apply_doe
         before = runnerd.config.read_text()
         await pilot.press("a", "n")  # n: nothing is written
         assert app.screen is sizing and sizing.message == "not applied"
-        assert runnerd.config.read_text() == before
+        assert runnerd.config.read_text() == before and runnerd.reloads == []
         await pilot.press("a")
         assert isinstance(app.screen, ConfirmApply)
         assert "Apply node: memory 7G → 3G" in app.screen.question
         await pilot.press("y")
         await until(pilot, lambda: sizing.applies == 1, "the apply")
         assert sizing.message.startswith("applied node: memory 7G → 3G"), sizing.message
+        # runnerd was asked to run with it at once, after the file was written
+        assert sizing.message.endswith("runnerd runs with it now"), sizing.message
+        assert len(runnerd.reloads) == 1 and 'memory = "3G"' in runnerd.reloads[0]
         await until(pilot, lambda: sizing.loads == 2, "the advice after the change")
         changes = str(sizing.query_one("#changes").render())
         assert "node: memory 7G → 3G (apply lower)" in changes
@@ -246,6 +256,57 @@ async def test_job_detail_tells_the_admission_record_as_a_sentence_and_the_peaks
         )
 
 
+def shown_columns(table: DataTable[str]) -> list[str]:
+    return [str(c.label) for c in table.columns.values()]
+
+
+def table_width(table: DataTable[str]) -> int:
+    """The columns' width on screen, each cell's padding included."""
+    return sum(c.get_render_width(table) for c in table.columns.values())
+
+
+async def test_at_80_columns_every_screen_keeps_its_key_columns_whole_within_the_width(
+    runnerd: Runnerd,
+) -> None:
+    await runnerd.start("r1", JobHint("octo/app", "ci", "build", "4242"))
+    app = runnerd.app(watch=False)
+    async with app.run_test(size=(80, 40)) as pilot:
+        screen = app.status_screen
+        await until(pilot, lambda: screen.refreshes >= 1, "the first status")
+        table = screen.query_one("#runners", DataTable)
+        assert {"RUNNER", "STATE", "RESERVED", "CAP", "JOB"} <= set(shown_columns(table))
+        assert table_width(table) <= 78, shown_columns(table)
+        assert screen.left_out and "CAP" not in screen.left_out
+        assert table.get_row_at(0)[-1] == "octo/app ci/build"
+        await pilot.press("s")
+        sizing = screen_of(app, SizingScreen)
+        await until(pilot, lambda: sizing.loads >= 1, "the advice")
+        advice = sizing.query_one("#advice", DataTable)
+        assert {"PROFILE", "NEED", "BUSY", "ADVICE"} <= set(shown_columns(advice))
+        assert table_width(advice) <= 78, shown_columns(advice)
+        assert advice.get_row_at(0)[-1] == "memory 7G → 3G"
+        await pilot.press("escape", "j")
+        jobs = screen_of(app, JobsScreen)
+        await until(pilot, lambda: jobs.loads == 1, "the jobs")
+        listed = jobs.query_one("#jobs", DataTable)
+        assert {"REPOSITORY", "JOB", "CONCLUSION", "DURATION"} <= set(shown_columns(listed))
+        assert table_width(listed) <= 78, shown_columns(listed)
+        conclusion = shown_columns(listed).index("CONCLUSION")
+        assert listed.get_row_at(0)[conclusion] == "succeeded"
+
+
+async def test_a_wider_terminal_shows_the_columns_a_narrow_one_left_out(runnerd: Runnerd) -> None:
+    await runnerd.start("r1", JobHint("octo/app", "ci", "build", "4242"))
+    app = runnerd.app(watch=False)
+    async with app.run_test(size=(80, 40)) as pilot:
+        screen = app.status_screen
+        await until(pilot, lambda: screen.refreshes >= 1, "the first status")
+        assert screen.left_out
+        await pilot.resize_terminal(160, 40)
+        await until(pilot, lambda: not screen.left_out, "every column shown at 160")
+        assert len(shown_columns(screen.query_one("#runners", DataTable))) == 9
+
+
 async def test_an_unreachable_socket_is_named_with_how_to_start_runnerd(tmp_path: Path) -> None:
     socket = tmp_path / "runnerd.sock"
     app = RunnerctlApp(Source(str(tmp_path / "runnerd.toml"), str(socket)), watch=False)
@@ -288,3 +349,19 @@ def test_runnerctl_tui_opens_on_the_config_s_socket_and_refuses_a_zero_interval(
         (str(path), "/run/r.sock", 2.0, False),
     ]
     assert main(["-c", str(path), "tui", "--interval", "0"]) == 2
+
+
+def test_the_evidence_counts_agree_with_their_nouns() -> None:
+    from runnerd.admission.model import Policy
+    from runnerd.history import JobKey
+    from runnerd.sizing.advise import JobSizing, ProfileAdvice
+    from runnerd.tui.sizing import EVIDENCE_JOBS, evidence
+
+    key = JobKey("node", "octo/app", "ci", "build")
+    one = JobSizing(key, 1, G, 2 * G, False, 0, 0, None)
+    advice = ProfileAdvice(
+        "node", Policy.CAPS, 7 * G, 2, 9, G, G, G, jobs=(one,) * (EVIDENCE_JOBS + 1)
+    )
+    text = evidence(advice)
+    assert "octo/app ci/build: 1 run," in text
+    assert text.endswith("and 1 more job")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,9 @@ def test_the_completion_tree_has_every_command_and_their_subcommands_and_options
         ("rungar scale-sets ", {"ls", "inspect", "pause", "resume", "rm"}),
         ("rungar --color never scale-sets ls --j", {"--json"}),
         ("rungar doc", {"doctor"}),
+        ("rungar usage --by ", {"repository", "workflow", "scale-set", "provider"}),
+        ("rungar usage --by s", {"scale-set"}),
+        ("rungar --color ", {"never", "auto", "always"}),
     ],
 )
 def test_bash_completes_commands_subcommands_and_options(
@@ -65,6 +69,27 @@ def test_bash_completes_commands_subcommands_and_options(
     )
     done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
     assert expected <= set(done.stdout.split()), done.stdout
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_an_option_s_fixed_values_are_offered_rather_than_the_options(tmp_path: Path) -> None:
+    script = tmp_path / "rungar.bash"
+    script.write_text(bash_script(build_parser(full=True)))
+    program = (
+        f"source {script}; COMP_WORDS=(rungar usage --by ''); COMP_CWORD=3; _rungar; "
+        'printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
+    assert sorted(done.stdout.split()) == ["provider", "repository", "scale-set", "workflow"]
+
+
+def test_a_name_is_completed_silently_as_nothing_when_no_daemon_answers(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "rungar.cli.main", "__complete", "scale-sets", "--socket",
+         str(tmp_path / "none.sock")],
+        capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
 def test_zsh_uses_the_bash_completion_and_fish_names_every_command() -> None:

@@ -120,7 +120,7 @@ DOCUMENT: dict[str, Any] = {
         provider("aws", "OK enabled until the daemon restarts", 8, type="aws", max_runners=12),
         provider(
             "compute2",
-            "HELD for rungar-big (priority 10), 25s left",
+            "HELD for rungar-big (priority 10), renewed while it asks",
             2,
             hold={"holder": "rungar-big", "priority": 10, "left": 25.0},
         ),
@@ -185,13 +185,13 @@ Scale sets (6)
   rungar-new: being looked up on GitHub, and its runners adopted
 
 Providers (6)
-  PROVIDER  TYPE     STATUS                                             RUNNERS
-  compute1  runnerd  OK                                                 8
-  aws       aws      OK enabled until the daemon restarts               8/12
-  compute2  runnerd  HELD for rungar-big (priority 10), 25s left        2
-  compute3  runnerd  UNREACHABLE                                        0
-  compute4  runnerd  DISABLED until the daemon restarts                 0
-  compute5  runnerd  DRAINING 2 runners left until the daemon restarts  2
+  PROVIDER  TYPE     STATUS                                                    RUNNERS
+  compute1  runnerd  OK                                                        8
+  aws       aws      OK enabled until the daemon restarts                      8/12
+  compute2  runnerd  HELD for rungar-big (priority 10), renewed while it asks  2
+  compute3  runnerd  UNREACHABLE                                               0
+  compute4  runnerd  DISABLED until the daemon restarts                        0
+  compute5  runnerd  DRAINING 2 runners left until the daemon restarts         2
   compute3 cannot be reached
   rungar-c4-m8 found compute1 full; tries it again in 47s
   rungar-big found compute3 failing (2 in a row); tries it again in 30s: connection reset
@@ -270,7 +270,7 @@ def test_a_listening_scale_set_with_a_note_shows_it() -> None:
     [
         "OK",
         "OK enabled until the daemon restarts",
-        "HELD for rungar-big (priority 10), 25s left",
+        "HELD for rungar-big (priority 10), renewed while it asks",
         "UNREACHABLE",
         "DISABLED until the daemon restarts",
         "DRAINING 2 runners left until the daemon restarts",

@@ -133,6 +133,11 @@ def test_a_profile_whose_slots_are_all_busy_is_refused_for_slots() -> None:
     assert (refused.resource, refused.message) == ("slots", "All 2 slots of profile node are busy")
 
 
+def test_a_profile_of_one_slot_says_its_one_slot_is_busy() -> None:
+    refused = refusal(run(candidate(slots=1), [runner(1)]))
+    assert refused.message == "The one slot of profile node is busy"
+
+
 def test_other_profiles_do_not_take_a_profiles_slots() -> None:
     admitted(run(candidate(cap=1, slots=1), [runner(1, cap=1, profile="jvm")]))
 

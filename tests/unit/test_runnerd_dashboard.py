@@ -250,6 +250,8 @@ class FakeSource:
     def __init__(self) -> None:
         self.saved: list[tuple[str, str, str]] = []
         self.stale = False
+        self.span: float | None = None  # seconds since the first job, as data_span answers
+        self.known = {"42"}  # the job ids the history has
 
     async def overview(self) -> dict[str, Any]:
         return {"budget": "budget: 0 of 1G reserved (caps), 1G free", "runners": []}
@@ -261,7 +263,13 @@ class FakeSource:
         return 0
 
     async def job(self, ident: str) -> dict[str, Any] | None:
-        return None
+        return {"record": {"job_id": ident}} if ident in self.known else None
+
+    async def jobs(self, within: float) -> list[dict[str, Any]]:
+        return [{"id": i, "conclusion": "succeeded"} for i in sorted(self.known)]
+
+    async def data_span(self) -> float | None:
+        return self.span
 
     async def utilization(self, window: float, buckets: int = 120) -> list[dict[str, Any]]:
         return []
@@ -333,7 +341,7 @@ async def test_the_pages_are_served_with_the_vendored_charting_library(
     client: tuple[httpx.AsyncClient, FakeSource],
 ) -> None:
     http, _ = client
-    for path in ("/", "/sizing", "/utilization", "/jobs/42", "/config?profile=node"):
+    for path in ("/", "/sizing", "/utilization", "/jobs", "/jobs/42", "/config?profile=node"):
         page = await http.get(path)
         assert page.status_code == 200 and "/static/uPlot.iife.min.js" in page.text, path
         assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
@@ -418,8 +426,43 @@ async def test_a_utilization_window_past_the_history_or_not_a_duration_is_refuse
     assert "window" in (await http.get("/api/utilization?window=soon")).json()["error"]
     assert (await http.get("/api/utilization?window=7d")).json() == {
         "window": 7 * 86400.0,
+        "window_text": "7d",
         "profiles": [],
     }
+
+
+@pytest.mark.parametrize(
+    ("span", "window"),
+    [(None, "1h"), (300.0, "1h"), (3 * 3600.0, "6h"), (20 * 3600.0, "24h"), (3 * 86400.0, "7d"),
+     (25 * 3600.0, "24h"), (30 * 3600.0, "7d"), (20 * 86400.0, "30d")],
+)  # fmt: skip
+async def test_the_first_utilization_window_is_the_shortest_that_holds_every_job(
+    client: tuple[httpx.AsyncClient, FakeSource], span: float | None, window: str
+) -> None:
+    http, source = client
+    source.span = span
+    found = (await http.get("/api/utilization")).json()
+    assert found["window_text"] == window
+
+
+async def test_a_job_the_history_does_not_have_is_a_404_page_linking_the_jobs_list(
+    client: tuple[httpx.AsyncClient, FakeSource],
+) -> None:
+    http, _ = client
+    missing = await http.get("/jobs/does-not-exist")
+    assert missing.status_code == 404
+    assert "No job does-not-exist" in missing.text and 'href="/jobs"' in missing.text
+    assert (await http.get("/jobs/42")).status_code == 200
+
+
+async def test_the_jobs_page_lists_finished_jobs_and_the_nav_links_it(
+    client: tuple[httpx.AsyncClient, FakeSource],
+) -> None:
+    http, _ = client
+    page = await http.get("/jobs")
+    assert page.status_code == 200 and 'id="jobs"' in page.text
+    assert '<a href="/jobs"' in (await http.get("/")).text
+    assert (await http.get("/api/jobs")).json()["jobs"] == [{"id": "42", "conclusion": "succeeded"}]
 
 
 def test_runnerctl_dashboard_prints_the_login_link_or_says_there_is_no_dashboard(

@@ -111,9 +111,12 @@ def decide(
     slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
     same_profile, reserved, taken = _totals(running, candidate.profile, limits, slice_fresh, now)
     if same_profile >= candidate.slots:
-        return refuse(
-            "slots", f"All {candidate.slots} slots of profile {candidate.profile} are busy", "slot"
+        busy = (
+            f"The one slot of profile {candidate.profile} is busy"
+            if candidate.slots == 1
+            else f"All {candidate.slots} slots of profile {candidate.profile} are busy"
         )
+        return refuse("slots", busy, "slot")
     if disk_free is not None and disk_free - candidate.disk < limits.disk_reserve:
         return refuse(
             "disk",

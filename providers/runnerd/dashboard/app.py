@@ -67,11 +67,18 @@ PAGE_HEADERS = {
 
 PAGES = {
     "overview": "Overview",
+    "jobs": "Jobs",
     "sizing": "Sizing",
     "utilization": "Utilization",
     "job": "Job",
     "config": "Config",
+    "missing": "Not found",
 }
+JOBS_LISTED = 7 * 86400.0  # the Jobs page: the jobs of the last week, newest first
+# The Utilization page's first window: the shortest that holds all the data there is, so a host
+# that started minutes ago is not a flat line along a day.
+SPAN_SLACK = 1.1  # a window may leave out the oldest tenth of the data
+WINDOWS = (("1h", 3600.0), ("6h", 6 * 3600.0), ("24h", 86400.0), ("7d", 7 * 86400.0))
 
 
 class Source(Protocol):
@@ -86,6 +93,8 @@ class Source(Protocol):
     async def events_after(self, after: int) -> list[dict[str, Any]]: ...
     async def latest_event(self) -> int: ...
     async def job(self, ident: str) -> dict[str, Any] | None: ...
+    async def jobs(self, within: float) -> list[dict[str, Any]]: ...
+    async def data_span(self) -> float | None: ...
     async def utilization(self, window: float, buckets: int = 120) -> list[dict[str, Any]]: ...
     async def sizing(self) -> dict[str, Any]: ...
     async def open_config(self, profile: str = "", undo: bool = False) -> Opened: ...
@@ -94,18 +103,29 @@ class Source(Protocol):
     ) -> Change | None: ...
 
 
-def render(page: str, **values: str) -> HTMLResponse:
+def render(page: str, status: int = 200, **values: str) -> HTMLResponse:
     body = Template((TEMPLATES / f"{page}.html").read_text()).substitute(values)
     nav = "".join(
         f'<a href="/{"" if name == "overview" else name}"'
-        f"{' class=current' if name == page else ''}>{title}</a>"
+        f"{' class=current' if name == page or (page == 'job' and name == 'jobs') else ''}"
+        f">{title}</a>"
         for name, title in PAGES.items()
-        if name not in ("job", "config")
+        if name not in ("job", "config", "missing")
     )
     shell = Template((TEMPLATES / "page.html").read_text()).substitute(
         title=PAGES[page], page=page, nav=nav, body=body
     )
-    return HTMLResponse(shell, headers=PAGE_HEADERS)
+    return HTMLResponse(shell, status_code=status, headers=PAGE_HEADERS)
+
+
+def window_for(span: float | None) -> str:
+    """The Utilization page's first window: the shortest of 1h, 6h, 24h and 7d that holds
+    ``span``, the time since the first job runnerd recorded, give or take a tenth (a day and
+    an hour of history opens on 24 hours, not on a week of flat line); 30d when not even 7d
+    does, 1h with no job yet."""
+    if span is None:
+        return WINDOWS[0][0]
+    return next((text for text, seconds in WINDOWS if span <= seconds * SPAN_SLACK), "30d")
 
 
 def sse(kind: str, data: Any, ident: int | None = None) -> bytes:
@@ -230,7 +250,16 @@ def app(source: Source, token: str = "") -> Any:
 
     async def job_page(request: Request) -> Response:
         ident = str(request.path_params["ident"])
-        return render("job", ident=html.escape(ident, quote=True))
+        shown = html.escape(ident, quote=True)
+        if await source.job(ident) is None:
+            return render("missing", 404, ident=shown)
+        return render("job", ident=shown)
+
+    async def jobs_page(request: Request) -> Response:
+        return render("jobs")
+
+    async def get_jobs(request: Request) -> Response:
+        return JSONResponse({"within": JOBS_LISTED, "jobs": await source.jobs(JOBS_LISTED)})
 
     async def config_page(request: Request) -> Response:
         profile = request.query_params.get("profile", "")
@@ -254,14 +283,17 @@ def app(source: Source, token: str = "") -> Any:
             return JSONResponse({"error": "config", "problems": e.problems}, status_code=422)
 
     async def get_utilization(request: Request) -> Response:
-        text = request.query_params.get("window", "24h")
+        text = request.query_params.get("window", "auto")
+        if text == "auto":
+            text = window_for(await source.data_span())
         try:
             window = parse_duration(text)
         except ValueError as e:
             return JSONResponse({"error": f"window: {e}"}, status_code=400)
         if not 0 < window <= MAX_WINDOW:
             return JSONResponse({"error": "window: between 1s and 30d"}, status_code=400)
-        return JSONResponse({"window": window, "profiles": await source.utilization(window)})
+        profiles = await source.utilization(window)
+        return JSONResponse({"window": window, "window_text": text, "profiles": profiles})
 
     async def get_config(request: Request) -> Response:
         profile = request.query_params.get("profile", "")
@@ -323,9 +355,11 @@ def app(source: Source, token: str = "") -> Any:
         Route("/", overview_page),
         Route("/sizing", sizing_page),
         Route("/utilization", utilization_page),
+        Route("/jobs", jobs_page),
         Route("/jobs/{ident}", job_page),
         Route("/config", config_page),
         Route("/api/status", get_status),
+        Route("/api/jobs", get_jobs),
         Route("/api/jobs/{ident}", get_job),
         Route("/api/sizing", get_sizing),
         Route("/api/utilization", get_utilization),

@@ -104,8 +104,7 @@ def save(
     if version_of(current) != opened_version:
         raise Stale(
             f"{path} changed since this editor opened it (by auto sizing, an edit on disk or "
-            "another editor); nothing was saved. Reload the page to see the file as it is now, "
-            "and make the change again there."
+            "another editor); nothing was saved."
         )
     config, memory_max, cpus = check(text, path)
     old_values: Values | None = None

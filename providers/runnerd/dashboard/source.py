@@ -145,6 +145,34 @@ class DaemonSource:
 
         return await self.on_engine(read)
 
+    async def jobs(self, within: float) -> list[dict[str, Any]]:
+        """The jobs recorded in the last ``within`` seconds, newest first, then those running,
+        as ``runnerctl jobs --json`` lists them."""
+
+        async def read() -> list[dict[str, Any]]:
+            from runnerd.cli_jobs import job_entry
+
+            history = self.daemon.provider.history
+            now = self.daemon.provider.clock.now()
+            rows = await history.run(history.recorded_since, now - within)
+            running = await history.run(history.open_jobs)
+            return [job_entry(r) for r in [*reversed(rows), *running]]
+
+        return await self.on_engine(read)
+
+    async def data_span(self) -> float | None:
+        """Seconds since the first job of the history's 30 days started; None with none."""
+
+        async def read() -> float | None:
+            history = self.daemon.provider.history
+            now = self.daemon.provider.clock.now()
+            rows = await history.run(history.recorded_since, now - 30 * 86400.0)
+            rows += await history.run(history.open_jobs)
+            starts = [float(r["started_at"]) for r in rows if r.get("started_at") is not None]
+            return now - min(starts) if starts else None
+
+        return await self.on_engine(read)
+
     async def utilization(self, window: float, buckets: int = 120) -> list[dict[str, Any]]:
         async def read() -> tuple[list[dict[str, Any]], float, RunnerdConfig, dict[str, int]]:
             provider = self.daemon.provider

@@ -61,7 +61,7 @@ def budget_parts(
     parts = []
     for key, label, wanted in (
         ("in_use", "in use", in_use),
-        ("reserved", "reserved", reserved),
+        ("reserved", "reserved, not in use", reserved),
         ("mirror", "mirror", mirror),
         ("host", "held by the host", held_by_host),
     ):

@@ -22,7 +22,11 @@ from rungar.errors import ConfigError
 from rungar.model.units import format_bytes
 from runnerd.cli_jobs import COLUMNS, job_cells
 from runnerd.sentences import job_sentence
+from runnerd.tui.fit import fill_table
 from runnerd.tui.source import Clock, Source
+
+# Left out first at a narrow terminal: job detail (Enter) shows them all.
+DROP = ("RUNNER", "ID", "PEAK CPU", "WAITED", "WORKFLOW", "PEAK MEM", "STARTED")
 
 
 def peaks(row: dict[str, Any], runner: dict[str, Any] | None) -> str:
@@ -99,6 +103,7 @@ class JobsScreen(Screen[None]):
         self.clock = clock
         self.entries: list[dict[str, Any]] = []
         self.loads = 0
+        self.left_out: list[str] = []  # the columns the terminal's width left out
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -124,14 +129,19 @@ class JobsScreen(Screen[None]):
             self.entries, note = [], "\n".join(e.problems)
         except OSError as e:
             self.entries, note = [], str(e)
-        table: DataTable[str] = self.query_one("#jobs", DataTable)
-        table.clear()
-        for entry in self.entries:
-            table.add_row(*job_cells(entry))
+        self._fill()
         if not note and not self.entries:
             note = "no jobs recorded in the last 7 days"
         self.query_one("#note", Static).update(note)
         self.loads += 1
+
+    def _fill(self) -> None:
+        table: DataTable[str] = self.query_one("#jobs", DataTable)
+        self.left_out = fill_table(table, COLUMNS, [job_cells(e) for e in self.entries], DROP)
+
+    def on_resize(self) -> None:
+        if self.entries:
+            self._fill()
 
     def action_job(self) -> None:
         row = self.query_one("#jobs", DataTable).cursor_row

@@ -21,15 +21,19 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from rungar.errors import ConfigError
+from rungar.model.columns import plural
 from rungar.model.units import format_bytes
 from runnerd.sizing.advise import ProfileAdvice
 from runnerd.sizing.report import SizingReport
-from runnerd.tui.source import Clock, Source
+from runnerd.tui.fit import fill_table
+from runnerd.tui.source import Clock, Source, Unreachable
 
 COLUMNS = (
     "PROFILE", "MEMORY", "SLOTS", "RUNS", "PEAK P50", "PEAK P95", "PEAK MAX", "NEED",
     "WAIT P95", "BUSY", "ADVICE",
 )  # fmt: skip
+# Left out first at a narrow terminal: the evidence under the table tells the peaks and runs.
+DROP = ("PEAK P50", "PEAK MAX", "RUNS", "WAIT P95", "PEAK P95", "MEMORY", "SLOTS")
 CHANGES_SHOWN = 5  # the newest sizing changes listed, each with what it replaced
 EVIDENCE_JOBS = 8  # the jobs listed under the selected profile, heaviest need first
 
@@ -73,7 +77,7 @@ def evidence(a: ProfileAdvice) -> str:
     for job in sorted(a.jobs, key=lambda j: j.need, reverse=True)[:EVIDENCE_JOBS]:
         key = job.key
         line = (
-            f"  {key.repository} {key.workflow}/{key.job}: {job.runs} runs, "
+            f"  {key.repository} {key.workflow}/{key.job}: {plural(job.runs, 'run')}, "
             f"largest peak {format_bytes(job.largest)}, needs {format_bytes(job.need)}"
         )
         if job.on_cap:
@@ -82,7 +86,7 @@ def evidence(a: ProfileAdvice) -> str:
             line += f", needed {format_bytes(job.need_at_larger)} at larger caps"
         lines.append(line)
     if len(a.jobs) > EVIDENCE_JOBS:
-        lines.append(f"  and {len(a.jobs) - EVIDENCE_JOBS} more jobs")
+        lines.append(f"  and {plural(len(a.jobs) - EVIDENCE_JOBS, 'more job', 'more jobs')}")
     return "\n".join(lines)
 
 
@@ -148,6 +152,7 @@ class SizingScreen(Screen[None]):
         self.message = ""
         self.loads = 0  # reports shown so far; tests wait on it instead of the clock
         self.applies = 0  # applies answered (written or refused)
+        self.left_out: list[str] = []  # the columns the terminal's width left out
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -188,14 +193,19 @@ class SizingScreen(Screen[None]):
         summary += list(report.notes)
         self.query_one("#summary", Static).update("\n".join(summary))
         self.query_one("#changes", Static).update(changes_text(report))
-        table: DataTable[str] = self.query_one("#advice", DataTable)
-        row = table.cursor_row
-        table.clear()
-        for a in report.advice:
-            table.add_row(*advice_cells(a), key=a.profile)
-        if report.advice:
-            table.move_cursor(row=min(row, len(report.advice) - 1))
+        self._fill()
         self._show_evidence()
+
+    def _fill(self) -> None:
+        advice = self.report.advice if self.report else []
+        table: DataTable[str] = self.query_one("#advice", DataTable)
+        rows = [advice_cells(a) for a in advice]
+        keys = [a.profile for a in advice]
+        self.left_out = fill_table(table, COLUMNS, rows, DROP, keys)
+
+    def on_resize(self) -> None:
+        if self.report is not None:
+            self._fill()
 
     def say(self, message: str) -> None:
         self.message = message
@@ -225,7 +235,7 @@ class SizingScreen(Screen[None]):
         question = (
             f"Apply {advice.profile}: {proposal(advice)} to {self.source.config_path}?\n"
             "The advice is worked out again from the file as it is now and checked as any "
-            "config is; runnerd runs with it once restarted."
+            "config is; runnerd runs with it at once, as after the dashboard's Apply."
         )
 
         def answered(yes: bool | None) -> None:
@@ -236,6 +246,16 @@ class SizingScreen(Screen[None]):
 
         self.app.push_screen(ConfirmApply(question), answered)
 
+    async def _reload(self) -> str:
+        """Have runnerd run with the file now, through the call the dashboard's save makes."""
+        try:
+            problems = await self.source.reload()
+        except Unreachable:
+            return "runnerd does not answer: it runs with it once started or reloaded"
+        if problems:
+            return "runnerd kept its config: " + "; ".join(problems)
+        return "runnerd runs with it now"
+
     @work(exclusive=True, group="apply")
     async def apply(self, profile: str) -> None:
         try:
@@ -245,6 +265,6 @@ class SizingScreen(Screen[None]):
         except (OSError, ValueError) as e:
             self.say(f"not applied: {e}")
         else:
-            self.say(f"applied {change.describe()}\nrunnerd runs with it once restarted")
+            self.say(f"applied {change.describe()}\n{await self._reload()}")
             self.load()
         self.applies += 1

@@ -64,6 +64,23 @@ class Source:
             reason = str(e) or type(e).__name__
             raise Unreachable(unreachable_message(self.socket, self.config_path, reason)) from e
 
+    async def reload(self) -> list[str]:
+        """``POST /reload``: runnerd runs with the config file as it is now, as after the
+        dashboard's save; the problems that kept it on the old one, if any. Raises
+        :class:`Unreachable` when runnerd does not answer."""
+        transport = httpx.AsyncHTTPTransport(uds=self.socket)
+        try:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://runnerd", timeout=STATUS_TIMEOUT
+            ) as client:
+                response = await client.post("/reload")
+                response.raise_for_status()
+                answer = response.json()
+        except httpx.HTTPError as e:
+            reason = str(e) or type(e).__name__
+            raise Unreachable(unreachable_message(self.socket, self.config_path, reason)) from e
+        return [str(p) for p in answer.get("problems", [])]
+
     async def status(self) -> dict[str, Any]:
         """``GET /status``; raises :class:`Unreachable` when runnerd does not answer."""
         result: dict[str, Any] = await self._get("/status", STATUS_TIMEOUT)

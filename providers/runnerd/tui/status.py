@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Footer, Header, Static
 
 from rungar.model.units import format_bytes
 from runnerd.sentences import render_event
+from runnerd.tui.fit import fill_table
 from runnerd.tui.source import Source, Unreachable
 
 T = TypeVar("T")
@@ -41,6 +42,8 @@ class Screens(Protocol):
 
 
 COLUMNS = ("RUNNER", "PROFILE", "SCALE SET", "STATE", "RESERVED", "USED", "PEAK", "CAP", "JOB")
+# Left out first at a narrow terminal: the job detail names the profile and scale set.
+DROP = ("SCALE SET", "PROFILE", "PEAK", "USED")
 EVENTS_SHOWN = 8  # the newest events listed under the runners
 EVENTS_WAIT = 25.0  # how long one long poll of GET /events waits for a new event
 
@@ -91,6 +94,7 @@ class StatusScreen(Screen[None]):
         self._timer: Timer | None = None
         self._asking = False  # a GET /status is in flight
         self._again = False  # and another was asked for meanwhile
+        self.left_out: list[str] = []  # the columns the terminal's width left out
 
     @property
     def rapp(self) -> Screens:
@@ -209,14 +213,18 @@ class StatusScreen(Screen[None]):
         if not status["runners"]:
             lines.append("no runners")
         self.query_one("#lines", Static).update("\n".join(lines))
-        table: DataTable[str] = self.query_one("#runners", DataTable)
-        row = table.cursor_row
-        table.clear()
         self.runners = list(status["runners"])
-        for r in self.runners:
-            table.add_row(*runner_cells(r), key=r["name"])
+        self._fill()
+
+    def _fill(self) -> None:
+        table: DataTable[str] = self.query_one("#runners", DataTable)
+        rows = [runner_cells(r) for r in self.runners]
+        keys = [r["name"] for r in self.runners]
+        self.left_out = fill_table(table, COLUMNS, rows, DROP, keys)
+
+    def on_resize(self) -> None:
         if self.runners:
-            table.move_cursor(row=min(row, len(self.runners) - 1))
+            self._fill()
 
     @work(exclusive=True, group="events")
     async def follow_events(self) -> None:

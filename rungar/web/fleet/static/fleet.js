@@ -55,19 +55,22 @@ function fill(tbody, rows) {
 function renderStatus(status) {
   if (!status) return;
   const d = status.daemon;
+  // The readiness sentence starts with the word itself ("ready: 2 of 2 scale sets ...").
   document.getElementById("daemon").textContent =
-    `${d.ready ? "ready" : "not ready"} · ${d.readiness || ""} · v${d.version}`;
+    `${d.readiness || (d.ready ? "ready" : "not ready")} · v${d.version}`;
   fill(document.querySelector("#scale-sets tbody"), status.scale_sets.flatMap((s) => {
     const waiting = Math.max(0, (s.assigned || 0) - (s.busy || 0));
     const row = el("tr", { "data-scale-set": s.name },
       el("td", {}, s.name), el("td", {}, statusBadge(s.status)),
-      el("td", { class: "num" }, String(s.desired ?? "-")),
+      el("td", { class: "num opt" }, String(s.desired ?? "-")),
       el("td", { class: "num" }, String(s.runners)),
-      el("td", { class: "num" }, String(s.busy)),
+      el("td", { class: "num" }, String(s.busy || 0)),
+      el("td", { class: "num opt" }, String(s.idle || 0)),
+      el("td", { class: "num opt" }, String(s.starting || 0)),
       el("td", { class: "num" }, String(waiting)),
-      el("td", { class: "num" }, `${s.min} / ${s.max}`),
-      el("td", {}, s.providers.join(", ")));
-    return s.note ? [row, el("tr", {}, el("td", {}, ""), el("td", { class: "note", colspan: "7" }, s.note))] : [row];
+      el("td", { class: "num opt" }, `${s.min} / ${s.max}`),
+      el("td", { class: "opt" }, s.providers.join(", ")));
+    return s.note ? [row, el("tr", {}, el("td", { class: "note", colspan: "10" }, s.note))] : [row];
   }));
   fill(document.querySelector("#providers tbody"), status.providers.map((p) =>
     el("tr", { "data-provider": p.name },
@@ -82,8 +85,8 @@ function renderStatus(status) {
   document.getElementById("runner-count").textContent = `(${status.runners.length})`;
   fill(document.querySelector("#runners tbody"), status.runners.length ? status.runners.map((r) =>
     el("tr", { "data-runner": r.name },
-      el("td", {}, r.name), el("td", {}, r.scale_set), el("td", {}, r.provider),
-      el("td", {}, r.state), el("td", {}, r.github), el("td", { class: "num" }, age(r.age)),
+      el("td", {}, r.name), el("td", { class: "opt" }, r.scale_set), el("td", {}, r.provider),
+      el("td", {}, r.state), el("td", { class: "opt" }, r.github), el("td", { class: "num" }, age(r.age)),
       el("td", {}, r.job || "-"))) : [el("tr", {}, el("td", { class: "empty", colspan: "7" }, "no runners"))]);
   const names = status.providers.map((p) => p.name);
   if (names.join() !== state.providers.join()) { state.providers = names; drawCharts(); }
@@ -94,7 +97,7 @@ function addEvents(events, fresh) {
   for (const e of events) {
     const when = new Date(e.time * 1000).toLocaleTimeString();
     const item = el("li", { class: fresh ? "new" : "", "data-action": e.action },
-      el("time", {}, when), el("span", { class: "action" }, `${e.kind} ${e.action}`),
+      el("time", {}, when), el("span", { class: "action" }, `${e.kind} ${words(e.action)}`),
       `${e.name}${e.message ? " — " + e.message : ""}`);
     list.prepend(item);
     const waited = e.attributes && e.attributes.waited_s;
@@ -103,8 +106,36 @@ function addEvents(events, fresh) {
   while (list.children.length > MAX_EVENTS) list.lastChild.remove();
 }
 
+// An event's action as words: "job_started" reads "job started", as "connected" does.
+function words(action) {
+  return String(action || "").replaceAll("_", " ");
+}
+
 function chartSize(node) {
-  return { width: Math.max(300, node.clientWidth), height: 220 };
+  return { width: Math.max(200, node.clientWidth), height: 220 };
+}
+
+// Time ticks the eye reads at once: 14:05 (14:05:30 when ticks are seconds apart), a date only
+// when ticks are days apart, and never a second line that runs into the next label.
+const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+  21600, 43200, 86400, 172800, 604800];
+function timeTicks(u, splits, axis, space, incr) {
+  return splits.map((t) => {
+    const d = new Date(t * 1000);
+    // Days apart, or hours apart at a midnight: the date, so a long window says which day.
+    const midnight = d.getHours() === 0 && d.getMinutes() === 0;
+    if (incr >= 86400 || (incr >= 21600 && midnight)) {
+      return d.toLocaleDateString([], { month: "short", day: "numeric" });
+    }
+    const hm = `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
+    return incr < 60 ? `${hm}:${String(d.getSeconds()).padStart(2, "0")}` : hm;
+  });
+}
+const TIME_AXIS = { values: timeTicks, incrs: TIME_INCRS, space: 60 };
+// The legend shows a value only while the cursor is on the chart: no "--" placeholders.
+const TIME_SERIES = { label: "time", value: (u, v) => (v == null ? "" : new Date(v * 1000).toLocaleTimeString()) };
+function shown(format) {
+  return (u, v) => (v == null ? "" : format(v));
 }
 
 function runnerData() {
@@ -123,16 +154,17 @@ function drawCharts() {
   for (const chart of Object.values(state.charts)) chart.destroy();
   state.charts.runners = new uPlot({
     ...chartSize(runners),
-    series: [{}, ...state.providers.map((name, i) => ({
-      label: name, stroke: COLORS[i % COLORS.length], width: 2, paths: uPlot.paths.stepped({ align: 1 }) }))],
-    axes: [{}, { label: "runners" }],
+    series: [TIME_SERIES, ...state.providers.map((name, i) => ({
+      label: name, stroke: COLORS[i % COLORS.length], width: 2, paths: uPlot.paths.stepped({ align: 1 }),
+      value: shown(String) }))],
+    axes: [TIME_AXIS, { label: "runners", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000] }],
     scales: { y: { range: (u, min, max) => [0, Math.max(1, max + 1)] } },
   }, runnerData(), runners);
   state.charts.waits = new uPlot({
     ...chartSize(waits),
-    series: [{}, { label: "wait (s)", stroke: COLORS[3], width: 0,
-      points: { show: true, size: 7, fill: COLORS[3] } }],
-    axes: [{}, { label: "seconds" }],
+    series: [TIME_SERIES, { label: "wait (s)", stroke: COLORS[3], width: 0,
+      points: { show: true, size: 7, fill: COLORS[3] }, value: shown((v) => v.toFixed(1)) }],
+    axes: [TIME_AXIS, { label: "seconds" }],
     scales: { y: { range: (u, min, max) => [0, Math.max(1, max * 1.2)] } },
   }, waitData(), waits);
 }
@@ -191,15 +223,22 @@ async function loadUsage() {
   document.querySelector("#usage-table tfoot").replaceChildren(row({ ...doc.total, key: "Total" }, false));
 }
 
+// The tab is in the URL (#usage), so a reload or a shared link opens the same tab.
 function showTab(name) {
+  if (!["fleet", "usage"].includes(name)) name = "fleet";
   for (const tab of document.querySelectorAll(".tab")) tab.classList.toggle("active", tab.dataset.tab === name);
   for (const panel of document.querySelectorAll(".panel")) panel.hidden = panel.id !== name;
   if (name === "usage") loadUsage();
   else drawCharts();
 }
 
-for (const tab of document.querySelectorAll(".tab")) tab.addEventListener("click", () => showTab(tab.dataset.tab));
+window.addEventListener("hashchange", () => showTab(location.hash.slice(1)));
 document.getElementById("usage-by").addEventListener("change", loadUsage);
 document.getElementById("usage-since").addEventListener("change", loadUsage);
+let resizing = null;
+window.addEventListener("resize", () => {
+  clearTimeout(resizing);
+  resizing = setTimeout(() => { if (!document.getElementById("fleet").hidden) drawCharts(); }, 150);
+});
 if (location.hash === "#usage") showTab("usage");
 connect();
