@@ -20,6 +20,8 @@ process, and whether any limit was exceeded: Rungar's own counts are sampled eve
 the burst runs, and each provider records the most machines it ever held.
 
 Usage: ``python benchmarks/burst.py [--quick]`` (500 and 2,000 jobs; quick: 100 and 300).
+``--throttled`` runs :mod:`burst_throttled` instead: a GitHub that registers 180 runners a
+minute, two scale sets of different priority.
 """
 
 from __future__ import annotations
@@ -566,7 +568,17 @@ def main() -> int:
     parser.add_argument("--role", choices=("burst", "provider", "emulator"), default="")
     parser.add_argument("--name", default="")
     parser.add_argument("--socket-dir", default="")
+    parser.add_argument(
+        "--throttled",
+        action="store_true",
+        help="the throttled run instead: GitHub registering 180 a minute (burst_throttled.py)",
+    )
     args = parser.parse_args()
+    if args.throttled:
+        throttled = [sys.executable, str(Path(__file__).with_name("burst_throttled.py"))]
+        return subprocess.run(
+            throttled + (["--quick"] if args.quick else []), check=False
+        ).returncode
     if args.role == "provider":
         plan = next(p for p in fleet_plan(args.jobs[0]) if p.name == args.name)
         asyncio.run(run_provider(plan, f"unix://{Path(args.socket_dir) / plan.name}.sock"))

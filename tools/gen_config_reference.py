@@ -115,7 +115,25 @@ SETTINGS_NOTES: dict[str, str] = {
     ),
     "github.timing.runner_list_max_age": (
         "The installation's runner list is shared by every caller this long; concurrent "
-        "callers await one request."
+        "callers await one request. Twice this below 25 % of the REST budget, four times below "
+        "10 %."
+    ),
+    "github.timing.registrations_per_minute": (
+        "Registrations (JIT configs) a minute the installation keeps to; 0 = at once until "
+        "GitHub answers 429, then what GitHub took in the trailing minute."
+    ),
+    "github.timing.registration_pace_margin": (
+        "A pace learned from a 429 is this fraction below what GitHub took in the minute."
+    ),
+    "github.timing.registration_pace_forget": (
+        "A learned pace is forgotten after this many seconds without a 429; 0 = never."
+    ),
+    "github.timing.registrations_in_flight": (
+        "Registrations sent and not yet answered, at most; 0 = no bound."
+    ),
+    "github.timing.budget_check_interval": (
+        "The REST budget is read (GET /rate_limit, which costs nothing) at most this often "
+        "when no REST answer told it; 0 = only from REST answers."
     ),
     "scale_sets": "Path of scale_sets.yaml; relative to this file's folder.",
     "installation": (

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import structlog
 
 from rungar.clock import Clock
@@ -495,6 +496,16 @@ class RunnerdProvider:
             for r in self.runners.values()
             if all(r.labels.get(k) == v for k, v in selector.items())
         ]
+
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+        """The runner's last lines of output, from its runtime; a runner already deleted is
+        read by its name (the process runtime keeps its log file)."""
+        state = self.runners.get(name)
+        handle = state.handle if state is not None else name
+        try:
+            return await self.runtime.last_output(handle, lines)
+        except (OSError, RuntimeError, httpx.HTTPError):
+            return []
 
     async def update_runner(self, name: str, job: JobHint) -> None:
         """The runner took ``job``: it now reserves that job's prediction."""

@@ -41,7 +41,9 @@ control API (JSON; BASE is the URL on the first line of output):
                                   delay|hang", "status": 503, "count": 1, "typeName": "...",
                                   "message": "...", "headers": {...}, "delay": SECONDS,
                                   "method": "POST"}; route names: R1-R5, A1-A17, MQ_GET,
-                                  MQ_DELETE, RUNNER, or * for any
+                                  MQ_DELETE, RUNNER, or * for any; {"route": "A13", "kind":
+                                  "throttle", "rate": 180} lets A13 through 180 times a
+                                  minute and answers 429 with Retry-After past that
   POST BASE/_fake/clock/advance?seconds=S
                                   move the emulated clock forward; answers {"now"}
   POST BASE/_fake/scalesets/ID/ACTION
@@ -83,6 +85,12 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
     )
     parser.add_argument("--acquire-mode", choices=("broker", "legacy"), default="broker")
     parser.add_argument(
+        "--jit-rate",
+        type=float,
+        default=0.0,
+        help="GitHub's registration limit: JIT configs a minute, 429 past it (default: none)",
+    )
+    parser.add_argument(
         "--webhook-url", default="", help="where to send signed workflow_job webhooks"
     )
     parser.add_argument("--webhook-secret-file", default="", help="file holding the webhook secret")
@@ -108,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         acquire_mode=args.acquire_mode,
         webhook_url=args.webhook_url,
         webhook_secret=secret,
+        jit_rate_per_minute=args.jit_rate,
     )
     emulator = GitHubEmulator(options)
 

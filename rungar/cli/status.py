@@ -233,6 +233,15 @@ def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
         fields.append(("Configuration", str(daemon["config_path"])))
     if queue_age:
         fields.append(("Queue age", queue_age))
+    reruns = daemon.get("reruns") or {}
+    if reruns.get("count"):
+        fields.append(("Re-run", f"{reruns['count']} lost job(s); last: {reruns.get('last', '')}"))
+    budget_note = (daemon.get("budget") or {}).get("note")
+    if budget_note:
+        fields.append(("API budget", str(budget_note).removeprefix("API budget ")))
+    registering = (daemon.get("registrations") or {}).get("sentence")
+    if registering:
+        fields.append(("Registering", str(registering).removeprefix("registering ")))
     if daemon.get("state_moved_aside"):
         kept = daemon["state_moved_aside"]
         fields.append(("State", f"was corrupt; kept as {kept}, started afresh"))
@@ -349,7 +358,12 @@ def provider_lines(
             if p.get("kept"):
                 kept, off_in = p["kept"], p.get("written_off_in")
                 lines.append(f"  {sentences.kept_while_unreachable(p['name'], kept, off_in)}")
-    lines += [f"  {skip['sentence']}" for skip in skips]
+    for skip in skips:
+        lines.append(f"  {skip['sentence']}")
+        output = skip.get("output") or []
+        if output:
+            lines.append(f"    {skip.get('runner') or 'its runner'}'s last output:")
+            lines += [f"    | {line}" for line in output]
     return lines
 
 

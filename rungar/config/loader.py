@@ -273,6 +273,8 @@ def _scale_sets(
         providers = _scale_set_providers(record, runner_blocks, checker)
         schedule_ok, schedule = _schedule(record, checker)
         warm_ok, warm_pool = _warm_pool(record, checker)
+        if limits_ok and warm_pool is not None:
+            warm_ok = _check_floors(record, warm_pool.max, checker) and warm_ok
         if (
             name is None
             or not limits_ok
@@ -298,6 +300,7 @@ def _scale_sets(
                 paused=record.get("paused", False),
                 schedule=schedule,
                 warm_pool=warm_pool,
+                rerun_lost_jobs=record.get("rerun_lost_jobs", False),
             )
         )
     return scale_sets
@@ -411,6 +414,43 @@ def _window(record: Record, most: int | None, checker: Checker) -> ScheduleWindo
         return None
     text = f"{record.get('days')} {clock_text(start)}-{clock_text(end)}"
     return ScheduleWindow(days=days, start=start, end=end, min_runners=low, text=text)
+
+
+def _check_floors(record: Record, warm: int, checker: Checker) -> bool:
+    """Every floor fits under ``max_runners``: ``min_runners`` plus the warm pool's ``max``,
+    and each schedule window's ``min_runners`` plus it (the warm pool's runners come on top of
+    the floor in force, so a floor that cannot fit would never be kept)."""
+    high = record.get("max_runners")
+    ok = True
+    low = record.get("min_runners", 0)
+    pool = record.get("warm_pool")
+    if low + warm > high:
+        where = pool if isinstance(pool, Record) else record
+        checker.fail(
+            where.mark_of("max"),
+            where.path_of("max"),
+            f"is {warm}; min_runners ({low}) + warm_pool.max ({warm}) = {low + warm} is more "
+            f"than max_runners ({high})",
+        )
+        ok = False
+    schedule = record.get("schedule")
+    if not isinstance(schedule, Record):
+        return ok
+    for item in schedule.get("windows", []):
+        window = item.value
+        if not isinstance(window, Record):
+            continue
+        low = window.get("min_runners", 0)
+        if low + warm > high:
+            key = "min_runners" if "min_runners" in window.marks else "days"
+            checker.fail(
+                window.mark_of(key),
+                window.path_of(key),
+                f"is {low}; this window's min_runners ({low}) + warm_pool.max ({warm}) = "
+                f"{low + warm} is more than max_runners ({high})",
+            )
+            ok = False
+    return ok
 
 
 def _check_limits(record: Record, checker: Checker) -> bool:

@@ -38,6 +38,7 @@ class Timing:
     stuck_after: float = 0.0  # busy and offline this long: stuck; 0 = start_timeout
     session_retry_first: float = 10.0
     session_retry_max: float = 60.0
+    crash_backoff_after: int = 2  # runners that end before connecting, in a row, before a skip
     crash_backoff_first: float = 30.0  # runners that end before connecting: first skip
     crash_backoff_max: float = 600.0  # ... doubling in a row up to this
     starting_sync_interval: float = 5.0  # starting runners checked against GitHub this often
@@ -130,6 +131,7 @@ class ScaleSetConfig:
     paused: bool = False
     schedule: Schedule | None = None
     warm_pool: WarmPool | None = None
+    rerun_lost_jobs: bool = False
 
     @property
     def provider_names(self) -> tuple[str, ...]:

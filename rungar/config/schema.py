@@ -340,7 +340,8 @@ WARM_POOL = Obj(
         Field(
             "max",
             Int(1, MAX_RUNNERS),
-            "Most runners the warm pool keeps ready on top of min_runners; at most max_runners.",
+            "Most runners the warm pool keeps ready on top of min_runners; min_runners (and each "
+            "schedule window's) plus this is at most max_runners.",
             True,
         ),
         Field(
@@ -424,6 +425,13 @@ SCALE_SET = Obj(
             "max_age", Duration(), "A runner older than this is replaced; at least start_timeout."
         ),
         Field("paused", Bool(), "Creates nothing while true.", default=False),
+        Field(
+            "rerun_lost_jobs",
+            Bool(),
+            "Re-run once, through GitHub's REST API, a job GitHub failed because its runner was "
+            "lost with its machine; needs the token's actions: write permission.",
+            default=False,
+        ),
         Field("schedule", SCHEDULE, "Time-of-day min_runners; unset = min_runners always."),
         Field(
             "warm_pool",
@@ -474,6 +482,10 @@ TIMING_NOTES = {
     "never_connected_grace": "0 = the scale set's start_timeout.",
     "stuck_after": "0 = the scale set's start_timeout × 2.",
     "session_retry_max": "At least session_retry_first.",
+    "crash_backoff_after": (
+        "Runners of a scale set on a provider that end, or never connect within "
+        "start_timeout, before they ever connect, in a row, before the scale set skips it."
+    ),
     "crash_backoff_first": (
         "A scale set whose runners on a provider end, or never connect within start_timeout, "
         "before they ever connect skips it this long; doubles in a row."
@@ -506,11 +518,10 @@ def timing_obj() -> Obj:
         minimum, above = TIMING_MINIMUMS.get(f.name, (0.0, False))
         nullable = getattr(defaults, f.name) is None
         note = TIMING_NOTES.get(f.name, "Duration.")
-        fields.append(
-            Field(
-                f.name, Duration(minimum, above, nullable), note, default=getattr(defaults, f.name)
-            )
-        )
+        default = getattr(defaults, f.name)
+        # A count among the durations (crash_backoff_after): a whole number, at least 1.
+        kind = Int(1, 100) if isinstance(default, int) else Duration(minimum, above, nullable)
+        fields.append(Field(f.name, kind, note, default=default))
     return Obj(tuple(fields))
 
 

@@ -31,12 +31,36 @@ from rungar.engine.records import RunnerTable
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.tasks import Tasks
 from rungar.github.interface import GitHub, RunnerStatus
+from rungar.github.registrations import RegistrationQueue
 from rungar.model.machine import Removal
 from rungar.model.provider import Provider
 from rungar.placement import Fleet
 from rungar.store.sqlite import SqliteStore
 
 T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class LostJob:
+    """A job whose runner was lost with its machine while it ran it."""
+
+    scale_set: str
+    runner: str
+    repository: str
+    run_id: str
+    job: str
+
+
+@dataclass(slots=True)
+class RerunBook:
+    """Jobs lost with their machine, and those re-run (rungar.engine.reruns)."""
+
+    lost: dict[str, LostJob] = field(default_factory=dict)  # job id -> the job lost
+    # Jobs re-run, by (repository, run id, job name): a re-run attempt has a job id of its
+    # own, and is not re-run again if it is lost too.
+    rerun: set[tuple[str, str, str]] = field(default_factory=set)
+    last: str = ""  # the last re-run's sentence, for rungar status
+    done: int = 0  # jobs GitHub accepted a re-run of
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +85,11 @@ class Findings:
     orphans_seen: dict[str, float] = field(default_factory=dict)  # registration -> first seen
     github_calls_exported: dict[str, int] = field(default_factory=dict)
     draining_providers: set[str] = field(default_factory=set)
+    # Crashed runners whose output is still to be read (why, crashes in a row), and the last
+    # crashed runner's output per (scale set, provider), shown with its crash loop.
+    crashes_to_report: dict[str, tuple[str, int]] = field(default_factory=dict)
+    crash_output: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    reruns: RerunBook = field(default_factory=lambda: RerunBook())
 
 
 @dataclass(eq=False, slots=True)
@@ -74,6 +103,8 @@ class EngineContext:
     metrics: Metrics
     fleet: Fleet
     installation: str
+    # One registration pace for the installation: every scale set's creates in one queue.
+    registrations: RegistrationQueue
     runners: RunnerTable = field(default_factory=RunnerTable)
     sets: dict[str, ScaleSetState] = field(default_factory=dict)
     tasks: Tasks = field(default_factory=Tasks)

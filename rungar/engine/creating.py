@@ -28,6 +28,8 @@ from rungar.engine.records import RunnerRecord
 from rungar.engine.rooms import Rooms
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
+from rungar.github.exceptions import RegistrationThrottled
+from rungar.github.registrations import Ticket
 from rungar.model import sentences
 from rungar.model.create_intent import CreateIntent
 from rungar.model.labels import machine_labels
@@ -47,17 +49,25 @@ class Creations:
         self._slots = asyncio.Semaphore(max_parallel)
 
     async def create_one(self, state: ScaleSetState, *, reserve: bool = False) -> None:
+        """One runner: its turn in the installation's registration queue (assigned jobs before
+        reserve refills, higher-priority scale sets first), then a parallel-create slot."""
         ctx = self.ctx
         try:
-            async with self._slots:
-                await self.create_runner(state, reserve=reserve)
+            turn = ctx.registrations.turn(refill=reserve, priority=state.config.priority)
+            async with turn as ticket, self._slots:
+                await self.create_runner(state, reserve=reserve, ticket=ticket)
         except Exception:
             log.exception("runner.create_crashed", scale_set=state.config.name)
         finally:
             ctx.runners.creating.done_asking(state.config.name)
 
     async def create_runner(
-        self, state: ScaleSetState, *, reserve: bool = False, cheaper_than: float | None = None
+        self,
+        state: ScaleSetState,
+        *,
+        reserve: bool = False,
+        cheaper_than: float | None = None,
+        ticket: Ticket | None = None,
     ) -> RunnerRecord | None:
         """Create one runner of the scale set; ``cheaper_than``: only on providers priced
         below it (a replacement for an idle runner on a dearer one)."""
@@ -81,7 +91,7 @@ class Creations:
         budget = CreateBudget(now, config.start_timeout)
         try:
             try:
-                runner_id, jit_config = await ctx.github.generate_jit_config(state.id, name)
+                runner_id, jit_config = await self._register(state.id, name, ticket)
             except GitHubError as e:
                 log.warning("runner.register_failed", scale_set=config.name, error=str(e))
                 ctx.metrics.scale_up_failures.labels(config.name, "error").inc()
@@ -250,6 +260,28 @@ class Creations:
             observe=self._observe,
             on_room=self.rooms.opened,
         )
+
+    async def _register(
+        self, scale_set_id: int, name: str, ticket: Ticket | None
+    ) -> tuple[int, str]:
+        """Register with GitHub on this create's turn; throttled (429), the queue learns the
+        pace and the create waits for its next turn, ahead of those that came after it."""
+        github = self.ctx.github
+        if ticket is None:
+            return await github.generate_jit_config(scale_set_id, name)
+        while True:
+            ticket.sent()
+            try:
+                answer = await github.generate_jit_config(scale_set_id, name)
+            except RegistrationThrottled as e:
+                self.ctx.metrics.registrations_throttled.inc()
+                await ticket.throttled(e.retry_after)  # answered; waits for its next turn
+                continue
+            except BaseException:
+                ticket.answered()
+                raise
+            ticket.accepted()
+            return answer
 
     def report_holds(self, holds: tuple[Hold, ...]) -> None:
         """Record an event and a log line for each hold newly placed (not renewals)."""

@@ -33,6 +33,7 @@ from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings, MetricsSettings, read_secret
 from rungar.engine.shipped_plugins import is_shipped, shipped_command
 from rungar.errors import ConfigError
+from rungar.github.registrations import RegistrationQueue
 from rungar.model.caller import Caller
 from rungar.model.machine import (
     Created,
@@ -247,6 +248,9 @@ class PluginProvider:
     async def update_runner(self, name: str, job: JobHint) -> None:
         await self.client.update_runner(name, job)
 
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+        return await self.client.last_output(name, lines)
+
     async def close(self) -> None:
         """Close the client and stop the plugin (the daemon stops it again at exit: harmless)."""
         if self._client is not None:
@@ -422,6 +426,7 @@ class Daemon:
         for provider in providers.values():
             if isinstance(provider, PluginProvider):
                 await provider.start()
+        timing = settings.github.timing
         engine = Engine(
             config,
             providers,
@@ -433,6 +438,13 @@ class Daemon:
             installation=installation,
             max_parallel_creates=settings.max_parallel_creates,
             github_url=settings.github.url,
+            registrations=RegistrationQueue(
+                self.clock,
+                per_minute=timing.registrations_per_minute,
+                margin=timing.registration_pace_margin,
+                forget_after=timing.registration_pace_forget,
+                most_in_flight=timing.registrations_in_flight,
+            ),
         )
         # Active and standby: the first scale set is the lead; its session is the lease.
         lead = config.scale_sets[0].name

@@ -53,6 +53,7 @@ from rungar.engine.scaler import Scaler
 from rungar.engine.starting_sync import StartingSync
 from rungar.engine.tasks import Tasks
 from rungar.github.interface import GitHub, JobTimes, RunnerStatus
+from rungar.github.registrations import RegistrationQueue
 from rungar.model.machine import Conclusion, JobHint
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
@@ -74,6 +75,7 @@ class Engine:
         installation: str = "gh-local",
         max_parallel_creates: int = 64,
         github_url: str = "",
+        registrations: RegistrationQueue | None = None,
     ) -> None:
         ctx = EngineContext(
             config=config,
@@ -85,6 +87,7 @@ class Engine:
             metrics=metrics or Metrics(),
             fleet=Fleet(config.providers, config.scale_sets, config.timing),
             installation=installation,
+            registrations=registrations or RegistrationQueue(clock),
         )
         for scale_set in config.scale_sets:
             ctx.sets[scale_set.name] = ScaleSetState(scale_set, watchers=ctx.phase_watchers)
@@ -177,6 +180,10 @@ class Engine:
     @property
     def findings(self) -> Findings:
         return self.ctx.findings
+
+    @property
+    def registrations(self) -> RegistrationQueue:
+        return self.ctx.registrations
 
     @property
     def listed_runners(self) -> list[RunnerStatus]:

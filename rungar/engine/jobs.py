@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 from dataclasses import replace
 
+from rungar.engine import reruns
 from rungar.engine.context import EngineContext
 from rungar.engine.job_history import JobHistory
 from rungar.engine.notices import note_connected
@@ -153,6 +154,7 @@ class JobBook:
         if state is not None:
             state.queued.pop(job_id, None)
             state.assigned_at.pop(job_id, None)
+        reruns.job_completed(ctx, job_id, runner, conclusion)
         record = ctx.runners.get(runner)
         if record is None or record.state is RunnerState.LEAVING:
             return

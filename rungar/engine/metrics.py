@@ -34,6 +34,27 @@ class Metrics:
         self.github_requests = Counter(
             "rungar_github_requests", "GitHub REST calls by status code", ["code"], registry=r
         )
+        self.jobs_rerun = Counter(
+            "rungar_jobs_rerun",
+            "Jobs lost with their runner's machine that Rungar re-ran (outcome: rerun, error)",
+            ["scale_set", "outcome"],
+            registry=r,
+        )
+        self.registration_pace = Gauge(
+            "rungar_github_registration_pace_per_minute",
+            "Registrations per minute the installation keeps to (0: no pace, sent at once)",
+            registry=r,
+        )
+        self.registrations_waiting = Gauge(
+            "rungar_github_registrations_waiting",
+            "Runner registrations waiting for their turn under GitHub's registration limit",
+            registry=r,
+        )
+        self.registrations_throttled = Counter(
+            "rungar_github_registrations_throttled",
+            "Registrations GitHub answered 429 (its registration limit)",
+            registry=r,
+        )
         # Counted, not logged: a flood of forged deliveries must not flood the log too.
         self.webhook_deliveries = Counter(
             "rungar_webhook_deliveries",

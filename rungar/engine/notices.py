@@ -8,6 +8,7 @@ status"); the decisions themselves live in the pure packages (:mod:`rungar.scali
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -16,7 +17,8 @@ import structlog
 from rungar.engine.context import EngineContext
 from rungar.engine.records import RunnerRecord
 from rungar.engine.scale_set_state import ScaleSetState
-from rungar.errors import GitHubError
+from rungar.errors import GitHubError, ProviderError
+from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
 from rungar.model.sentences import (
     CRASH_LOOP,
@@ -29,6 +31,7 @@ from rungar.scaling import InForce
 
 log = structlog.get_logger("rungar.engine")
 
+OUTPUT_LINES = 20  # a crashed runner's last lines of output shown with its crash loop
 # Why a runner that never connected went, as the crash loop's sentence names it.
 CRASH_CAUSES = {"ended": EXITED, RemovalReason.NEVER_CONNECTED.value: NEVER_CONNECTED}
 
@@ -67,8 +70,10 @@ def note_minimum(ctx: EngineContext, state: ScaleSetState, minimum: InForce) -> 
 
 
 def note_crash(ctx: EngineContext, record: RunnerRecord, reason: str) -> None:
-    """A runner of ours ended, or never connected in time, before it ever connected: its
-    scale set backs off the provider (a crash loop) and its registration is removed."""
+    """A runner of ours ended, or never connected in time, before it ever connected: one
+    more in its scale set's crash loop on the provider, which is backed off from the
+    ``crash_backoff_after``-th in a row (the second). Its registration is removed; its last
+    output is asked of the provider before its machine is deleted (:func:`report_crash`)."""
     why = CRASH_CAUSES.get(reason)
     if why is None:
         return
@@ -76,7 +81,47 @@ def note_crash(ctx: EngineContext, record: RunnerRecord, reason: str) -> None:
     backoff = ctx.fleet.record_crash(record.scale_set, record.provider, why, now)
     kind = "exited" if why == EXITED else "never_connected"
     ctx.metrics.crashed.labels(record.scale_set, record.provider, kind).inc()
-    ctx.metrics.crash_loop.labels(record.scale_set, record.provider).set(backoff.refusals)
+    if backoff.active(now):
+        ctx.metrics.crash_loop.labels(record.scale_set, record.provider).set(backoff.refusals)
+    ctx.findings.crashes_to_report[record.name] = (why, backoff.refusals)
+    if record.runner_id and reason == "ended":
+        # A removal (never_connected) has unregistered it already; an ended one has not.
+        ctx.spawn(_unregister_quietly(ctx, record.runner_id))
+
+
+async def report_crash(ctx: EngineContext, record: RunnerRecord, provider: Provider) -> None:
+    """Ask the provider for the crashed runner's last lines (before its machine goes), then
+    say so: an event and a warning with the crash-loop sentence and the lines once the loop
+    is backed off, an info line for a first failure. A provider that cannot answer has none."""
+    reported = ctx.findings.crashes_to_report.pop(record.name, None)
+    if reported is None:
+        return
+    why, in_a_row = reported
+    lines: list[str] = []
+    try:
+        lines = list(
+            await asyncio.wait_for(
+                provider.last_output(record.name, OUTPUT_LINES), ctx.call_timeout(record.provider)
+            )
+        )
+    except (ProviderError, TimeoutError) as e:
+        log.info("runner.output_unread", runner=record.name, error=str(e))
+    now = ctx.clock.now()
+    backoff = ctx.fleet.crash_loop(record.scale_set, record.provider)
+    if backoff is None or backoff.refusals != in_a_row:
+        return  # forgiven, or a later crash reports for itself
+    ctx.findings.crash_output[(record.scale_set, record.provider)] = (record.name, tuple(lines))
+    if not backoff.active(now):
+        log.info(
+            "runner.crashed",
+            scale_set=record.scale_set,
+            provider=record.provider,
+            runner=record.name,
+            why=why,
+            in_a_row=in_a_row,
+            output=lines,
+        )
+        return
     sentence = crash_sentence(
         record.scale_set, record.provider, why, backoff.refusals, backoff.remaining(now)
     )
@@ -89,6 +134,7 @@ def note_crash(ctx: EngineContext, record: RunnerRecord, reason: str) -> None:
         message=sentence,
         runner=record.name,
         runners=backoff.refusals,
+        output=lines,
     )
     log.warning(
         "provider.crash_loop",
@@ -97,16 +143,15 @@ def note_crash(ctx: EngineContext, record: RunnerRecord, reason: str) -> None:
         provider=record.provider,
         runner=record.name,
         in_a_row=backoff.refusals,
+        output=lines,
     )
-    if record.runner_id and reason == "ended":
-        # A removal (never_connected) has unregistered it already; an ended one has not.
-        ctx.spawn(_unregister_quietly(ctx, record.runner_id))
 
 
 def note_connected(ctx: EngineContext, record: RunnerRecord) -> None:
     """A runner connected: its scale set's crash loop on the provider is forgiven."""
     if ctx.fleet.record_connected(record.scale_set, record.provider):
         ctx.metrics.crash_loop.labels(record.scale_set, record.provider).set(0)
+        ctx.findings.crash_output.pop((record.scale_set, record.provider), None)
 
 
 async def _unregister_quietly(ctx: EngineContext, runner_id: int) -> None:

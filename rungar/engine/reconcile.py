@@ -272,6 +272,9 @@ def export_gauges(ctx: EngineContext) -> None:
         metrics.runners_min.labels(name).set(minimum)
     for scale_set, provider, count in ctx.runners.counts():
         metrics.provider_runners.labels(scale_set, provider).set(count)
+    pace = ctx.registrations.view()
+    metrics.registration_pace.set(pace.per_minute)
+    metrics.registrations_waiting.set(pace.waiting)
     counter = getattr(ctx.github, "counter", None)
     if counter is not None:
         for code, total in counter.snapshot().items():

@@ -12,8 +12,9 @@ import asyncio
 
 import structlog
 
+from rungar.engine import reruns
 from rungar.engine.context import EngineContext
-from rungar.engine.notices import note_crash, note_unanswered
+from rungar.engine.notices import note_crash, note_unanswered, report_crash
 from rungar.engine.records import RunnerRecord
 from rungar.engine.rooms import Rooms
 from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
@@ -84,6 +85,7 @@ class Removals:
         ctx.fleet.remove_runner(record.scale_set, record.provider, leaving=True)
         if not record.connected and not record.adopted:
             note_crash(ctx, record, reason)
+        reruns.runner_lost(ctx, record, reason)
         ctx.metrics.removed.labels(record.scale_set, record.provider, reason.value).inc()
         ctx.events.record(
             "runner",
@@ -116,6 +118,8 @@ class Removals:
             return False  # a standby; or already being deleted (a probe's and a pass's at once)
         self._deleting.add(record.name)
         try:
+            # A runner that ended before it connected: its output, before its machine goes.
+            await report_crash(ctx, record, ctx.providers[record.provider])
             async with self._slots:
                 await ctx.delete_machine(record.provider, record.name, record.removal)
         except (ProviderUnavailable, TimeoutError) as e:

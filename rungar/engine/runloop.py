@@ -116,7 +116,8 @@ class RunLoop:
             except Exception:
                 state.phase = "UNREACHABLE"
                 log.exception("listener.crashed", scale_set=state.config.name)
-            await engine.clock.sleep(delay)
+            # A scale-set check that can wait: slowed while the API budget runs low.
+            await engine.clock.sleep(delay * engine.github.budget().stretch)
             delay = min(delay * 2, timing.session_retry_max)
 
     def _dispatch(self, state: ScaleSetState, event: Demand | JobEvent) -> None:

@@ -46,6 +46,11 @@ class GitHubTimingSettings(_Strict):
     admin_token_refresh_margin: float = Field(default=120.0, ge=0)
     message_queue_token_refresh_margin: float = Field(default=600.0, ge=0)
     runner_list_max_age: float = Field(default=15.0, ge=0)
+    registrations_per_minute: float = Field(default=0.0, ge=0)
+    registration_pace_margin: float = Field(default=0.02, ge=0, lt=1)
+    registration_pace_forget: float = Field(default=3600.0, ge=0)
+    registrations_in_flight: int = Field(default=4, ge=0)
+    budget_check_interval: float = Field(default=60.0, ge=0)
 
     def value(self) -> GitHubTiming:
         return GitHubTiming(**self.model_dump())

@@ -10,7 +10,14 @@ Document (every time in epoch seconds, every duration in seconds)::
                 "lease": null | {"role": "active"|"standby", "owner", "lead", "term",
                                  "held_since", "renewed_at", "expires_at" (null on a standby),
                                  "holder", "holder_seen_at" (a standby: the active daemon as
-                                 GitHub names it, and when it last did), "adopted"}},
+                                 GitHub names it, and when it last did), "adopted"},
+                "registrations": {"per_minute" (0: sent at once), "waiting", "source"
+                                  ("github": GitHub's limit learned from a 429, "configured",
+                                  ""), "throttled" (429s so far), "sentence"},
+                "budget": {"remaining", "limit", "reset_at" (null until read), "stretch" (1,
+                           2 or 4: how many times less often reads that can wait are made),
+                           "not_modified" (reads answered 304, free), "note"},
+                "reruns": {"count" (jobs re-run since start), "last": its sentence}},
      "scale_sets": [{"name", "status", "note", "runners", "busy", "idle", "starting",
                      "desired", "reserve", "min", "schedule", "max", "priority", "placement",
                      "providers", "paused", "assigned", "labels"}],
@@ -28,7 +35,9 @@ Document (every time in epoch seconds, every duration in seconds)::
      (kept: runners of an unreachable provider still counted; written_off_in: seconds until
      unreachable_grace writes the first off, null when none is kept)
      "skips": [{"scale_set", "provider", "full", "refusals", "left", "error", "resource",
-                "sentence", "crash_loop"?}],   (crash_loop: runners that end before connecting)
+                "sentence", "crash_loop"?, "runner"?, "output"?}],
+     (crash_loop: runners that end before connecting; runner: the last of them, output: its
+     last lines of output as its provider gave them, oldest first)
      "runners": [{"name", "scale_set", "provider", "state", "machine", "github", "age",
                   "job"}]}
 """
@@ -156,6 +165,31 @@ def kept_while_unreachable(engine: Engine, provider: str, now: float) -> tuple[i
     return len(kept), round(max(0.0, since + grace - now), 1)
 
 
+def registrations_document(engine: Engine) -> dict[str, Any]:
+    """The installation's registration pace and queue (docs/github.md, "Registration pace")."""
+    view = engine.registrations.view()
+    return {
+        "per_minute": round(view.per_minute, 1),
+        "waiting": view.waiting,
+        "source": view.source,
+        "throttled": view.throttled,
+        "sentence": view.sentence(),
+    }
+
+
+def budget_document(engine: Engine) -> dict[str, Any]:
+    """GitHub's REST budget as last read, and what it slows (docs/github.md, "API budget")."""
+    budget = engine.github.budget()
+    return {
+        "remaining": budget.remaining,
+        "limit": budget.limit,
+        "reset_at": budget.reset_at,
+        "stretch": budget.stretch,
+        "not_modified": budget.not_modified,
+        "note": budget.note,
+    }
+
+
 def snapshot(engine: Engine) -> dict[str, Any]:
     now = engine.clock.now()
     fleet = engine.fleet
@@ -179,6 +213,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "min": in_force(ss, now).min_runners,
                 "schedule": schedule_document(ss, now),
                 "warm": warm_document(state),
+                "rerun_lost_jobs": ss.rerun_lost_jobs,
                 "max": ss.max_runners,
                 "priority": ss.priority,
                 "placement": ss.placement.value,
@@ -238,6 +273,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         )
     for scale_set, provider, loop in sorted(fleet.active_crash_loops(now)):
         left = loop.remaining(now)
+        runner, output = engine.ctx.findings.crash_output.get((scale_set, provider), ("", ()))
         skips.append(
             {
                 "scale_set": scale_set,
@@ -251,6 +287,8 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "sentence": crash_sentence(
                     scale_set, provider, loop.last_error, loop.refusals, left
                 ),
+                "runner": runner,
+                "output": list(output),
             }
         )
     runners = []
@@ -289,6 +327,12 @@ def snapshot(engine: Engine) -> dict[str, Any]:
             "state_moved_aside": str(engine.store.moved_aside or ""),
             "github": engine.github_url,
             "lease": engine.lease.document() if engine.lease is not None else None,
+            "registrations": registrations_document(engine),
+            "budget": budget_document(engine),
+            "reruns": {
+                "count": engine.ctx.findings.reruns.done,
+                "last": engine.ctx.findings.reruns.last,
+            },
         },
         "scale_sets": scale_sets,
         "leftovers": [

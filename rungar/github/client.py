@@ -20,12 +20,14 @@ from rungar.github.auth import REST_ACCEPT, AdminChain, TokenSource, error_messa
 from rungar.github.exceptions import (
     GarbledAnswer,
     MessageQueueTokenExpired,
+    RegistrationThrottled,
     RunnerBusy,
     RunnerExists,
     ScaleSetGone,
     SessionConflict,
     SessionGone,
 )
+from rungar.github.ratelimit import budget_wait, is_rate_limited, retry_after
 from rungar.github.transport import USER_AGENT, Response, Transport
 from rungar.github.urls import GitHubTarget
 from rungar.github.wire import (
@@ -95,6 +97,9 @@ class ScaleSetClient:
         self._admin = admin
         self._user_agent = user_agent
         self._long_poll_timeout = long_poll_timeout
+        # The last answer of each conditional read, by URL path and query, with its ETag.
+        self._etags: dict[str, tuple[str, Response]] = {}
+        self.not_modified = 0  # 304 answers: reads that cost nothing
 
     @property
     def transport(self) -> Transport:
@@ -120,26 +125,65 @@ class ScaleSetClient:
         raise AssertionError("unreachable")
 
     async def _call(
-        self, method: str, path: str, *, params: Mapping[str, str] | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        rate_limits: bool = True,
     ) -> Response:
         """An ADMIN call: api-version added, 401 re-runs the whole auth chain and retries once."""
         query = dict(params or {})
         query.setdefault("api-version", API_VERSION)
         for attempt in range(2):
             conn = await self._admin.get()
+            extra = headers
             headers = {
                 "Authorization": f"Bearer {conn.token}",
                 "Content-Type": "application/json",
                 "User-Agent": self._user_agent,
+                **(extra or {}),
             }
             response = await self._transport.request(
-                method, conn.url + path, headers=headers, params=query, json_body=body
+                method,
+                conn.url + path,
+                headers=headers,
+                params=query,
+                json_body=body,
+                rate_limits=rate_limits,
             )
             if response.status == 401 and attempt == 0:
                 self._admin.invalidate()
                 continue
             return response
         raise AssertionError("unreachable")
+
+    async def _read(self, path: str, *, params: Mapping[str, str] | None = None) -> Response:
+        """A conditional ADMIN read: ``If-None-Match`` with the ETag of the last answer, and a
+        304 (which GitHub does not count against any budget) answered from that answer."""
+        key = path + "?" + urlencode(sorted((params or {}).items()))
+        known = self._etags.get(key)
+        headers = {"If-None-Match": known[0]} if known is not None else None
+        r = await self._call("GET", path, params=params, headers=headers)
+        if r.status == 304 and known is not None:
+            self.not_modified += 1
+            return known[1]
+        etag = r.headers.get("etag", "")
+        if r.status == 200 and etag:
+            self._etags[key] = (etag, r)
+        else:
+            self._etags.pop(key, None)
+        return r
+
+    async def rate_limit(self) -> None:
+        """``GET /rate_limit``: the REST budget, read into the transport; it costs nothing.
+        Not asked while the last reading says the budget is spent (nothing new until reset)."""
+        transport = self._transport
+        if budget_wait(transport.rate_limit, transport.clock.now()) > 0:
+            return
+        await self._rest("GET", "rate_limit")
 
     @staticmethod
     def _fail(response: Response, what: str) -> GitHubError:
@@ -176,7 +220,7 @@ class ScaleSetClient:
     async def get_scale_set(self, runner_group_id: int, name: str) -> ScaleSet | None:
         """A2."""
         params = {"runnerGroupId": str(runner_group_id), "name": name}
-        r = await self._call("GET", SCALE_SETS, params=params)
+        r = await self._read(SCALE_SETS, params=params)
         count, found = list_answer(self._object(r, "get scale set"))
         if count > 1:
             raise GitHubError(f"scale set {name!r}: {count} scale sets of that name", r.status)
@@ -184,7 +228,7 @@ class ScaleSetClient:
 
     async def get_scale_set_by_id(self, scale_set_id: int) -> ScaleSet | None:
         """A3; None when GitHub no longer has it."""
-        r = await self._call("GET", f"{SCALE_SETS}/{scale_set_id}")
+        r = await self._read(f"{SCALE_SETS}/{scale_set_id}")
         if r.status == 404:
             return None
         return ScaleSet.from_json(self._object(r, "get scale set"))
@@ -333,7 +377,16 @@ class ScaleSetClient:
     ) -> JitConfig:
         """A13. Raises RunnerExists on 409, ScaleSetGone on 404."""
         body = {"name": name, "workFolder": work_folder}
-        r = await self._call("POST", f"{SCALE_SETS}/{scale_set_id}/generatejitconfig", body=body)
+        r = await self._call(
+            "POST", f"{SCALE_SETS}/{scale_set_id}/generatejitconfig", body=body, rate_limits=False
+        )
+        if is_rate_limited(r.status, r.headers, r.body):
+            after = retry_after(r.headers, self._transport.clock.now())
+            raise RegistrationThrottled(
+                f"generate jit config: HTTP {r.status}: GitHub's registration limit",
+                r.status,
+                after if after is not None else 1.0,
+            )
         if r.status == 409:
             raise RunnerExists(f"a runner named {name!r} already exists", 409)
         if r.status == 404:
@@ -354,8 +407,8 @@ class ScaleSetClient:
         return RunnerReference.from_json(found[0]) if found else None
 
     async def list_runners(self) -> list[RunnerReference]:
-        """A16."""
-        r = await self._call("GET", AGENTS)
+        """A16, conditional: an unchanged list answers 304."""
+        r = await self._read(AGENTS)
         return [RunnerReference.from_json(v) for v in list_values(self._object(r, "list runners"))]
 
     async def remove_runner(self, runner_id: int) -> None:
@@ -366,6 +419,32 @@ class ScaleSetClient:
         if r.status == 400 and "JobStillRunning" in _type_name(r):
             raise RunnerBusy(f"runner {runner_id} is running a job", 400)
         raise self._fail(r, "remove runner")
+
+    # ---- re-running a job (REST) ---------------------------------------------------------
+
+    async def rerun_failed_job(self, repository: str, run_id: str, runner_name: str) -> int:
+        """Re-run the job of ``run_id`` that failed on ``runner_name``: the run's jobs are
+        listed to find its id (the message queue does not carry it), then the job's re-run
+        route is called. Needs ``actions: write`` on the repository. The re-run job's id."""
+        base = f"repos/{repository}/actions"
+        listed = await self._rest("GET", f"{base}/runs/{run_id}/jobs?filter=latest&per_page=100")
+        jobs = self._object(listed, "list the run's jobs").get("jobs")
+        found = [
+            j
+            for j in (jobs if isinstance(jobs, list) else [])
+            if isinstance(j, dict)
+            and j.get("runner_name") == runner_name
+            and j.get("conclusion") == "failure"
+        ]
+        if not found:
+            raise GitHubError(
+                f"run {run_id} of {repository} has no job that failed on {runner_name}", 404
+            )
+        job_id = int(found[0].get("id", 0))
+        r = await self._rest("POST", f"{base}/jobs/{job_id}/rerun", {})
+        if r.status != 201:
+            raise self._fail(r, f"re-run job {job_id}")
+        return job_id
 
     # ---- REST extras (R4, R5) -------------------------------------------------------------
 

@@ -47,3 +47,14 @@ class RunnerExists(GitHubError):
 
 class RunnerBusy(GitHubError):
     """400 ``JobStillRunningException`` on remove: the runner has a job; try later."""
+
+
+class RegistrationThrottled(GitHubError):
+    """429 (or a rate-limited 403) on generate-jitconfig: GitHub's registration throttle.
+
+    Not waited out in the transport: the registration queue learns the pace from it and the
+    registration waits for another turn (docs/github.md, "Registration pace")."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after: float = 0.0) -> None:
+        super().__init__(message, status)
+        self.retry_after = retry_after

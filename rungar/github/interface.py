@@ -105,6 +105,19 @@ class RunnerStatus:
     scale_set_id: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """GitHub's REST budget as last read (None: never read) and what it does to reads that
+    can wait: ``stretch`` 1, 2 (below 25 %) or 4 (below 10 %); ``note`` for ``rungar status``."""
+
+    remaining: int | None = None
+    limit: int | None = None
+    reset_at: float | None = None
+    stretch: float = 1.0
+    note: str = ""
+    not_modified: int = 0  # conditional reads GitHub answered 304 (free)
+
+
 class RemoveOutcome(StrEnum):
     REMOVED = "removed"  # gone now (or was already)
     BUSY = "busy"  # running a job: try again later
@@ -189,6 +202,11 @@ class GitHub(Protocol):
 
     async def remove_runner(self, runner_id: int) -> RemoveOutcome: ...
 
+    async def rerun_failed_job(self, repository: str, run_id: str, runner_name: str) -> int:
+        """Re-run, once, the job of ``run_id`` in ``repository`` that failed on
+        ``runner_name`` (the REST job re-run route); the job's id. Raises GitHubError."""
+        ...
+
     async def get_runner_by_name(self, name: str) -> RunnerStatus | None: ...
 
     async def list_runners(self, scale_set_id: int) -> list[RunnerStatus]: ...
@@ -208,6 +226,10 @@ class GitHub(Protocol):
 
     def session_phase(self, scale_set: str) -> SessionPhase:
         """Where the scale set's listener stands with its message session."""
+        ...
+
+    def budget(self) -> Budget:
+        """The REST budget and how much it slows reads that can wait."""
         ...
 
     async def renew_session(self, scale_set: str) -> bool:

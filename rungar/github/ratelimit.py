@@ -70,6 +70,34 @@ def budget_wait(rate: RateLimit | None, now: float, cap: float = MAX_RESET_WAIT)
     return min(rate.reset_at - now + RESET_MARGIN, cap)
 
 
+LOW_BUDGET = 0.25  # below this fraction of the budget, reads that can wait: half as often
+VERY_LOW_BUDGET = 0.10  # below this: a quarter as often
+
+
+def read_stretch(rate: RateLimit | None, now: float) -> float:
+    """How many times longer reads that can wait (runner lists, scale-set checks) wait between
+    them: 1; 2 below 25 % of the REST budget; 4 below 10 % (docs/github.md, "API budget"). A
+    reading whose reset time has passed is fresh budget. Registrations are never stretched."""
+    if rate is None or rate.reset_at <= now or rate.limit <= 0:
+        return 1.0
+    left = rate.fraction_left
+    if left < VERY_LOW_BUDGET:
+        return 4.0
+    return 2.0 if left < LOW_BUDGET else 1.0
+
+
+def budget_note(rate: RateLimit | None, now: float) -> str:
+    """The note ``rungar status`` shows while reads are slowed, or ""."""
+    stretch = read_stretch(rate, now)
+    if rate is None or stretch <= 1.0:
+        return ""
+    how = "half" if stretch == 2.0 else "a quarter"
+    return (
+        f"API budget {rate.remaining}/{rate.limit} ({rate.fraction_left:.0%}) left: runner "
+        f"lists {how} as often until the reset"
+    )
+
+
 def retry_after(headers: Mapping[str, str], now: float) -> float | None:
     """Seconds ``Retry-After`` asks for: a number of seconds, or an HTTP date (RFC 9110)."""
     value = _header(headers, "retry-after")

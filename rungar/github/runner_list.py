@@ -8,6 +8,9 @@ answer younger than the max age is handed to every caller; when none is, the fir
 and every caller that comes while that request is in flight awaits the same answer, so
 concurrent callers cost one request, not one each.
 
+While GitHub's REST budget runs low the max age is stretched (twice below 25 % of the budget,
+four times below 10 %), so the list is asked for half or a quarter as often.
+
 A failed request is not kept: each of its waiting callers gets the error, and the next caller
 asks again. A caller that is cancelled does not cancel the request for the others.
 """
@@ -25,10 +28,18 @@ T = TypeVar("T")
 
 
 class SharedListing(Generic[T]):
-    def __init__(self, fetch: Callable[[], Awaitable[T]], clock: Clock, max_age: float) -> None:
+    def __init__(
+        self,
+        fetch: Callable[[], Awaitable[T]],
+        clock: Clock,
+        max_age: float,
+        stretch: Callable[[], float] | None = None,
+    ) -> None:
         self._fetch = fetch
         self._clock = clock
         self.max_age = max_age
+        # How many times ``max_age`` an answer is kept: 2 or 4 while the API budget runs low.
+        self._stretch = stretch or (lambda: 1.0)
         self._value: T | None = None
         self._asked_at = 0.0
         self._flight: asyncio.Future[T] | None = None
@@ -36,7 +47,8 @@ class SharedListing(Generic[T]):
 
     async def get(self) -> T:
         """An answer asked for at most ``max_age`` ago, or the one being asked for now."""
-        if self._value is not None and self._clock.now() - self._asked_at < self.max_age:
+        age = self._clock.now() - self._asked_at
+        if self._value is not None and age < self.max_age * self._stretch():
             return self._value
         if self._flight is None:
             self._flight = asyncio.ensure_future(self._ask())

@@ -24,6 +24,7 @@ from rungar.github.auth import AdminChain, Auth, token_source
 from rungar.github.client import ScaleSetClient
 from rungar.github.exceptions import RunnerBusy, RunnerExists
 from rungar.github.interface import (
+    Budget,
     CursorStore,
     InMemoryCursorStore,
     InMemorySessionStore,
@@ -34,7 +35,7 @@ from rungar.github.interface import (
     SessionStore,
 )
 from rungar.github.listener import Listener
-from rungar.github.ratelimit import RequestCounter
+from rungar.github.ratelimit import RequestCounter, budget_note, read_stretch
 from rungar.github.runner_list import SharedListing
 from rungar.github.scale_set import ensure_scale_set
 from rungar.github.timing import GitHubTiming
@@ -112,8 +113,9 @@ class ScaleSetGitHub:
         self._session_retry = (session_retry_first, session_retry_max)
         # Every caller's runner list: one request per runner_list_max_age, single flight.
         self.runner_listing: SharedListing[list[RunnerStatus]] = SharedListing(
-            self._list_runners, clock, self.timing.runner_list_max_age
+            self._list_runners, clock, self.timing.runner_list_max_age, self.read_stretch
         )
+        self._budget_read_at = 0.0
         self._ids: dict[str, int] = {}
         self._configs: dict[str, ScaleSetConfig] = {}
         self.listeners: dict[str, Listener] = {}
@@ -177,6 +179,9 @@ class ScaleSetGitHub:
             jit = await self.client.generate_jit_config(scale_set_id, runner_name)
         return jit.runner.id, jit.encoded
 
+    async def rerun_failed_job(self, repository: str, run_id: str, runner_name: str) -> int:
+        return await self.client.rerun_failed_job(repository, run_id, runner_name)
+
     async def remove_runner(self, runner_id: int) -> RemoveOutcome:
         try:
             await self.client.remove_runner(runner_id)
@@ -192,8 +197,38 @@ class ScaleSetGitHub:
         return [r for r in await self.runner_listing.get() if r.scale_set_id == scale_set_id]
 
     async def list_all_runners(self) -> list[RunnerStatus]:
-        """The installation's runners, shared (:mod:`rungar.github.runner_list`)."""
+        """The installation's runners, shared (:mod:`rungar.github.runner_list`), asked for
+        half or a quarter as often while the REST budget runs low."""
+        await self._read_budget()
         return list(await self.runner_listing.get())
+
+    def read_stretch(self) -> float:
+        """How many times longer reads that can wait wait now (1, 2 or 4), by the budget."""
+        return read_stretch(self.client.transport.rate_limit, self._clock.now())
+
+    def budget(self) -> Budget:
+        rate = self.client.transport.rate_limit
+        now = self._clock.now()
+        return Budget(
+            remaining=rate.remaining if rate is not None else None,
+            limit=rate.limit if rate is not None else None,
+            reset_at=rate.reset_at if rate is not None else None,
+            stretch=read_stretch(rate, now),
+            note=budget_note(rate, now),
+            not_modified=self.client.not_modified,
+        )
+
+    async def _read_budget(self) -> None:
+        """Read the REST budget (free) when no reading is younger than the check interval."""
+        interval = self.timing.budget_check_interval
+        now = self._clock.now()
+        if interval <= 0 or now - self._budget_read_at < interval:
+            return
+        self._budget_read_at = now
+        try:
+            await self.client.rate_limit()
+        except GitHubError as e:
+            log.info("github.budget_unread", error=str(e))
 
     async def _list_runners(self) -> list[RunnerStatus]:
         return [_status(r) for r in await self.client.list_runners()]

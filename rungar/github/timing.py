@@ -39,6 +39,17 @@ class GitHubTiming:
     message_queue_token_refresh_margin: float = 10 * 60.0
     # The installation's runner list is shared by every caller this long (single flight).
     runner_list_max_age: float = 15.0
+    # The REST budget is read (``GET /rate_limit``, which costs nothing) at most this often
+    # when no REST answer told it more recently; 0 = only from REST answers.
+    budget_check_interval: float = 60.0
+    # Registration pace (GitHub's JIT-config limit): 0 = at once until GitHub answers 429, then
+    # what it took in the trailing minute less ``registration_pace_margin``; a learned pace is
+    # forgotten after ``registration_pace_forget`` seconds without a 429.
+    registrations_per_minute: float = 0.0
+    registration_pace_margin: float = 0.02
+    registration_pace_forget: float = 3600.0
+    # Registrations sent and not yet answered, at most (0: no bound).
+    registrations_in_flight: int = 4
 
     def __post_init__(self) -> None:
         if self.session_recreate_after < 1:

@@ -92,6 +92,10 @@ class Transport:
         self._rng = rng or random.Random()
         self.rate_limit: RateLimit | None = None
 
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
     async def request(
         self,
         method: str,
@@ -104,8 +108,12 @@ class Transport:
         timeout: float = DEFAULT_TIMEOUT,
         rest: bool = False,
         retry: bool = True,
+        rate_limits: bool = True,
     ) -> Response:
-        """The final answer after retries. Raises :class:`GitHubUnavailable` when none came."""
+        """The final answer after retries. Raises :class:`GitHubUnavailable` when none came.
+
+        With ``rate_limits`` False a rate-limited answer (429, or a 403 that is a rate limit)
+        is returned, not waited out: the registration queue paces those calls itself."""
         limit_waits = 0
         while True:
             if rest:
@@ -118,7 +126,16 @@ class Transport:
                     self.rate_limit = None  # the reset happened; the next answer tells the truth
             try:
                 return await self._attempt_with_retries(
-                    method, url, headers, json_body, content, params, timeout, rest, retry
+                    method,
+                    url,
+                    headers,
+                    json_body,
+                    content,
+                    params,
+                    timeout,
+                    rest,
+                    retry,
+                    rate_limits,
                 )
             except _Retry as limited:
                 # Only rate limits escape the tenacity loop: they have their own, longer budget.
@@ -148,6 +165,7 @@ class Transport:
         timeout: float,
         rest: bool,
         retry: bool,
+        rate_limits: bool = True,
     ) -> Response:
         def wait(state: RetryCallState) -> float:
             exc = state.outcome.exception() if state.outcome else None
@@ -165,7 +183,16 @@ class Transport:
                 with attempt:
                     n = attempt.retry_state.attempt_number
                     return await self._once(
-                        method, url, headers, json_body, content, params, timeout, rest, n
+                        method,
+                        url,
+                        headers,
+                        json_body,
+                        content,
+                        params,
+                        timeout,
+                        rest,
+                        n,
+                        rate_limits,
                     )
         except _TransientRetry as exhausted:
             if exhausted.response is not None:
@@ -184,6 +211,7 @@ class Transport:
         timeout: float,
         rest: bool,
         attempt: int,
+        rate_limits: bool = True,
     ) -> Response:
         t = self.timing
         try:
@@ -208,6 +236,11 @@ class Transport:
             reading = parse_rate_limit(response.headers)
             if reading is not None:
                 self.rate_limit = reading
+        if not rate_limits and (
+            response.status == 429
+            or is_rate_limited(response.status, response.headers, response.body)
+        ):
+            return response
         if response.status == 429 and not rest and "retry-after" not in response.headers:
             # The Actions service or broker pushing back without saying for how long: a short
             # jittered backoff, not the REST API's minute (its budget is not the REST budget).

@@ -36,10 +36,15 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
     ),
     ("provider", "held"): "a higher-priority scale set holds it (priority)",
     ("provider", "crash_loop"): (
-        "a scale set's runner there ended before it ever connected; the scale set backs off "
-        "the provider (runner, runners in a row)"
+        "a scale set's runners there ended before they ever connected, the second in a row or "
+        "later; the scale set backs off the provider (runner, runners in a row, output: the "
+        "runner's last lines)"
     ),
     ("scale_set", "paused"): "rungar scale-sets pause",
+    ("scale_set", "job_rerun"): (
+        "a job GitHub failed because its runner was lost with its machine was re-run "
+        "(rerun_lost_jobs; job_id, github_job_id, runner)"
+    ),
     ("scale_set", "resumed"): "rungar scale-sets resume",
     ("scale_set", "min_runners_changed"): (
         "its schedule moved the min_runners in force (from, to, window)"

@@ -7,7 +7,7 @@ which implements it too. A refusal is a value; ``ProviderUnavailable`` means no 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from rungar.model.machine import (
@@ -43,4 +43,9 @@ class Provider(Protocol):
 
     async def update_runner(self, name: str, job: JobHint) -> None:
         """Tell the provider which job the runner took."""
+        ...
+
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+        """The machine's last ``lines`` lines of output, oldest first; [] when the provider
+        cannot tell or does not know the name (asked when a runner ends before it connects)."""
         ...

@@ -36,7 +36,8 @@ wait there), or a create abandoned or refused for any reason but being full
 (:meth:`Fleet.abandon`).
 
 A crash loop is kept apart from the refusal backoff: a create that succeeds does not forgive
-it (the runner it made may crash too), only a runner that connects does. It waits
+it (the runner it made may crash too), only a runner that connects does. It begins at the
+``crash_backoff_after``-th failure in a row (the second, by default) and waits
 ``crash_backoff_first`` doubling to ``crash_backoff_max`` (30 s to 10 min).
 
 Limits count every scale set's runners on the provider, the creates in flight (claims), and
@@ -66,7 +67,7 @@ from rungar.model.sentences import (
     nothing_to_try,
     scale_set_limit_reason,
 )
-from rungar.placement.backoff import Backoff, after_refusal
+from rungar.placement.backoff import Backoff, after_refusal, backoff_wait
 from rungar.placement.holds import Hold, HoldDecision, HoldRule, RoomOpened, place_hold
 from rungar.placement.order import order_providers
 
@@ -445,14 +446,19 @@ class Fleet:
     def record_crash(self, scale_set: str, provider: str, why: str, now: float) -> Backoff:
         """A runner ended, or never connected in time, before it ever connected: one more in
         the scale set's crash loop on that provider (``why`` is EXITED or NEVER_CONNECTED)."""
-        backoff = after_refusal(
-            self._crash_loops.get((scale_set, provider)),
-            now=now,
-            error=why,
+        previous = self._crash_loops.get((scale_set, provider))
+        refusals = (previous.refusals if previous else 0) + 1
+        # The first failures (``crash_backoff_after`` less one) are counted, not backed off:
+        # a runner that dies once is bad luck; two in a row is a loop. The skip then starts at
+        # ``crash_backoff_first`` and doubles with each failure after it.
+        streak = refusals - max(1, self.timing.crash_backoff_after) + 1
+        backoff = Backoff(
+            refusals=refusals,
+            until=now
+            + backoff_wait(streak, self.timing.crash_backoff_first, self.timing.crash_backoff_max),
+            last_error=why,
             full=False,
             resource="",
-            first=self.timing.crash_backoff_first,
-            maximum=self.timing.crash_backoff_max,
         )
         self._crash_loops[(scale_set, provider)] = backoff
         return backoff

@@ -27,7 +27,7 @@ The mapping of answers is the protocol's core rule:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -225,3 +225,21 @@ class GrpcProvider:
     async def update_runner(self, name: str, job: JobHint) -> None:
         request = pb.UpdateRunnerRequest(runner_name=name, job=convert.hint_to_pb(job))
         await self._call("UpdateRunner", request, self._timeout)
+
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+        """LastOutput; a provider that does not implement it (an older plugin) has no lines."""
+        stub = self._connect()
+        self._started()
+        try:
+            answer = await stub.LastOutput(
+                pb.LastOutputRequest(name=name, lines=max(0, lines)),
+                timeout=self._timeout,
+                metadata=self._metadata,
+            )
+        except grpc.aio.AioRpcError as e:
+            if e.code() is grpc.StatusCode.UNIMPLEMENTED:
+                return []
+            raise map_rpc_error(self.name, "LastOutput", e) from e
+        finally:
+            self._ended()
+        return [str(line) for line in answer.lines]

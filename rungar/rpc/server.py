@@ -312,6 +312,20 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
         finally:
             self._log_call("UpdateRunner", runner, result, started, token)
 
+    async def LastOutput(self, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        runner = request.name
+        started, token = self._begin(context)
+        result = "error"
+        try:
+            lines = await self._provider.last_output(runner, int(request.lines) or 20)
+            result = f"{len(lines)} lines"
+            return pb.LastOutputResponse(lines=[str(line) for line in lines])
+        except Exception as e:
+            result = _failure(e)
+            await _abort("LastOutput", runner, context, e)
+        finally:
+            self._log_call("LastOutput", runner, result, started, token)
+
 
 def _bind(server: grpc.aio.Server, address: str, tls: ServerTls | None) -> str:
     if is_unix(address):

@@ -233,6 +233,24 @@ async def check_concurrent_creates_never_exceed_capacity(
         await _delete_all(provider, created)
 
 
+async def check_last_output_is_lines_and_none_for_an_unknown_name(
+    provider: Provider, run: Run
+) -> None:
+    unknown = await provider.last_output(f"conf-never-created-{uuid.uuid4().hex[:8]}", 5)
+    if list(unknown):
+        raise _fail(f"last output of an unknown name answered lines: {list(unknown)!r}")
+    request = run.request()
+    created = run.saw(await provider.create(request))
+    if not isinstance(created, Created):
+        raise _fail(f"create of a runner that fits was refused: {created.kind}: {created.message}")
+    try:
+        lines = list(await provider.last_output(request.runner_name, 3))
+        if len(lines) > 3 or not all(isinstance(x, str) and "\n" not in x for x in lines):
+            raise _fail(f"last output asked for 3 lines answered {lines!r}")
+    finally:
+        await provider.delete(request.runner_name)
+
+
 def check_every_refusal_has_a_human_message(run: Run) -> None:
     if not run.refusals:
         raise _fail("no refusal was seen, so none could be checked")
@@ -249,6 +267,7 @@ CHECKS: dict[str, Callable[[Provider, Run], Awaitable[None]]] = {
     "full_refusal": check_a_full_provider_refuses_full_with_a_resource,
     "invalid_refusal": check_an_impossible_runner_is_refused_invalid,
     "concurrent_creates": check_concurrent_creates_never_exceed_capacity,
+    "last_output": check_last_output_is_lines_and_none_for_an_unknown_name,
 }
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from rungar.config.model import ScaleSetConfig
 from rungar.errors import GitHubError
 from rungar.github.interface import (
+    Budget,
     Demand,
     JobEvent,
     JobEventKind,
@@ -41,6 +42,7 @@ class FakeGitHub:
     def __init__(self) -> None:
         self._ids = itertools.count(1)
         self.scale_sets: dict[str, int] = {}
+        self.reruns: list[tuple[str, str, str]] = []  # (repository, run id, runner) re-run
         self.labels: dict[str, tuple[str, ...]] = {}
         self.runners: dict[int, FakeRunner] = {}
         self.capacity: dict[str, int] = {}
@@ -113,6 +115,14 @@ class FakeGitHub:
             self.scale_sets[config.name] = next(self._ids)
         self.labels[config.name] = (config.name, *config.labels)
         return self.scale_sets[config.name]
+
+    def budget(self) -> Budget:
+        return Budget()
+
+    async def rerun_failed_job(self, repository: str, run_id: str, runner_name: str) -> int:
+        self._maybe_fail("rerun_failed_job", runner_name)
+        self.reruns.append((repository, run_id, runner_name))
+        return len(self.reruns)
 
     async def generate_jit_config(self, scale_set_id: int, runner_name: str) -> tuple[int, str]:
         self._maybe_fail("generate_jit_config", runner_name)

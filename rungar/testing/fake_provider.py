@@ -12,13 +12,14 @@ gRPC.
 Faults are scripted for the next N calls or for every call: refusals of a chosen kind, no
 answer (optionally after creating the machine: an *uncertain* create), failing deletes and
 failing lists. Calls are counted by name in ``calls``; ``set_state`` moves a machine (to
-STOPPED, say) as its host would, and the job hints of ``update_runner`` are kept in ``jobs``.
+STOPPED, say) as its host would, and the job hints of ``update_runner`` are kept in ``jobs``;
+``output[name]`` is what ``last_output`` answers for a machine.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +106,7 @@ class FakeProvider:
         self.calls: Counter[str] = Counter()
         self.created = 0  # machines actually made (repeats and refusals excluded)
         self.jobs: dict[str, JobHint] = {}
+        self.output: dict[str, list[str]] = {}  # what last_output answers, per machine
         self.removals: dict[str, Removal] = {}  # why each machine was deleted, when told
         self._clock: Clock = clock or SystemClock()
         self._held: dict[str, _Held] = {}
@@ -328,6 +330,12 @@ class FakeProvider:
         await self._wait()
         if name in self._held:
             self.jobs[name] = job
+
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+        """What a test wrote in ``output[name]``, the last ``lines`` of it."""
+        self.calls["last_output"] += 1
+        await self._wait()
+        return list(self.output.get(name, ()))[-lines:] if lines > 0 else []
 
 
 def fake_from_config(config: ProviderConfig, clock: Clock) -> FakeProvider:

@@ -10,6 +10,7 @@ POST     /compute/v1/projects/P/zones/Z/instances?requestId=R                  i
 GET      /compute/v1/projects/P/zones/Z/instances/N                           get
 GET      /compute/v1/projects/P/zones/Z/instances?filter=F                    list
 DELETE   /compute/v1/projects/P/zones/Z/instances/N                           delete
+GET      /compute/v1/projects/P/zones/Z/instances/N/serialPort                serial port output
 GET      /compute/v1/projects/P/aggregated/instances?filter=F                 aggregated list
 GET      /compute/v1/projects/P/zones/Z/operations/O                          operation
 POST     /compute/v1/projects/P/zones/Z/operations/O/wait                     wait
@@ -41,7 +42,7 @@ from rungar.testing.loopback import LoopbackHttpServer
 _ROUTE = re.compile(
     r"^/compute/v1/projects/(?P<project>[^/]+)/"
     r"(?:aggregated/instances|zones/(?P<zone>[^/]+)/(?P<kind>instances|operations|machineTypes)"
-    r"(?:/(?P<name>[^/]+))?(?P<wait>/wait)?)$"
+    r"(?:/(?P<name>[^/]+))?(?P<wait>/wait)?(?P<serial>/serialPort)?)$"
 )
 _TERM = re.compile(r'([\w.\-]+)\s*=\s*"([^"]*)"')
 _HTTP_TEXT = {400: "BAD REQUEST", 403: "FORBIDDEN", 404: "NOT FOUND", 503: "SERVICE UNAVAILABLE"}
@@ -124,6 +125,7 @@ class GceFake:
         self.running_polls = running_polls  # operation GETs/waits that still answer RUNNING
         self.capacity = capacity  # instances the project holds before every zone is stocked out
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}
+        self.serial: dict[str, str] = {}  # serial port output, by instance name
         self.operations: dict[str, dict[str, Any]] = {}
         self.insert_requests: list[InsertCall] = []
         self._by_request: dict[str, str] = {}
@@ -298,6 +300,11 @@ class GceFake:
                 return 200, op
             if kind == "instances" and method == "POST" and not name:
                 return self.insert(zone, body or {}, query.get("requestId", ""))
+            if kind == "instances" and method == "GET" and name and match["serial"]:
+                if (zone, name) not in self.instances:
+                    return 404, _error_body(404, "notFound", f"instance {name} not found")
+                text = self.serial.get(name, "")
+                return 200, {"kind": "compute#serialPortOutput", "contents": text, "next": "0"}
             if kind == "instances" and method == "GET" and name:
                 one = self.instances.get((zone, name))
                 if one is None:

@@ -122,3 +122,56 @@ async def test_the_aws_provider_conforms_over_grpc(
     )
     passed = await run_kit(server.address, run)
     assert "concurrent_creates" in passed and "full_refusal" in passed
+
+
+def _created(answer: object) -> str:
+    from rungar.model.machine import Created
+
+    assert isinstance(answer, Created), answer
+    return answer.machine.name
+
+
+async def test_the_gcp_provider_answers_the_serial_ports_last_lines(
+    gcp_server: ProviderServer, gce: GceFake
+) -> None:
+    image = "projects/debian-cloud/global/images/family/debian-12"
+    run = Run(
+        capacity_runner=RunnerBlock(image=image, extra={"machine_type": "e2-small"}),
+        impossible_runner=RunnerBlock(image=image),
+        installation=INSTALL,
+    )
+    request = run.request()
+    client = GrpcProvider("gcp", gcp_server.address, timeout=30)
+    try:
+        name = _created(await client.create(request))
+        (instance,) = [n for n in gce.names() if n.startswith(name[:20])]
+        gce.serial[instance] = "boot\nstarting runner\nError: runner config invalid\n"
+        assert await client.last_output(name, 2) == [
+            "starting runner",
+            "Error: runner config invalid",
+        ]
+        await client.delete(name)
+        assert await client.last_output(name, 2) == [], "a deleted machine has no output"
+    finally:
+        await client.close()
+
+
+async def test_the_aws_provider_answers_the_console_outputs_last_lines(
+    aws_server: tuple[ProviderServer, str],
+) -> None:
+    server, ami = aws_server
+    run = Run(
+        capacity_runner=RunnerBlock(image=ami, extra={"instance_type": "t3.small"}),
+        impossible_runner=RunnerBlock(image=ami),
+        installation=INSTALL,
+    )
+    request = run.request()
+    client = GrpcProvider("aws", server.address, timeout=30)
+    try:
+        name = _created(await client.create(request))
+        lines = await client.last_output(name, 3)
+        # moto answers a fixed console text for every instance, as EC2 answers the real one.
+        assert 0 < len(lines) <= 3 and all(isinstance(line, str) for line in lines)
+    finally:
+        await client.delete(request.runner_name)
+        await client.close()

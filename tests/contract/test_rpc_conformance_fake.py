@@ -93,7 +93,7 @@ async def test_the_fake_provider_conforms_over_loopback_mtls(
         )
     finally:
         await server.stop(None)
-    assert len(passed) == 8
+    assert len(passed) == 9
     assert fake.machines == []  # every check cleaned up after itself
 
 

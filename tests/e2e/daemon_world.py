@@ -34,10 +34,12 @@ from rungar.model.machine import (
     CreateRequest,
     JobHint,
     Machine,
+    MachineState,
     ProviderInfo,
     Refusal,
     Removal,
 )
+from rungar.model.output import tail_lines
 from rungar.rpc.admin_client import AdminClient, DaemonUnreachable
 from rungar.rpc.server import ProviderServer, serve
 from rungar.testing.fake_provider import FakeProvider
@@ -50,10 +52,19 @@ class RunningProvider:
     """A FakeProvider whose machines boot: each created machine runs ``rungar fake-runner``
     (unless ``boot`` is off: then machines exist but no runner ever connects)."""
 
-    def __init__(self, fake: FakeProvider, log_dir: Path, *, boot: bool = True) -> None:
+    def __init__(
+        self,
+        fake: FakeProvider,
+        log_dir: Path,
+        *,
+        boot: bool = True,
+        command: list[str] | None = None,
+    ) -> None:
         self.fake = fake
         self.log_dir = log_dir
         self.boot = boot
+        # What each machine runs: the fake runner, or a test's (one that exits at once, say).
+        self.command = command or [sys.executable, "-m", "rungar.cli.fake_runner"]
         self.runners: dict[str, subprocess.Popen[bytes]] = {}
 
     async def info(self) -> ProviderInfo:
@@ -67,7 +78,7 @@ class RunningProvider:
         if self.boot and isinstance(result, Created) and request.runner_name not in self.runners:
             log = (self.log_dir / f"{request.runner_name}.log").open("wb")
             self.runners[request.runner_name] = subprocess.Popen(
-                [sys.executable, "-m", "rungar.cli.fake_runner"],
+                self.command,
                 # As a real runner takes it: in the environment, never on the command line.
                 env={**os.environ, "ACTIONS_RUNNER_INPUT_JITCONFIG": request.jit_config},
                 stdout=log,
@@ -83,10 +94,21 @@ class RunningProvider:
             process.terminate()
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:
+        for name, process in self.runners.items():
+            if process.poll() is not None:  # its runner ended: the machine stops, as a VM would
+                self.fake.set_state(name, MachineState.STOPPED)
         return await self.fake.list(selector)
 
     async def update_runner(self, name: str, job: JobHint) -> None:
         await self.fake.update_runner(name, job)
+
+    async def last_output(self, name: str, lines: int = 20) -> list[str]:
+        """The tail of the machine's runner output, as a host keeps its console."""
+        try:
+            text = (self.log_dir / f"{name}.log").read_bytes()
+        except OSError:
+            return []
+        return tail_lines(text, lines)
 
     def stop_all(self) -> None:
         for process in self.runners.values():
@@ -124,6 +146,7 @@ class DaemonWorld:
         open_files: int = 0,
         boot_runners: bool = True,
         dashboard: bool = False,
+        runner_command: list[str] | None = None,
     ):
         self.root = root
         # Write every path in rungar.yaml and scale_sets.yaml relative to root, and start the
@@ -131,7 +154,8 @@ class DaemonWorld:
         self.relative_paths = relative_paths
         self.cwd = cwd
         self.providers = {
-            n: RunningProvider(p, root, boot=boot_runners) for n, p in providers.items()
+            n: RunningProvider(p, root, boot=boot_runners, command=runner_command)
+            for n, p in providers.items()
         }
         self.servers: list[ProviderServer] = []
         self.metrics_port = free_port() if metrics else 0

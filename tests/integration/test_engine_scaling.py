@@ -132,10 +132,14 @@ async def test_status_and_inspect_show_the_window_in_force_and_the_next_change(
     assert "Schedule:" in lines and "Tue 18:00 (in 9h)" in lines
 
 
-async def stop_before_connecting(world: World, name: str) -> str:
-    """One runner of ``name`` is created and its machine stops before it ever connects."""
+async def stop_before_connecting(world: World, name: str, output: str = "") -> str:
+    """One runner of ``name`` is created and its machine stops before it ever connects,
+    printing two lines starting with ``output`` when given."""
     await world.demand(name, 1)
     (record,) = world.engine.runners.live(name)
+    if output:
+        lines = ["boot", f"{output}: starting", f"{output}: Error: bad token"]
+        world.providers["compute1"].output[record.name] = lines
     world.providers["compute1"].set_state(record.name, MachineState.STOPPED)
     await world.engine.reconcile()
     await world.engine.drain_tasks()
@@ -147,22 +151,31 @@ async def test_runners_that_exit_before_connecting_back_their_provider_off(
 ) -> None:
     world = World(tmp_path, scale_set("rungar-c4-m8"))
     await world.start()
+    output = world.providers["compute1"].output
     for n in range(3):
-        crashed = await stop_before_connecting(world, "rungar-c4-m8")
+        crashed = await stop_before_connecting(world, "rungar-c4-m8", output=f"try {n}")
         names = {r.name for r in world.github.runners.values()}
         assert crashed not in names, "the registration of a runner that crashed is removed"
-        if n < 2:
-            world.clock.advance(30 * 2**n)  # the wait is over: the next runner is tried
+        if n == 0:
+            assert snapshot(world.engine)["skips"] == [], "one failure is not a loop"
+        if n == 1:
+            world.clock.advance(30)  # the wait is over: the next runner is tried
+    assert output, "the provider was asked"
     document = snapshot(world.engine)
     text = render_status(document)
     assert (
-        "rungar-c4-m8's runners on compute1 exit before connecting (3 in a row); next try in 2m"
+        "rungar-c4-m8's runners on compute1 exit before connecting (3 in a row); next try in 1m"
     ) in text
+    shown = "\n    | ".join(["boot", "try 2: starting", "try 2: Error: bad token"])
+    assert f"{crashed}'s last output:\n    | {shown}\n" in text
+    (skip,) = document["skips"]
+    assert skip["output"] == ["boot", "try 2: starting", "try 2: Error: bad token"]
     world.engine.on_demand("rungar-c4-m8", 1)
     await world.engine.drain_tasks()
     assert world.runners_of("rungar-c4-m8") == 0, "nothing is created during the wait"
     events = [e for e in world.engine.events.recent() if e.action == "crash_loop"]
-    assert [e.attributes["runners"] for e in events] == [1, 2, 3]
+    assert [e.attributes["runners"] for e in events] == [2, 3], "the first is no loop yet"
+    assert events[-1].attributes["output"] == ["boot", "try 2: starting", "try 2: Error: bad token"]
     crashed_total = world.engine.metrics.crashed.labels("rungar-c4-m8", "compute1", "exited")
     assert crashed_total._value.get() == 3  # prometheus_client has no getter
 
@@ -184,14 +197,17 @@ async def test_a_runner_that_never_connects_within_start_timeout_counts_too(
 ) -> None:
     world = World(tmp_path, scale_set("rungar-c4-m8", start_timeout=60))
     await world.start()
-    await world.demand("rungar-c4-m8", 1)
-    (record,) = world.engine.runners.live("rungar-c4-m8")
-    world.clock.advance(61)
-    await world.engine.reconcile()
-    await world.engine.drain_tasks()
-    assert record.removal_reason == "never_connected"
+    for _ in range(2):
+        await world.demand("rungar-c4-m8", 1)
+        (record,) = world.engine.runners.live("rungar-c4-m8")
+        world.clock.advance(61)
+        await world.engine.reconcile()
+        await world.engine.drain_tasks()
+        assert record.removal_reason == "never_connected"
+        world.engine.on_demand("rungar-c4-m8", 0)
+        await world.engine.drain_tasks()
     reason = world.engine.fleet.skip_reason("rungar-c4-m8", "compute1", world.clock.now())
-    assert reason == "its runners never connect within start_timeout (1 in a row)"
+    assert reason == "its runners never connect within start_timeout (2 in a row)"
     assert world.github.runners == {}, "its registration is removed"
 
 
@@ -199,9 +215,10 @@ async def test_a_crash_loop_survives_a_restart(tmp_path: Path) -> None:
     world = World(tmp_path, scale_set("rungar-c4-m8"))
     await world.start()
     await stop_before_connecting(world, "rungar-c4-m8")
+    await stop_before_connecting(world, "rungar-c4-m8")
     world.engine = world.new_engine()
     reason = world.engine.fleet.skip_reason("rungar-c4-m8", "compute1", world.clock.now() + 1)
-    assert reason == "its runners exit before connecting (1 in a row)"
+    assert reason == "its runners exit before connecting (2 in a row)"
 
 
 async def test_a_higher_priority_reserve_refill_never_starves_lower_priority_jobs(

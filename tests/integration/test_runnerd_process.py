@@ -42,6 +42,14 @@ HOLD = (
     "while not os.path.exists(release):\n"
     "    time.sleep(0.02)\n"
 )
+# A runner that cannot start: says why on stderr and exits before it ever connects.
+BROKEN = (
+    "import sys\n"
+    "for i in range(30):\n"
+    "    print(f'line {i}')\n"
+    "print('Error: the runner config is not valid', file=sys.stderr)\n"
+    "sys.exit(3)\n"
+)
 # Grows past any cap of a few hundred MiB, then idles so /proc sampling can see it.
 GREEDY = "import time\nblocks = [bytearray(32 * 1024 * 1024) for _ in range(12)]\ntime.sleep(30)\n"
 
@@ -63,6 +71,12 @@ cpus = 1
 memory = "300M"
 slots = 5
 env = {{ RELEASE_DIR = "{release}" }}
+
+[profiles.broken]
+command = [{json.dumps(sys.executable)}, "-c", {json.dumps(BROKEN)}]
+cpus = 1
+memory = "64M"
+slots = 1
 
 [profiles.greedy]
 command = [{json.dumps(sys.executable)}, "-c", {json.dumps(GREEDY)}]
@@ -229,3 +243,19 @@ async def test_a_stop_repeats_sigterm_so_a_runner_that_missed_the_first_ends_cle
     await runtime.stop(handle)
     assert (tmp_path / "second-term").exists(), "it was killed, not stopped"
     await runtime.close()
+
+
+async def test_a_runner_that_exits_at_once_leaves_its_last_lines_of_output(
+    daemon: tuple[Daemon, Path],
+) -> None:
+    d, _ = daemon
+    created = await d.provider.create(request("broken1", profile="broken"))
+    assert isinstance(created, Created)
+    await wait_until_stopped(d, "broken1")
+    lines = list(await d.provider.last_output("broken1", 3))
+    assert lines == ["line 28", "line 29", "Error: the runner config is not valid"]
+    await d.provider.delete("broken1", Removal(RemovalReason.NEVER_CONNECTED))
+    assert list(await d.provider.last_output("broken1", 1)) == [
+        "Error: the runner config is not valid"
+    ], "still there after its machine is deleted: Rungar asks before, but may ask late"
+    assert list(await d.provider.last_output("never-created", 5)) == []

@@ -1,6 +1,7 @@
 """Crash-loop backoff (README, "Runners that exit before connecting"): a runner that ends, or
 never connects within start_timeout, before it ever connected counts against its (scale set,
-provider) like a refusal, 30 s doubling to 10 min; only a runner that connects forgives it."""
+provider); from the second in a row (``crash_backoff_after``) the provider is skipped, 30 s
+doubling to 10 min; only a runner that connects forgives it."""
 
 from __future__ import annotations
 
@@ -23,14 +24,41 @@ def two_sets() -> Fleet:
     )
 
 
-def test_the_default_crash_backoff_is_30s_doubling_to_10_minutes() -> None:
+def test_the_default_crash_backoff_starts_at_the_second_failure_30s_doubling_to_10_minutes() -> (
+    None
+):
     f = fleet([provider("compute1")], [scale_set("s", ["compute1"])], Timing())
-    assert (Timing().crash_backoff_first, Timing().crash_backoff_max) == (30, 600)
+    timing = Timing()
+    assert (timing.crash_backoff_after, timing.crash_backoff_first) == (2, 30)
+    assert timing.crash_backoff_max == 600
     waits = []
-    for n in range(7):
+    for n in range(8):
         backoff = f.record_crash("s", "compute1", EXITED, now=1000 * n)
         waits.append(backoff.until - 1000 * n)
-    assert waits == [30, 60, 120, 240, 480, 600, 600]
+    assert waits == [0, 30, 60, 120, 240, 480, 600, 600]
+
+
+def test_one_failure_is_not_a_loop_the_provider_is_still_tried() -> None:
+    f = two_sets()
+    f.record_crash("rungar-c4-m8", "compute1", EXITED, now=0)
+    assert f.skip_reason("rungar-c4-m8", "compute1", 0) is None
+    assert f.active_crash_loops(0) == []
+
+
+def test_crash_backoff_after_sets_the_failure_the_backoff_starts_at() -> None:
+    at_once = fleet(
+        [provider("compute1")],
+        [scale_set("s", ["compute1"])],
+        replace(CRASH_TIMING, crash_backoff_after=1),
+    )
+    assert at_once.record_crash("s", "compute1", EXITED, now=0).until == 30
+    third = fleet(
+        [provider("compute1")],
+        [scale_set("s", ["compute1"])],
+        replace(CRASH_TIMING, crash_backoff_after=3),
+    )
+    waits = [third.record_crash("s", "compute1", EXITED, now=0).until for _ in range(4)]
+    assert waits == [0, 0, 30, 60]
 
 
 def test_runners_that_exit_before_connecting_make_their_scale_set_skip_the_provider() -> None:
@@ -51,8 +79,9 @@ def test_a_crash_loop_is_per_scale_set_other_scale_sets_keep_trying() -> None:
 def test_the_provider_is_tried_again_once_the_wait_is_over() -> None:
     f = two_sets()
     f.record_crash("rungar-c4-m8", "compute1", NEVER_CONNECTED, now=0)
+    f.record_crash("rungar-c4-m8", "compute1", NEVER_CONNECTED, now=0)
     assert f.skip_reason("rungar-c4-m8", "compute1", 29.9) == (
-        "its runners never connect within start_timeout (1 in a row)"
+        "its runners never connect within start_timeout (2 in a row)"
     )
     assert f.skip_reason("rungar-c4-m8", "compute1", 30) is None
 
@@ -85,8 +114,9 @@ def test_a_crash_loop_never_places_a_priority_hold() -> None:
 def test_crash_loops_are_exported_and_restored_with_their_time_left() -> None:
     f = two_sets()
     f.record_crash("rungar-c4-m8", "compute1", EXITED, now=0)
+    f.record_crash("rungar-c4-m8", "compute1", EXITED, now=0)
     again = two_sets()
     again.restore_crash_loops(f.export_crash_loops())
     assert again.skip_reason("rungar-c4-m8", "compute1", 10) == (
-        "its runners exit before connecting (1 in a row)"
+        "its runners exit before connecting (2 in a row)"
     )

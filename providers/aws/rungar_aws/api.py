@@ -44,6 +44,10 @@ class Ec2(Protocol):
 
     async def terminate(self, instance_ids: list[str]) -> None: ...
 
+    async def console_output(self, instance_id: str) -> str:
+        """The instance's console output (EC2 keeps the last 64 KB), decoded; "" when none."""
+        ...
+
     async def root_device(self, image: str) -> str | None:
         """The AMI's root device name; ``None`` when the AMI does not exist."""
         ...

@@ -10,6 +10,8 @@ Rungar sees it; the provider decides what to retry, with the same
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -116,6 +118,24 @@ class Ec2Api:
                 raise ProviderError(f"TerminateInstances: {e}") from e
 
         await self._call(terminate)
+
+    async def console_output(self, instance_id: str) -> str:
+        def read() -> str:
+            try:
+                answer = self.client.get_console_output(InstanceId=instance_id, Latest=True)
+            except NO_ANSWER_ERRORS as e:
+                raise ProviderUnavailable(f"GetConsoleOutput: {e}") from e
+            except bexc.ClientError as e:
+                if e.response.get("Error", {}).get("Code") == "InvalidInstanceID.NotFound":
+                    return ""
+                raise ProviderError(f"GetConsoleOutput: {e}") from e
+            raw = str(answer.get("Output") or "")
+            try:  # EC2 sends it base64-encoded; boto3 usually decodes it already
+                return base64.b64decode(raw, validate=True).decode("utf-8", "replace")
+            except (binascii.Error, ValueError):
+                return raw
+
+        return await self._call(read)
 
     async def root_device(self, image: str) -> str | None:
         def root() -> str | None:

@@ -11,7 +11,7 @@ instances carrying this installation's tags are listed or terminated.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -37,6 +37,7 @@ from rungar.model.machine import (
     RefusalKind,
     Removal,
 )
+from rungar.model.output import tail_lines
 from rungar_aws.api import Ec2, Ec2Instance
 from rungar_aws.errors import classify, resource_of
 from rungar_aws.launch import Attempt, Tried, plan, run_params, settle, tag_filters
@@ -185,6 +186,12 @@ class AwsProvider:
 
     async def update_runner(self, name: str, job: JobHint) -> None:
         """Nothing to do: a cloud machine has no job-aware admission."""
+
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+        """The tail of the instance's console output."""
+        for inst in await self._ours({}, name):
+            return tail_lines(await self._api.console_output(inst.instance_id), lines)
+        return []
 
     def close(self) -> None:
         self._api.close()

@@ -309,6 +309,24 @@ class ComputeApi:
 
         return await self._call(find)
 
+    async def serial_output(self, zone: str, name: str) -> str:
+        def read() -> str:
+            try:
+                answer = self._instances.get_serial_port_output(
+                    project=self._s.project, zone=zone, instance=name, timeout=self._s.timeout
+                )
+            except gexc.NotFound:
+                return ""
+            except gexc.GoogleAPICallError as e:
+                raise ProviderError(f"instances.getSerialPortOutput {zone}/{name}: {e}") from e
+            except NO_ANSWER as e:
+                raise ProviderUnavailable(
+                    f"instances.getSerialPortOutput {zone}/{name}: {e}"
+                ) from e
+            return str(answer.contents or "")
+
+        return await self._call(read)
+
     async def delete(self, zone: str, name: str, request_id: str) -> None:
         def delete() -> None:
             request = compute_v1.DeleteInstanceRequest(

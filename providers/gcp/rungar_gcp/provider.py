@@ -14,7 +14,7 @@ and deleted only when they carry this installation's labels.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -43,6 +43,7 @@ from rungar.model.machine import (
     RefusalKind,
     Removal,
 )
+from rungar.model.output import tail_lines
 from rungar_gcp.api import GceApi, Instance, InstanceSpec
 from rungar_gcp.errors import classify, is_already_exists
 from rungar_gcp.labels import (
@@ -300,6 +301,15 @@ class GcpProvider:
 
     async def update_runner(self, name: str, job: JobHint) -> None:
         """Nothing to do: a cloud machine has no job-aware admission."""
+
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+        """The tail of the instance's serial port output (the runner's console)."""
+        iname = instance_name(name)
+        if iname is None:
+            return []
+        for inst in await self._ours({}, iname):
+            return tail_lines(await self._api.serial_output(inst.zone, inst.name), lines)
+        return []
 
     def close(self) -> None:
         self._api.close()

@@ -86,6 +86,11 @@ class Runtime(Protocol):
         """Runners a previous runnerd left running, to count and list again."""
         ...
 
+    async def last_output(self, handle: str, lines: int) -> list[str]:
+        """The runner's last ``lines`` lines of output (stdout and stderr), oldest first; []
+        when there are none or the handle is unknown."""
+        ...
+
     def describe(self) -> str:
         """One line for ``runnerctl doctor``."""
         ...

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from rungar.model.output import tail_lines
 from runnerd import readers
 from runnerd.runtime.base import (
     MANAGED_LABEL,
@@ -153,6 +154,19 @@ class DockerRuntime:
     def _cgroup_dir(self, handle: str) -> Path:
         return Path(self.cgroup_root) / readers.slice_dir(self.slice) / f"docker-{handle}.scope"
 
+    async def last_output(self, handle: str, lines: int) -> list[str]:
+        """``docker logs --tail``: the engine's multiplexed stream, its frames joined."""
+        if lines <= 0:
+            return []
+        answer = await self._call(
+            "GET",
+            f"/containers/{handle}/logs",
+            params={"stdout": "1", "stderr": "1", "tail": str(lines)},
+        )
+        if answer.status_code != 200:
+            return []
+        return tail_lines(demultiplex(answer.content), lines)
+
     async def stop(self, handle: str) -> None:
         await self._call("POST", f"/containers/{handle}/stop", params={"t": str(self.stop_timeout)})
         removed = await self._call("DELETE", f"/containers/{handle}", params={"force": "true"})
@@ -219,3 +233,16 @@ def _epoch(text: str) -> float:
     except ValueError:
         return 0.0
     return moment.timestamp() + (float("0." + fraction) if fraction.isdigit() else 0.0)
+
+
+def demultiplex(data: bytes) -> bytes:
+    """A container's log stream without its 8-byte frame headers (stream, 0, 0, 0, size); a
+    stream without them (a TTY container) is returned as it is."""
+    if len(data) < 8 or data[0] not in (0, 1, 2) or data[1:4] != b"\0\0\0":
+        return data
+    out, at = bytearray(), 0
+    while at + 8 <= len(data):
+        size = int.from_bytes(data[at + 4 : at + 8], "big")
+        out += data[at + 8 : at + 8 + size]
+        at += 8 + size
+    return bytes(out)

@@ -38,11 +38,13 @@ from typing import Any
 
 import structlog
 
+from rungar.model.output import tail_lines
 from runnerd import readers
 from runnerd.runtime.base import Adopted, RunnerSpec, SliceUsage, Usage
 
 log = structlog.get_logger("runnerd.runtime.process")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+OUTPUT_TAIL_BYTES = 64 * 1024  # the end of a runner's log read for its last lines
 ADOPTED_POLL = 0.2  # seconds between looks at an adopted runner, which we cannot wait for
 # $0 is the exit file, $1 the cgroup (empty for none), then the command. A stop while the shell
 # moves into the cgroup ends it there, as it did the exec'd command. Trapped signals (not ignored
@@ -203,6 +205,18 @@ class ProcessRuntime:
         waiter = asyncio.get_running_loop().create_task(self._wait_started(spec.name, process))
         self._children[spec.name] = _Child(spec, process.pid, cgroup, waiter, log_file=log_file)
         return spec.name
+
+    async def last_output(self, handle: str, lines: int) -> list[str]:
+        """The tail of the runner's log file (kept after it ends, until its name is reused)."""
+        path = self.logs / f"{handle}.log"
+        try:
+            with path.open("rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(0, size - OUTPUT_TAIL_BYTES))
+                data = f.read()
+        except (OSError, ValueError):
+            return []
+        return tail_lines(data, lines)
 
     def _make_cgroup(self, spec: RunnerSpec) -> Path:
         assert self.parent is not None

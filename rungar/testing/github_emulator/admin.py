@@ -36,6 +36,11 @@ def _labels(raw: object) -> list[str] | None:
     return names
 
 
+def _agents_route(request: Request) -> str:
+    """A15 finds a runner by name; A16, the same path without ``agentName``, lists them all."""
+    return "A15" if "agentName" in request.query_params else "A16"
+
+
 class AdminRoutes:
     def __init__(self, state: EmulatorState) -> None:
         self.state = state
@@ -316,7 +321,7 @@ class AdminRoutes:
                 route(s, "A13", self.generate_jit),
                 methods=["POST"],
             ),
-            Route(AGENTS, route(s, "A15", self.agents), methods=["GET"]),
+            Route(AGENTS, route(s, _agents_route, self.agents), methods=["GET"]),
             Route(
                 AGENTS + "/{rid:int}",
                 route(s, {"GET": "A14", "DELETE": "A17"}, self.agent),

@@ -104,6 +104,9 @@ class ControlRoutes:
             return json_response({"jobId": job.job_id if job else None})
         elif action == "crash":
             self.state.crash_runner(runner)
+        elif action == "lost":
+            job = self.state.lose_runner(runner)
+            return json_response({"jobId": job.job_id if job else None})
         else:
             return error(404, "NotFound", f"unknown action {action}")
         return Response(status_code=204)
@@ -169,6 +172,7 @@ class ControlRoutes:
                     )
                 },
                 "faultsFired": len(s.faults.fired),
+                "throttled": {r: t.refused for r, t in s.faults.throttles.items()},
             }
         )
 

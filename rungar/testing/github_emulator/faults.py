@@ -5,11 +5,13 @@ Routes are named as in the spec's catalogue (``R1``–``R5``, ``A1``–``A17``, 
 answers a status with an optional .NET ``typeName`` body and headers (``Retry-After``, rate-limit
 headers), or changes the answer's shape: an empty 200, a BOM before the JSON, a delay, or a
 hung request that outlasts the client's timeout, a garbled 200, or a message without its
-``statistics`` block.
+``statistics`` block. A throttle (GitHub's registration limit) is not used up: it lets a route
+through ``rate`` times in any minute and answers 429 with ``Retry-After`` past that.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,6 +27,9 @@ class FaultKind(StrEnum):
     BOM = "bom"  # the real answer, prefixed with EF BB BF
     DELAY = "delay"  # the real answer after ``delay`` real seconds
     HANG = "hang"  # no answer for ``delay`` real seconds (default: an hour), then a 504
+    # GitHub's registration limit: at most ``rate`` calls of the route in any minute (on the
+    # emulator's clock); past it 429 with Retry-After. Stays until a throttle of rate 0.
+    THROTTLE = "throttle"
 
 
 @dataclass(slots=True)
@@ -38,6 +43,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     method: str = ""  # empty: any method
+    rate: float = 0.0  # THROTTLE: calls per minute
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Fault:
@@ -51,6 +57,7 @@ class Fault:
             headers={str(k): str(v) for k, v in dict(d.get("headers", {})).items()},
             delay=float(d.get("delay", 0.0)),
             method=str(d.get("method", "")).upper(),
+            rate=float(d.get("rate", 0.0)),
         )
 
 
@@ -64,13 +71,50 @@ def exception_body(type_name: str, message: str) -> dict[str, str]:
     return {"typeName": full, "message": message or type_name}
 
 
+@dataclass(slots=True)
+class Throttle:
+    """At most ``per_minute`` calls in any 60 seconds; the calls it let through, oldest first."""
+
+    per_minute: float
+    sent: deque[float] = field(default_factory=deque)
+    refused: int = 0
+    first_refused_at: float = 0.0  # 0: never
+
+    def check(self, now: float) -> float | None:
+        """None when the call may go (it is counted), else the seconds until one may."""
+        while self.sent and self.sent[0] <= now - 60.0:
+            self.sent.popleft()
+        if len(self.sent) < self.per_minute:
+            self.sent.append(now)
+            return None
+        self.refused += 1
+        self.first_refused_at = self.first_refused_at or now
+        return self.sent[0] + 60.0 - now
+
+
 class FaultPlan:
     def __init__(self) -> None:
         self.faults: list[Fault] = []
         self.fired: list[tuple[str, str]] = []  # (route, kind) of every fault that fired
+        self.throttles: dict[str, Throttle] = {}
 
     def add(self, fault: Fault) -> None:
+        if fault.kind is FaultKind.THROTTLE:
+            self.throttle(fault.route, fault.rate)
+            return
         self.faults.append(fault)
+
+    def throttle(self, route: str, per_minute: float) -> None:
+        """Throttle ``route`` to ``per_minute`` calls a minute; 0 lifts the throttle."""
+        if per_minute > 0:
+            self.throttles[route] = Throttle(per_minute)
+        else:
+            self.throttles.pop(route, None)
+
+    def throttled(self, route: str, now: float) -> float | None:
+        """Seconds the caller must wait when ``route`` is over its throttle, else None."""
+        throttle = self.throttles.get(route) or self.throttles.get("*")
+        return throttle.check(now) if throttle is not None else None
 
     def take(self, route: str, method: str) -> Fault | None:
         """The first fault matching this call, consumed once."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -70,20 +72,50 @@ def client_of(state: EmulatorState, request: Request) -> dict[str, str]:
     return {"userAgent": request.headers.get("user-agent", ""), "sessionId": session}
 
 
-def route(state: EmulatorState, names: str | dict[str, str], handler: Handler) -> Handler:
+def etag_of(body: bytes) -> str:
+    return '"' + hashlib.sha1(body, usedforsecurity=False).hexdigest() + '"'
+
+
+def conditional(request: Request, answer: Response) -> Response:
+    """Every 200 to a GET carries an ETag; a request whose ``If-None-Match`` names it gets 304
+    with no body, as GitHub answers conditional requests."""
+    etag = etag_of(bytes(answer.body))
+    if request.headers.get("if-none-match", "") == etag:
+        headers = {k: v for k, v in answer.headers.items() if k.lower() not in _BODY_HEADERS}
+        return Response(status_code=304, headers={**headers, "ETag": etag})
+    answer.headers["ETag"] = etag
+    return answer
+
+
+_BODY_HEADERS = frozenset({"content-length", "content-type"})
+
+
+def route(
+    state: EmulatorState,
+    names: str | dict[str, str] | Callable[[Request], str],
+    handler: Handler,
+) -> Handler:
     """Log the request, apply a matching fault, then run ``handler``.
 
-    ``names`` is the spec's route name, or one per method where a path serves several (A3/A6/A7).
+    ``names`` is the spec's route name, one per method where a path serves several (A3/A6/A7),
+    or a function of the request where the query tells them apart (A15/A16).
     """
 
     async def wrapped(request: Request) -> Response:
         answer = await answered(request)
+        if request.method == "GET" and answer.status_code == 200:
+            answer = conditional(request, answer)
         # Every answer of the service names itself, for support tickets and logs.
         answer.headers["X-GitHub-Request-Id"] = f"EMU0:{next(_request_ids):08X}"
         return answer
 
     async def answered(request: Request) -> Response:
-        name = names if isinstance(names, str) else names[request.method]
+        if isinstance(names, str):
+            name = names
+        elif isinstance(names, dict):
+            name = names[request.method]
+        else:
+            name = names(request)
         body = await request.body()
         state.requests.append(
             {
@@ -97,6 +129,17 @@ def route(state: EmulatorState, names: str | dict[str, str], handler: Handler) -
                 "client": client_of(state, request),
             }
         )
+        wait = state.faults.throttled(name, state.clock.now())
+        if wait is not None:
+            # GitHub's secondary limit answer: 429, Retry-After in whole seconds.
+            return json_response(
+                {
+                    "message": "You have exceeded a secondary rate limit. Please wait a few "
+                    "minutes before you try again.",
+                },
+                429,
+                {"Retry-After": str(max(1, math.ceil(wait)))},
+            )
         fault = state.faults.take(name, request.method)
         if fault is None:
             return await handler(request)

@@ -64,6 +64,8 @@ class Job:
     started_at: float = 0.0
     finished_at: float = 0.0
     reassignments: int = 0
+    attempt: int = 1  # a re-run is the run's next attempt of the job
+    rerun_by: str = ""  # the job id of its re-run, once re-run (then it is not the latest)
 
     @property
     def owner(self) -> str:

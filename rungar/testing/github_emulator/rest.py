@@ -2,7 +2,8 @@
 
 R1 checks the App JWT; R2 and R4/R5 take a PAT or an installation token of the scope's owner;
 R3 takes ``RemoteAuth <registration token>`` for the same scope and returns the admin URL and JWT.
-Every answer carries ``x-ratelimit-*`` headers; a spent budget answers 403 until the reset.
+Every answer carries ``x-ratelimit-*`` headers; a spent budget answers 403 until the reset. As on
+GitHub, ``GET /rate_limit`` and a 304 to a conditional request (``If-None-Match``) cost nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from rungar.testing.github_emulator.http import bearer, body_json, json_response, route
+from rungar.testing.github_emulator.http import bearer, body_json, etag_of, json_response, route
+from rungar.testing.github_emulator.model import Job, JobState
 from rungar.testing.github_emulator.state import EmulatorState
 
 
@@ -204,14 +206,70 @@ class RestRoutes:
         return self._answer({"runner": runner.to_json(), "encoded_jit_config": jit}, 201)
 
     async def list_runners(self, request: Request) -> Response:  # R5
-        if (spent := self._spend()) is not None:
-            return spent
         scope = request.url.path.removeprefix("/api/v3/").removesuffix("/actions/runners")
         owner = self._owner(request, scope)
         if isinstance(owner, Response):
             return owner
         runners = [r.to_json() for r in self.state.runners.values()]
+        answer = self._answer({"total_count": len(runners), "runners": runners}, 200)
+        # A 304 to a conditional request costs nothing, as on GitHub; anything else one call.
+        if request.headers.get("if-none-match", "") == etag_of(bytes(answer.body)):
+            return answer  # made a 304 by the route
+        if (spent := self._spend()) is not None:
+            return spent
         return self._answer({"total_count": len(runners), "runners": runners}, 200)
+
+    def _run_job_json(self, job: Job) -> dict[str, object]:
+        conclusion = {"succeeded": "success", "failed": "failure", "canceled": "cancelled"}
+        return {
+            "id": job.workflow_job_id,
+            "run_id": job.run_id,
+            "run_attempt": job.attempt,
+            "name": job.spec.name,
+            "status": "completed" if job.state is JobState.COMPLETED else job.state.value,
+            "conclusion": conclusion.get(job.result.lower(), job.result.lower() or None),
+            "runner_name": job.runner_name or None,
+            "labels": list(job.spec.labels),
+        }
+
+    async def run_jobs(self, request: Request) -> Response:  # R6
+        if (spent := self._spend()) is not None:
+            return spent
+        repo = f"{request.path_params['o']}/{request.path_params['r']}"
+        owner = self._owner(request, f"repos/{repo}")
+        if isinstance(owner, Response):
+            return owner
+        run_id = int(request.path_params["run_id"])
+        latest = request.query_params.get("filter", "latest") == "latest"
+        jobs = [
+            self._run_job_json(j)
+            for j in self.state.jobs.values()
+            if j.run_id == run_id and j.spec.repository == repo and not (latest and j.rerun_by)
+        ]
+        return self._answer({"total_count": len(jobs), "jobs": jobs}, 200)
+
+    async def rerun_job(self, request: Request) -> Response:  # R7
+        if (spent := self._spend()) is not None:
+            return spent
+        repo = f"{request.path_params['o']}/{request.path_params['r']}"
+        owner = self._owner(request, f"repos/{repo}")
+        if isinstance(owner, Response):
+            return owner
+        wanted = int(request.path_params["job_id"])
+        job = next(
+            (
+                j
+                for j in self.state.jobs.values()
+                if j.workflow_job_id == wanted and j.spec.repository == repo
+            ),
+            None,
+        )
+        if job is None:
+            return self._answer({"message": "Not Found"}, 404)
+        again = self.state.rerun(job)
+        if again is None:
+            return self._answer({"message": "This job cannot be re-run."}, 403)
+        return self._answer({}, 201)
 
     async def rate_limit(self, request: Request) -> Response:
         s = self.state
@@ -237,6 +295,18 @@ class RestRoutes:
                 methods=["POST"],
             ),
             Route("/api/v3/rate_limit", route(s, "R5", self.rate_limit), methods=["GET"]),
+        ]
+        out += [
+            Route(
+                "/api/v3/repos/{o}/{r}/actions/runs/{run_id:int}/jobs",
+                route(s, "R6", self.run_jobs),
+                methods=["GET"],
+            ),
+            Route(
+                "/api/v3/repos/{o}/{r}/actions/jobs/{job_id:int}/rerun",
+                route(s, "R7", self.rerun_job),
+                methods=["POST"],
+            ),
         ]
         for scope in scopes:
             out += [

@@ -59,6 +59,7 @@ class EmulatorOptions:
     single_label: bool = False  # GHES without custom labels: only the name is kept
     strict_capacity: bool = False  # 400 when X-ScaleSetMaxCapacity is missing
     rate_limit: int = 5000
+    jit_rate_per_minute: float = 0.0  # GitHub's registration limit on A13 and R4; 0 = none
     seed: int | None = None  # None: the lowest scale-set id wins a job; else seeded choice
     webhook_url: str = ""
     webhook_secret: str = ""
@@ -81,6 +82,8 @@ class EmulatorState:
         self.tokens = TokenAuthority(clock, dict(options.apps), dict(options.installations))
         self.tokens.pats.update(options.pats)
         self.faults = FaultPlan()
+        for jit_route in ("A13", "R4"):
+            self.faults.throttle(jit_route, options.jit_rate_per_minute)
         self.on_webhook = on_webhook
         self.scale_sets: dict[int, ScaleSetRecord] = {}
         self.sessions: dict[str, SessionRecord] = {}
@@ -442,6 +445,27 @@ class EmulatorState:
             return "busy"
         del self.runners[runner_id]
         return "removed"
+
+    def lose_runner(self, runner: Runner) -> Job | None:
+        """The runner's machine is gone: GitHub stops hearing from it and fails the job it ran
+        (``JobCompleted`` failed, with the runner's name); the registration goes."""
+        job = self.jobs.get(runner.job_id)
+        runner.online = False
+        if job is None or job.state is not JobState.RUNNING:
+            self.runners.pop(runner.id, None)
+            return None
+        self.complete(job, "failed")
+        return job
+
+    def rerun(self, job: Job) -> Job | None:
+        """The job's re-run route: a completed job that did not succeed is queued again as the
+        run's next attempt (a new job id, the same run); None when it cannot be re-run."""
+        if job.state is not JobState.COMPLETED or job.rerun_by or job.result == "succeeded":
+            return None
+        again = self.queue_job(job.spec)
+        again.run_id, again.attempt = job.run_id, job.attempt + 1
+        job.rerun_by = again.job_id
+        return again
 
     def crash_runner(self, runner: Runner) -> None:
         """The machine died: the runner goes offline; a job it held is re-queued."""

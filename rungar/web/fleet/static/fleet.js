@@ -77,7 +77,9 @@ function renderStatus(status) {
       el("td", {}, p.name), el("td", {}, p.type), el("td", {}, statusBadge(p.status)),
       el("td", { class: "num" }, String(p.runners)),
       el("td", { class: "num" }, p.max_runners ? String(p.max_runners) : "-"))));
-  const sentences = status.skips.map((s) => el("li", {}, s.sentence));
+  const sentences = status.skips.map((s) => (s.output && s.output.length)
+    ? el("li", {}, s.sentence, el("pre", { class: "output" }, s.output.join("\n")))
+    : el("li", {}, s.sentence));
   for (const p of status.providers) {
     if (!p.reachable) sentences.push(el("li", {}, `${p.name} is unreachable${p.error ? ": " + p.error : ""}`));
   }

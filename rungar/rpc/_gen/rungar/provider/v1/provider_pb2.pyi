@@ -258,3 +258,17 @@ class UpdateRunnerRequest(_message.Message):
 class UpdateRunnerResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class LastOutputRequest(_message.Message):
+    __slots__ = ("name", "lines")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    lines: int
+    def __init__(self, name: _Optional[str] = ..., lines: _Optional[int] = ...) -> None: ...
+
+class LastOutputResponse(_message.Message):
+    __slots__ = ("lines",)
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, lines: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -66,6 +66,11 @@ class ProviderStub:
                 request_serializer=rungar_dot_provider_dot_v1_dot_provider__pb2.UpdateRunnerRequest.SerializeToString,
                 response_deserializer=rungar_dot_provider_dot_v1_dot_provider__pb2.UpdateRunnerResponse.FromString,
                 _registered_method=True)
+        self.LastOutput = channel.unary_unary(
+                '/rungar.provider.v1.Provider/LastOutput',
+                request_serializer=rungar_dot_provider_dot_v1_dot_provider__pb2.LastOutputRequest.SerializeToString,
+                response_deserializer=rungar_dot_provider_dot_v1_dot_provider__pb2.LastOutputResponse.FromString,
+                _registered_method=True)
 
 
 class ProviderServicer:
@@ -124,6 +129,16 @@ class ProviderServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LastOutput(self, request, context):
+        """The last lines a machine's runner printed (its console, serial port or process output),
+        oldest first. Rungar asks for them when a runner ends before it ever connected, before it
+        deletes the machine, and shows them with the crash loop. Optional: a provider that cannot
+        tell answers UNIMPLEMENTED or no lines; an unknown name answers no lines.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ProviderServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +171,11 @@ def add_ProviderServicer_to_server(servicer, server):
                     servicer.UpdateRunner,
                     request_deserializer=rungar_dot_provider_dot_v1_dot_provider__pb2.UpdateRunnerRequest.FromString,
                     response_serializer=rungar_dot_provider_dot_v1_dot_provider__pb2.UpdateRunnerResponse.SerializeToString,
+            ),
+            'LastOutput': grpc.unary_unary_rpc_method_handler(
+                    servicer.LastOutput,
+                    request_deserializer=rungar_dot_provider_dot_v1_dot_provider__pb2.LastOutputRequest.FromString,
+                    response_serializer=rungar_dot_provider_dot_v1_dot_provider__pb2.LastOutputResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -321,6 +341,33 @@ class Provider:
             '/rungar.provider.v1.Provider/UpdateRunner',
             rungar_dot_provider_dot_v1_dot_provider__pb2.UpdateRunnerRequest.SerializeToString,
             rungar_dot_provider_dot_v1_dot_provider__pb2.UpdateRunnerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LastOutput(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/rungar.provider.v1.Provider/LastOutput',
+            rungar_dot_provider_dot_v1_dot_provider__pb2.LastOutputRequest.SerializeToString,
+            rungar_dot_provider_dot_v1_dot_provider__pb2.LastOutputResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,130 @@
+"""Which registration goes next, and when: GitHub's JIT-config throttle, as a pure decision
+(docs/github.md, "Registration pace").
+
+GitHub limits how fast an installation registers runners and answers 429 with ``Retry-After``
+past the limit. One pace is shared by every scale set of the installation. While GitHub has
+never pushed back, registrations go at once (the daemon's parallel-create bound is the only
+limit). After a 429, the pace is what GitHub let through in the trailing minute, less a small
+margin so jitter in the arrival times does not trip the limit again, and nothing is sent before
+the ``Retry-After`` has passed. A configured pace (``registrations_per_minute``) is used from the
+start instead; a 429 still lowers it. A learned pace is forgotten after ``forget_after`` without
+a 429, so a limit GitHub raised is found again.
+
+At most ``most_in_flight`` registrations are sent and unanswered at once (4 by default): the
+calls already on their way when GitHub answers its first 429 are refused too, and this keeps
+them few without slowing an unthrottled burst (a registration is answered in milliseconds).
+
+The waiting registrations are served in priority order: runners for assigned jobs before
+refills of the idle reserve (``min_runners``, the warm pool), and within each, the scale set of
+the higher ``priority`` first; equal keys in the order they came.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+WINDOW = 60.0  # GitHub states its throttle per minute
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class RegistrationKey:
+    """A waiting registration's place in the queue: the smallest goes first."""
+
+    refill: bool  # False (a runner for assigned jobs) sorts first
+    rank: int  # minus the scale set's priority: the higher priority sorts first
+    seq: int  # arrival order among equals
+
+    @classmethod
+    def of(cls, *, refill: bool, priority: int, seq: int) -> RegistrationKey:
+        return cls(refill, -priority, seq)
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """The installation's pace: ``per_minute`` 0 sends at once; ``next_at`` is the earliest
+    moment the next registration may be sent; ``accepted`` the times of those GitHub took in
+    the trailing minute; ``learned_at`` when a 429 last set the pace (0: never)."""
+
+    per_minute: float = 0.0
+    next_at: float = 0.0
+    accepted: tuple[float, ...] = ()
+    learned_at: float = 0.0
+    configured: float = 0.0
+    throttled: int = 0  # 429s GitHub answered, all told
+
+    @property
+    def learned(self) -> bool:
+        return self.learned_at > 0
+
+    def interval(self) -> float:
+        return WINDOW / self.per_minute if self.per_minute > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    key: RegistrationKey
+    at: float
+
+
+def start(configured: float = 0.0) -> Pace:
+    return Pace(per_minute=configured, configured=configured)
+
+
+def next_grant(
+    waiting: Iterable[RegistrationKey],
+    pace: Pace,
+    now: float,
+    *,
+    in_flight: int = 0,
+    most_in_flight: int = 0,
+) -> Grant | None:
+    """The registration that goes next and when: the first in priority order, at the pace's
+    next moment (now, when that has passed); None when none waits, or while
+    ``most_in_flight`` registrations (0: no bound) are sent and not answered yet: a 429 comes
+    back to each call already sent, so few are in the air when GitHub first pushes back."""
+    first = min(waiting, default=None)
+    if first is None or (most_in_flight > 0 and in_flight >= most_in_flight):
+        return None
+    return Grant(first, max(now, pace.next_at))
+
+
+def granted(pace: Pace, at: float) -> Pace:
+    """The pace after a registration was let go at ``at``."""
+    return replace(pace, next_at=at + pace.interval())
+
+
+def returned(pace: Pace, at: float) -> Pace:
+    """A granted registration that was never sent (its demand went away): its moment is free."""
+    return replace(pace, next_at=min(pace.next_at, at))
+
+
+def accepted(pace: Pace, at: float) -> Pace:
+    """GitHub took a registration sent at ``at``."""
+    kept = tuple(t for t in pace.accepted if t > at - WINDOW)
+    return replace(pace, accepted=(*kept, at))
+
+
+def throttled(pace: Pace, now: float, retry_after: float, margin: float) -> Pace:
+    """GitHub answered 429: the pace becomes what it took in the trailing minute less
+    ``margin`` (a fraction), never more than the pace already in force, and nothing is sent
+    before ``retry_after`` seconds from now."""
+    took = sum(1 for t in pace.accepted if t > now - WINDOW)
+    limit = max(1.0, took * (1.0 - margin))
+    if pace.per_minute > 0:
+        limit = min(limit, pace.per_minute) if took else pace.per_minute * (1.0 - margin)
+    return replace(
+        pace,
+        per_minute=limit,
+        next_at=max(pace.next_at, now + max(0.0, retry_after)),
+        learned_at=now,
+        throttled=pace.throttled + 1,
+    )
+
+
+def forgotten(pace: Pace, now: float, forget_after: float) -> Pace:
+    """A learned pace older than ``forget_after`` without a 429 gives way to the configured
+    one (or none): GitHub may have raised its limit."""
+    if not pace.learned or forget_after <= 0 or now - pace.learned_at < forget_after:
+        return pace
+    return replace(pace, per_minute=pace.configured, learned_at=0.0)

@@ -1,0 +1,153 @@
+"""The registration pace: which registration goes next and when, as a pure decision, and the
+installation's queue carrying it out on a fake clock against a throttled GitHub."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import pytest
+
+from rungar.github.registrations import RegistrationQueue
+from rungar.scaling import registration_pace as rp
+from rungar.testing.clock import FakeClock
+
+NOW = 1_800_000_000.0
+
+
+def key(refill: bool, priority: int, seq: int) -> rp.RegistrationKey:
+    return rp.RegistrationKey.of(refill=refill, priority=priority, seq=seq)
+
+
+def test_assigned_jobs_of_the_higher_priority_scale_set_go_first_and_refills_last() -> None:
+    waiting = [
+        key(True, 10, 0),  # a refill of the most important scale set
+        key(False, 0, 1),  # a job of a low-priority scale set
+        key(False, 5, 2),  # a job of a higher-priority one, came later
+        key(False, 5, 3),
+    ]
+    order = []
+    left = list(waiting)
+    while left:
+        grant = rp.next_grant(left, rp.start(), NOW)
+        assert grant is not None
+        order.append(grant.key)
+        left.remove(grant.key)
+    assert order == [waiting[2], waiting[3], waiting[1], waiting[0]]
+
+
+def test_without_a_pace_registrations_go_at_once() -> None:
+    pace = rp.start()
+    for _ in range(3):
+        grant = rp.next_grant([key(False, 0, 0)], pace, NOW)
+        assert grant is not None and grant.at == NOW
+        pace = rp.granted(pace, NOW)
+
+
+def test_a_429_sets_the_pace_to_what_github_took_in_the_last_minute_less_the_margin() -> None:
+    pace = rp.start()
+    for i in range(180):
+        pace = rp.accepted(pace, NOW - 50 + i * 0.1)
+    pace = rp.accepted(pace, NOW - 70)  # older than a minute: not counted
+    pace = rp.throttled(pace, NOW, retry_after=40, margin=0.02)
+    assert pace.per_minute == pytest.approx(176.4)
+    assert pace.learned and pace.throttled == 1
+    grant = rp.next_grant([key(False, 0, 0)], pace, NOW)
+    assert grant is not None and grant.at == NOW + 40, "nothing goes before Retry-After"
+    after = rp.granted(pace, grant.at)
+    assert after.next_at == pytest.approx(NOW + 40 + 60 / 176.4)
+
+
+def test_a_429_never_raises_a_pace_already_in_force() -> None:
+    pace = rp.start(configured=100)
+    for i in range(150):
+        pace = rp.accepted(pace, NOW - 30 + i * 0.1)
+    assert rp.throttled(pace, NOW, 1, 0.02).per_minute == 100
+    bare = rp.throttled(rp.start(configured=100), NOW, 1, 0.1)
+    assert bare.per_minute == pytest.approx(90), "nothing taken: the pace itself is lowered"
+
+
+def test_a_learned_pace_is_forgotten_after_an_hour_without_a_429() -> None:
+    pace = rp.throttled(rp.accepted(rp.start(), NOW), NOW, 1, 0.0)
+    assert rp.forgotten(pace, NOW + 3599, 3600).per_minute == 1
+    assert rp.forgotten(pace, NOW + 3600, 3600).per_minute == 0
+    assert rp.forgotten(pace, NOW + 3600, 0).per_minute == 1, "0 keeps it for ever"
+
+
+def test_an_unused_turn_gives_its_moment_back() -> None:
+    pace = rp.granted(rp.start(configured=60), NOW)
+    assert pace.next_at == NOW + 1
+    assert rp.returned(pace, NOW).next_at == NOW
+
+
+class Throttled(Exception):
+    def __init__(self, retry_after: float) -> None:
+        self.retry_after = retry_after
+
+
+class ThrottledGitHub:
+    """GitHub's JIT route as the emulator throttles it: ``per_minute`` in any 60 s."""
+
+    def __init__(self, clock: FakeClock, per_minute: int) -> None:
+        self.clock = clock
+        self.per_minute = per_minute
+        self.sent: deque[float] = deque()
+        self.calls: list[tuple[float, str, bool]] = []
+
+    def register(self, who: str) -> None:
+        now = self.clock.now()
+        while self.sent and self.sent[0] <= now - 60:
+            self.sent.popleft()
+        ok = len(self.sent) < self.per_minute
+        self.calls.append((now, who, ok))
+        if not ok:
+            raise Throttled(max(1.0, float(int(self.sent[0] + 60 - now) + 1)))
+        self.sent.append(now)
+
+
+async def register(
+    queue: RegistrationQueue, github: ThrottledGitHub, who: str, priority: int
+) -> None:
+    async with queue.turn(refill=False, priority=priority) as ticket:
+        while True:
+            ticket.sent()
+            try:
+                github.register(who)
+            except Throttled as e:
+                await ticket.throttled(e.retry_after)
+                continue
+            ticket.accepted()
+            return
+
+
+async def test_the_queue_learns_githubs_limit_and_keeps_to_it_with_the_high_priority_first() -> (
+    None
+):
+    clock = FakeClock(NOW)
+    github = ThrottledGitHub(clock, per_minute=60)
+    queue = RegistrationQueue(clock)
+    tasks = [asyncio.create_task(register(queue, github, f"low{i}", 0)) for i in range(100)]
+    await clock.run_for(0)
+    tasks += [asyncio.create_task(register(queue, github, f"high{i}", 5)) for i in range(80)]
+    await clock.run_for(0)
+    view = queue.view()
+    assert view.source == "github" and view.per_minute == pytest.approx(58.8)
+    assert view.sentence() == "registering 59/min, GitHub's limit; 120 waiting"
+    await clock.run_for(600, step=0.05)
+    await asyncio.gather(*tasks)
+    refused = [t for t, _, ok in github.calls if not ok]
+    # Those already sent when the first 429 came back are refused too; none after that.
+    assert refused and max(refused) == NOW
+    assert len(refused) - 1 <= 0.02 * len(github.calls)
+    accepted = [who for _, who, ok in github.calls if ok]
+    first_high = next(i for i, who in enumerate(accepted) if who.startswith("high"))
+    last_high = max(i for i, who in enumerate(accepted) if who.startswith("high"))
+    assert all(w.startswith("high") for w in accepted[first_high : last_high + 1]), (
+        "no low-priority registration between the high ones once they wait"
+    )
+    assert first_high <= 60 and len(accepted) - last_high - 1 >= 39, (
+        "the high-priority ones overtook the low ones still waiting"
+    )
+    minute = [t for t, _, ok in github.calls if ok and NOW + 120 <= t < NOW + 180]
+    assert len(minute) >= 0.95 * 60
+    assert queue.view().waiting == 0
