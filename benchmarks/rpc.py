@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,9 @@ async def run_server(cert_dir: Path) -> None:
 
         async def update_runner(self, name: str, job: JobHint) -> None:
             return None
+
+        async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+            return []
 
     tls = ServerTls(
         str(cert_dir / "server.pem"), str(cert_dir / "server.key"), str(cert_dir / "ca.pem")

@@ -21,7 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +102,7 @@ class RunningProvider:
     async def update_runner(self, name: str, job: JobHint) -> None:
         await self.fake.update_runner(name, job)
 
-    async def last_output(self, name: str, lines: int = 20) -> list[str]:
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
         """The tail of the machine's runner output, as a host keeps its console."""
         try:
             text = (self.log_dir / f"{name}.log").read_bytes()

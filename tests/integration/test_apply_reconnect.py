@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,9 @@ class Endpoint:
     async def update_runner(self, name: str, job: JobHint) -> None:
         self.calls["update_runner"] += 1
         await self.backend.update_runner(name, job)
+
+    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
+        return await self.backend.last_output(name, lines)
 
 
 class World:

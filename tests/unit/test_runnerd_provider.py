@@ -59,6 +59,9 @@ class FakeRuntime:
     async def adopt(self) -> list[Adopted]:
         return []
 
+    async def last_output(self, handle: str, lines: int) -> list[str]:
+        return []
+
     def describe(self) -> str:
         return "fake runtime"
 
