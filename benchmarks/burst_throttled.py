@@ -214,10 +214,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="70 s instead of 100 s")
     parser.add_argument("--limit", type=float, default=LIMIT, help="registrations a minute")
     parser.add_argument("--low", type=int, default=300)
-    parser.add_argument("--high", type=int, default=0, help="default: 20 s of the pace (quick 10)")
+    parser.add_argument("--high", type=int, default=0, help="default: 20 s of the pace (quick 7)")
     args = parser.parse_args()
     seconds = 70.0 if args.quick else 100.0
-    high = args.high or int(args.limit / (6 if args.quick else 3))
+    high = args.high or int(args.limit / (9 if args.quick else 3))
     return asyncio.run(run(seconds, args.low, high, args.limit))
 
 
