@@ -102,3 +102,15 @@ async def test_a_scale_set_without_rerun_lost_jobs_re_runs_nothing(tmp_path: Pat
     engine.on_job_completed("off", "job-1", "r1", Conclusion.FAILED)
     await engine.drain_tasks()
     assert github.reruns == []
+
+
+async def test_a_runner_removed_on_purpose_was_not_lost_its_failed_job_is_not_re_run(
+    tmp_path: Path,
+) -> None:
+    github = FakeGitHub()
+    engine = engine_for(tmp_path, github)
+    removed = busy(engine, "r1", "on", "job-1")
+    engine.removals.let_go(removed, RemovalReason.REQUESTED)  # an operator's rungar runners rm
+    engine.on_job_completed("on", "job-1", "r1", Conclusion.FAILED)
+    await engine.drain_tasks()
+    assert github.reruns == []

@@ -418,3 +418,16 @@ async def test_without_the_create_lock_both_creates_take_the_last_slot(tmp_path:
     """The negative control: the check above sees a runnerd that admits creates side by side."""
     answers = await two_creates_for_the_last_slot(tmp_path, UnlockedProvider)
     assert [type(a) for a in answers] == [Created, Created]
+
+
+def test_a_containers_log_stream_loses_its_frame_headers_and_keeps_its_last_lines() -> None:
+    from runnerd.runtime.docker import demultiplex
+
+    from rungar.model.output import tail_lines
+
+    def frame(stream: int, text: bytes) -> bytes:
+        return bytes([stream, 0, 0, 0]) + len(text).to_bytes(4, "big") + text
+
+    data = frame(1, b"boot\nstarting\n") + frame(2, b"Error: bad token\n")
+    assert tail_lines(demultiplex(data), 2) == ["starting", "Error: bad token"]
+    assert demultiplex(b"plain tty output\n") == b"plain tty output\n"
