@@ -11,6 +11,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from rungar.github.auth import PatAuth
+from rungar.github.interface import JobEventKind
+from rungar.github.service import ScaleSetGitHub, http_client
+from rungar.github.timing import GitHubTiming
+from rungar.testing.github_emulator import InstantClock
+from rungar.testing.github_emulator.harness import Recorder, eventually, running_listener, scale_set
 from tests.integration.wall_clock_client import (
     SCALE_SETS,
     WallClockClient,
@@ -18,6 +24,8 @@ from tests.integration.wall_clock_client import (
     emulator_process,
     wait_for,
 )
+
+A, C = JobEventKind.ASSIGNED, JobEventKind.COMPLETED
 
 
 def kinds(message: dict[str, Any] | None) -> list[tuple[str, str]]:
@@ -134,3 +142,58 @@ async def test_a_jump_past_the_session_ttl_ends_a_session_nobody_is_polling() ->
             assert (await client.admin("GET", f"{SCALE_SETS}/{client.scale_set_id}")).is_success
         finally:
             await client.aclose()
+
+
+async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_across_a_jump() -> (
+    None
+):
+    # Rungar's own client, its margins shortened to fit tokens of 63 real seconds: it renews
+    # them by its clock while the emulated clock runs 120 times faster, then a one-hour jump
+    # comes while its poll is open. Nothing is refused and its one session lives throughout.
+    args = ("--clock-factor", "120", "--token-ttl", "63", "--long-poll", "0.5")
+    args += ("--session-ttl", "3000", "--assignment-timeout", "3000")
+    timing = GitHubTiming(
+        registration_token_refresh_margin=60,
+        admin_token_refresh_margin=60,
+        message_queue_token_refresh_margin=60,
+    )
+    rec = Recorder()
+    async with emulator_process(*args) as base:
+        gh = ScaleSetGitHub(
+            f"{base}/octo-org",
+            PatAuth("emulator-pat"),
+            InstantClock(),
+            http=http_client(timeout=10.0),
+            timing=timing,
+        )
+        try:
+            async with running_listener(gh, scale_set(), rec) as listener:
+                done = await control(base, "POST", "jobs", {"labels": ["rungar"]})
+                await eventually(lambda: rec.kinds(done["jobId"]) == [A], what="an assignment")
+                await control(base, "POST", f"jobs/{done['jobId']}/complete")
+                await eventually(lambda: rec.kinds(done["jobId"]) == [A, C], what="completion")
+
+                async def renewals() -> bool:
+                    requests = (await control(base, "GET", "requests"))["value"]
+                    return sum(r["route"] == "R3" for r in requests) >= 4
+
+                await wait_for(renewals, "four admin tokens", timeout=90)
+                # A job no runner takes, then an hour's jump with the listener's poll open.
+                left = await control(base, "POST", "jobs", {"labels": ["rungar"]})
+                await eventually(lambda: rec.kinds(left["jobId"]) == [A], what="an assignment")
+                await wait_for(lambda: polling(base), "the poll to be open")
+                await control(base, "POST", "clock/advance?seconds=3600")
+                await eventually(
+                    lambda: any(
+                        e.kind is C and e.canceled for e in rec.jobs if e.job_id == left["jobId"]
+                    ),
+                    timeout=30,
+                    what="the withdrawn job's cancel",
+                )
+                session = listener.session
+                assert session is not None
+                assert (session.opened, listener.sessions_recreated) == (1, 0)
+        finally:
+            await gh.aclose()
+    codes = gh.counter.snapshot()
+    assert "401" not in codes and "404" not in codes, codes
