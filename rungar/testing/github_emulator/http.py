@@ -71,32 +71,34 @@ def client_of(state: EmulatorState, request: Request) -> dict[str, str]:
 
 
 def route(state: EmulatorState, names: str | dict[str, str], handler: Handler) -> Handler:
-    """Log the request, apply a matching fault, then run ``handler``.
+    """Log the request (and, once answered, its status), apply a matching fault, then run
+    ``handler``.
 
     ``names`` is the spec's route name, or one per method where a path serves several (A3/A6/A7).
     """
 
     async def wrapped(request: Request) -> Response:
-        answer = await answered(request)
+        name = names if isinstance(names, str) else names[request.method]
+        body = await request.body()
+        entry: dict[str, Any] = {
+            "route": name,
+            "method": request.method,
+            "path": request.url.path,
+            "query": dict(request.query_params),
+            "headers": dict(request.headers),
+            "body": body.decode("utf-8", "replace"),
+            "at": state.clock.now(),
+            "client": client_of(state, request),
+            "status": 0,  # until answered: a long poll is logged when it starts
+        }
+        state.requests.append(entry)
+        answer = await answered(request, name)
+        entry["status"] = answer.status_code
         # Every answer of the service names itself, for support tickets and logs.
         answer.headers["X-GitHub-Request-Id"] = f"EMU0:{next(_request_ids):08X}"
         return answer
 
-    async def answered(request: Request) -> Response:
-        name = names if isinstance(names, str) else names[request.method]
-        body = await request.body()
-        state.requests.append(
-            {
-                "route": name,
-                "method": request.method,
-                "path": request.url.path,
-                "query": dict(request.query_params),
-                "headers": dict(request.headers),
-                "body": body.decode("utf-8", "replace"),
-                "at": state.clock.now(),
-                "client": client_of(state, request),
-            }
-        )
+    async def answered(request: Request, name: str) -> Response:
         fault = state.faults.take(name, request.method)
         if fault is None:
             return await handler(request)
