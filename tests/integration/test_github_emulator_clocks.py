@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
+
+from rungar.clock import SystemClock
 from rungar.github.auth import PatAuth
 from rungar.github.interface import JobEventKind
 from rungar.github.service import ScaleSetGitHub, http_client
@@ -33,6 +36,12 @@ def kinds(message: dict[str, Any] | None) -> list[tuple[str, str]]:
     return [(e["messageType"], e.get("result", "")) for e in events]
 
 
+async def refusals(base: str) -> list[tuple[str, int]]:
+    """Every call the emulator answered 401 or 403, by its own request log."""
+    requests = (await control(base, "GET", "requests"))["value"]
+    return [(r["route"], r["status"]) for r in requests if r["status"] in (401, 403)]
+
+
 async def polling(base: str) -> bool:
     """True while the one scale set's session has a message poll open."""
     [scale_set] = (await control(base, "GET", "state"))["scaleSets"]
@@ -41,18 +50,10 @@ async def polling(base: str) -> bool:
 
 
 async def test_a_client_renewing_tokens_by_the_wall_clock_keeps_working_on_a_120x_clock() -> None:
-    # Tokens last 63 real seconds: renewed 60 s before exp, the admin token is renewed every 3 s
-    # while the emulated clock runs 120 times faster (six minutes of it per renewal).
-    args = (
-        "--clock-factor",
-        "120",
-        "--token-ttl",
-        "63",
-        "--long-poll",
-        "0.5",
-        "--session-ttl",
-        "3600",
-    )
+    # Tokens last 62 real seconds: renewed 60 s before exp, the admin token is renewed every 2 s
+    # while the emulated clock runs 120 times faster (four minutes of it per renewal).
+    args = ("--clock-factor", "120", "--token-ttl", "62")
+    args += ("--long-poll", "0.5", "--session-ttl", "3600")
     async with emulator_process(*args) as base:
         client = WallClockClient(base)
         try:
@@ -65,7 +66,7 @@ async def test_a_client_renewing_tokens_by_the_wall_clock_keeps_working_on_a_120
             refreshed_session = False
             loop = asyncio.get_running_loop()
             deadline = loop.time() + 90
-            while client.renewals < 4 or ("JobCompleted", "succeeded") not in seen:
+            while client.renewals < 3 or ("JobCompleted", "succeeded") not in seen:
                 assert loop.time() < deadline, f"stuck: {client.renewals} renewals, saw {seen}"
                 message = await client.get_message(last, capacity=2)
                 if message is not None:
@@ -85,12 +86,13 @@ async def test_a_client_renewing_tokens_by_the_wall_clock_keeps_working_on_a_120
                     refreshed_session = True
             emulated = (await control(base, "GET", "state"))["now"] - started
             assert await client.close() == (204, 204)
+            assert await refusals(base) == [("MQ_GET", 401)]
         finally:
             await client.aclose()
     # Only the refusal injected above: every token was still good when the client used it.
     assert client.refused() == [("GET message", 401)]
     assert ("PATCH", 200) in [(c.split()[0], s) for c, s in client.answers]
-    assert emulated > 4 * 63  # the emulated clock ran well past the tokens' lifetime
+    assert emulated > 3 * 62  # the emulated clock ran well past the tokens' lifetime
 
 
 async def test_a_long_poll_open_across_a_one_hour_jump_keeps_its_session_and_gets_the_cancel() -> (
@@ -122,6 +124,7 @@ async def test_a_long_poll_open_across_a_one_hour_jump_keeps_its_session_and_get
             assert got.status_code == 200 and client.renewals == 1
             await client.delete_message(withdrawn["messageId"])
             assert await client.close() == (204, 204)
+            assert await refusals(base) == []
         finally:
             await client.aclose()
     assert client.refused() == []
@@ -147,10 +150,10 @@ async def test_a_jump_past_the_session_ttl_ends_a_session_nobody_is_polling() ->
 async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_across_a_jump() -> (
     None
 ):
-    # Rungar's own client, its margins shortened to fit tokens of 63 real seconds: it renews
+    # Rungar's own client, its margins shortened to fit tokens of 62 real seconds: it renews
     # them by its clock while the emulated clock runs 120 times faster, then a one-hour jump
     # comes while its poll is open. Nothing is refused and its one session lives throughout.
-    args = ("--clock-factor", "120", "--token-ttl", "63", "--long-poll", "0.5")
+    args = ("--clock-factor", "120", "--token-ttl", "62", "--long-poll", "0.5")
     args += ("--session-ttl", "3000", "--assignment-timeout", "3000")
     timing = GitHubTiming(
         registration_token_refresh_margin=60,
@@ -175,9 +178,9 @@ async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_acr
 
                 async def renewals() -> bool:
                     requests = (await control(base, "GET", "requests"))["value"]
-                    return sum(r["route"] == "R3" for r in requests) >= 4
+                    return sum(r["route"] == "R3" for r in requests) >= 3
 
-                await wait_for(renewals, "four admin tokens", timeout=90)
+                await wait_for(renewals, "three admin tokens", timeout=90)
                 # A job no runner takes, then an hour's jump with the listener's poll open.
                 left = await control(base, "POST", "jobs", {"labels": ["rungar"]})
                 await eventually(lambda: rec.kinds(left["jobId"]) == [A], what="an assignment")
@@ -193,7 +196,33 @@ async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_acr
                 session = listener.session
                 assert session is not None
                 assert (session.opened, listener.sessions_recreated) == (1, 0)
+                assert await refusals(base) == []
         finally:
             await gh.aclose()
     codes = gh.counter.snapshot()
     assert "401" not in codes and "404" not in codes, codes
+
+
+async def test_the_rate_limit_reset_is_written_by_the_wall_clock_after_a_jump_on_a_fast_clock() -> (
+    None
+):
+    clock = SystemClock()
+    async with emulator_process("--clock-factor", "120") as base:
+        await control(base, "POST", "clock/advance?seconds=3600")
+        # 600 emulated seconds of spent budget: five real seconds at 120x.
+        await control(base, "POST", "ratelimit", {"remaining": 0, "reset_in": 600})
+        async with httpx.AsyncClient(timeout=30) as http:
+            answer = await http.get(f"{base}/api/v3/rate_limit")
+            wait = int(answer.headers["x-ratelimit-reset"]) - clock.now()
+            assert 2 < wait <= 5, wait
+            assert answer.json()["rate"]["reset"] == int(answer.headers["x-ratelimit-reset"])
+            url = f"{base}/api/v3/orgs/octo-org/actions/runners/registration-token"
+            headers = {"Authorization": "Bearer emulator-pat"}
+            assert (await http.post(url, headers=headers)).status_code == 403
+
+            async def budget_back() -> bool:
+                return (await http.post(url, headers=headers)).status_code == 201
+
+            await wait_for(budget_back, "the budget to come back", timeout=60)
+        # Back by the time the header said (the reset is whole seconds, so up to one early).
+        assert clock.now() >= int(answer.headers["x-ratelimit-reset"]) - 1
