@@ -52,7 +52,7 @@ async def polling(base: str) -> bool:
 async def test_a_client_renewing_tokens_by_the_wall_clock_keeps_working_on_a_120x_clock() -> None:
     # Tokens last 62 real seconds: renewed 60 s before exp, the admin token is renewed every 2 s
     # while the emulated clock runs 120 times faster (four minutes of it per renewal).
-    args = ("--clock-factor", "120", "--token-ttl", "62")
+    args: tuple[str, ...] = ("--clock-factor", "120", "--token-ttl", "62")
     args += ("--long-poll", "0.5", "--session-ttl", "3600")
     async with emulator_process(*args) as base:
         client = WallClockClient(base)
@@ -153,7 +153,7 @@ async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_acr
     # Rungar's own client, its margins shortened to fit tokens of 62 real seconds: it renews
     # them by its clock while the emulated clock runs 120 times faster, then a one-hour jump
     # comes while its poll is open. Nothing is refused and its one session lives throughout.
-    args = ("--clock-factor", "120", "--token-ttl", "62", "--long-poll", "0.5")
+    args: tuple[str, ...] = ("--clock-factor", "120", "--token-ttl", "62", "--long-poll", "0.5")
     args += ("--session-ttl", "3000", "--assignment-timeout", "3000")
     timing = GitHubTiming(
         registration_token_refresh_margin=60,
@@ -178,7 +178,7 @@ async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_acr
 
                 async def renewals() -> bool:
                     requests = (await control(base, "GET", "requests"))["value"]
-                    return sum(r["route"] == "R3" for r in requests) >= 3
+                    return bool(sum(r["route"] == "R3" for r in requests) >= 3)
 
                 await wait_for(renewals, "three admin tokens", timeout=90)
                 # A job no runner takes, then an hour's jump with the listener's poll open.

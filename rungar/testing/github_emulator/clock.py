@@ -31,7 +31,8 @@ class EmulatorClock:
         return self._real_start + elapsed * self.factor + self._offset
 
     def wall(self) -> float:
-        """Real epoch seconds: what a client's JWT ``iat``/``exp`` are written in."""
+        """Real epoch seconds: what every token's times are written and checked in, the App JWTs
+        clients sign and the tokens the emulator issues alike."""
         return self._real.now()
 
     def wall_of(self, emulated: float) -> float:
