@@ -172,9 +172,13 @@ async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_acr
         try:
             async with running_listener(gh, scale_set(), rec) as listener:
                 done = await control(base, "POST", "jobs", {"labels": ["rungar"]})
-                await eventually(lambda: rec.kinds(done["jobId"]) == [A], what="an assignment")
+                await eventually(
+                    lambda: rec.kinds(done["jobId"]) == [A], what="an assignment", timeout=30
+                )
                 await control(base, "POST", f"jobs/{done['jobId']}/complete")
-                await eventually(lambda: rec.kinds(done["jobId"]) == [A, C], what="completion")
+                await eventually(
+                    lambda: rec.kinds(done["jobId"]) == [A, C], what="completion", timeout=30
+                )
 
                 async def renewals() -> bool:
                     requests = (await control(base, "GET", "requests"))["value"]
@@ -183,7 +187,9 @@ async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_acr
                 await wait_for(renewals, "three admin tokens", timeout=90)
                 # A job no runner takes, then an hour's jump with the listener's poll open.
                 left = await control(base, "POST", "jobs", {"labels": ["rungar"]})
-                await eventually(lambda: rec.kinds(left["jobId"]) == [A], what="an assignment")
+                await eventually(
+                    lambda: rec.kinds(left["jobId"]) == [A], what="an assignment", timeout=30
+                )
                 await wait_for(lambda: polling(base), "the poll to be open")
                 await control(base, "POST", "clock/advance?seconds=3600")
                 await eventually(
