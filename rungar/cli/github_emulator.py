@@ -57,7 +57,9 @@ control API (JSON; BASE is the URL on the first line of output):
 
 time: the emulator's clock runs --clock-factor emulated seconds per real second (job
 durations, assignment timeouts and session TTLs are emulated seconds); /_fake/clock/advance
-jumps it forward."""
+jumps it forward. Tokens are stamped and checked in wall-clock time (--token-ttl real
+seconds), whatever the emulated clock does; a message poll in progress keeps its session
+alive across a jump."""
 
 
 def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -78,10 +80,23 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         "--long-poll", type=float, default=50.0, help="real seconds a message poll waits"
     )
     parser.add_argument(
-        "--session-ttl", type=float, default=120.0, help="idle seconds before a session is stale"
+        "--session-ttl",
+        type=float,
+        default=120.0,
+        help="emulated seconds without a poll before a session is stale",
     )
     parser.add_argument(
-        "--assignment-timeout", type=float, default=300.0, help="seconds a job waits for a runner"
+        "--assignment-timeout",
+        type=float,
+        default=300.0,
+        help="emulated seconds a job waits for a runner",
+    )
+    parser.add_argument(
+        "--token-ttl",
+        type=float,
+        default=3600.0,
+        help="real seconds every token it issues lasts (installation, registration, admin, "
+        "message queue)",
     )
     parser.add_argument("--acquire-mode", choices=("broker", "legacy"), default="broker")
     parser.add_argument(
@@ -113,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
         long_poll_seconds=args.long_poll,
         session_idle_ttl=args.session_ttl,
         assignment_timeout=args.assignment_timeout,
+        token_ttl=args.token_ttl,
+        admin_token_ttl=args.token_ttl,
+        mq_token_ttl=args.token_ttl,
         acquire_mode=args.acquire_mode,
         webhook_url=args.webhook_url,
         webhook_secret=secret,

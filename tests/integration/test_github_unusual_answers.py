@@ -24,6 +24,7 @@ from rungar.testing.github_emulator.harness import (
 )
 from rungar.testing.github_emulator.model import Runner
 from tests.integration.test_github_client_faults import _app_keys
+from tests.integration.wall_clock_client import WallClockClient
 
 JOB = JobSpec(labels=("self-hosted", "rungar"))
 A = JobEventKind.ASSIGNED
@@ -377,6 +378,46 @@ async def test_the_emulator_answers_like_the_service_where_clients_depend_on_it(
         assert answer["runnerGroupId"] == 5 and answer["runnerGroupName"] == "Build Farm"
         assert [label["name"] for label in answer["labels"]] == ["x", "gpu"]
         assert answer["RunnerSetting"]["disableUpdate"] is False
+        # Replaced, as docs/github.md says: nothing of the settings it had before is kept.
+        assert answer["RunnerSetting"] == {"disableUpdate": False}
+
+
+async def test_in_legacy_mode_a_job_queued_before_the_session_is_available_in_every_count() -> None:
+    # The session's statistics, its first message (the job offered, JobAvailable) and the one
+    # after the acquire (JobAssigned) agree: assigned goes 0, 0, 1, never 1, 0, 1.
+    async with emulator(acquire_mode="legacy") as emu:
+        client = WallClockClient(emu.base_url)
+        try:
+            await client.create_scale_set(labels=("rungar",))
+            job = emu.state.queue_job(JOB)
+            opened = (await client.open_session())["statistics"]
+            offered = await client.get_message(0, capacity=10)
+            assert offered is not None
+            assert [e["messageType"] for e in offered["events"]] == ["JobAvailable"]
+            await client.delete_message(offered["messageId"])
+            assert await client.acquire([job.request_id]) == [job.request_id]
+            assigned = await client.get_message(offered["messageId"], capacity=10)
+            assert assigned is not None
+            assert [e["messageType"] for e in assigned["events"]] == ["JobAssigned"]
+        finally:
+            await client.aclose()
+    counts = [
+        (s["totalAvailableJobs"], s["totalAssignedJobs"])
+        for s in (opened, offered["statistics"], assigned["statistics"])
+    ]
+    assert counts == [(1, 0), (1, 0), (0, 1)]
+
+
+async def test_in_legacy_mode_the_listener_never_sees_its_demand_drop_before_the_acquire() -> None:
+    rec = Recorder()
+    async with emulator(acquire_mode="legacy") as emu, github(emu) as gh:
+        await gh.ensure_scale_set(scale_set())
+        job = emu.state.queue_job(JOB)
+        async with running_listener(gh, scale_set(), rec):
+            await eventually(lambda: rec.kinds(job.job_id) == [A], what="JobAssigned")
+            await eventually(lambda: rec.demands[-1].assigned == 1, what="the assigned demand")
+    assigned = [d.assigned for d in rec.demands]
+    assert assigned == sorted(assigned), f"the demand went {assigned}"
 
 
 async def test_jobs_queued_before_a_session_show_in_its_statistics_and_acks_repeat_safely() -> None:

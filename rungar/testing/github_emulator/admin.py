@@ -140,8 +140,8 @@ class AdminRoutes:
                 if labels is None:
                     return error(400, "ArgumentException", "labels need a name and a type each")
                 self.state.set_labels(record, labels)
-            if isinstance(body.get("RunnerSetting"), dict):
-                record.runner_setting.update(body["RunnerSetting"])
+            if isinstance(body.get("RunnerSetting"), dict):  # replaced whole, as GitHub does
+                record.runner_setting = dict(body["RunnerSetting"])
             record.name, record.runner_group_id = name, group_id
             self.state.dispatch()  # new labels may match queued jobs
         return json_response(self.state.scale_set_json(record))

@@ -1,9 +1,10 @@
 """The emulator's time: real, compressed (``factor`` emulated seconds per real second) or stepped.
 
-Every expiry, session TTL, reassignment delay and rate-limit window of the emulator reads this clock
-(docs/github-emulator.md, "Control API"), so a test can jump an hour ahead with :meth:`advance` and
-a demo can run a ten-minute job in ten seconds with ``factor=60``. Real time comes from the injected
-:class:`rungar.clock.Clock` (the one module that reads it).
+What GitHub decides by its own clock (session TTLs, assignment timeouts, the rate-limit window)
+reads :meth:`EmulatorClock.now`, so a test can jump an hour ahead with :meth:`advance` and a demo
+can run a ten-minute job in ten seconds with ``factor=60``. Tokens read :meth:`EmulatorClock.wall`:
+clients renew them by their own clock (docs/github-emulator.md, "Wall-clock and emulated times").
+Real time comes from the injected :class:`rungar.clock.Clock` (the one module that reads it).
 """
 
 from __future__ import annotations
@@ -30,8 +31,15 @@ class EmulatorClock:
         return self._real_start + elapsed * self.factor + self._offset
 
     def wall(self) -> float:
-        """Real epoch seconds: what a client's JWT ``iat``/``exp`` are written in."""
+        """Real epoch seconds: what every token's times are written and checked in, the App JWTs
+        clients sign and the tokens the emulator issues alike."""
         return self._real.now()
+
+    def wall_of(self, emulated: float) -> float:
+        """The wall-clock time an emulated time comes, at the present rate: how a time GitHub
+        decides by its clock (a rate-limit reset) is written for a client, which reads it by its
+        own."""
+        return self.wall() + (emulated - self.now()) / self.factor
 
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` of emulated time (shorter in real time when compressed)."""

@@ -2,8 +2,9 @@
 
 Queue jobs with their workload, approve, cancel or complete them, drive runners, inject faults,
 advance the clock, evict sessions, delete scale sets, redeliver webhooks, and read the request
-log (each entry naming its client: user agent and message session) and a state summary (each
-scale set with its live message session: id, owner, opened, last poll). docs/github-emulator.md
+log (each entry naming its client, user agent and message session, and the status answered) and
+a state summary (each scale set with its live message session: id, owner, opened, last poll,
+whether a poll is open). docs/github-emulator.md
 documents the API. In-process tests may call :class:`EmulatorState` directly instead.
 """
 

@@ -95,21 +95,14 @@ def route(
     names: str | dict[str, str] | Callable[[Request], str],
     handler: Handler,
 ) -> Handler:
-    """Log the request, apply a matching fault, then run ``handler``.
+    """Log the request (and, once answered, its status), apply a matching fault, then run
+    ``handler``.
 
     ``names`` is the spec's route name, one per method where a path serves several (A3/A6/A7),
     or a function of the request where the query tells them apart (A15/A16).
     """
 
     async def wrapped(request: Request) -> Response:
-        answer = await answered(request)
-        if request.method == "GET" and answer.status_code == 200:
-            answer = conditional(request, answer)
-        # Every answer of the service names itself, for support tickets and logs.
-        answer.headers["X-GitHub-Request-Id"] = f"EMU0:{next(_request_ids):08X}"
-        return answer
-
-    async def answered(request: Request) -> Response:
         if isinstance(names, str):
             name = names
         elif isinstance(names, dict):
@@ -117,18 +110,27 @@ def route(
         else:
             name = names(request)
         body = await request.body()
-        state.requests.append(
-            {
-                "route": name,
-                "method": request.method,
-                "path": request.url.path,
-                "query": dict(request.query_params),
-                "headers": dict(request.headers),
-                "body": body.decode("utf-8", "replace"),
-                "at": state.clock.now(),
-                "client": client_of(state, request),
-            }
-        )
+        entry: dict[str, Any] = {
+            "route": name,
+            "method": request.method,
+            "path": request.url.path,
+            "query": dict(request.query_params),
+            "headers": dict(request.headers),
+            "body": body.decode("utf-8", "replace"),
+            "at": state.clock.now(),
+            "client": client_of(state, request),
+            "status": 0,  # until answered: a long poll is logged when it starts
+        }
+        state.requests.append(entry)
+        answer = await answered(request, name)
+        if request.method == "GET" and answer.status_code == 200:
+            answer = conditional(request, answer)
+        entry["status"] = answer.status_code
+        # Every answer of the service names itself, for support tickets and logs.
+        answer.headers["X-GitHub-Request-Id"] = f"EMU0:{next(_request_ids):08X}"
+        return answer
+
+    async def answered(request: Request, name: str) -> Response:
         wait = state.faults.throttled(name, state.clock.now())
         if wait is not None:
             # GitHub's secondary limit answer: 429, Retry-After in whole seconds.

@@ -148,6 +148,7 @@ class SessionRecord:
     last_poll: float
     alive: bool = True
     opened: float = 0.0
+    polls: int = 0  # message-queue GETs in progress: while one is open the session is not stale
 
     def to_json(self) -> dict[str, object]:
         """As ``GET /_fake/state`` shows it (docs/github-emulator.md)."""
@@ -156,6 +157,7 @@ class SessionRecord:
             "owner": self.owner,
             "opened": self.opened,
             "lastPoll": self.last_poll,
+            "polling": self.polls > 0,
         }
 
 

@@ -3,7 +3,8 @@
 MQ (docs/github.md, "The message queue"): GET needs the session's mq token (401 otherwise) and a
 live session (404 once evicted or the scale set is gone); it records ``X-ScaleSetMaxCapacity``
 (missing = unlimited, or 400 in strict mode), returns the oldest unacked message after
-``lastMessageId``, or waits up to ``long_poll_seconds`` and answers 202. DELETE acks (204).
+``lastMessageId``, or waits up to ``long_poll_seconds`` and answers 202; while it waits its session
+stays alive, even across a clock jump past the session TTL. DELETE acks (204).
 
 The runner side is this project's reduction of what a real runner does with its JIT config:
 connect once with the credential the JIT config carries (a second use is refused), wait
@@ -72,11 +73,24 @@ class QueueRoutes:
                 return error(400, "ArgumentException", "X-ScaleSetMaxCapacity must not be negative")
         session.last_poll = s.clock.now()
         record.polled = True
-        s.dispatch()  # capacity may have grown
         try:
             last = int(request.query_params.get("lastMessageId", "0") or 0)
         except ValueError:
             last = 0
+        # While this poll is open its session is not stale, whatever the clock does: a jump past
+        # the session TTL (POST /_fake/clock/advance) must not end the session being polled.
+        session.polls += 1
+        try:
+            return await self._long_poll(record, session, last)
+        finally:
+            session.polls -= 1
+            session.last_poll = s.clock.now()
+
+    async def _long_poll(
+        self, record: ScaleSetRecord, session: SessionRecord, last: int
+    ) -> Response:
+        s = self.state
+        s.dispatch()  # capacity may have grown
         loop = asyncio.get_running_loop()
         deadline = loop.time() + s.options.long_poll_seconds
         while True:
@@ -84,7 +98,6 @@ class QueueRoutes:
                 return error(404, "RunnerAdminException", "the message session ended")
             message = s.next_message(record, last)
             if message is not None:
-                session.last_poll = s.clock.now()
                 return json_response(
                     {
                         "messageId": message.message_id,
@@ -95,7 +108,6 @@ class QueueRoutes:
                 )
             left = deadline - loop.time()
             if left <= 0 or s.closing:
-                session.last_poll = s.clock.now()
                 return Response(status_code=202)
             waiters = {
                 asyncio.ensure_future(record.changed.wait()),
@@ -106,7 +118,6 @@ class QueueRoutes:
             )
             for waiter in waiters:
                 waiter.cancel()
-            session.last_poll = s.clock.now()  # a poll in progress keeps its session alive
             s.tick()
 
     async def delete_message(self, request: Request) -> Response:

@@ -77,9 +77,14 @@ class RestRoutes:
             "x-ratelimit-limit": str(s.options.rate_limit),
             "x-ratelimit-remaining": str(max(0, s.rate_remaining)),
             "x-ratelimit-used": str(s.options.rate_limit - max(0, s.rate_remaining)),
-            "x-ratelimit-reset": str(int(s.rate_reset)),
+            "x-ratelimit-reset": str(self._reset_header()),
             "x-ratelimit-resource": "core",
         }
+
+    def _reset_header(self) -> int:
+        """When the budget comes back, as a client reads it: by the wall clock (the window runs
+        on the emulated one), in whole seconds as GitHub writes it."""
+        return int(self.state.clock.wall_of(self.state.rate_reset))
 
     def _spend(self) -> Response | None:
         """Count a REST call against the budget; a 403 when it is spent."""
@@ -276,7 +281,7 @@ class RestRoutes:
         core = {
             "limit": s.options.rate_limit,
             "remaining": s.rate_remaining,
-            "reset": int(s.rate_reset),
+            "reset": self._reset_header(),
         }
         return self._answer({"resources": {"core": core}, "rate": core}, 200)
 

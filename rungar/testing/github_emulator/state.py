@@ -47,6 +47,7 @@ class EmulatorOptions:
     session_idle_ttl: float = 120.0  # emulated seconds without a GET before a session is stale
     assignment_timeout: float = 300.0  # emulated seconds an assigned job waits for a runner
     max_reassignments: int = 3
+    # Token lifetimes are real (wall-clock) seconds: clients renew tokens by their own clock.
     token_ttl: float = 3600.0  # installation and registration tokens
     admin_token_ttl: float = 3600.0
     mq_token_ttl: float = 3600.0
@@ -131,13 +132,17 @@ class EmulatorState:
     def statistics(self, scale_set_id: int) -> dict[str, int]:
         record = self.scale_sets.get(scale_set_id)
         waiting = self._waiting_for(record) if record is not None else 0
+        # The first poll offers those jobs as the mode does: assigned (broker) or available
+        # (legacy, until acquired), so the session's statistics count them the same way.
+        legacy = self.options.acquire_mode == "legacy"
         jobs = [j for j in self.jobs.values() if j.scale_set_id == scale_set_id]
         runners = [r for r in self.runners.values() if r.scale_set_id == scale_set_id and r.online]
         busy = sum(1 for r in runners if r.busy)
         return {
-            "totalAvailableJobs": sum(1 for j in jobs if j.state is JobState.AVAILABLE),
+            "totalAvailableJobs": (waiting if legacy else 0)
+            + sum(1 for j in jobs if j.state is JobState.AVAILABLE),
             "totalAcquiredJobs": 0,  # acquired jobs are assigned at once here
-            "totalAssignedJobs": waiting
+            "totalAssignedJobs": (0 if legacy else waiting)
             + sum(1 for j in jobs if j.state in (JobState.ASSIGNED, JobState.RUNNING)),
             "totalRunningJobs": sum(1 for j in jobs if j.state is JobState.RUNNING),
             "totalRegisteredRunners": len(runners),
@@ -194,6 +199,10 @@ class EmulatorState:
         for session in self.sessions.values():
             if session.scale_set_id != scale_set_id or not session.alive:
                 continue
+            if session.polls:
+                # A poll in progress keeps its session alive, however far the clock jumped.
+                session.last_poll = now
+                return session
             if now - session.last_poll > self.options.session_idle_ttl:
                 session.alive = False  # stale: its owner stopped polling (a crash)
                 continue

@@ -2,8 +2,10 @@
 
 PATs and App public keys are configured; installation and registration tokens are random strings
 with an expiry; the admin and message-queue tokens are HS256 JWTs with a real ``exp``, so a
-client can read it (as ARC and GARM do) and the emulator can refuse it once expired. Every
-expiry is in emulated time.
+client can read it (as ARC, GARM and GitHub's scale-set client do) and the emulator can refuse it
+once expired. Every token time is wall-clock time, issued and checked: a client renews its tokens
+by its own clock, so tokens must not age faster when the emulated clock is compressed, nor expire
+when it jumps (docs/github-emulator.md, "Wall-clock and emulated times").
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class TokenAuthority:
 
     def issue_installation_token(self, installation_id: int, ttl: float) -> tuple[str, float]:
         token = "ghs_" + secrets.token_hex(16)
-        expires = self._clock.now() + ttl
+        expires = self._clock.wall() + ttl
         self.installation_tokens[token] = Issued(self.installations[installation_id], expires)
         return token, expires
 
@@ -77,26 +79,27 @@ class TokenAuthority:
         if token in self.pats:
             return self.pats[token]
         issued = self.installation_tokens.get(token)
-        if issued is not None and issued.expires_at > self._clock.now():
+        if issued is not None and issued.expires_at > self._clock.wall():
             return issued.owner
         return None
 
     def issue_registration_token(self, owner: str, scope_url: str, ttl: float) -> tuple[str, float]:
         token = "AABB" + secrets.token_hex(14).upper()
-        expires = self._clock.now() + ttl
+        expires = self._clock.wall() + ttl
         self.registration_tokens[token] = Issued(owner, expires, scope_url)
         return token, expires
 
     def check_registration_token(self, token: str) -> Issued | None:
         issued = self.registration_tokens.get(token)
-        if issued is None or issued.expires_at <= self._clock.now() or token in self.revoked:
+        if issued is None or issued.expires_at <= self._clock.wall() or token in self.revoked:
             return None
         return issued
 
     # ---- service JWTs ---------------------------------------------------------------------
 
     def issue_jwt(self, claims: dict[str, Any], ttl: float) -> str:
-        now = self._clock.now()
+        """A service JWT valid for ``ttl`` real seconds from now (wall clock)."""
+        now = self._clock.wall()
         body = {**claims, "iat": int(now), "exp": int(now + ttl), "jti": secrets.token_hex(6)}
         return jwt.encode(body, self._key, algorithm="HS256")
 
@@ -112,7 +115,7 @@ class TokenAuthority:
             )
         except jwt.PyJWTError:
             return None
-        if claims.get("kind") != kind or float(claims.get("exp", 0)) <= self._clock.now():
+        if claims.get("kind") != kind or float(claims.get("exp", 0)) <= self._clock.wall():
             return None
         return claims
 
