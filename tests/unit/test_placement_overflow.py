@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
+from rungar.config.loader import parse_scale_sets
 from rungar.config.model import Placement
+from rungar.errors import ConfigError
 from rungar.model.sentences import overflow_reason
 from rungar.placement import Fleet
 from rungar.placement.plan import NotPlaced, Placed
@@ -94,3 +98,24 @@ async def test_without_overflow_after_the_cloud_takes_the_runner_at_once() -> No
     f = overflow_fleet(0.0)
     placed = await ask(f, Script({"host": FULL}), T0)
     assert isinstance(placed, Placed) and placed.provider == "cloud"
+
+
+CONFIG = """\
+providers:
+  - {name: host, type: fake}
+  - {name: cloud, type: fake, price_per_hour: 0.4, overflow_after: %s}
+scale_sets:
+  - {name: linux, max_runners: 2, providers: [host, cloud]}
+"""
+
+
+def test_overflow_after_is_read_as_a_duration_and_unset_means_at_once() -> None:
+    config = parse_scale_sets(CONFIG % "5m", "/etc/rungar/s.yaml")
+    assert [p.overflow_after for p in config.providers] == [0.0, 300.0]
+
+
+def test_a_bad_overflow_after_names_its_file_line_and_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_scale_sets(CONFIG % "soon", "/etc/rungar/s.yaml")
+    (problem,) = caught.value.problems
+    assert problem.startswith("/etc/rungar/s.yaml:3:") and "overflow_after" in problem
