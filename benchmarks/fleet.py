@@ -11,7 +11,8 @@ Prints JSON lines only (docs/benchmarks.md has the targets):
   runner taken away (``large_p95_drain_bound``: as each is queued, how soon some host's busy
   runners end to leave room for it, every idle one gone at once; on the default's states) and
   the cut that would give (``_cut_ratio_bound``), and the small ones' p95 with holds over
-  without (``small_p95_ratio``), for spread and for pack with the hosts about 90 % busy, and for spread at a lighter load;
+  without (``small_p95_ratio``), for spread and for pack with the hosts about 90 % busy, and
+  for spread at a lighter load;
 - admission: measured vs caps on ``runnerd history generate``'s jobs across two of its 33G
   hosts, each taking several times the 500 jobs a month it was sized for (measured with the
   slots the slice then holds): p95 wait of each, and kills;
