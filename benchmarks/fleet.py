@@ -7,14 +7,24 @@ Prints JSON lines only (docs/benchmarks.md has the targets):
   suffix), one provider held (``hold_one``), no holds (``no_holds``); the large and small p95
   waits, how long held room stood empty before its holder took it (``held_room_idle_p95``),
   the large ones' p95 without holds over with them (``_cut_ratio``, goal at least 4 at the busy
-  load), and the small ones' p95 with holds over without (``small_p95_ratio``), for spread and
-  for pack with the hosts about 90 % busy, and for spread at a lighter load;
+  load), the least the large ones' p95 could be with nothing kept empty in advance and no
+  runner taken away (``large_p95_drain_bound``: as each is queued, how soon some host's busy
+  runners end to leave room for it, every idle one gone at once; on the default's states) and
+  the cut that would give (``_cut_ratio_bound``), and the small ones' p95 with holds over
+  without (``small_p95_ratio``), for spread and for pack with the hosts about 90 % busy, and
+  for spread at a lighter load;
 - admission: measured vs caps on ``runnerd history generate``'s jobs across two of its 33G
   hosts, each taking several times the 500 jobs a month it was sized for (measured with the
   slots the slice then holds): p95 wait of each, and kills;
 - pack: hosts first, a cloud for overflow, on hosts given 60 % of the room the history needs:
   the cloud's runner-hours over the least possible given the hosts' slots (every moment's jobs
-  beyond the hosts' slots of their profile, each job counted from queued to finished);
+  beyond the hosts' slots of their profile, each job counted from queued to finished, as if a
+  running job could move to a host when a slot frees), and over two bounds for placements in
+  which no job waits or moves: the least such a placement can do knowing every duration in
+  advance (``least_unmoved``), and the rule "a host when one has a free slot at queue time, else
+  the cloud" (``host_first``); the cloud's job hours and runners beside its runner-hours; and
+  the same with the cloud's ``overflow_after`` (opt-in) at 1, 2, 3, 4, 5 and 10 minutes: its
+  runner-hours, ratio, p95 and p99 wait (``overflow_after_s``);
 - warm pool: a nightly matrix and a weekday morning rush then random daytime jobs on a cloud
   booting in 90 s, replayed with the scale sets' warm pools and without: the p95 wait it saves
   and the runner-hours it costs, per scale set (``p95_wait_saved_s``, ``runner_hours_spent``);
@@ -25,11 +35,16 @@ Prints JSON lines only (docs/benchmarks.md has the targets):
 from __future__ import annotations
 
 import argparse
+import asyncio
+import heapq
 import json
+import math
 import sys
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
@@ -39,9 +54,9 @@ from rungar.simulate.history import SimJob  # noqa: E402
 from rungar.simulate.models import Models  # noqa: E402
 from rungar.simulate.report import Row, nearest_rank, warm_pool_effects  # noqa: E402
 from rungar.simulate.run import replay_one  # noqa: E402
-from rungar.simulate.scenario import Scenario  # noqa: E402
+from rungar.simulate.scenario import Scenario, backends, configure, jobs_for  # noqa: E402
 from rungar.simulate.synthetic import fragmented_fleet, generated_fleet, rush_fleet  # noqa: E402
-from rungar.simulate.world import WorldResult  # noqa: E402
+from rungar.simulate.world import World, WorldResult  # noqa: E402
 
 BASELINE = Scenario()
 
@@ -82,6 +97,7 @@ def compare_holds(
         "no_holds": Scenario(placement=placement, no_priority=True),
     }
     results = {name: replay_one(s, config, models, jobs).result for name, s in rows.items()}
+    drains = drain_bounds(rows["holds"], config, models, jobs)
     params = {"placement": placement.value, "days": days, "jobs": len(jobs), "hosts": 2,
               "small_per_hour": small_per_hour}  # fmt: skip
     for name, result in results.items():
@@ -98,9 +114,64 @@ def compare_holds(
         return p95(held.waits["small"]) / max(1.0, p95(free.waits["small"]))
 
     emit("large_p95_cut_ratio", cut(every), "x", **params)
+    emit("large_p95_drain_bound_s", p95(drains), "s", **params)
+    emit("large_p95_cut_ratio_bound", p95(free.waits["large"]) / max(1.0, p95(drains)), "x",
+         **params)  # fmt: skip
     emit("small_p95_ratio", cost(every), "x", **params)
     emit("large_p95_cut_ratio_hold_one", cut(one), "x", **params)
     emit("small_p95_ratio_hold_one", cost(one), "x", **params)
+
+
+class DrainWatch(World):
+    """A replay that notes, as each large job is queued, how soon some host could have room
+    for it at the earliest: no runner placed there again, each idle or booting runner gone at
+    once, each busy one at its job's end (a running runner is never taken away)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.drains: list[float] = []
+
+    async def arrive(self, index: int) -> None:
+        job = self.jobs[index]
+        if job.scale_set == "large":
+            self.drains.append(min(self.drain(host, job.label) for host in self.backends))
+        await super().arrive(index)
+
+    def drain(self, provider: str, label: str) -> float:
+        host = self.backends[provider]
+        config = host.config  # type: ignore[attr-defined]  # a RunnerdHost
+        need = config.profiles[label].memory
+        ends = sorted(
+            (
+                self.now if r.job is None else r.started + self.jobs[r.job].duration,
+                config.profiles[
+                    self.jobs[r.job].label if r.job is not None else r.scale_set
+                ].memory,
+            )
+            for r in self.runners.values()
+            if r.provider == provider
+        )
+        free = config.host.memory_max - sum(memory for _, memory in ends)
+        at = self.now
+        for end, memory in ends:
+            if free >= need:
+                break
+            free, at = free + memory, end
+        return at - self.now
+
+
+def drain_bounds(
+    scenario: Scenario, config: ScaleSetsFile, models: Models, jobs: list[SimJob]
+) -> list[float]:
+    """:class:`DrainWatch`'s bound for each large job, on the states of ``scenario``'s replay:
+    no placement that keeps nothing empty in advance and takes no runner away starts the job
+    sooner (given those states)."""
+    config, models = configure(scenario, config, models)
+    paced = jobs_for(scenario, jobs)
+    made = backends(scenario, config, models, paced[0].queued_at)
+    world = DrainWatch(config, made, paced)
+    asyncio.run(world.run())
+    return world.drains
 
 
 def bench_admission(jobs: int) -> None:
@@ -134,6 +205,96 @@ def least_cloud_hours(history: list[SimJob], slots: dict[str, int]) -> float:
     return seconds / 3600
 
 
+def host_first_cloud_hours(history: list[SimJob], slots: dict[str, int]) -> float:
+    """The cloud hours of placing each job, at its queue time, on a host when one has a free
+    slot of its profile and on the cloud otherwise, where it runs to its end: the rule "hosts
+    first, never wait, never move" computed directly from the history (job time only)."""
+    seconds = 0.0
+    ends: dict[str, list[float]] = defaultdict(list)  # a heap of the host jobs' ends, by label
+    for job in sorted(history, key=lambda j: j.queued_at):
+        running = ends[job.label]
+        while running and running[0] <= job.queued_at:
+            heapq.heappop(running)
+        if len(running) < slots[job.label]:
+            heapq.heappush(running, job.queued_at + job.duration)
+        else:
+            seconds += job.duration
+    return seconds / 3600
+
+
+def least_unmoved_cloud_hours(history: list[SimJob], slots: dict[str, int]) -> float:
+    """The least cloud hours of any placement in which no job waits and none moves: each job
+    runs where it starts, from queued to finished, and a profile's host slots hold at most
+    ``slots`` jobs at once. Knowing every job's duration in advance, which no placement does,
+    this keeps the most job time on the hosts (k disjoint chains of the most total length:
+    a min-cost flow of ``slots`` units along the time line, a job an edge of cost -duration)."""
+    seconds = 0.0
+    by_label: dict[str, list[SimJob]] = defaultdict(list)
+    for job in history:
+        by_label[job.label].append(job)
+    for label, mine in by_label.items():
+        kept = most_time_in_chains([(j.queued_at, j.queued_at + j.duration) for j in mine],
+                                   slots[label])  # fmt: skip
+        seconds += sum(j.duration for j in mine) - kept
+    return seconds / 3600
+
+
+def most_time_in_chains(jobs: list[tuple[float, float]], k: int) -> float:
+    """The most total length of intervals that ``k`` machines can run, none overlapping on
+    one machine: successive shortest paths with potentials on the time line's DAG."""
+    times = sorted({t for job in jobs for t in job})
+    index = {t: i for i, t in enumerate(times)}
+    n = len(times)
+    # Edges as [to, capacity, cost, reverse edge index]; the time line has room for k.
+    graph: list[list[list[float]]] = [[] for _ in range(n)]
+
+    def edge(a: int, b: int, capacity: float, cost: float) -> None:
+        graph[a].append([b, capacity, cost, len(graph[b])])
+        graph[b].append([a, 0, -cost, len(graph[a]) - 1])
+
+    for i in range(n - 1):
+        edge(i, i + 1, k, 0.0)
+    for start, end in jobs:
+        if end > start:
+            edge(index[start], index[end], 1, -(end - start))
+    # Potentials: shortest distances on the DAG (every edge goes forward in time).
+    potential = [math.inf] * n
+    potential[0] = 0.0
+    for a in range(n):
+        for b, capacity, cost, _ in graph[a]:
+            if capacity > 0 and potential[a] + cost < potential[int(b)]:
+                potential[int(b)] = potential[a] + cost
+    kept = 0.0
+    for _ in range(k):
+        distance = [math.inf] * n
+        before: list[tuple[int, int] | None] = [None] * n
+        distance[0] = 0.0
+        frontier = [(0.0, 0)]
+        while frontier:
+            d, a = heapq.heappop(frontier)
+            if d > distance[a]:
+                continue
+            for i, (b, capacity, cost, _) in enumerate(graph[a]):
+                b = int(b)
+                reduced = cost + potential[a] - potential[b]
+                if capacity > 0 and d + reduced < distance[b] - 1e-9:
+                    distance[b] = d + reduced
+                    before[b] = (a, i)
+                    heapq.heappush(frontier, (distance[b], b))
+        if distance[n - 1] == math.inf:
+            break
+        potential = [p + d if d < math.inf else p for p, d in zip(potential, distance, strict=True)]
+        b = n - 1
+        while (step := before[b]) is not None:
+            a, i = step
+            forward = graph[a][i]
+            forward[1] -= 1
+            graph[b][int(forward[3])][1] += 1
+            kept -= forward[2]
+            b = a
+    return kept
+
+
 def bench_pack(jobs: int) -> None:
     config, models, history = generated_fleet(
         jobs=jobs, days=30, hosts=2, clouds=1, slots_share=0.6, placement="pack"
@@ -143,12 +304,37 @@ def bench_pack(jobs: int) -> None:
     host = result.backends["host1"]
     slots = {name: 2 * p.slots for name, p in host.config.profiles.items()}  # type: ignore[attr-defined]  # a RunnerdHost
     least = least_cloud_hours(history, slots)
+    unmoved = least_unmoved_cloud_hours(history, slots)
+    greedy = host_first_cloud_hours(history, slots)
     params = {"jobs": jobs, "hosts": 2, "clouds": 1, "host_room": 0.6}
     emit("cloud_runner_hours", cloud, "h", **params)
+    emit("cloud_job_hours", result.backends["cloud1"].usage.job_seconds / 3600, "h", **params)
+    emit("cloud_runners", result.backends["cloud1"].usage.created, "runners", **params)
     emit("least_cloud_hours", least, "h", **params)
     emit("cloud_hours_over_least_ratio", cloud / max(least, 1e-9), "x", **params)
+    emit("least_unmoved_cloud_hours", unmoved, "h", **params)
+    emit("cloud_hours_over_least_unmoved_ratio", cloud / max(unmoved, 1e-9), "x", **params)
+    emit("host_first_cloud_hours", greedy, "h", **params)
+    emit("cloud_hours_over_host_first_ratio", cloud / max(greedy, 1e-9), "x", **params)
     waits = [w for ws in result.waits.values() for w in ws]
     emit("p95_wait_s", p95(waits), "s", **params)
+    emit("p99_wait_s", nearest_rank(waits, 0.99), "s", **params)
+    for patience in OVERFLOW_AFTER:  # opt-in: the cloud taken only after that long waiting
+        providers = tuple(
+            replace(p, overflow_after=patience) if p.name == "cloud1" else p
+            for p in config.providers
+        )
+        waited = replay_one(BASELINE, replace(config, providers=providers), models, history)
+        cloud_after = waited.result.backends["cloud1"].usage.machine_seconds / 3600
+        waits = [w for ws in waited.result.waits.values() for w in ws]
+        more = {**params, "overflow_after_s": patience}
+        emit("cloud_runner_hours", cloud_after, "h", **more)
+        emit("cloud_hours_over_least_ratio", cloud_after / max(least, 1e-9), "x", **more)
+        emit("p95_wait_s", p95(waits), "s", **more)
+        emit("p99_wait_s", nearest_rank(waits, 0.99), "s", **more)
+
+
+OVERFLOW_AFTER = (60.0, 120.0, 180.0, 240.0, 300.0, 600.0)
 
 
 def bench_warm_pool(days: int) -> None:

@@ -74,6 +74,8 @@ def effective_scale_sets(
             "disabled": p.disabled,
             "price_per_hour": p.price_per_hour,
         }
+        if p.overflow_after:
+            entry["overflow_after"] = p.overflow_after
         if p.address:
             entry["address"] = p.address
         if command:

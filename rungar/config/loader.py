@@ -176,6 +176,7 @@ def _providers(
                 command=tuple(i.value for i in record.get("command", [])),
                 timeout=record.get("timeout", 0.0),
                 price_per_hour=record.get("price_per_hour"),
+                overflow_after=record.get("overflow_after", 0.0),
             )
         )
     return providers, runner_blocks

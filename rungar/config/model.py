@@ -67,6 +67,7 @@ class ProviderConfig:
     command: tuple[str, ...] = ()  # or a local plugin to start
     timeout: float = 0.0  # 0 = timing.provider_timeout
     price_per_hour: float | None = None  # a runner-hour's price, for `rungar usage`'s cost
+    overflow_after: float = 0.0  # > 0: taken only by work that has waited this long elsewhere
 
 
 @dataclass(frozen=True, slots=True)

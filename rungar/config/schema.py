@@ -214,6 +214,15 @@ PROVIDER_COMMON = (
         "one has room (docs/placement.md). Unset = no cost shown, and counted as "
         "free.",
     ),
+    Field(
+        "overflow_after",
+        Duration(),
+        "Opt-in: this provider takes a scale set's runner only once the scale set's assigned "
+        "jobs have waited this long for room on its other providers (from the first time they "
+        "found none, while they keep asking, until another provider takes one of its runners); "
+        "idle reserve refills never come here before that. For a priced cloud behind hosts: "
+        "fewer cloud hours for some waiting (docs/placement.md). Unset = 0, taken at once.",
+    ),
 )
 COMMON_KEYS = frozenset(f.name for f in PROVIDER_COMMON)
 

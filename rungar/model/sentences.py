@@ -43,6 +43,10 @@ def kept_for_reason(scale_set: str) -> str:
     return f"kept for the assigned jobs of scale set {scale_set}"
 
 
+def overflow_reason(after: float) -> str:
+    return f"taken only after {format_duration(after)} waiting for room elsewhere"
+
+
 def limit_reason(limit: int) -> str:
     return f"at its limit of {limit} runners"
 

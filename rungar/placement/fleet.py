@@ -18,7 +18,8 @@ Skip reasons, checked in this order, are user-facing sentences shared by logs, e
    start_timeout``): a crash loop, learned from runners that ended before they ever connected
 6. ``held for scale set <name>``
 7. ``kept for the assigned jobs of scale set <name>`` (only for an idle-reserve refill)
-8. ``at its limit of N runners``
+8. ``taken only after 5m waiting for room elsewhere`` (a provider with ``overflow_after``)
+9. ``at its limit of N runners``
 
 Real work comes before reserves. A create is either for an assigned job or for the idle
 reserve (``min_runners`` in force). Only work may take a priority hold; a scale set whose
@@ -34,6 +35,13 @@ Room opening names the provider's holder, to be tried there at once, its FULL wa
 lifted: a machine deleted (:meth:`Fleet.machine_deleted`, which lifts every scale set's FULL
 wait there), or a create abandoned or refused for any reason but being full
 (:meth:`Fleet.abandon`).
+
+A provider with ``overflow_after`` (opt-in, 0 by default: taken at once, as without it) is
+tried by a scale set only once its assigned work has found nothing to try for that long: from
+the first such time, renewed each time it again finds nothing (and lapsing, as a hold does,
+``hold_duration`` after it stops asking), until a provider without ``overflow_after`` takes
+one of its runners. So a priced cloud behind hosts takes what the hosts cannot take within
+that wait, rather than every job that meets them full.
 
 A crash loop is kept apart from the refusal backoff: a create that succeeds does not forgive
 it (the runner it made may crash too), only a runner that connects does. It begins at the
@@ -65,6 +73,7 @@ from rungar.model.sentences import (
     kept_for_reason,
     limit_reason,
     nothing_to_try,
+    overflow_reason,
     scale_set_limit_reason,
 )
 from rungar.placement.backoff import Backoff, after_refusal, backoff_wait
@@ -140,6 +149,7 @@ class Fleet:
         self._crash_loops: dict[tuple[str, str], Backoff] = {}
         self._holds: dict[str, Hold] = {}
         self._work_waits: dict[str, dict[str, float]] = {}  # provider -> scale set -> since
+        self._asking: dict[str, tuple[float, float]] = {}  # scale set -> (since, last) no room
         self._unreachable: set[str] = set()
         self._runtime_disabled: set[str] = set()
         self._runtime_enabled: set[str] = set()
@@ -176,6 +186,7 @@ class Fleet:
             p: {s: t for s, t in waits.items() if (s, p) in pairs}
             for p, waits in self._work_waits.items()
         }
+        self._asking = {s: v for s, v in self._asking.items() if s in self.scale_sets}
 
     def set_disabled(self, provider: str, disabled: bool) -> None:
         """A runtime switch (``rungar providers disable|enable|drain``), kept until restart."""
@@ -322,6 +333,9 @@ class Fleet:
             waiting = self.waiting_for_room(provider, now, besides=scale_set)
             if waiting:
                 return kept_for_reason(waiting[0])
+        patience = self.providers[provider].overflow_after
+        if patience > 0 and self.asking_for(scale_set, now) < patience:
+            return overflow_reason(patience)
         limit = self.providers[provider].max_runners
         if limit > 0 and self.provider_count(provider) >= limit:
             return limit_reason(limit)
@@ -424,6 +438,8 @@ class Fleet:
         self.add_runner(claim.scale_set, claim.provider)
         self._backoffs.pop((claim.scale_set, claim.provider), None)
         self.release_holds(claim.scale_set)
+        if not self.providers[claim.provider].overflow_after:
+            self._asking.pop(claim.scale_set, None)  # room found without overflowing
         for waits in self._work_waits.values():
             waits.pop(claim.scale_set, None)
 
@@ -488,7 +504,8 @@ class Fleet:
         tie."""
         config = self.scale_sets[scale_set]
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
-            return HoldDecision(scale_set, now)  # at its own limit: it waits for no provider
+            # At its own limit: it waits for no provider.
+            return HoldDecision(scale_set, now, waiting=False)
         waited_on: list[str] = []
         full: list[str] = []
         for entry in config.providers:
@@ -529,6 +546,12 @@ class Fleet:
         """Carry out :meth:`plan_holds`'s decision; returns the holds newly placed."""
         for provider in decision.waited_on:
             self._work_waits.setdefault(provider, {})[decision.scale_set] = decision.at
+        if decision.waiting:
+            since = decision.at
+            asking = self._asking.get(decision.scale_set)
+            if asking is not None and decision.at - asking[1] <= self.timing.hold_duration:
+                since = asking[0]
+            self._asking[decision.scale_set] = (since, decision.at)
         for hold in decision.holds:
             self._holds[hold.provider] = hold
         return decision.placed
@@ -611,6 +634,15 @@ class Fleet:
             if hold is not None and hold.holder != scale_set and priority < hold.priority:
                 found.append(hold)
         return found
+
+    def asking_for(self, scale_set: str, now: float) -> float:
+        """How long this scale set's assigned work has been finding nothing to try (renewed
+        within ``hold_duration``, until a provider without ``overflow_after`` took one of its
+        runners); 0 when it is not."""
+        asking = self._asking.get(scale_set)
+        if asking is None or now - asking[1] > self.timing.hold_duration:
+            return 0.0
+        return now - asking[0]
 
     def waiting_for_room(self, provider: str, now: float, besides: str = "") -> list[str]:
         """Scale sets whose assigned jobs wait for room on ``provider`` (oldest first)."""

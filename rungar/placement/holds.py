@@ -49,13 +49,15 @@ class HoldDecision:
 
     ``waited_on``: every provider it is skipping as full (other scale sets' reserve refills
     keep off them); ``holds``: the holds it places or renews; ``placed``: those of them that
-    are new rather than renewals (the ones worth an event)."""
+    are new rather than renewals (the ones worth an event); ``waiting``: its work waits for
+    room (not at its own ``max_runners``), which a provider's ``overflow_after`` counts."""
 
     scale_set: str
     at: float
     waited_on: tuple[str, ...] = ()
     holds: tuple[Hold, ...] = ()
     placed: tuple[Hold, ...] = ()
+    waiting: bool = True  # its work waits for room (False: at its own max_runners)
 
 
 @dataclass(frozen=True, slots=True)

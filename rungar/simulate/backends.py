@@ -38,6 +38,7 @@ class Usage:
     refusals: dict[str, int] = field(default_factory=dict)  # kind -> count
     kills: int = 0
     machine_seconds: float = 0.0
+    job_seconds: float = 0.0  # of that, runners running a job; the rest is boot and idle
 
 
 class Backend:

@@ -57,6 +57,7 @@ class _Runner:
     created_at: float
     connected: bool = False
     job: int | None = None  # index of the job it runs
+    started: float = 0.0  # when it took its job
     killed: bool = False
 
 
@@ -217,6 +218,7 @@ class World:
         self.idle[record.scale_set].pop(record.name, None)
         job = self.jobs[index]
         record.job = index
+        record.started = self.now
         self.waits[record.scale_set].append(self.now - job.queued_at)
         backend = self.backends[record.provider]
         self.push(self.now + job.duration, FINISH, record.name)
@@ -237,6 +239,7 @@ class World:
         backend = self.backends[record.provider]
         if record.job is not None:
             self.assigned[name] -= 1
+            backend.usage.job_seconds += self.now - record.started
             backend.job_finished(runner, self.jobs[record.job], self.now, killed=record.killed)
         self.fleet.remove_runner(name, record.provider, leaving=True)
         backend.delete(runner, self.now)
