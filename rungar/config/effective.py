@@ -56,9 +56,11 @@ def effective_scale_sets(
     """``config`` as a plain mapping with every default; ``shipped(type)`` names the command a
     gcp or aws entry without address or command starts (None: left empty)."""
     text = durations_as_text
+    # Every timing field is a duration but crash_backoff_after, a count of failures in a row.
     timing = {
-        f.name: _duration(getattr(config.timing, f.name), text)
+        f.name: value if isinstance(value, int) else _duration(value, text)
         for f in dataclasses.fields(config.timing)
+        for value in [getattr(config.timing, f.name)]
     }
     timing["hold"] = _duration(config.timing.hold_duration, text)
     providers = []

@@ -153,7 +153,9 @@ async def test_rungars_listener_keeps_tokens_and_session_on_a_120x_clock_and_acr
     # Rungar's own client, its margins shortened to fit tokens of 62 real seconds: it renews
     # them by its clock while the emulated clock runs 120 times faster, then a one-hour jump
     # comes while its poll is open. Nothing is refused and its one session lives throughout.
-    args: tuple[str, ...] = ("--clock-factor", "120", "--token-ttl", "62", "--long-poll", "0.5")
+    # Polls of 10 real seconds, so that on a busy machine the jump still lands inside the poll
+    # seen open (with short polls it could fall between two, and end the session by its TTL).
+    args: tuple[str, ...] = ("--clock-factor", "120", "--token-ttl", "62", "--long-poll", "10")
     args += ("--session-ttl", "3000", "--assignment-timeout", "3000")
     timing = GitHubTiming(
         registration_token_refresh_margin=60,

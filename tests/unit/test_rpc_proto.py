@@ -49,7 +49,7 @@ def descriptor(tmp_path_factory: pytest.TempPathFactory) -> descriptor_pb2.FileD
     return files.file[0]
 
 
-def test_the_proto_defines_the_six_calls(descriptor: descriptor_pb2.FileDescriptorProto) -> None:
+def test_the_proto_defines_the_seven_calls(descriptor: descriptor_pb2.FileDescriptorProto) -> None:
     assert descriptor.package == "rungar.provider.v1"
     [service] = descriptor.service
     assert [m.name for m in service.method] == [
@@ -59,6 +59,7 @@ def test_the_proto_defines_the_six_calls(descriptor: descriptor_pb2.FileDescript
         "Delete",
         "List",
         "UpdateRunner",
+        "LastOutput",
     ]
 
 

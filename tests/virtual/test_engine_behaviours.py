@@ -312,8 +312,18 @@ async def test_runners_that_never_connect_are_removed_after_start_timeout_and_ba
     assert fleet.github.runners == {} or all(
         r.name != record.name for r in fleet.github.runners.values()
     ), "its registration is removed"
+    # The first failure is counted, not backed off: the job's next runner goes there too.
+    assert fleet.engine.fleet.skip_reason("linux", "a", fleet.clock.now()) is None
+    await fleet.run_for(30)
+    (second,) = fleet.engine.runners.live("linux")
+    assert second.name != record.name
+    for _ in range(300):  # its start_timeout (2m) and a pass, in virtual seconds
+        if second.name in fleet.removals():
+            break
+        await fleet.run_for(1)
+    assert fleet.removals()[second.name] == "never_connected"
     reason = fleet.engine.fleet.skip_reason("linux", "a", fleet.clock.now())
-    assert reason == "its runners never connect within start_timeout (1 in a row)"
+    assert reason == "its runners never connect within start_timeout (2 in a row)"
 
 
 async def test_a_large_runner_refused_by_both_hosts_holds_both_against_lower_priorities(
