@@ -21,7 +21,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.waiting import WAIT
+
+# expect(...) waits for a page's text or state up to this long (Playwright's default is 5 s).
+expect.set_options(timeout=WAIT * 1000)
 
 
 def _setup_tool() -> ModuleType:
@@ -71,7 +76,7 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     opened = context.new_page()
-    opened.set_default_timeout(10_000)
+    opened.set_default_timeout(WAIT * 1000)  # generous: the machine may be busy
     try:
         yield opened
     finally:

@@ -21,6 +21,7 @@ from runnerd import ctl, sentences
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
+from tests.waiting import WAIT, until
 
 M = 1024**2
 SLEEP = "import time\ntime.sleep(60)\n"
@@ -75,11 +76,11 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
     )
     socket = tmp_path / "state" / "provider.sock"
     try:
-        for _ in range(200):
-            if socket.exists() and (tmp_path / "state" / "runnerd.sock").exists():
-                break
-            await asyncio.sleep(0.05)
-        client = GrpcProvider("host-a", f"unix://{socket}", timeout=10)
+        await until(
+            lambda: socket.exists() and (tmp_path / "state" / "runnerd.sock").exists(),
+            "listened on both sockets",
+        )
+        client = GrpcProvider("host-a", f"unix://{socket}", timeout=WAIT)
         request = CreateRequest(
             "r1",
             "q1",
@@ -194,12 +195,12 @@ def start_serving(config: Path) -> subprocess.Popen[str]:
 
 async def answered_status(config: Path) -> str:
     """``runnerctl status`` once the daemon answers: a killed one's sockets are left behind."""
-    for _ in range(100):
-        status = await asyncio.to_thread(runnerctl, config, "status")
-        if status.returncode == 0:
-            return status.stdout
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"runnerd never answered: {status.stderr}")
+
+    async def status() -> str:
+        done = await asyncio.to_thread(runnerctl, config, "status")
+        return done.stdout if done.returncode == 0 else ""
+
+    return await until(status, "answered runnerctl status", every=0.1)
 
 
 def stop_serving(daemon: subprocess.Popen[str]) -> str:
