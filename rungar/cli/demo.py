@@ -54,13 +54,14 @@ def run(args: argparse.Namespace) -> int:
 
     async def until_done_or_stopped() -> Summary:
         from rungar.demo.stack import Stack
-        from rungar.stopping import stop_on_signals
+        from rungar.stopping import WITH_HANGUP, stop_on_signals
 
         stop = asyncio.Event()
         stop_on_signals(
             stop,
             at_once=Stack.terminate_all_now,
             note="Stopping the demo; press Ctrl-C again to stop at once.",
+            signals=WITH_HANGUP,
         )
         return await run_demo(
             console,
