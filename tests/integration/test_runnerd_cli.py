@@ -310,3 +310,36 @@ def test_runnerctl_jobs_lists_each_recorded_job_with_its_conclusion_and_leaves_o
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:6] == ["ID", "REPOSITORY", "WORKFLOW", "JOB", "RUNNER", "CONCLUSION"]
     assert [line.split()[0] for line in table[1:]] == ["job-old", "job-r1"]
+
+
+async def test_runnerctl_with_only_the_api_socket_prints_the_dashboards_login_link(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path)
+    port = free_port()
+    text = config.read_text().replace(
+        "[host]\n", f'[host]\ndashboard_listen = "127.0.0.1:{port}"\n'
+    )
+    config.write_text(text)
+    daemon = start_serving(config)
+    try:
+        await answered_status(config)
+        api = tmp_path / "state" / "runnerd.sock"
+
+        # No config file at all: the running runnerd is asked over its socket (once its
+        # dashboard serves: the API answers first).
+        async def asked_it() -> subprocess.CompletedProcess[str] | None:
+            done = await asyncio.to_thread(
+                runnerctl, tmp_path / "no-such.toml", "--socket", str(api), "dashboard"
+            )
+            return done if done.returncode == 0 else None
+
+        asked = await until(asked_it, "printed the link", every=0.2)
+
+        with_config = runnerctl(config, "dashboard")
+        assert asked.stdout == with_config.stdout
+        link = asked.stdout.strip()
+        assert link.startswith(f"http://127.0.0.1:{port}/?token=")
+        assert httpx.get(link, follow_redirects=True, timeout=WAIT).status_code == 200
+    finally:
+        stop_serving(daemon)
