@@ -180,7 +180,7 @@ def runnerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnerd]:
         yield Runnerd(config, state, f"http://127.0.0.1:{port}", daemon, log)
     finally:
         daemon.terminate()
-        daemon.wait(timeout=20)
+        daemon.wait(timeout=WAIT)
 
 
 def bar_parts(page: Page) -> dict[str, int]:

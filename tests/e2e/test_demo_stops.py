@@ -139,6 +139,10 @@ def start(given: tuple[Path, list[subprocess.Popen[bytes]]], **kwargs: object) -
     return Demo(process, output)
 
 
+def checked(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=WAIT, check=False)
+
+
 def test_the_demos_links_open_and_two_ctrl_cs_end_it_at_once_leaving_nothing(
     started: tuple[Path, list[subprocess.Popen[bytes]]],
 ) -> None:
@@ -151,6 +155,11 @@ def test_the_demos_links_open_and_two_ctrl_cs_end_it_at_once_leaving_nothing(
     assert len(links) == 4 and all("?token=" in link for link in links[1:]), demo.text()
     for link in links:
         assert httpx.get(link, follow_redirects=True, timeout=WAIT).status_code == 200, link
+    # Its files pass its own checks, with nothing to warn about.
+    doctor = checked(RUNGAR, "doctor", "-c", str(demo.folder / "rungar.yaml"))
+    assert doctor.returncode == 0 and " 0 warn, 0 fail" in doctor.stdout, doctor.stdout
+    valid = checked(RUNGAR, "validate", "--verbose", str(demo.folder / "scale_sets.yaml"))
+    assert valid.returncode == 0 and "arning" not in valid.stdout + valid.stderr, valid.stderr
 
     demo.process.send_signal(signal.SIGINT)
     until_sync(lambda: "Stopping the demo" in demo.text(), "said it is stopping")

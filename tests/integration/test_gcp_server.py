@@ -97,7 +97,7 @@ async def test_the_gcp_server_serves_the_provider_on_a_unix_socket(tmp_path: Pat
             await client.close()
         finally:
             proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(proc.wait(), 20) == 0
+            assert await asyncio.wait_for(proc.wait(), WAIT) == 0
 
 
 def test_a_problem_in_handed_over_settings_names_the_scale_sets_provider(tmp_path: Path) -> None:
@@ -154,4 +154,4 @@ async def test_the_config_file_adds_only_the_endpoint_to_what_rungar_hands_over(
             await client.close()
         finally:
             proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(proc.wait(), 20) == 0
+            assert await asyncio.wait_for(proc.wait(), WAIT) == 0

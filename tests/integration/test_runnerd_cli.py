@@ -132,18 +132,18 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
             config.write_text(config.read_text().replace('memory_max = "1G"', 'memory_max = "2G"'))
             daemon.send_signal(signal.SIGHUP)
             assert follower.stdout is not None
-            line = await asyncio.wait_for(asyncio.to_thread(follower.stdout.readline), 20)
+            line = await asyncio.wait_for(asyncio.to_thread(follower.stdout.readline), WAIT)
             event = json.loads(line)
             assert event["kind"] == "slice.changed" and event["data"]["memory_max"] == 2 * 1024**3
         finally:
             follower.terminate()
-            follower.communicate(timeout=10)
+            follower.communicate(timeout=WAIT)
         status = await asyncio.to_thread(runnerctl, config, "status")
         assert status.stdout.splitlines()[0] == "budget: 512M of 2G reserved (caps), 1.5G free"
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
-            _, err = daemon.communicate(timeout=20)
+            _, err = daemon.communicate(timeout=WAIT)
         except subprocess.TimeoutExpired:
             daemon.kill()
             _, err = daemon.communicate()
@@ -206,7 +206,7 @@ async def answered_status(config: Path) -> str:
 def stop_serving(daemon: subprocess.Popen[str]) -> str:
     daemon.send_signal(signal.SIGTERM)
     try:
-        _, err = daemon.communicate(timeout=20)
+        _, err = daemon.communicate(timeout=WAIT)
     except subprocess.TimeoutExpired:
         daemon.kill()
         _, err = daemon.communicate()

@@ -20,7 +20,7 @@ from runnerd.provider import RunnerdProvider
 from rungar.testing.clock import FakeClock
 from tests.unit.sizing_fixtures import light_history
 from tests.unit.test_runnerd_provider import FakeRuntime, G
-from tests.waiting import until
+from tests.waiting import WAIT, until
 
 
 async def test_a_follower_gets_an_event_another_writer_recorded(tmp_path: Path) -> None:
@@ -33,7 +33,7 @@ async def test_a_follower_gets_an_event_another_writer_recorded(tmp_path: Path) 
         await asyncio.sleep(0)
         assert not waiting.done()
         other.record(2.0, "sizing.changed", "node", "node: memory 7G → 6G", source="apply")
-        (event,) = await asyncio.wait_for(waiting, 10)
+        (event,) = await asyncio.wait_for(waiting, WAIT)
         assert (event.kind, event.data["source"]) == ("sizing.changed", "apply")
         assert [e.id for e in daemon_side.after(0)] == [first.id, event.id]
     finally:
@@ -83,8 +83,8 @@ async def test_stopping_the_api_answers_a_follower_s_long_poll_at_once(tmp_path:
             in_flight = api._server.server_state.tasks  # uvicorn's requests being answered
             await until(lambda: bool(in_flight), "saw the poll reach the API")
             # Without the answer, stop() waits out the poll's 60 s and this times out.
-            await asyncio.wait_for(api.stop(), 20)
-            answer = await asyncio.wait_for(poll, 20)
+            await asyncio.wait_for(api.stop(), WAIT)
+            answer = await asyncio.wait_for(poll, WAIT)
         assert answer.json() == {"events": []}
     finally:
         provider.events.close()
