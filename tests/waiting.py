@@ -10,7 +10,6 @@ deadline; the default is 60.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import threading
 import time
@@ -23,18 +22,25 @@ WAIT = float(os.environ.get("RUNGAR_TEST_WAIT", "60"))
 POLL = 0.05
 
 
-async def until(
-    check: Callable[[], T | Awaitable[T]], what: str, seconds: float = WAIT, every: float = POLL
+async def until(check: Callable[[], T], what: str, seconds: float = WAIT, every: float = POLL) -> T:
+    """Poll ``check`` until it returns a true value, and return that value; fail naming
+    ``what`` after ``seconds``."""
+
+    async def awaited() -> T:
+        return check()
+
+    return await until_awaited(awaited, what, seconds, every)
+
+
+async def until_awaited(
+    check: Callable[[], Awaitable[T]], what: str, seconds: float = WAIT, every: float = POLL
 ) -> T:
-    """Poll ``check`` (sync or async) until it returns a true value, and return that value;
-    fail naming ``what`` after ``seconds``."""
+    """:func:`until` for a check that is itself a coroutine (asks a daemon, samples a runner)."""
     deadline = time.monotonic() + seconds
     while True:
-        found = check()
-        if inspect.isawaitable(found):
-            found = await found
+        found = await check()
         if found:
-            return found  # type: ignore[return-value]  # a true T, awaited when it was one
+            return found
         if time.monotonic() > deadline:
             raise AssertionError(f"never {what} (within {seconds:g} s)")
         await asyncio.sleep(every)

@@ -27,7 +27,7 @@ from rungar.rpc.plugin import (
     next_backoff,
     parse_handshake,
 )
-from tests.waiting import WAIT, until
+from tests.waiting import WAIT, until, until_awaited
 
 PLUGIN = """
 import asyncio, signal, sys
@@ -113,9 +113,9 @@ async def test_a_plugin_that_dies_is_restarted_and_reached_again(plugin_script: 
     try:
         await client.list({})
         await _kill_and_await_restart(plugin)
-        assert await until(lambda: answered(client.list({})), "reached the restarted plugin") == [
-            []
-        ]
+        assert await until_awaited(
+            lambda: answered(client.list({})), "reached the restarted plugin"
+        ) == [[]]
     finally:
         await client.close()
         await plugin.stop()
@@ -189,7 +189,9 @@ async def test_settings_are_handed_over_in_a_private_file_named_in_the_environme
         assert json.loads(path.read_text()) == handed
         assert (await client.info()).name == f"gcp-eu@{path}"
         await _kill_and_await_restart(plugin)
-        (info,) = await until(lambda: answered(client.info()), "reached the restarted plugin")
+        (info,) = await until_awaited(
+            lambda: answered(client.info()), "reached the restarted plugin"
+        )
         assert info.name == f"gcp-eu@{path}", "the restart reads the same file"
     finally:
         await client.close()

@@ -27,7 +27,7 @@ import structlog
 from runnerd.runtime.base import Usage
 from runnerd.runtime.process import ProcessRuntime
 
-from tests.waiting import until
+from tests.waiting import until, until_awaited
 
 SECRET = "jit-secret-never-stored"
 DYING_RUNNERD = """
@@ -36,7 +36,7 @@ from runnerd.runtime.base import RunnerSpec
 from runnerd.runtime.base import Usage
 from runnerd.runtime.process import ProcessRuntime
 
-from tests.waiting import until
+from tests.waiting import until, until_awaited
 
 async def main():
     given = json.loads(sys.argv[1])
@@ -124,7 +124,9 @@ async def sampled_until(runtime: ProcessRuntime, done: Callable[[Usage], bool], 
         usage = await runtime.sample("r1")
         return usage if usage is not None and done(usage) else None
 
-    return await until(sample, what)
+    found = await until_awaited(sample, what)
+    assert found is not None
+    return found
 
 
 async def test_a_runner_left_by_a_crashed_runnerd_is_adopted_sampled_and_stopped(

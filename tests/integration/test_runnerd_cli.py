@@ -21,7 +21,7 @@ from runnerd import ctl, sentences
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
-from tests.waiting import WAIT, until
+from tests.waiting import WAIT, until, until_awaited
 
 M = 1024**2
 SLEEP = "import time\ntime.sleep(60)\n"
@@ -200,7 +200,7 @@ async def answered_status(config: Path) -> str:
         done = await asyncio.to_thread(runnerctl, config, "status")
         return done.stdout if done.returncode == 0 else ""
 
-    return await until(status, "answered runnerctl status", every=0.1)
+    return await until_awaited(status, "answered runnerctl status", every=0.1)
 
 
 def stop_serving(daemon: subprocess.Popen[str]) -> str:
@@ -334,7 +334,8 @@ async def test_runnerctl_with_only_the_api_socket_prints_the_dashboards_login_li
             )
             return done if done.returncode == 0 else None
 
-        asked = await until(asked_it, "printed the link", every=0.2)
+        asked = await until_awaited(asked_it, "printed the link", every=0.2)
+        assert asked is not None
 
         with_config = runnerctl(config, "dashboard")
         assert asked.stdout == with_config.stdout

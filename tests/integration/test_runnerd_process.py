@@ -31,7 +31,7 @@ from rungar.model.machine import (
 )
 from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
-from tests.waiting import until
+from tests.waiting import until, until_awaited
 
 # Holds 40M, then waits for its release file; exits 0. Never sees the JIT config on stdout.
 HOLD = (
@@ -117,7 +117,7 @@ async def wait_until_stopped(d: Daemon, name: str) -> None:
         await d.sampler.tick()
         return d.provider.runners[name].state is MachineState.STOPPED
 
-    await until(stopped, f"stopped {name}")
+    await until_awaited(stopped, f"stopped {name}")
 
 
 async def wait_for_peak(d: Daemon, name: str, least: int) -> None:
@@ -125,7 +125,7 @@ async def wait_for_peak(d: Daemon, name: str, least: int) -> None:
         await d.sampler.tick()
         return d.provider.runners[name].peak >= least
 
-    await until(peaked, f"saw {name} peak at {least} bytes or more")
+    await until_awaited(peaked, f"saw {name} peak at {least} bytes or more")
 
 
 async def test_runnerd_refuses_full_for_memory_then_admits_once_a_runner_finishes(

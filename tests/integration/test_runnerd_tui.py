@@ -35,7 +35,7 @@ from rungar.model.runner_block import RunnerBlock
 from rungar.testing.clock import FakeClock
 from tests.unit.sizing_fixtures import NOW, G, light_history
 from tests.unit.test_runnerd_provider import FakeRuntime
-from tests.waiting import until as _until
+from tests.waiting import until_awaited
 
 CONFIG = """\
 # the build host
@@ -113,7 +113,7 @@ async def until(pilot: Pilot[None], check: Callable[[], bool], what: str) -> Non
         await pilot.pause(0.01)
         return check()
 
-    await _until(checked, f"happened: {what}", every=0)
+    await until_awaited(checked, f"happened: {what}", every=0)
 
 
 def screen_of(app: RunnerctlApp, kind: type[S]) -> S:
