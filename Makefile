@@ -58,7 +58,7 @@ test-busy: chromium $(STAMP)
 	@$(PYTHON) tools/busy_test.py --loops $(BUSY_LOOPS) --runs $(BUSY_RUNS) -- $(MAKE) --no-print-directory test
 
 # Everything, the tests marked `long` included, with the soaks at full size.
-test-long: $(STAMP)
+test-long: chromium $(STAMP)
 	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 RUNGAR_VIRTUAL_SEEDS=200 \
 	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 $(BIN)/pytest -q
 
