@@ -4,7 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-long lint types unit proto proto-check bench dist clean screenshots
+.PHONY: demo test test-busy test-long lint types unit proto proto-check bench dist clean screenshots \
+	chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,21 +34,36 @@ proto-check: $(STAMP)
 # two worker processes (TEST_WORKERS): most of them wait on processes, sockets and the disk, so
 # two keep both CPUs busy even beside mypy. TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
-unit: $(STAMP)
+unit: chromium $(STAMP)
 	$(BIN)/pytest -q -m "not long" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
-# Lint first (seconds); then types and the tests side by side: mypy is single-threaded and
-# takes a minute or two with no cache, as on a fresh clone.
-test: lint proto-check
+# The browser tests drive the system's Chromium: found, or installed (Debian's chromium, as root
+# with apt-get), or make stops here with the one command to run. Needs only python3.
+chromium:
+	@$(PYTHON) tools/ensure_chromium.py
+
+# The browser first, before anything is built or run; then lint (seconds); then types and the
+# tests side by side: mypy is single-threaded and takes a minute or two with no cache, as on a
+# fresh clone.
+test: chromium
+	$(MAKE) --no-print-directory lint proto-check
 	$(MAKE) --no-print-directory -j2 types unit
 
+# make test three times in a row beside two busy loops (BUSY_LOOPS, one per CPU), as on a
+# machine where others build: no test may need a quiet machine. The loops are killed however
+# the runs end. docs/testing.md says more.
+BUSY_LOOPS ?= 2
+BUSY_RUNS ?= 3
+test-busy: chromium $(STAMP)
+	@$(PYTHON) tools/busy_test.py --loops $(BUSY_LOOPS) --runs $(BUSY_RUNS) -- $(MAKE) --no-print-directory test
+
 # Everything, the tests marked `long` included, with the soaks at full size.
-test-long: $(STAMP)
+test-long: chromium $(STAMP)
 	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 RUNGAR_VIRTUAL_SEEDS=200 \
 	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 $(BIN)/pytest -q
 
 # The dashboards' pictures in docs/screenshots/, taken by the browser tests in a real Chromium.
-screenshots: $(STAMP)
+screenshots: chromium $(STAMP)
 	RUNGAR_SCREENSHOTS=docs/screenshots $(BIN)/pytest -q -m screenshot tests/browser
 
 bench: $(STAMP)

@@ -19,6 +19,8 @@ from typing import Any
 
 EXIT_FORCED = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# rungar demo also stops on SIGHUP: its terminal closed. Its output then goes nowhere.
+WITH_HANGUP = (*SIGNALS, signal.SIGHUP)
 
 
 def stop_on_signals(
@@ -26,15 +28,20 @@ def stop_on_signals(
     *,
     at_once: Callable[[], None] | None = None,
     note: str = "",
+    signals: tuple[signal.Signals, ...] = SIGNALS,
 ) -> None:
-    """On the running loop: the first SIGINT or SIGTERM sets ``stop``; a second calls
-    ``at_once`` and exits the process with 130. ``note`` is printed to stderr on the first
-    (for commands run at a terminal: "stopping; press Ctrl-C again to stop at once")."""
+    """On the running loop: the first of ``signals`` (SIGINT or SIGTERM) sets ``stop``; a second
+    calls ``at_once`` and exits the process with 130. ``note`` is printed to stderr on the first
+    (for commands run at a terminal: "stopping; press Ctrl-C again to stop at once"). After a
+    SIGHUP the terminal is gone: stdout and stderr go to /dev/null, so what the command still
+    prints on its way out cannot fail it."""
     loop = asyncio.get_running_loop()
     asked = 0
 
-    def handle() -> None:
+    def handle(signum: int) -> None:
         nonlocal asked
+        if signum == signal.SIGHUP:
+            _to_nowhere()
         asked += 1
         if asked == 1:
             if note:
@@ -49,9 +56,18 @@ def stop_on_signals(
             sys.stderr.flush()
         os._exit(EXIT_FORCED)
 
-    for signum in SIGNALS:
+    for signum in signals:
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
-            loop.add_signal_handler(signum, handle)
+            loop.add_signal_handler(signum, handle, signum)
+
+
+def _to_nowhere() -> None:
+    """Point stdout and stderr at /dev/null (their terminal hung up)."""
+    with contextlib.suppress(OSError):
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(nowhere, fd)
+        os.close(nowhere)
 
 
 def terminate_group(pid: int | None) -> None:

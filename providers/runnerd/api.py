@@ -4,7 +4,9 @@ docs/admission.md, "The host's memory" (the host line beside the budget), for ``
 status`` and ``watch``. Read-only: ``GET /status`` is the daemon's live view, ``GET /jobs/{id}``
 a job's record, ``GET /events?after=ID&wait=S`` the events after ``ID`` (``runnerctl
 events``). The socket is created 0600: runnerd's API is root-equivalent on its host.
-``runnerctl job`` also works without the daemon by reading the history read-only.
+``GET /dashboard`` is the dashboard's login link (``runnerctl --socket S dashboard``: the token
+is no more than the socket's own user may read). ``runnerctl job`` also works without the
+daemon by reading the history read-only.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rungar.model.machine import MachineState
 from rungar.model.units import format_bytes
 from runnerd.admission import counted_memory, cpu_line
 from runnerd.admission import host as hostguard
+from runnerd.dashboard.login import login_link
 from runnerd.events import Event
 from runnerd.provider import RunnerdProvider
 
@@ -149,9 +152,19 @@ def app(
         problems = reload()
         return JSONResponse({"reloaded": not problems, "problems": problems})
 
+    async def get_dashboard(request: Request) -> JSONResponse:
+        host = provider.config.host
+        if not host.dashboard_listen:
+            return JSONResponse({"link": ""})
+        try:
+            return JSONResponse({"link": login_link(host)})
+        except OSError as e:
+            return JSONResponse({"error": f"cannot read the dashboard's token ({e.strerror})"})
+
     return Starlette(
         routes=[
             Route("/status", get_status),
+            Route("/dashboard", get_dashboard),
             Route("/jobs/{ident}", get_job),
             Route("/events", get_events),
             Route("/reload", post_reload, methods=["POST"]),

@@ -45,14 +45,20 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _flags(parser, default=None)
-    # Flags may come after FILE or after `migrate`: the rest is parsed again in run().
+    # Flags may come after FILE or after `migrate`: the rest is parsed again in run(), which
+    # answers a --help found there (`rungar config migrate --help`) with this parser's help.
     parser.add_argument("rest", nargs=argparse.REMAINDER, metavar="[migrate] FILE ...")
+    parser.set_defaults(config_help=parser.format_help)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     from rungar.errors import ConfigError
 
+    words_given = [w for w in args.rest if w != "--"]
+    if any(w in ("-h", "--help") for w in words_given) and hasattr(args, "config_help"):
+        print(args.config_help(), end="")
+        return EXIT_OK
     inner = argparse.ArgumentParser(prog="rungar config", add_help=False)
     _flags(inner, default=None)
     inner.add_argument("words", nargs="*")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import sys
 from typing import Any
@@ -34,9 +35,32 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> None:
     )
 
 
+# What the demo's AWS needs beyond Rungar itself: the `demo` extra (moto's server, boto3).
+DEMO_EXTRA = ("moto.server", "boto3")
+
+
+def missing_demo_extra() -> str:
+    """The module of the ``demo`` extra this installation lacks, or ''."""
+    for module in DEMO_EXTRA:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as e:
+            return e.name or module
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     if args.placement_only:
         return _placement_timelines()
+    missing = missing_demo_extra()
+    if missing:
+        print(
+            f"rungar demo runs AWS on moto's loopback server, which this installation lacks "
+            f"(no module named {missing!r}). Install the demo extra:\n\n"
+            "    pip install 'rungar[demo]'\n",
+            file=sys.stderr,
+        )
+        return 2
     if args.example:
         from rungar.demo.examples import main as run_example
 
@@ -54,13 +78,14 @@ def run(args: argparse.Namespace) -> int:
 
     async def until_done_or_stopped() -> Summary:
         from rungar.demo.stack import Stack
-        from rungar.stopping import stop_on_signals
+        from rungar.stopping import WITH_HANGUP, stop_on_signals
 
         stop = asyncio.Event()
         stop_on_signals(
             stop,
             at_once=Stack.terminate_all_now,
             note="Stopping the demo; press Ctrl-C again to stop at once.",
+            signals=WITH_HANGUP,
         )
         return await run_demo(
             console,

@@ -5,14 +5,22 @@ Each subcommand module exposes ``add_parser(subparsers, name, help_text)`` and
 lists the subcommands from the table below without importing any of them, and ``rungar status``
 imports the status module (and the gRPC client it needs), never a cloud SDK, the GitHub emulator
 or the daemon. Exit codes: 0 success, 1 runtime error, 2 configuration or usage error.
+
+Every parser is a :class:`Parser`: its help is plain text (the modules' docstrings that serve
+as descriptions are written for Sphinx-style readers, their markup is dropped), and a mistyped
+subcommand, at any depth, gets the closest name as a suggestion. The global flags (``--color``)
+are taken from anywhere on the command line, before or after the subcommand.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from rungar import __version__
 
@@ -50,6 +58,61 @@ colour: --color never|auto|always (auto: on a terminal, unless NO_COLOR is set)
 """
 
 
+COLORS = ("never", "auto", "always")
+# argparse's words for a subcommand that is not one of its choices (Python 3.11 to 3.13).
+INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$", re.S)
+ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|obj|exc|ref):`~?([^`]+)`")
+LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain(text: str) -> str:
+    """``text`` without reStructuredText markup: ``:mod:`a.b` `` is ``a.b``, a literal is its
+    content."""
+    return LITERAL.sub(r"\1", ROLE.sub(r"\1", text))
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose help is plain text and whose errors suggest a close name.
+    Subparsers are made of the same class (argparse makes them of their parent's)."""
+
+    def format_help(self) -> str:
+        return plain(super().format_help())
+
+    def error(self, message: str) -> NoReturn:
+        found = INVALID_CHOICE.search(message)
+        if found:
+            choices = re.findall(r"'([^']*)'", found.group(2))
+            close = difflib.get_close_matches(found.group(1), choices, n=1)
+            if close:
+                message = message[: found.start()] + (
+                    f"invalid choice: {found.group(1)!r}: did you mean {close[0]!r}?"
+                )
+        super().error(message)
+
+
+def global_flags_first(words: list[str]) -> list[str]:
+    """``words`` with ``--color MODE`` (or ``--color=MODE``) moved to the front from wherever it
+    was given, so it works before or after the subcommand; words after ``--`` are left alone."""
+    flags: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            rest.extend(words[i:])
+            break
+        if word == "--color" and i + 1 < len(words):
+            flags += words[i : i + 2]
+            i += 2
+            continue
+        if word.startswith("--color="):
+            flags.append(word)
+        else:
+            rest.append(word)
+        i += 1
+    return flags + rest
+
+
 def chosen_subcommand(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` runs: its first word that names one (words before it are
     ``rungar``'s own options and their values)."""
@@ -60,7 +123,7 @@ def build_parser(chosen: str | None = None, *, full: bool = False) -> argparse.A
     """The parser, with the full arguments of ``chosen`` only: every other subcommand is a
     name and a help line, so its module is not imported. ``full`` imports every subcommand
     (for tools that check documented command lines)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="rungar",
         description="Places GitHub Actions runners across providers that create or refuse.",
         epilog=EPILOG,
@@ -69,7 +132,7 @@ def build_parser(chosen: str | None = None, *, full: bool = False) -> argparse.A
     parser.add_argument("--version", action="version", version=f"rungar {__version__}")
     parser.add_argument(
         "--color",
-        choices=("never", "auto", "always"),
+        choices=COLORS,
         help="colour the output: never, auto (a terminal without NO_COLOR), always",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -87,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from rungar.cli.complete_names import complete_names
 
         return complete_names(words[1:])
+    words = global_flags_first(words)
     parser = build_parser(chosen_subcommand(words))
     args = parser.parse_args(words)
     if args.color:

@@ -14,10 +14,12 @@ import asyncio
 import contextlib
 import random
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, Group
@@ -216,7 +218,9 @@ async def _run(
             "GitHub emulator, 3 runnerd hosts (1000M, 800M, 600M), AWS on moto for overflow; "
             f"a clock {stack.clock_factor:g}x faster than real time"
         )
-        console.print(dashboards_text(stack) + "\n", highlight=False)
+        # soft_wrap: a link longer than the terminal is one line the terminal wraps, still
+        # whole when copied or clicked.
+        console.print(dashboards_text(stack) + "\n", highlight=False, soft_wrap=True)
         started = time.monotonic()
         for spec in burst.small_jobs(rng):
             stack.emulator.state.queue_job(spec)
@@ -248,9 +252,11 @@ async def _run(
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), 0.5)
         control = stack.control
-        events = control.engine.events.recent() if control else []
+        # A stop ends the daemon at once: then its events as it stopped, kept by the stack.
+        events = control.engine.events.recent() if control else stack.last_events
         learning = await settled_learning(
-            [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts]
+            [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts],
+            wait=0.0 if stop.is_set() else 10.0,  # stopped: what the hosts recorded until now
         )
         summary = collect(stack, events, started)
         summary.learning = learning
@@ -258,10 +264,14 @@ async def _run(
         console.print(Text(render_status(control.status())) if control else "")
         console.print(summary.table())
         if keep and not stop.is_set():
+            host = stack.dir / stack.hosts[0].name / "runnerd.toml"
             console.print(
-                f"\nStill running. In another shell: rungar status --socket {stack.socket}\n"
-                f"{dashboards_text(stack)}\nPress Ctrl-C to stop.",
+                "\nStill running. In another shell:\n"
+                f"  {command('rungar')} status --socket {stack.socket}\n"
+                f"  {command('runnerctl')} -c {host} status\n"
+                f"{dashboards_text(stack, kept=True)}\nPress Ctrl-C to stop.",
                 highlight=False,
+                soft_wrap=True,
             )
             await stop.wait()
         if stop.is_set():
@@ -269,9 +279,23 @@ async def _run(
     return summary
 
 
-def dashboards_text(stack: Stack) -> str:
-    """Where to look: the fleet page and each host's runnerd dashboard, one per line."""
+def dashboards_text(stack: Stack, kept: bool = False) -> str:
+    """Where to look: the fleet page and each host's runnerd dashboard (the link with its login
+    token), one per line, and how long they last."""
     lines = ["Dashboards:"] + [f"  {what:<16} {url}" for what, url in stack.dashboard_urls]
     if not any(what.startswith("runnerd") for what, _ in stack.dashboard_urls):
         lines.append("  runnerd          (this runnerd serves no dashboard)")
+    if kept:
+        lines.append("They stop when the demo stops.")
+    else:
+        lines.append(
+            "They stop with the demo, after its summary: `rungar demo --keep` keeps them running."
+        )
     return "\n".join(lines)
+
+
+def command(name: str) -> str:
+    """``name`` as a full path when it is installed beside this Python (``.venv/bin/rungar``):
+    a fresh shell has no virtual environment on its PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name

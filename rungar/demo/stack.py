@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import yaml
 from rungar.demo.files import examples_root
 from rungar.engine.control import Control
 from rungar.engine.daemon import Daemon
+from rungar.engine.events import Event
 from rungar.engine.settings import DaemonSettings, load_settings
 from rungar.stopping import terminate_group
 from rungar.testing.fake_provider import with_fake
@@ -96,6 +96,7 @@ class Stack:
     settings: DaemonSettings | None = None
     # The daemon's control surface once it serves (it runs in this process), for the live view
     control: Control | None = None
+    last_events: list[Event] = field(default_factory=list)  # the daemon's, as it stopped
     moto: Any = None
     booter: Any = None
     ami: str = ""
@@ -165,7 +166,9 @@ class Stack:
             "log_level": "warning",
         }
         (self.dir / "rungar.yaml").write_text(yaml.safe_dump(settings))
+        (self.dir / "rungar").mkdir(mode=0o700, exist_ok=True)  # as rungar doctor wants it
         await self._wait_for_hosts()
+        await self._login_links()
         self.settings = load_settings(str(self.dir / "rungar.yaml"))
         self.daemon_task = asyncio.create_task(
             Daemon(self.settings, kinds=with_fake(), on_control=self._serving).run(self.stop_event)
@@ -173,6 +176,8 @@ class Stack:
         await self._wait_for(lambda: Path(self.socket).exists(), "the rungar daemon", 30)
 
     def _serving(self, control: Control | None) -> None:
+        if control is None and self.control is not None:  # the daemon is stopping
+            self.last_events = self.control.engine.events.recent()
         self.control = control
 
     def _start_host(self, host: Host) -> None:
@@ -189,6 +194,7 @@ class Stack:
         if self.dashboards and runnerd_has_dashboard():
             port = free_port()
             toml = with_dashboard_listen(toml, f"127.0.0.1:{port}")
+            # The address until runnerd has made its login token; then the link with it.
             self.dashboard_urls.append((f"runnerd {host.name}", f"http://127.0.0.1:{port}/"))
         (host_dir / "runnerd.toml").write_text(toml)
         log = (host_dir / "runnerd.log").open("wb")
@@ -214,6 +220,19 @@ class Stack:
         for host in self.hosts:
             sock = self.dir / host.name / "provider.sock"
             await self._wait_for(sock.exists, f"runnerd on {host.name}", 30)
+
+    async def _login_links(self) -> None:
+        """Each host's dashboard as the link that opens it: on loopback with runnerd's token
+        (``runnerctl -c host/runnerd.toml dashboard`` prints the same)."""
+        from runnerd.config import load_config
+        from runnerd.dashboard.login import login_link, token_path
+
+        for i, (what, _) in enumerate(self.dashboard_urls):
+            if not what.startswith("runnerd "):
+                continue
+            host = load_config(str(self.dir / what.split()[1] / "runnerd.toml")).host
+            await self._wait_for(token_path(host).exists, f"{what}'s dashboard token", 30)
+            self.dashboard_urls[i] = (what, login_link(host))
 
     async def _wait_for(self, ready: Any, what: str, seconds: float) -> None:
         for _ in range(int(seconds * 10)):
@@ -288,12 +307,33 @@ class Stack:
 
     @classmethod
     def terminate_all_now(cls) -> None:
-        """For a second Ctrl-C: SIGTERM to every running world's hosts, which then stop their
-        runners and remove their cgroups by themselves; the folders are left."""
+        """For a second Ctrl-C: SIGTERM to every running world's hosts (which stop their
+        runners and remove their cgroups by themselves), its plugins and its cloud machines;
+        a detached sweeper then removes whatever is left once they ended or were killed, and
+        the folders (a kept one stays)."""
+        from rungar.demo.sweep import sweep_later
+        from rungar.rpc.plugin import PluginProcess
+
+        plugins = list(PluginProcess.running)
         for stack in list(cls.alive):
-            for process in stack.processes:
+            started = [*stack.processes, *stack._booted()]
+            for process in started:
                 if process.poll() is None:
                     terminate_group(process.pid)
+            for plugin in plugins:
+                terminate_group(plugin.pid)
+            folders = [str(stack.dir)] if not stack.keep_dir else []
+            folders += [plugin.folder for plugin in plugins if plugin.folder]
+            pids = [p.pid for p in started] + [p.pid for p in plugins if p.pid is not None]
+            sweep_later(pids, folders, stack.dir.name)
+
+    def _booted(self) -> list[subprocess.Popen[bytes]]:
+        """The cloud machines' runners the booters started."""
+        found: list[subprocess.Popen[bytes]] = []
+        for booter in (self.booter, self.gce_booter):
+            if booter is not None:
+                found.extend(booter.booted.values())
+        return found
 
     async def stop(self) -> None:
         self.stop_event.set()
@@ -321,10 +361,25 @@ class Stack:
             self.gce.stop()
         if self.emulator is not None:
             self.emulator.stop_thread()
-        if not self.keep_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        await self._sweep()
         if self in Stack.alive:
             Stack.alive.remove(self)
+
+    async def _sweep(self) -> None:
+        """Whatever outlived its grace (a runner of a killed host, a plugin the daemon did not
+        get to stop): killed; the demo's cgroups and folders removed (a kept folder stays)."""
+        from rungar.demo.sweep import sweep
+        from rungar.rpc.plugin import PluginProcess
+
+        left = [plugin for plugin in PluginProcess.running if plugin.folder]
+        for plugin in left:
+            terminate_group(plugin.pid)
+        folders = [plugin.folder for plugin in left]
+        if self.keep_dir:
+            await asyncio.to_thread(sweep, [str(self.dir)], self.dir.name, remove=False)
+        else:
+            folders.append(str(self.dir))
+        await asyncio.to_thread(sweep, folders, self.dir.name)
 
 
 def with_dashboard_listen(toml: str, listen: str) -> str:

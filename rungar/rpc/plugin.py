@@ -35,7 +35,7 @@ import signal
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import structlog
 
@@ -82,6 +82,10 @@ def next_backoff(
 
 class PluginProcess:
     """One local plugin: started, watched, restarted and stopped by Rungar."""
+
+    # Plugins started in this process and not yet stopped: what a command ending at once (a
+    # second Ctrl-C) must still see stopped and removed (rungar.demo.sweep).
+    running: ClassVar[set[PluginProcess]] = set()
 
     def __init__(
         self,
@@ -140,11 +144,13 @@ class PluginProcess:
         """Start the plugin and wait for its handshake; the address to connect to."""
         self._dir = tempfile.mkdtemp(prefix=f"rungar-{self.name}-")  # mode 0700
         os.chmod(self._dir, 0o700)
+        PluginProcess.running.add(self)
         try:
             self._write_settings()
             await self._launch()
         except BaseException:
             shutil.rmtree(self._dir, ignore_errors=True)
+            PluginProcess.running.discard(self)
             raise
         self._supervisor = asyncio.create_task(self._supervise(), name=f"plugin-{self.name}")
         return self.address
@@ -286,6 +292,12 @@ class PluginProcess:
                 await self._drain
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)
+        PluginProcess.running.discard(self)
+
+    @property
+    def folder(self) -> str:
+        """The plugin's private folder (its socket, its settings); empty before it starts."""
+        return self._dir
 
 
 async def serve_plugin(provider: Provider, *, grace: float = 5.0) -> None:

@@ -1,10 +1,11 @@
 """Browser tests: the dashboards driven in a real Chromium, as a person would use them.
 
 Playwright for Python drives the system's Chromium (Debian's ``chromium`` package, which
-``.ci/run`` installs when it is missing); Playwright's own browser download is never used. The
-browser is found as ``$RUNGAR_CHROMIUM``, else ``chromium`` or ``chromium-browser`` on ``PATH``.
-Without one these tests fail with a line saying how to install it, rather than skip: a browser
-test that silently does not run proves nothing.
+``make test`` installs when it is missing and it may: tools/ensure_chromium.py); Playwright's own
+browser download is never used. The browser is found as ``$RUNGAR_CHROMIUM``, else ``chromium`` or
+``chromium-browser`` on ``PATH``, by that tool's own lookup. Without one these tests fail with a
+line saying how to install it, rather than skip: a browser test that silently does not run proves
+nothing.
 
 ``make screenshots`` runs the tests marked ``screenshot`` with ``RUNGAR_SCREENSHOTS`` set to
 ``docs/screenshots``; :func:`shoot` writes a page's picture there and does nothing otherwise.
@@ -12,19 +13,40 @@ test that silently does not run proves nothing.
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.waiting import WAIT
+
+# expect(...) waits for a page's text or state up to this long (Playwright's default is 5 s).
+expect.set_options(timeout=WAIT * 1000)
+
+
+def _setup_tool() -> ModuleType:
+    """tools/ensure_chromium.py, which make test runs first: one lookup for both."""
+    path = Path(__file__).resolve().parents[2] / "tools" / "ensure_chromium.py"
+    spec = importlib.util.spec_from_file_location("ensure_chromium", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("ensure_chromium", module)  # its dataclass looks itself up there
+    spec.loader.exec_module(module)
+    return module
+
+
+ensure_chromium = _setup_tool()
 
 
 def chromium_path() -> str:
-    for candidate in (os.environ.get("RUNGAR_CHROMIUM", ""), "chromium", "chromium-browser"):
-        if candidate and (found := shutil.which(candidate)):
-            return found
+    found: str | None = ensure_chromium.find_chromium(os.environ)
+    if found:
+        return found
     pytest.fail(
         "no Chromium found: install Debian's chromium package (apt-get install chromium) "
         "or set RUNGAR_CHROMIUM to a Chromium binary",
@@ -54,7 +76,7 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     opened = context.new_page()
-    opened.set_default_timeout(10_000)
+    opened.set_default_timeout(WAIT * 1000)  # generous: the machine may be busy
     try:
         yield opened
     finally:

@@ -37,6 +37,7 @@ from rungar.model.machine import Created, CreateRequest, JobHint
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
 from tests.browser.conftest import shoot
+from tests.waiting import WAIT, until_sync
 
 G = 1024**3
 T = TypeVar("T")
@@ -107,28 +108,29 @@ class Runnerd:
     def ready(self, page: Page) -> None:
         """Wait until the dashboard answers, then sign ``page`` in with the link
         ``runnerctl dashboard`` prints."""
-        for _ in range(600):
-            with contextlib.suppress(httpx.HTTPError):  # not listening yet
-                if httpx.get(f"{self.url}/api/status", timeout=1).status_code == 401:
-                    if not self.token:
-                        printed = io.StringIO()
-                        with contextlib.redirect_stdout(printed):
-                            assert runnerctl(["-c", str(self.config), "dashboard"]) == 0
-                        self.link = printed.getvalue().strip()
-                    link = self.link
-                    assert link.startswith(f"{self.url}/?token="), link
-                    self.token = link.partition("?token=")[2]
-                    page.goto(link)  # the token becomes a cookie; the address drops it
-                    assert page.url == f"{self.url}/"
-                    return
+
+        def answers() -> bool:
             if self.process.poll() is not None:
                 pytest.fail(f"runnerd stopped: {self.log.read_text()}")
-            time.sleep(0.05)
-        pytest.fail("runnerd's dashboard did not answer within 30 s")
+            with contextlib.suppress(httpx.HTTPError):  # not listening yet
+                return httpx.get(f"{self.url}/api/status", timeout=5).status_code == 401
+            return False
+
+        until_sync(answers, "answered on its dashboard")
+        if not self.token:
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                assert runnerctl(["-c", str(self.config), "dashboard"]) == 0
+            self.link = printed.getvalue().strip()
+        link = self.link
+        assert link.startswith(f"{self.url}/?token="), link
+        self.token = link.partition("?token=")[2]
+        page.goto(link)  # the token becomes a cookie; the address drops it
+        assert page.url == f"{self.url}/"
 
     def create(self, name: str, job: JobHint | None = None) -> None:
         async def go() -> None:
-            client = GrpcProvider("host", f"unix://{self.state / 'provider.sock'}", timeout=10)
+            client = GrpcProvider("host", f"unix://{self.state / 'provider.sock'}", timeout=WAIT)
             try:
                 made = await client.create(
                     CreateRequest(name, f"q-{name}", "node", {}, RunnerBlock(), "jit-secret")
@@ -143,16 +145,16 @@ class Runnerd:
 
     def wait_for_samples(self, job: str, count: int) -> None:
         """Until the job's runner has ``count`` samples (one every 0.5 s) to chart."""
-        for _ in range(200):
+
+        def sampled() -> bool:
             found = httpx.get(
                 f"{self.url}/api/jobs/{job}",
                 headers={"authorization": f"Bearer {self.token}"},
-                timeout=5,
+                timeout=WAIT,
             ).json()
-            if found.get("series") and len(found["series"]["times"]) >= count:
-                return
-            time.sleep(0.05)
-        pytest.fail(f"job {job}'s runner has no {count} samples")
+            return bool(found.get("series")) and len(found["series"]["times"]) >= count
+
+        until_sync(sampled, f"had {count} samples of job {job}'s runner")
 
 
 @pytest.fixture(scope="module")
@@ -178,7 +180,7 @@ def runnerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnerd]:
         yield Runnerd(config, state, f"http://127.0.0.1:{port}", daemon, log)
     finally:
         daemon.terminate()
-        daemon.wait(timeout=20)
+        daemon.wait(timeout=WAIT)
 
 
 def bar_parts(page: Page) -> dict[str, int]:

@@ -24,6 +24,7 @@ from rungar.rpc.server import ProviderServer, serve
 from rungar.rpc.tls import ClientTls, ServerTls
 from rungar.testing.conformance import ConformanceFailure, Run, check_provider
 from rungar.testing.fake_provider import GIB, FakeProvider
+from tests.waiting import WAIT
 
 CAPACITY_RUNNER = RunnerBlock(vcpus=2, memory_bytes=2 * GIB)
 IMPOSSIBLE_RUNNER = RunnerBlock(vcpus=64, memory_bytes=2 * GIB)
@@ -71,7 +72,7 @@ async def unix_server(fake: FakeProvider, tmp_path: Path) -> AsyncIterator[Provi
 
 async def test_the_fake_provider_conforms_over_a_unix_socket(unix_server: ProviderServer) -> None:
     async def make_client() -> Provider:
-        return GrpcProvider("fake", unix_server.address, timeout=5)
+        return GrpcProvider("fake", unix_server.address, timeout=WAIT)
 
     passed = await check_provider(
         make_client, capacity_runner=CAPACITY_RUNNER, impossible_runner=IMPOSSIBLE_RUNNER
@@ -86,7 +87,7 @@ async def test_the_fake_provider_conforms_over_loopback_mtls(
     try:
 
         async def make_client() -> Provider:
-            return GrpcProvider("fake", server.address, tls=certs.client, timeout=5)
+            return GrpcProvider("fake", server.address, tls=certs.client, timeout=WAIT)
 
         passed = await check_provider(
             make_client, capacity_runner=CAPACITY_RUNNER, impossible_runner=IMPOSSIBLE_RUNNER
@@ -106,7 +107,7 @@ async def test_the_fake_provider_conforms_over_loopback_tls_with_a_token(
 
         async def make_client() -> Provider:
             tls = ClientTls(certs.ca, server_name="provider.test")
-            return GrpcProvider("fake", server.address, tls=tls, token="s3cret-token", timeout=5)
+            return GrpcProvider("fake", server.address, tls=tls, token="s3cret-token", timeout=WAIT)
 
         await check_provider(
             make_client, capacity_runner=CAPACITY_RUNNER, impossible_runner=IMPOSSIBLE_RUNNER

@@ -26,6 +26,7 @@ from rungar.rpc.client import GrpcProvider
 from rungar.rpc.server import serve
 from rungar.rpc.tls import ClientTls, ServerTls
 from rungar.testing.conformance import check_provider
+from tests.waiting import WAIT
 
 G = 1024**3
 CAPACITY_RUNNER = RunnerBlock(vcpus=1, memory_bytes=64 * 1024**2)
@@ -75,7 +76,7 @@ async def test_runnerd_conforms_over_loopback_mtls(daemon: Daemon, tmp_path: Pat
     )
 
     async def make_client() -> Provider:
-        return GrpcProvider("runnerd", server.address, tls=client_tls, timeout=10)
+        return GrpcProvider("runnerd", server.address, tls=client_tls, timeout=WAIT)
 
     try:
         passed = await check_provider(
@@ -95,7 +96,7 @@ async def test_runnerd_conforms_over_its_unix_socket(daemon: Daemon, tmp_path: P
     server = await serve(daemon.provider, f"unix://{tmp_path}/provider.sock")
 
     async def make_client() -> Provider:
-        return GrpcProvider("runnerd", server.address, timeout=10)
+        return GrpcProvider("runnerd", server.address, timeout=WAIT)
 
     try:
         passed = await check_provider(

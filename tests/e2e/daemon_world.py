@@ -44,6 +44,7 @@ from rungar.rpc.admin_client import AdminClient, DaemonUnreachable
 from rungar.rpc.server import ProviderServer, serve
 from rungar.testing.fake_provider import FakeProvider
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator
+from tests.waiting import WAIT
 
 POLL_SECONDS = 0.1
 
@@ -235,11 +236,11 @@ class DaemonWorld:
             cwd=self.cwd,
             preexec_fn=self._limit_open_files if self.open_files else None,
         )
-        await self.wait_for(lambda s: s is not None, "the daemon to answer", 30)
+        await self.wait_for(lambda s: s is not None, "the daemon to answer", WAIT)
         # The admin socket answers first; the other servers start right after it.
         for port in (self.metrics_port, self.webhook_port, self.dashboard_port):
             if port:
-                await self.wait_for_port(port, 30)
+                await self.wait_for_port(port, WAIT)
 
     def _limit_open_files(self) -> None:
         """In the daemon's process before it runs: what systemd gives a unit by default."""
@@ -314,7 +315,7 @@ class DaemonWorld:
         """Queue a job through the emulator's control API (``/_fake/jobs``): unlike a call on
         its state from this thread, it runs on the emulator's loop, which its webhook sender
         must send from."""
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=WAIT) as client:
             answer = await client.post(f"{self.emulator.base_url}/_fake/jobs", json=spec)
         answer.raise_for_status()
         job: dict[str, Any] = answer.json()
@@ -322,7 +323,7 @@ class DaemonWorld:
 
     async def scrape(self) -> dict[str, float]:
         """The daemon's metrics over HTTP, by sample (see :func:`sample_key`)."""
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=WAIT) as client:
             answer = await client.get(f"http://127.0.0.1:{self.metrics_port}/metrics")
         answer.raise_for_status()
         return {

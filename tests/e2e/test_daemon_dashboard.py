@@ -24,6 +24,7 @@ from rungar.rpc.admin_client import AdminClient
 from rungar.testing.fake_provider import GIB, FakeProvider
 from tests.e2e.daemon_world import DaemonWorld
 from tests.e2e.test_daemon_flood import ANSWER_WITHIN, hold_connections
+from tests.waiting import WAIT
 
 pytestmark = pytest.mark.long
 
@@ -96,11 +97,11 @@ async def test_a_served_job_is_in_rungar_usage_with_its_cost_and_stays_after_a_r
 async def test_a_flood_on_the_dashboard_port_leaves_status_reconcile_and_the_page_answering(
     world: DaemonWorld,
 ) -> None:
-    await world.wait_for(lambda s: s and s["scale_sets"], "the scale set", 30)
+    await world.wait_for(lambda s: s and s["scale_sets"], "the scale set", WAIT)
     held = await asyncio.to_thread(hold_connections, world.dashboard_port, 2000)
     streams: list[Any] = []
     try:
-        async with httpx.AsyncClient(base_url=world.dashboard_url, timeout=5) as viewer:
+        async with httpx.AsyncClient(base_url=world.dashboard_url, timeout=WAIT) as viewer:
             for _ in range(16):  # every live view the page allows by default, held open
                 request = viewer.build_request("GET", "/api/stream")
                 streams.append(await viewer.send(request, stream=True))

@@ -30,6 +30,7 @@ import pytest
 from rungar.rpc.admin_client import AdminClient
 from rungar.testing.fake_provider import GIB, FakeProvider
 from tests.e2e.daemon_world import DaemonWorld, sample_key
+from tests.waiting import WAIT
 
 SECRET = "whsec-flood-test"
 ANSWER_WITHIN = 1.0  # seconds: a deadline on each call, not a measurement
@@ -97,7 +98,7 @@ def signed_delivery(job_id: int) -> tuple[bytes, dict[str, str]]:
 
 async def answers_while_flooded(world: DaemonWorld, connections: int) -> None:
     """Hold ``connections`` idle connections and check every door still answers in time."""
-    await world.wait_for(lambda s: s and s["scale_sets"], "the scale set", 30)
+    await world.wait_for(lambda s: s and s["scale_sets"], "the scale set", WAIT)
     log = world.root / "daemon.log"
     lines_before = len(log.read_text().splitlines())
     held = await asyncio.to_thread(hold_connections, world.webhook_port, connections)

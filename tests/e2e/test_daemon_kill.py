@@ -28,6 +28,7 @@ from rungar.model.machine import RefusalKind
 from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator.model import JobState
 from tests.e2e.daemon_world import DaemonWorld
+from tests.waiting import WAIT
 
 SEED = int(os.environ.get("RUNGAR_KILL_SEED", "1"))
 QUICK_KILLS = 3
@@ -136,10 +137,10 @@ async def test_kill_9_at_random_moments_leaves_no_duplicate_and_no_leak(
     world: DaemonWorld,
 ) -> None:
     rng = random.Random(SEED)
-    await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", 30)
+    await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", WAIT)
     # Jobs of a minute of real time: the kills find their machines up.
     await queue(world, 4, duration=600)
-    await world.wait_for(lambda s: s and s["runners"], "a runner", 30)
+    await world.wait_for(lambda s: s and s["runners"], "a runner", WAIT)
     machines_seen = 0
     for trial in range(QUICK_KILLS):
         machines_seen += await kill_restart_and_check(world, rng, trial)
@@ -152,7 +153,7 @@ async def test_every_job_completes_after_kills_and_nothing_is_left_behind(
 ) -> None:
     """Jobs assigned to a killed daemon's session wait for it to expire (about a minute)."""
     rng = random.Random(SEED)
-    await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", 30)
+    await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", WAIT)
     for trial in range(QUICK_KILLS):
         await queue(world, rng.randint(2, 4), duration=rng.uniform(2, 6))
         await kill_restart_and_check(world, rng, trial)
@@ -169,7 +170,7 @@ async def test_200_kills_during_a_500_job_burst_leave_no_duplicate_and_no_leak(
 ) -> None:
     world = soak_world
     rng = random.Random(SEED)
-    await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", 30)
+    await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", WAIT)
     await queue(world, SOAK_JOBS, duration=60)
     machines_seen = 0
     for trial in range(SOAK_KILLS):

@@ -19,6 +19,7 @@ import pytest
 from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator.model import JobSpec
 from tests.e2e.daemon_world import DaemonWorld
+from tests.waiting import WAIT
 
 RESTART_BUDGET = 5.0  # seconds from the restart to the next runner's machine
 
@@ -76,7 +77,7 @@ async def world() -> Any:
 async def test_a_kill_9_during_a_burst_places_the_next_runner_within_seconds_of_the_restart(
     world: DaemonWorld,
 ) -> None:
-    await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", 30)
+    await world.wait_for(lambda s: s and s["scale_sets"][0]["status"] == "LISTENING", "up", WAIT)
     burst(world, 3)
     await machines_at_least(world, 3, 20)
     world.kill_daemon()  # its message session stays alive on the emulator

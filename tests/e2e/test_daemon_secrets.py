@@ -25,6 +25,7 @@ from rungar.cli.fake_runner import decode_jit_config
 from rungar.model.machine import Created, CreateRequest, Refusal
 from rungar.testing.fake_provider import GIB, FakeProvider
 from tests.e2e.daemon_world import DaemonWorld
+from tests.waiting import WAIT
 
 SECRET = "whsec-scan-" + os.urandom(8).hex()
 TOKEN = "emulator-pat"  # DaemonWorld's token file
@@ -89,7 +90,7 @@ def command_lines() -> Mapping[int, bytes]:
 async def test_a_burst_leaves_no_jit_config_or_token_in_state_events_logs_or_metrics(
     world: DaemonWorld,
 ) -> None:
-    await world.wait_for(lambda s: s and s["scale_sets"], "the scale set", 30)
+    await world.wait_for(lambda s: s and s["scale_sets"], "the scale set", WAIT)
     for n in range(JOBS):
         await world.queue_job(labels=["self-hosted", "linux"], name=f"burst-{n}", duration=60)
     status = await world.wait_for(
@@ -108,7 +109,7 @@ async def test_a_burst_leaves_no_jit_config_or_token_in_state_events_logs_or_met
         for jit in jit_configs:
             assert jit.encode() not in line, f"process {pid} has a JIT config on its command line"
 
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(timeout=WAIT) as client:
         metrics = (await client.get(f"http://127.0.0.1:{world.metrics_port}/metrics")).text
     human = (await world.rungar("status")).stdout
     state = world.root / "state"

@@ -21,6 +21,7 @@ import pytest
 
 from rungar.testing.fake_provider import GIB, FakeProvider
 from tests.e2e.daemon_world import DaemonWorld, sample_key
+from tests.waiting import WAIT
 
 SECRET = "whsec-e2e-" + secrets.token_hex(12)
 ACCEPTED = sample_key("rungar_webhook_deliveries_total", {"outcome": "accepted"})
@@ -98,7 +99,7 @@ def assert_secret_never_logged(world: DaemonWorld) -> None:
 async def test_a_signed_queued_delivery_is_accepted_and_wakes_only_the_scale_set_it_matches(
     world: DaemonWorld,
 ) -> None:
-    await world.wait_for(listening, "LISTENING", 30)
+    await world.wait_for(listening, "LISTENING", WAIT)
     # A wake during a pass is dropped when the pass ends, so the hints wait for the first one.
     metrics = await world.wait_for_metrics(lambda m: m.get(PASSES, 0) >= 1, "the first pass", 30)
     assert metrics[PASSES] == 1
@@ -126,7 +127,7 @@ async def test_a_signed_queued_delivery_is_accepted_and_wakes_only_the_scale_set
     assert queued_lines(world) == {stray: [], job: ["linux"]}
 
     # The listener, not the hint, makes the runner; by then a wake by the stray job would show.
-    await world.wait_for(lambda s: s and len(s["runners"]) == 1, "the job's runner", 30)
+    await world.wait_for(lambda s: s and len(s["runners"]) == 1, "the job's runner", WAIT)
     assert (await world.scrape())[PASSES] == 2
     assert_secret_never_logged(world)
 
@@ -136,7 +137,7 @@ async def test_a_wrongly_signed_delivery_is_refused_counted_and_disturbs_no_runn
 ) -> None:
     sender = world.emulator.webhooks
     assert sender is not None
-    await world.wait_for(listening, "LISTENING", 30)
+    await world.wait_for(listening, "LISTENING", WAIT)
     await world.wait_for_metrics(lambda m: m.get(PASSES, 0) >= 1, "the first pass", 30)
     first = (await world.queue_job(labels=["linux"], name="long", duration=600))["workflowJobId"]
     status = await world.wait_for(

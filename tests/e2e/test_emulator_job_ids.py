@@ -12,6 +12,7 @@ from pathlib import Path
 from rungar.model.machine import Created, CreateRequest, Refusal
 from rungar.testing.fake_provider import GIB, FakeProvider
 from tests.e2e.daemon_world import DaemonWorld
+from tests.waiting import WAIT
 
 
 class HintRecorder(FakeProvider):
@@ -40,7 +41,7 @@ async def test_the_job_id_in_a_creates_hints_is_the_emulators_job_id() -> None:
         )
         job = await world.queue_job(labels=["linux"], duration=1)  # assigned once it listens
         loop = asyncio.get_running_loop()
-        end = loop.time() + 30
+        end = loop.time() + WAIT
         while job["jobId"] not in getattr(provider, "hinted", []):
             assert loop.time() < end, f"no create hinted {job['jobId']}"
             await asyncio.sleep(0.1)

@@ -31,6 +31,7 @@ import pytest
 from rungar.model.machine import conclusion_from_github
 from rungar.testing.github_emulator.model import JobState
 from tests.e2e.daemon_world import DaemonWorld
+from tests.waiting import WAIT, until
 
 MIB = 1024**2
 LABEL = "e2e-learn"
@@ -112,12 +113,12 @@ class Host:
         )
 
     async def wait_ready(self) -> None:
-        for _ in range(300):
-            if (self.dir / "provider.sock").exists() and (self.dir / "runnerd.sock").exists():
-                return
+
+        def ready() -> bool:
             assert self.process is not None and self.process.poll() is None, self.log()
-            await asyncio.sleep(0.1)
-        raise AssertionError(f"runnerd did not start: {self.log()}")
+            return (self.dir / "provider.sock").exists() and (self.dir / "runnerd.sock").exists()
+
+        await until(ready, "started runnerd", every=0.1)
 
     def recorded(self) -> list[dict[str, Any]]:
         from runnerd.history import History
@@ -238,7 +239,7 @@ async def test_runnerd_records_every_job_with_githubs_conclusion_and_predicts_th
     )
     runner = None
     loop = asyncio.get_running_loop()
-    end = loop.time() + 30
+    end = loop.time() + WAIT
     while runner is None and loop.time() < end:
         runners = (await host.status())["runners"]
         runner = next((r for r in runners if r["state"] == "running"), None)

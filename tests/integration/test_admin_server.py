@@ -27,6 +27,7 @@ from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
 from rungar.testing.fake_provider import GIB, FakeProvider
+from tests.waiting import WAIT
 
 CONFIG = """\
 providers: [{ name: compute1, type: fake, runner: { vcpus: 2, memory: 4GiB } }]
@@ -160,7 +161,7 @@ async def test_events_follow_applies_the_filters_to_live_events(
         log.record("scale_set", "macos", "paused", scale_set="macos")
         live: list[dict[str, Any]] = []
         while not live or live[-1]["action"] != "paused":
-            live.append(await asyncio.wait_for(stream.__anext__(), 5))
+            live.append(await asyncio.wait_for(stream.__anext__(), WAIT))
         await stream.aclose()
     # Checked to fail with the follower's filter left out: linux's pause arrives first.
     assert first.result()["name"] == "macos"

@@ -13,7 +13,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -23,8 +22,7 @@ from starlette.responses import StreamingResponse
 from structlog.testing import capture_logs
 
 from rungar.web.bounded import BoundedHttpServer, Limits, _Burst, bind
-
-WAIT = 5.0  # a socket read that blocks this long means the server never answered
+from tests.waiting import WAIT, until_sync  # WAIT: a read blocked this long means no answer
 
 
 async def hello(scope: Any, receive: Any, send: Any) -> None:
@@ -68,11 +66,11 @@ class Served:
     def wait_for_connections(self, count: int, busy: int = 0) -> None:
         """Until the server holds ``count`` connections, ``busy`` of them in a request (it
         accepts and reads on its own thread)."""
-        for _ in range(500):
-            if self.server.connections == count and self.server.requests_in_progress == busy:
-                return
-            time.sleep(0.01)  # polling another thread's state, bounded by WAIT
-        raise AssertionError(f"the server holds {self.server.connections}, not {count}")
+        until_sync(
+            lambda: self.server.connections == count and self.server.requests_in_progress == busy,
+            f"held {count} connections, {busy} busy (holds {self.server.connections})",
+            every=0.01,
+        )
 
 
 @pytest.fixture

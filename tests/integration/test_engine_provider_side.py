@@ -37,6 +37,7 @@ from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock, JumpingClock
 from rungar.testing.fake_github import FakeGitHub
 from rungar.testing.scripted_provider import ScriptedProvider
+from tests.waiting import WAIT
 
 RUNNER = {"vcpus": 1, "memory": "1GiB"}
 TIMING = Timing(
@@ -145,7 +146,7 @@ async def worlds(short_dir: Path) -> AsyncIterator[Callable[..., World]]:
         await world.stop()
 
 
-async def wait_until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+async def wait_until(condition: Callable[[], bool], seconds: float = WAIT) -> None:
     """Wait (on the loop, polling) for a real gRPC exchange to have happened."""
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
@@ -300,7 +301,7 @@ async def test_a_pass_sends_no_delete_to_an_unreachable_provider_and_the_rest_at
 
     async def open_when_all_arrived() -> None:
         loop = asyncio.get_running_loop()
-        give_up = loop.time() + 3.0
+        give_up = loop.time() + WAIT
         while b.in_flight["Delete"] < 3 and loop.time() < give_up:
             await asyncio.sleep(0.01)
         gate.set()

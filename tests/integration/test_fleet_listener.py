@@ -27,6 +27,7 @@ from rungar.web.fleet.app import FleetApp
 from rungar.web.fleet.feed import Feed
 from rungar.web.fleet.serve import dashboard_url, prepare_dashboard, tls_context
 from tests.integration.fleet_script import ScriptedEngine
+from tests.waiting import WAIT
 
 ANSWER_WITHIN = 1.0  # seconds: a deadline on each call, not a measurement
 TOKEN = "dashboard-secret-token"
@@ -69,7 +70,7 @@ async def serving(**options: Any) -> AsyncIterator[tuple[str, ScriptedEngine]]:
 
 
 async def test_the_page_its_status_and_usage_answer_on_loopback_without_a_token() -> None:
-    async with serving() as (url, _), httpx.AsyncClient(base_url=url, timeout=5) as client:
+    async with serving() as (url, _), httpx.AsyncClient(base_url=url, timeout=WAIT) as client:
         page = await client.get("/")
         assert page.status_code == 200 and "Rungar" in page.text
         assert page.headers["x-frame-options"] == "DENY"
@@ -84,7 +85,7 @@ async def test_the_page_its_status_and_usage_answer_on_loopback_without_a_token(
 async def test_a_request_without_the_token_is_refused_and_one_in_the_address_sets_a_cookie() -> (
     None
 ):
-    async with serving(token=TOKEN) as (url, _), httpx.AsyncClient(base_url=url, timeout=5) as c:
+    async with serving(token=TOKEN) as (url, _), httpx.AsyncClient(base_url=url, timeout=WAIT) as c:
         assert (await c.get("/api/status")).status_code == 401
         assert (
             await c.get("/api/status", headers={"authorization": "Bearer nope"})
@@ -100,7 +101,7 @@ async def test_a_request_without_the_token_is_refused_and_one_in_the_address_set
 async def test_live_views_past_max_streams_are_refused_and_the_open_ones_get_updates() -> None:
     async with (
         serving(max_streams=2) as (url, engine),
-        httpx.AsyncClient(base_url=url, timeout=5) as client,
+        httpx.AsyncClient(base_url=url, timeout=WAIT) as client,
         client.stream("GET", "/api/stream") as one,
         client.stream("GET", "/api/stream") as two,
     ):
@@ -150,10 +151,10 @@ async def test_over_tls_with_client_certificates_only_a_client_the_ca_signed_is_
         client_cert = ca.issue_cert("viewer")
         good = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
         client_cert.configure_cert(good)
-        async with httpx.AsyncClient(verify=good, timeout=5) as client:
+        async with httpx.AsyncClient(verify=good, timeout=WAIT) as client:
             assert (await client.get(url + "api/status")).status_code == 200
         anonymous = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
-        async with httpx.AsyncClient(verify=anonymous, timeout=5) as client:
+        async with httpx.AsyncClient(verify=anonymous, timeout=WAIT) as client:
             with pytest.raises(httpx.HTTPError):
                 await client.get(url + "api/status")
     finally:

@@ -17,6 +17,17 @@ from rungar.model.labels import installation_selector
 from rungar.rpc.client import GrpcProvider
 from rungar.rpc.plugin import SETTINGS_ENV
 from rungar.testing.gce_fake import GceFake
+from tests.waiting import WAIT, until
+
+
+async def listening(proc: asyncio.subprocess.Process, sock: Path) -> None:
+    """Until the server's socket is there (its imports take a while on a busy machine)."""
+
+    def ready() -> bool:
+        assert proc.returncode is None, f"the server ended ({proc.returncode}) before listening"
+        return sock.exists()
+
+    await until(ready, f"listened on {sock}")
 
 
 def run_server(
@@ -78,18 +89,15 @@ async def test_the_gcp_server_serves_the_provider_on_a_unix_socket(tmp_path: Pat
             f"unix://{sock}",
         )
         try:
-            for _ in range(200):
-                if sock.exists():
-                    break
-                await asyncio.sleep(0.05)
-            client = GrpcProvider("gcp", f"unix://{sock}", timeout=10)
+            await listening(proc, sock)
+            client = GrpcProvider("gcp", f"unix://{sock}", timeout=WAIT)
             info = await client.info()
             assert info.kind == "gcp"
             assert await client.list(installation_selector("gh-1")) == []
             await client.close()
         finally:
             proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(proc.wait(), 20) == 0
+            assert await asyncio.wait_for(proc.wait(), WAIT) == 0
 
 
 def test_a_problem_in_handed_over_settings_names_the_scale_sets_provider(tmp_path: Path) -> None:
@@ -139,14 +147,11 @@ async def test_the_config_file_adds_only_the_endpoint_to_what_rungar_hands_over(
             env=env,
         )
         try:
-            for _ in range(200):
-                if sock.exists():
-                    break
-                await asyncio.sleep(0.05)
-            client = GrpcProvider("gcp-eu", f"unix://{sock}", timeout=10)
+            await listening(proc, sock)
+            client = GrpcProvider("gcp-eu", f"unix://{sock}", timeout=WAIT)
             assert (await client.info()).name == "gcp-eu"
             assert await client.list(installation_selector("gh-1")) == []
             await client.close()
         finally:
             proc.send_signal(signal.SIGTERM)
-            assert await asyncio.wait_for(proc.wait(), 20) == 0
+            assert await asyncio.wait_for(proc.wait(), WAIT) == 0

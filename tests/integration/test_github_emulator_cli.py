@@ -17,6 +17,7 @@ from rungar.github.auth import PatAuth
 from rungar.github.service import ScaleSetGitHub
 from rungar.testing.github_emulator import InstantClock
 from rungar.testing.github_emulator.harness import scale_set
+from tests.waiting import WAIT
 
 
 async def test_the_emulator_process_serves_a_client_and_a_fake_runner_end_to_end() -> None:
@@ -28,7 +29,7 @@ async def test_the_emulator_process_serves_a_client_and_a_fake_runner_end_to_end
     try:
         assert emulator.stdout is not None
         # No --port: any free port, and its URL alone on the first line.
-        base = (await asyncio.wait_for(emulator.stdout.readline(), timeout=20)).decode().strip()
+        base = (await asyncio.wait_for(emulator.stdout.readline(), timeout=WAIT)).decode().strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+", base), base
         org_url = f"{base}/octo-org"
         gh = ScaleSetGitHub(org_url, PatAuth("emulator-pat"), InstantClock())
@@ -64,7 +65,7 @@ async def test_the_emulator_process_serves_a_client_and_a_fake_runner_end_to_end
     finally:
         if emulator.returncode is None:
             os.kill(emulator.pid, signal.SIGINT)
-            await asyncio.wait_for(emulator.wait(), timeout=10)
+            await asyncio.wait_for(emulator.wait(), timeout=WAIT)
 
 
 def test_the_emulator_also_runs_in_a_thread_for_sync_callers() -> None:
@@ -73,9 +74,9 @@ def test_the_emulator_also_runs_in_a_thread_for_sync_callers() -> None:
     emu = GitHubEmulator()
     base = emu.start_in_thread()
     try:
-        state = httpx.get(f"{base}/_fake/state", timeout=5).json()
+        state = httpx.get(f"{base}/_fake/state", timeout=WAIT).json()
         assert state["jobs"]["queued"] == 0
-        created = httpx.post(f"{base}/_fake/jobs", json={"labels": ["x"]}, timeout=5)
+        created = httpx.post(f"{base}/_fake/jobs", json={"labels": ["x"]}, timeout=WAIT)
         assert created.status_code == 201
     finally:
         emu.stop_thread()

@@ -19,10 +19,11 @@ from rungar.testing.github_emulator.harness import (
     running_listener,
     scale_set,
 )
+from tests.waiting import WAIT
 
 
 async def control(emu: GitHubEmulator, path: str) -> Any:
-    async with httpx.AsyncClient(timeout=10) as client:
+    async with httpx.AsyncClient(timeout=WAIT) as client:
         answer = await client.get(f"{emu.base_url}/_fake/{path}")
     answer.raise_for_status()
     return answer.json()

@@ -165,7 +165,7 @@ async def test_empty_200s_5xx_and_a_hung_poll_are_survived() -> None:
         emu.state.faults.add(Fault("MQ_GET", status=502, count=2))
         emu.state.faults.add(Fault("MQ_GET", kind=FaultKind.HANG, delay=3.0))
         emu.state.faults.add(Fault("MQ_GET", kind=FaultKind.BOM))
-        await eventually(lambda: not emu.state.faults.faults, timeout=15, what="every fault fired")
+        await eventually(lambda: not emu.state.faults.faults, what="every fault fired")
         job = emu.state.queue_job(JOB)
         await eventually(lambda: rec.kinds(job.job_id) == [A], what="job after the faults")
     assert sorted(kind for _, kind in emu.state.faults.fired) == sorted(

@@ -25,6 +25,7 @@ from rungar.testing.github_emulator.harness import (
 from rungar.testing.github_emulator.model import Runner
 from tests.integration.test_github_client_faults import _app_keys
 from tests.integration.wall_clock_client import WallClockClient
+from tests.waiting import WAIT
 
 JOB = JobSpec(labels=("self-hosted", "rungar"))
 A = JobEventKind.ASSIGNED
@@ -310,7 +311,8 @@ async def test_a_restart_deletes_its_own_stale_session_and_opens_at_once() -> No
             github(emu, sessions=sessions) as gh2,
             running_listener(gh2, scale_set(), rec2) as lis2,
         ):
-            await eventually(lambda: bool(rec2.demands), timeout=5, what="a session at once")
+            # At once: well within the 120 s the stale session would hold the scale set.
+            await eventually(lambda: bool(rec2.demands), timeout=60, what="a session at once")
             job = emu.state.queue_job(JOB)
             await eventually(lambda: rec2.kinds(job.job_id) == [A], what="a job")
             assert lis2.session is not None and lis2.session.conflicts == 0
@@ -345,7 +347,7 @@ async def test_the_emulator_answers_like_the_service_where_clients_depend_on_it(
         admin = await gh.client._admin.get()
         headers = {"Authorization": f"Bearer {admin.token}"}
         query = "?api-version=6.0-preview"
-        async with httpx.AsyncClient(timeout=10) as http:
+        async with httpx.AsyncClient(timeout=WAIT) as http:
             groups = await http.get(
                 f"{admin.url}_apis/runtime/runnergroups/{query}&groupName=build%20FARM",
                 headers=headers,

@@ -6,13 +6,14 @@ The plugin is a real executable: a Python script serving the scripted fake provi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import stat
 import sys
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import structlog
@@ -26,6 +27,7 @@ from rungar.rpc.plugin import (
     next_backoff,
     parse_handshake,
 )
+from tests.waiting import WAIT, until, until_awaited
 
 PLUGIN = """
 import asyncio, signal, sys
@@ -88,12 +90,12 @@ def test_restart_backoff_doubles_and_resets_after_a_stable_run() -> None:
 
 
 async def test_a_plugin_is_started_on_a_private_socket_and_answers(plugin_script: Path) -> None:
-    plugin = PluginProcess([sys.executable, str(plugin_script)], name="fake", ready_timeout=20)
+    plugin = PluginProcess([sys.executable, str(plugin_script)], name="fake", ready_timeout=WAIT)
     address = await plugin.start()
     try:
         socket_dir = Path(address[len("unix://") :]).parent
         assert stat.S_IMODE(socket_dir.stat().st_mode) == 0o700
-        client = GrpcProvider("fake", address, timeout=5)
+        client = GrpcProvider("fake", address, timeout=WAIT)
         assert (await client.info()).name == "plugin-fake"
         await client.close()
     finally:
@@ -104,21 +106,16 @@ async def test_a_plugin_is_started_on_a_private_socket_and_answers(plugin_script
 
 async def test_a_plugin_that_dies_is_restarted_and_reached_again(plugin_script: Path) -> None:
     plugin = PluginProcess(
-        [sys.executable, str(plugin_script)], name="fake", ready_timeout=20, backoff_first=0.05
+        [sys.executable, str(plugin_script)], name="fake", ready_timeout=WAIT, backoff_first=0.05
     )
     address = await plugin.start()
-    client = GrpcProvider("fake", address, timeout=5)
+    client = GrpcProvider("fake", address, timeout=WAIT)
     try:
         await client.list({})
         await _kill_and_await_restart(plugin)
-        for _ in range(50):  # the channel reconnects within its short backoff
-            try:
-                assert await client.list({}) == []
-                break
-            except ProviderUnavailable:
-                await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the restarted plugin was never reached")
+        assert await until_awaited(
+            lambda: answered(client.list({})), "reached the restarted plugin"
+        ) == [[]]
     finally:
         await client.close()
         await plugin.stop()
@@ -128,7 +125,7 @@ async def test_a_plugin_ignoring_sigterm_is_killed_after_the_grace(plugin_script
     plugin = PluginProcess(
         [sys.executable, str(plugin_script), "--ignore-term"],
         name="stubborn",
-        ready_timeout=20,
+        ready_timeout=WAIT,
         stop_grace=0.3,
     )
     await plugin.start()
@@ -154,10 +151,10 @@ async def test_a_plugins_stderr_goes_to_rungars_log_not_its_terminal(
     with structlog.testing.capture_logs() as logs:
         await plugin.start()
         try:
-            for _ in range(500):  # the line is read beside the handshake, on the loop
-                if any(e.get("line", "").strip() == "plugin log line" for e in logs):
-                    break
-                await asyncio.sleep(0.01)
+            await until(  # the line is read beside the handshake, on the loop
+                lambda: any(e.get("line", "").strip() == "plugin log line" for e in logs),
+                "logged the plugin's line",
+            )
         finally:
             await plugin.stop()
     outputs = [e for e in logs if e["event"] == "plugin.output"]
@@ -179,11 +176,11 @@ async def test_settings_are_handed_over_in_a_private_file_named_in_the_environme
         [sys.executable, str(settings_script)],
         name="gcp-eu",
         settings=handed,
-        ready_timeout=20,
+        ready_timeout=WAIT,
         backoff_first=0.05,
     )
     address = await plugin.start()
-    client = GrpcProvider("gcp-eu", address, timeout=5)
+    client = GrpcProvider("gcp-eu", address, timeout=WAIT)
     try:
         path = Path(plugin.settings_path)
         assert path.parent == Path(address[len("unix://") :]).parent
@@ -192,14 +189,9 @@ async def test_settings_are_handed_over_in_a_private_file_named_in_the_environme
         assert json.loads(path.read_text()) == handed
         assert (await client.info()).name == f"gcp-eu@{path}"
         await _kill_and_await_restart(plugin)
-        for _ in range(50):
-            try:
-                info = await client.info()
-                break
-            except ProviderUnavailable:
-                await asyncio.sleep(0.1)
-        else:
-            pytest.fail("the restarted plugin was never reached")
+        (info,) = await until_awaited(
+            lambda: answered(client.info()), "reached the restarted plugin"
+        )
         assert info.name == f"gcp-eu@{path}", "the restart reads the same file"
     finally:
         await client.close()
@@ -211,9 +203,9 @@ async def test_without_settings_no_file_is_named_even_one_in_rungars_environment
     settings_script: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(SETTINGS_ENV, "/somewhere/else/settings.json")
-    plugin = PluginProcess([sys.executable, str(settings_script)], name="bare", ready_timeout=20)
+    plugin = PluginProcess([sys.executable, str(settings_script)], name="bare", ready_timeout=WAIT)
     address = await plugin.start()
-    client = GrpcProvider("bare", address, timeout=5)
+    client = GrpcProvider("bare", address, timeout=WAIT)
     try:
         assert plugin.settings_path == ""
         assert (await client.info()).name == "no settings"
@@ -231,13 +223,22 @@ async def test_settings_that_are_not_json_are_refused_before_anything_starts() -
         await plugin.start()
 
 
+T = TypeVar("T")
+
+
+async def answered(call: Awaitable[T]) -> list[T]:
+    """``[call's answer]``, or [] while the provider is unavailable (a list is true once answered,
+    whatever the answer)."""
+    try:
+        return [await call]
+    except ProviderUnavailable:
+        return []
+
+
 async def _kill_and_await_restart(plugin: PluginProcess) -> None:
     """SIGKILL the plugin and wait for Rungar to have started it again."""
     first = plugin.pid
     assert first is not None
     os.kill(first, signal.SIGKILL)
-    for _ in range(200):  # up to 20 s for the restart on a loaded machine
-        if plugin.restarts == 1:
-            break
-        await asyncio.sleep(0.1)
+    await until(lambda: plugin.restarts == 1, "restarted the plugin")
     assert plugin.restarts == 1 and plugin.pid != first

@@ -23,6 +23,7 @@ from rungar.rpc.client import GrpcProvider
 from rungar.rpc.server import ProviderServer, serve
 from rungar.rpc.tls import ClientTls, ServerTls
 from rungar.testing.fake_provider import FakeProvider
+from tests.waiting import WAIT
 
 SERVER_NAME = "provider.test"
 PAST = datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC)
@@ -86,7 +87,7 @@ async def token_server(pki: Pki, fake: FakeProvider) -> AsyncIterator[ProviderSe
 
 
 async def _list_with(address: str, tls: ClientTls, token: str = "") -> None:
-    client = GrpcProvider("p", address, tls=tls, token=token, timeout=3)
+    client = GrpcProvider("p", address, tls=tls, token=token, timeout=WAIT)
     try:
         await client.list({})
     finally:

@@ -18,19 +18,25 @@ import stat
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import structlog
+from runnerd.runtime.base import Usage
 from runnerd.runtime.process import ProcessRuntime
+
+from tests.waiting import until, until_awaited
 
 SECRET = "jit-secret-never-stored"
 DYING_RUNNERD = """
 import asyncio, json, sys
 from runnerd.runtime.base import RunnerSpec
+from runnerd.runtime.base import Usage
 from runnerd.runtime.process import ProcessRuntime
+
+from tests.waiting import until, until_awaited
 
 async def main():
     given = json.loads(sys.argv[1])
@@ -46,8 +52,15 @@ async def main():
 
 asyncio.run(main())
 """
-# Holds 20M so a sample can tell the runner itself is read, then waits to be stopped.
-HOLD = "import time\nblock = bytearray(20 * 1024 * 1024)\ntime.sleep(60)\n"
+# Burns CPU until its own CPU time is measurable (a busy machine may give the interpreter's start
+# too little of a CPU to show), then holds 20M so a sample can tell the runner itself is read,
+# then waits to be stopped.
+HOLD = (
+    "import time\n"
+    "while time.process_time() < 0.05:\n    pass\n"
+    "block = bytearray(20 * 1024 * 1024)\n"
+    "time.sleep(60)\n"
+)
 
 
 @dataclass
@@ -104,13 +117,16 @@ def running(pid: int) -> bool:
     return text.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
-async def until(condition_met: object, what: str) -> None:
-    assert callable(condition_met)
-    for _ in range(300):
-        if condition_met():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never {what}")
+async def sampled_until(runtime: ProcessRuntime, done: Callable[[Usage], bool], what: str) -> Usage:
+    """Sample r1 until ``done`` holds for its usage."""
+
+    async def sample() -> Usage | None:
+        usage = await runtime.sample("r1")
+        return usage if usage is not None and done(usage) else None
+
+    found = await until_awaited(sample, what)
+    assert found is not None
+    return found
 
 
 async def test_a_runner_left_by_a_crashed_runnerd_is_adopted_sampled_and_stopped(
@@ -127,13 +143,10 @@ async def test_a_runner_left_by_a_crashed_runnerd_is_adopted_sampled_and_stopped
     ]
     assert adopted[0].labels == {"runnerd.profile": "work", "team": "web"}
     assert runtime.pid("r1") == pid
-    usage = await runtime.sample("r1")
-    for _ in range(300):
-        if usage is not None and usage.memory >= 20 * 1024**2:
-            break
-        await asyncio.sleep(0.05)
-        usage = await runtime.sample("r1")
-    assert usage is not None and not usage.exited
+    usage = await sampled_until(
+        runtime, lambda u: u.exited or (u.memory >= 20 * 1024**2), "held its 20M block"
+    )
+    assert not usage.exited
     assert usage.memory >= 20 * 1024**2  # the runner's 20M block, read from its cgroup or /proc
     assert usage.cpu_seconds > 0  # the interpreter's start, counted for the command itself
     slice_usage = await runtime.slice_usage()
@@ -193,14 +206,9 @@ async def test_an_adopted_runner_that_ends_on_its_own_reports_its_exit_code(host
     runtime = host.runtime()
     assert [a.name for a in await runtime.adopt()] == ["r1"]
 
-    usage = await runtime.sample("r1")
-    for _ in range(300):
-        if usage is not None and usage.exited:
-            break
-        await asyncio.sleep(0.05)
-        usage = await runtime.sample("r1")
+    usage = await sampled_until(runtime, lambda u: u.exited, "exited")
 
-    assert usage is not None and (usage.exited, usage.exit_code) == (True, 5)
+    assert (usage.exited, usage.exit_code) == (True, 5)
     assert not running(pid)
     assert not host.record().exists()
     await runtime.stop("r1")
@@ -274,12 +282,7 @@ async def test_a_started_runner_reports_its_own_exit_code(host: Host) -> None:
     runtime = host.runtime()
     spec = RunnerSpec("r1", "work", "octo", "", ("sh", "-c", "exit 4"), 1.0, 2**28, {}, {})
     await runtime.start(spec)
-    usage = await runtime.sample("r1")
-    for _ in range(300):
-        if usage is not None and usage.exited:
-            break
-        await asyncio.sleep(0.05)
-        usage = await runtime.sample("r1")
-    assert usage is not None and usage.exit_code == 4
+    usage = await sampled_until(runtime, lambda u: u.exited, "exited")
+    assert usage.exit_code == 4
     assert not host.record().exists()
     await runtime.stop("r1")

@@ -21,6 +21,7 @@ from runnerd import ctl, sentences
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
+from tests.waiting import WAIT, until, until_awaited
 
 M = 1024**2
 SLEEP = "import time\ntime.sleep(60)\n"
@@ -75,11 +76,11 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
     )
     socket = tmp_path / "state" / "provider.sock"
     try:
-        for _ in range(200):
-            if socket.exists() and (tmp_path / "state" / "runnerd.sock").exists():
-                break
-            await asyncio.sleep(0.05)
-        client = GrpcProvider("host-a", f"unix://{socket}", timeout=10)
+        await until(
+            lambda: socket.exists() and (tmp_path / "state" / "runnerd.sock").exists(),
+            "listened on both sockets",
+        )
+        client = GrpcProvider("host-a", f"unix://{socket}", timeout=WAIT)
         request = CreateRequest(
             "r1",
             "q1",
@@ -131,18 +132,18 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
             config.write_text(config.read_text().replace('memory_max = "1G"', 'memory_max = "2G"'))
             daemon.send_signal(signal.SIGHUP)
             assert follower.stdout is not None
-            line = await asyncio.wait_for(asyncio.to_thread(follower.stdout.readline), 20)
+            line = await asyncio.wait_for(asyncio.to_thread(follower.stdout.readline), WAIT)
             event = json.loads(line)
             assert event["kind"] == "slice.changed" and event["data"]["memory_max"] == 2 * 1024**3
         finally:
             follower.terminate()
-            follower.communicate(timeout=10)
+            follower.communicate(timeout=WAIT)
         status = await asyncio.to_thread(runnerctl, config, "status")
         assert status.stdout.splitlines()[0] == "budget: 512M of 2G reserved (caps), 1.5G free"
     finally:
         daemon.send_signal(signal.SIGTERM)
         try:
-            _, err = daemon.communicate(timeout=20)
+            _, err = daemon.communicate(timeout=WAIT)
         except subprocess.TimeoutExpired:
             daemon.kill()
             _, err = daemon.communicate()
@@ -194,18 +195,18 @@ def start_serving(config: Path) -> subprocess.Popen[str]:
 
 async def answered_status(config: Path) -> str:
     """``runnerctl status`` once the daemon answers: a killed one's sockets are left behind."""
-    for _ in range(100):
-        status = await asyncio.to_thread(runnerctl, config, "status")
-        if status.returncode == 0:
-            return status.stdout
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"runnerd never answered: {status.stderr}")
+
+    async def status() -> str:
+        done = await asyncio.to_thread(runnerctl, config, "status")
+        return done.stdout if done.returncode == 0 else ""
+
+    return await until_awaited(status, "answered runnerctl status", every=0.1)
 
 
 def stop_serving(daemon: subprocess.Popen[str]) -> str:
     daemon.send_signal(signal.SIGTERM)
     try:
-        _, err = daemon.communicate(timeout=20)
+        _, err = daemon.communicate(timeout=WAIT)
     except subprocess.TimeoutExpired:
         daemon.kill()
         _, err = daemon.communicate()
@@ -309,3 +310,37 @@ def test_runnerctl_jobs_lists_each_recorded_job_with_its_conclusion_and_leaves_o
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:6] == ["ID", "REPOSITORY", "WORKFLOW", "JOB", "RUNNER", "CONCLUSION"]
     assert [line.split()[0] for line in table[1:]] == ["job-old", "job-r1"]
+
+
+async def test_runnerctl_with_only_the_api_socket_prints_the_dashboards_login_link(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path)
+    port = free_port()
+    text = config.read_text().replace(
+        "[host]\n", f'[host]\ndashboard_listen = "127.0.0.1:{port}"\n'
+    )
+    config.write_text(text)
+    daemon = start_serving(config)
+    try:
+        await answered_status(config)
+        api = tmp_path / "state" / "runnerd.sock"
+
+        # No config file at all: the running runnerd is asked over its socket (once its
+        # dashboard serves: the API answers first).
+        async def asked_it() -> subprocess.CompletedProcess[str] | None:
+            done = await asyncio.to_thread(
+                runnerctl, tmp_path / "no-such.toml", "--socket", str(api), "dashboard"
+            )
+            return done if done.returncode == 0 else None
+
+        asked = await until_awaited(asked_it, "printed the link", every=0.2)
+        assert asked is not None
+
+        with_config = runnerctl(config, "dashboard")
+        assert asked.stdout == with_config.stdout
+        link = asked.stdout.strip()
+        assert link.startswith(f"http://127.0.0.1:{port}/?token=")
+        assert httpx.get(link, follow_redirects=True, timeout=WAIT).status_code == 200
+    finally:
+        stop_serving(daemon)

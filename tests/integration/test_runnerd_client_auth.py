@@ -29,6 +29,7 @@ from rungar.rpc.client import GrpcProvider
 from rungar.rpc.server import serve
 from rungar.rpc.tls import ClientTls, ServerTls
 from rungar.testing.fake_provider import FakeProvider
+from tests.waiting import WAIT
 
 SERVER_NAME = "runnerd.test"
 
@@ -139,7 +140,7 @@ def test_runnerd_check_config_and_serve_exit_2_on_tls_only(
 
 
 async def call_everything(address: str, tls: ClientTls) -> None:
-    client = GrpcProvider("runnerd", address, tls=tls, timeout=3)
+    client = GrpcProvider("runnerd", address, tls=tls, timeout=WAIT)
     try:
         await client.info()
         await client.list({})

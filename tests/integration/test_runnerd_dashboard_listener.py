@@ -29,6 +29,7 @@ from rungar.model.runner_block import RunnerBlock
 from rungar.web.bounded import Limits
 from tests.e2e.test_daemon_flood import hold_connections
 from tests.unit.test_runnerd_provider import FakeRuntime
+from tests.waiting import WAIT
 
 ANSWER_WITHIN = 1.0  # seconds: a deadline on each call, not a measurement
 CONFIG = """
@@ -122,11 +123,11 @@ async def test_beyond_loopback_the_dashboard_is_tls_and_needs_the_bearer_token(
     _, dashboard, _ = served
     url = f"https://127.0.0.1:{dashboard.port}/api/status"
     trust = ssl.create_default_context(cafile=str(pki / "ca.pem"))
-    async with httpx.AsyncClient(verify=trust, timeout=5) as http:
+    async with httpx.AsyncClient(verify=trust, timeout=WAIT) as http:
         assert (await http.get(url)).status_code == 401
         good = await http.get(url, headers={"authorization": "Bearer s3cret"})
         assert good.status_code == 200 and good.json()["memory_max"] == 8 * 1024**3
-    async with httpx.AsyncClient(timeout=5) as plain:
+    async with httpx.AsyncClient(timeout=WAIT) as plain:
         with pytest.raises(httpx.HTTPError):
             await plain.get(f"http://127.0.0.1:{dashboard.port}/api/status")
 
@@ -138,12 +139,12 @@ async def test_beyond_loopback_with_tls_ca_the_dashboard_needs_a_client_certific
     _, dashboard, _ = served
     url = f"https://127.0.0.1:{dashboard.port}/api/status"
     without = ssl.create_default_context(cafile=str(pki / "ca.pem"))
-    async with httpx.AsyncClient(verify=without, timeout=5) as http:
+    async with httpx.AsyncClient(verify=without, timeout=WAIT) as http:
         with pytest.raises(httpx.HTTPError):
             await http.get(url)
     with_cert = ssl.create_default_context(cafile=str(pki / "ca.pem"))
     with_cert.load_cert_chain(str(pki / "browser.pem"), str(pki / "browser.key"))
-    async with httpx.AsyncClient(verify=with_cert, timeout=5) as http:
+    async with httpx.AsyncClient(verify=with_cert, timeout=WAIT) as http:
         assert (await http.get(url)).status_code == 200
 
 
@@ -155,7 +156,7 @@ async def test_on_loopback_the_dashboard_needs_runnerds_own_token_which_only_its
     token_file = Path(host.state_dir) / "dashboard.token"
     assert token_file.stat().st_mode & 0o777 == 0o600
     url = f"http://127.0.0.1:{dashboard.port}"
-    async with httpx.AsyncClient(timeout=5) as http:
+    async with httpx.AsyncClient(timeout=WAIT) as http:
         refused = await http.get(f"{url}/api/status")
         # The status line says why, as curl -i and proxies' logs show it: "401 Unauthorized".
         assert (refused.status_code, refused.reason_phrase) == (401, "Unauthorized")

@@ -20,6 +20,7 @@ from runnerd.provider import RunnerdProvider
 from rungar.testing.clock import FakeClock
 from tests.unit.sizing_fixtures import light_history
 from tests.unit.test_runnerd_provider import FakeRuntime, G
+from tests.waiting import WAIT, until
 
 
 async def test_a_follower_gets_an_event_another_writer_recorded(tmp_path: Path) -> None:
@@ -32,7 +33,7 @@ async def test_a_follower_gets_an_event_another_writer_recorded(tmp_path: Path) 
         await asyncio.sleep(0)
         assert not waiting.done()
         other.record(2.0, "sizing.changed", "node", "node: memory 7G → 6G", source="apply")
-        (event,) = await asyncio.wait_for(waiting, 10)
+        (event,) = await asyncio.wait_for(waiting, WAIT)
         assert (event.kind, event.data["source"]) == ("sizing.changed", "apply")
         assert [e.id for e in daemon_side.after(0)] == [first.id, event.id]
     finally:
@@ -80,14 +81,10 @@ async def test_stopping_the_api_answers_a_follower_s_long_poll_at_once(tmp_path:
         async with httpx.AsyncClient(transport=transport, base_url="http://runnerd") as client:
             poll = asyncio.create_task(client.get("/events", params={"wait": 60}, timeout=90))
             in_flight = api._server.server_state.tasks  # uvicorn's requests being answered
-            for _ in range(1000):
-                if in_flight:
-                    break
-                await asyncio.sleep(0.01)
-            assert in_flight, "the poll never reached the API"
+            await until(lambda: bool(in_flight), "saw the poll reach the API")
             # Without the answer, stop() waits out the poll's 60 s and this times out.
-            await asyncio.wait_for(api.stop(), 20)
-            answer = await asyncio.wait_for(poll, 20)
+            await asyncio.wait_for(api.stop(), WAIT)
+            answer = await asyncio.wait_for(poll, WAIT)
         assert answer.json() == {"events": []}
     finally:
         provider.events.close()

@@ -7,7 +7,6 @@ elsewhere runnerd samples /proc and kills it itself. Either way the history says
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import uuid
@@ -32,6 +31,7 @@ from rungar.model.machine import (
 )
 from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
+from tests.waiting import until, until_awaited
 
 # Holds 40M, then waits for its release file; exits 0. Never sees the JIT config on stdout.
 HOLD = (
@@ -113,21 +113,19 @@ def request(name: str, profile: str = "work") -> CreateRequest:
 
 
 async def wait_until_stopped(d: Daemon, name: str) -> None:
-    for _ in range(300):
+    async def stopped() -> bool:
         await d.sampler.tick()
-        if d.provider.runners[name].state is MachineState.STOPPED:
-            return
-        await SystemClock().sleep(0.05)
-    raise AssertionError(f"{name} never stopped")
+        return d.provider.runners[name].state is MachineState.STOPPED
+
+    await until_awaited(stopped, f"stopped {name}")
 
 
 async def wait_for_peak(d: Daemon, name: str, least: int) -> None:
-    for _ in range(300):
+    async def peaked() -> bool:
         await d.sampler.tick()
-        if d.provider.runners[name].peak >= least:
-            return
-        await SystemClock().sleep(0.05)
-    raise AssertionError(f"{name} never held {least} bytes")
+        return d.provider.runners[name].peak >= least
+
+    await until_awaited(peaked, f"saw {name} peak at {least} bytes or more")
 
 
 async def test_runnerd_refuses_full_for_memory_then_admits_once_a_runner_finishes(
@@ -236,10 +234,7 @@ async def test_a_stop_repeats_sigterm_so_a_runner_that_missed_the_first_ends_cle
         env={"RELEASE_DIR": str(tmp_path)},
     )
     handle = await runtime.start(spec)
-    for _ in range(500):
-        if (tmp_path / "ready").exists():
-            break
-        await asyncio.sleep(0.02)
+    await until((tmp_path / "ready").exists, "made its SIGTERM handler ready")
     await runtime.stop(handle)
     assert (tmp_path / "second-term").exists(), "it was killed, not stopped"
     await runtime.close()

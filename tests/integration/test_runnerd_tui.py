@@ -35,6 +35,7 @@ from rungar.model.runner_block import RunnerBlock
 from rungar.testing.clock import FakeClock
 from tests.unit.sizing_fixtures import NOW, G, light_history
 from tests.unit.test_runnerd_provider import FakeRuntime
+from tests.waiting import until_awaited
 
 CONFIG = """\
 # the build host
@@ -107,11 +108,12 @@ async def runnerd(tmp_path: Path) -> AsyncIterator[Runnerd]:
 
 async def until(pilot: Pilot[None], check: Callable[[], bool], what: str) -> None:
     """Let the app run until ``check`` holds; fail naming ``what`` if it never does."""
-    for _ in range(500):
-        if check():
-            return
+
+    async def checked() -> bool:
         await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
+        return check()
+
+    await until_awaited(checked, f"happened: {what}", every=0)
 
 
 def screen_of(app: RunnerctlApp, kind: type[S]) -> S:

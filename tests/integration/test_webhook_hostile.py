@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from rungar.github.webhook import MAX_JSON_DEPTH, OUTCOMES, WebhookReceiver, json_depth_ok
 from rungar.web.bounded import BoundedHttpServer, Limits, bind
+from tests.waiting import WAIT
 
 SECRET = "hostile-test-secret"
 LABELS = {"linux": ["linux"]}
@@ -76,7 +77,7 @@ def running() -> Iterator[Running]:
         on_refused=receiver.count,
     )
     server.start()
-    with httpx.Client(timeout=5.0) as client:
+    with httpx.Client(timeout=WAIT) as client:
         yield Running(receiver, f"http://{server.address}", client, woken)
     server.stop()
 

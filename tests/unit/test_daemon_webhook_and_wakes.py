@@ -14,6 +14,7 @@ from rungar.engine.daemon import Daemon
 from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings
 from rungar.errors import ConfigError
+from tests.waiting import WAIT
 
 
 def _settings(tmp_path: Path, listen: str, secret_path: str) -> DaemonSettings:
@@ -86,9 +87,9 @@ async def test_a_wake_during_a_reconcile_pass_runs_another_pass() -> None:
     loop = RunLoop(engine)
     await loop.start()
     try:
-        await asyncio.wait_for(slept.wait(), 5)  # waits on the event, not on the wall clock
+        await asyncio.wait_for(slept.wait(), WAIT)  # waits on the event, not on the wall clock
         assert passes == [0, 1]  # the wake during the first pass ran a second, then it slept
         loop.wake()
-        await asyncio.wait_for(third.wait(), 5)
+        await asyncio.wait_for(third.wait(), WAIT)
     finally:
         await loop.stop()

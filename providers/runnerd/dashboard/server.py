@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from rungar.web.bounded import BoundedHttpServer, Limits, bind
 from runnerd.config import HostConfig, is_loopback
 from runnerd.dashboard.app import app
+from runnerd.dashboard.login import token_path
 from runnerd.dashboard.source import DaemonSource
 
 if TYPE_CHECKING:
@@ -67,10 +68,6 @@ def login_token(host: HostConfig) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     return token
-
-
-def token_path(host: HostConfig) -> Path:
-    return Path(host.state_dir) / "dashboard.token"
 
 
 @dataclass

@@ -77,7 +77,7 @@ class Recorder:
 
 
 async def eventually(
-    check: Callable[[], bool], timeout: float = 10.0, what: str = "condition"
+    check: Callable[[], bool], timeout: float = 60.0, what: str = "condition"
 ) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
