@@ -88,6 +88,7 @@ class HostConfig:
     fresh_for: float = 6.0  # "the last few seconds": three samples
     cpu_starvation: float = 120.0
     cpu_wait_forget: float = 300.0  # a scale set that stops asking has left the queue
+    held_window: float = 86400.0  # refusals kept to charge the jobs they held back
     hold_for: float = 7 * 86400.0
     history_window: float = 30 * 86400.0
     reread: float = 60.0
@@ -157,6 +158,7 @@ HOST_DURATIONS = (
     "fresh_for",
     "cpu_starvation",
     "cpu_wait_forget",
+    "held_window",
     "hold_for",
     "history_window",
     "reread",

@@ -97,7 +97,9 @@ class JobBook:
         github_wait = times.runner_wait if times is not None else None
         waited: float | None = None
         if state is not None:
-            state.queued.pop(job_id, None)
+            was_queued = state.queued.pop(job_id, None)
+            if was_queued is not None and not hint.queued_at and was_queued.queued_at:
+                hint = replace(hint, queued_at=was_queued.queued_at)
             assigned_at = state.assigned_at.pop(job_id, None)
             if github_wait is not None:
                 waited = github_wait
@@ -160,6 +162,14 @@ class JobBook:
             return
         if record.hint is None and hint is not None and (hint.job or hint.repository):
             record.hint = replace(hint, job_id=job_id)  # its start was missed
+        elif record.hint is not None and hint is not None and hint.completed_at > 0:
+            # GitHub's completion time goes to the provider with the Delete's removal.
+            record.hint = replace(
+                record.hint,
+                completed_at=hint.completed_at,
+                queued_at=record.hint.queued_at or hint.queued_at,
+                started_at=record.hint.started_at or hint.started_at,
+            )
         # An ephemeral runner takes one job; GitHub removes its registration itself.
         self.removals.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
         ctx.spawn(self.removals.settle_leaving(record))

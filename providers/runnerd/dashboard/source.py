@@ -44,6 +44,10 @@ class DaemonSource:
         self.config_path = Path(config_path)
         self.loop = loop
         self.timeline = timeline or Timeline()
+        # Every runner sample reaches the timeline as the sampler takes it, none skipped: the
+        # job page's chart holds the samples its record's peaks come from.
+        timeline_ = self.timeline
+        daemon.provider.sample_listeners.append(lambda state: timeline_.observe((state,)))
 
     async def on_engine(self, call: Callable[[], Awaitable[T]]) -> T:
         """Run ``call()`` on the daemon's loop and wait for it from the listener's."""
