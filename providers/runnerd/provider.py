@@ -603,11 +603,13 @@ class RunnerdProvider:
         if not job_id:
             return
         self.first_listed.pop(job_id, None)
+        now = self.clock.now()
         for name, waiting in list(self.waiting.items()):
             if job_id in waiting.jobs:
                 waiting.jobs.discard(job_id)
                 if not waiting.jobs:
                     del self.waiting[name]
+                    self._hold(name, now, "")  # nothing is held back from here
 
     def queue(self, now: float) -> dict[str, Waiting]:
         """The scale sets waiting here now: refused, still asked for (a refusal within
