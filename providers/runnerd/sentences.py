@@ -24,7 +24,9 @@ def job_sentence(row: dict[str, Any]) -> str:
         else "no job"
     )
     ident = row["job_id"] or row["id"]
-    result = row["result"] or "running"
+    result = row["result"] or (
+        "ended; how its job ended waits for Rungar's word" if row["finished_at"] else "running"
+    )
     lines = [f"job {ident}: {name}, runner {row['runner']} in profile {row['profile']}: {result}"]
     if row["result"]:
         usage = (
