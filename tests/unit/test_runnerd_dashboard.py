@@ -103,6 +103,21 @@ def test_a_job_counts_for_the_share_of_a_bucket_it_ran_and_a_running_one_until_n
     assert found.memory[1] == pytest.approx((0.5 * 4 + 8) / 16)
 
 
+def test_short_jobs_that_fill_every_slot_read_as_full_though_no_bucket_mean_is() -> None:
+    # Two 20 s jobs side by side in a 50 s bucket: both slots were busy, at a quarter of memory.
+    jobs = [job(10, 30, 1, 0.2), job(12, 32, 1, 0.2, runner="r2")]
+    (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100)
+    assert max(found.concurrency) < 0.95
+    assert "every slot was busy" in found.reading and "room to raise slots" in found.reading
+
+
+def test_a_past_job_counts_against_the_slots_its_profile_had_then() -> None:
+    # Run when node had 4 slots: one job was a quarter of them, not half of today's 2.
+    jobs = [{**job(0, 100, 1, 0.5), "slots": 4}]
+    (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100)
+    assert found.concurrency == pytest.approx((0.25, 0.25))
+
+
 # -- the timeline -----------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from runnerd.admission.model import Margin, Policy
 from runnerd.sizing.advise import (
@@ -141,6 +142,16 @@ def test_slots_busy_half_the_time_add_slots() -> None:
     runs = series(20, 3.0, every=1200.0, duration=1200.0, start=NOW - 20 * 1200)
     advice = advise_one(runs, slots=1)
     assert advice.busy >= 0.5 and advice.new_slots == 2
+
+
+def test_past_runs_are_busy_against_the_slots_they_ran_under_not_todays() -> None:
+    # Every slot busy the whole time while the profile had 1 slot: today's 2 do not halve it.
+    runs = [
+        replace(r, slots=1)
+        for r in series(20, 3.0, every=1200.0, duration=1200.0, start=NOW - 20 * 1200)
+    ]
+    advice = advise_one(runs, slots=2)
+    assert 0.9 <= advice.busy <= 1.1 and advice.wants_slots
 
 
 def test_a_raise_lowers_slots_only_when_memory_max_cannot_hold_them() -> None:

@@ -217,15 +217,19 @@ def job_sizing(
 
 def slot_pressure(runs: Sequence[SizingRun], slots: int, now: float) -> tuple[float, float]:
     """(p95 slot wait, share of slot time busy). A slot is busy from when its job was queued:
-    a warm runner waiting for a job does not count."""
+    a warm runner waiting for a job does not count. Each run is a share of the slots its
+    profile had when it ran (``slots`` for a run that did not record them)."""
     counted_runs = [r for r in runs if not r.cancelled]
     if not counted_runs:
         return 0.0, 0.0
     wait = percentile([r.slot_wait for r in counted_runs], 0.95)
     start = min(r.started_at for r in counted_runs)
-    busy = sum(r.finished_at - max(r.started_at, r.arrived_at) for r in counted_runs)
+    busy = sum(
+        (r.finished_at - max(r.started_at, r.arrived_at)) / max(r.slots or slots, 1)
+        for r in counted_runs
+    )
     span = max(now - start, 1.0)
-    return wait, busy / (span * max(slots, 1))
+    return wait, busy / span
 
 
 def advise_profile(
