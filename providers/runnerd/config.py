@@ -462,10 +462,15 @@ def _parse_sizing(raw: Any, problems: Problems, lines: _Lines) -> SizingConfig:
                 values[key] = _positive(parse_duration(value))
             elif key == "max_step":
                 values[key] = _positive(_number(value))
+            elif key == "page_cache_room":
+                values[key] = parse_bytes(value)
             else:
                 problems.add(mark, path, "unknown key")
         except ValueError as e:
             problems.add(mark, path, _sentence(key, e))
+    room = values.pop("page_cache_room", None)
+    if room is not None:
+        values["margin"] = replace(values.get("margin", Margin()), room=room)
     return SizingConfig(**values)
 
 

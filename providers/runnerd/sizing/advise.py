@@ -35,7 +35,6 @@ from runnerd.config import Profile, RunnerdConfig, SizingConfig
 from runnerd.sizing.runs import DAY, SizingRun, by_job, by_profile
 
 GiB = 1024**3
-PAGE_CACHE_ROOM = 1 * GiB
 SIZING_TIMES = 3
 RECENT_RUNS = 20
 WORTH_LOWERING = 0.10
@@ -68,8 +67,9 @@ class SizingRules:
 
 
 def need(peak: int, margin: Margin) -> int:
-    """The largest peak plus the margin, or plus 1G when that is more, rounded up to 256M."""
-    return round_up(max(margin.add(peak), peak + PAGE_CACHE_ROOM), GRANULE)
+    """The largest peak plus the margin, or plus the page-cache room (1G) when that is more,
+    rounded up to 256M."""
+    return round_up(max(margin.add(peak), peak + margin.room), GRANULE)
 
 
 def percentile(values: Sequence[float], share: float) -> float:
@@ -302,7 +302,20 @@ def advise_profile(
         return replace(base, need=needed, line=line)
     if memory - needed >= WORTH_LOWERING * memory:
         return _lower(profile, base, needed)
-    line = f"keep {format_bytes(memory)}: its jobs need {format_bytes(needed)}"
+    if needed > memory:
+        # No run met the cap, so nothing asks for more: a peak under it is not a need for
+        # more. What the need adds is room for page cache, which this cap does not leave.
+        line = (
+            f"keep {format_bytes(memory)}: no run met it, its heaviest job peaked at "
+            f"{format_bytes(max(j.largest for j in jobs))}; with "
+            f"{format_bytes(rules.margin.room)} of room for page cache (page_cache_room) it "
+            f"would need {format_bytes(needed)}, so jobs that write files may be throttled"
+        )
+    else:
+        line = (
+            f"keep {format_bytes(memory)}: its heaviest job needs {format_bytes(needed)}, less "
+            "than a tenth under it"
+        )
     return replace(base, need=needed, line=line + _more_slots_note(profile, base))
 
 
