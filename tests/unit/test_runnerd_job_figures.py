@@ -154,3 +154,33 @@ def test_githubs_queue_time_is_moved_onto_runnerds_clock_through_the_jobs_start(
     assert queued_by_our_clock(1300.0, 1310.0, 1010.0, None) == 1000.0
     assert queued_by_our_clock(0.0, 0.0, 1010.0, 1004.0) == 1004.0
     assert queued_by_our_clock(0.0, 0.0, 1010.0, None) is None
+
+
+async def test_the_job_pages_cpu_chart_and_the_records_peak_cpu_are_the_same_samples(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    from runnerd.dashboard.timeline import Timeline
+
+    provider, runtime, clock = setup
+    timeline = Timeline()
+    provider.sample_listeners.append(lambda state: timeline.observe((state,)))
+    t0 = clock.now()
+    assert isinstance(await provider.create(request("r")), Created)
+    sampler = Sampler(provider, clock)
+    spent = 0.0
+    for t, rate in ((1, 0.0), (2, 0.4), (3, 0.05), (4, 0.1), (5, 0.13), (6, 0.02)):
+        if t == 3:
+            await provider.update_runner("r", hint("j", t0 + 2.5, t0 + 3))
+        spent += rate
+        clock.set(t0 + t)
+        runtime.usage["r"] = Usage(memory=G, held=0, cpu_seconds=spent)
+        await sampler.tick()
+    runtime.usage["r"] = Usage(memory=G, held=0, cpu_seconds=spent, exited=True, exit_code=0)
+    clock.set(t0 + 7)
+    await sampler.tick()
+    await provider.delete("r", Removal(RemovalReason.JOB_COMPLETED, Conclusion.SUCCEEDED))
+    row = provider.history.job("j")
+    series = timeline.series("r")
+    assert row is not None and series is not None
+    from_start = [c for at, c in zip(series.times, series.cpu, strict=True) if at > t0 + 3]
+    assert row["peak_cpu"] == max(c for c in from_start if c is not None) == 0.13
