@@ -173,9 +173,11 @@ async def test_every_jobs_wait_and_run_time_agree_with_githubs_timeline_and_idle
         assert row["avg_cpu"] is None or row["avg_cpu"] < 1.5
         waited_for_a_slot += figures["slot_wait"] > 1.0
         # GitHub's own times are kept beside runnerd's.
-        assert (row["github_queued_at"], row["github_started_at"]) == pytest.approx(
-            (truth.created_at, truth.started_at), abs=1.0
-        )
+        assert (
+            row["github_queued_at"],
+            row["github_started_at"],
+            row["github_completed_at"],
+        ) == pytest.approx((truth.created_at, truth.started_at, truth.finished_at), abs=1.0)
     assert waited_for_a_slot >= BURST - SLOTS - 1, "the burst never waited for a slot"
     late_figures = job_figures(by_id[late_id])
     assert late_figures["idle"] is not None and late_figures["idle"] >= QUIET_SECONDS
