@@ -43,6 +43,7 @@ class SizingRun:
     branch: str | None = None
     run_id: str | None = None
     slots: int | None = None  # its profile's slots when it ran; None: not recorded
+    sock_throttled: int | None = None  # times its sockets were held during bad reclaim
 
     @property
     def succeeded(self) -> bool:
@@ -119,7 +120,7 @@ def open_read_only(
 def read_runs(db: sqlite3.Connection, since: float, until: float | None = None) -> list[SizingRun]:
     """Every finished run of a known job that finished in [since, until], oldest first."""
     present = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
-    extra = [c for c in ("branch", "run_id", "slots") if c in present]
+    extra = [c for c in ("branch", "run_id", "slots", "sock_throttled") if c in present]
     columns = _COLUMNS + "".join(f", {c}" for c in extra)
     sql = (
         f"SELECT {columns} FROM jobs WHERE finished_at >= ? AND finished_at <= ?"  # noqa: S608
@@ -148,6 +149,9 @@ def read_runs(db: sqlite3.Connection, since: float, until: float | None = None) 
                 branch=_text(more.get("branch")),
                 run_id=_text(more.get("run_id")),
                 slots=None if more.get("slots") is None else int(str(more["slots"])),
+                sock_throttled=(
+                    None if more.get("sock_throttled") is None else int(str(more["sock_throttled"]))
+                ),
             )
         )
     return runs
