@@ -207,9 +207,9 @@ class DaemonSource:
         """``runnerctl sizing``'s report, and each profile's change an undo would revert."""
 
         def read() -> dict[str, Any]:
-            config, memory_max, _ = self._limits()
+            config, memory_max, cpus = self._limits()
             now = self.daemon.provider.clock.now()
-            found = sizing_report(config, self._db(), memory_max, now).to_json()
+            found = sizing_report(config, self._db(), memory_max, now, slice_cpus=cpus).to_json()
             undoable = {p: self._undoable(p) for p in config.profiles}
             found["undoable"] = {p: c.to_json() for p, c in undoable.items() if c is not None}
             return found
