@@ -619,6 +619,20 @@ class RunnerdProvider:
             del self.waiting[name]
         return dict(self.waiting)
 
+    async def queue_changed(self, name: str, queued: Sequence[JobHint]) -> None:
+        """Rungar says what ``name``'s scale set has queued now (UpdateRunner without a job),
+        as a job queued there, though its next Create may go to another provider: its waiting
+        runners here follow it as they do a Create's hints."""
+        state = self.runners.get(name)
+        if state is None:
+            return
+        async with self._lock:
+            now = self.clock.now()
+            self._note_listed(queued, now)
+            if queued and self.limits.policy is Policy.MEASURED:
+                await self._refresh_predictor(now)
+                await self._follow_queue(state.scale_set, queued, now)
+
     # ---- a waiting runner follows its scale set's queue ---------------------------------
 
     async def _follow_queue(self, scale_set: str, hints: Sequence[JobHint], now: float) -> None:

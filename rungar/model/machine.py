@@ -59,6 +59,9 @@ class Created:
     machine: Machine
 
 
+QUEUE_HINTS = 20  # the queued jobs a Create's hints and a queue update carry, oldest first
+
+
 @dataclass(frozen=True, slots=True)
 class JobHint:
     """A queued job the runner may take, as far as Rungar knows it."""

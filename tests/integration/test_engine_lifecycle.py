@@ -400,3 +400,28 @@ async def test_the_state_database_keeps_scale_set_and_session_ids_across_a_resta
     await reopened.set_session_id(7, "")  # closed cleanly: nothing to delete at the next start
     assert await reopened.get_session_id(7) == ""
     assert await reopened.get_scale_set_id("windows") == 0
+
+
+async def test_a_provider_holding_a_waiting_runner_hears_each_job_queued_for_its_scale_set(
+    world: World,
+) -> None:
+    heard: list[tuple[str, str, tuple[str, ...]]] = []
+
+    async def queue_changed(name: str, queued: tuple[JobHint, ...]) -> None:
+        heard.append(("compute1", name, tuple(h.job for h in queued)))
+
+    # compute1 follows queues; compute2, like most providers, does not.
+    world.providers["compute1"].queue_changed = queue_changed  # type: ignore[attr-defined]  # a provider that follows queues
+    await world.demand(1)
+    (waiting,) = world.on("compute1")
+    world.engine.on_job_assigned("linux", "j1", JobHint("acme/api", "ci", "lint", "j1"))
+    world.engine.on_job_assigned("linux", "j2", JobHint("acme/api", "ci", "e2e", "j2"))
+    await world.engine.drain_tasks()
+    assert heard and heard[0][:2] == ("compute1", waiting)
+    assert heard[-1] == ("compute1", waiting, ("lint", "e2e"))  # the latest queue, coalesced
+    # A runner that took its job is not waiting: nobody hears of the queue for it.
+    world.engine.on_job_started("linux", "j1", waiting, JobHint("acme/api", "ci", "lint", "j1"))
+    heard.clear()
+    world.engine.on_job_assigned("linux", "j3", JobHint("acme/api", "ci", "e2e", "j3"))
+    await world.engine.drain_tasks()
+    assert heard == []

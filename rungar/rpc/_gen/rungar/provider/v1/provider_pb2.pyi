@@ -254,12 +254,14 @@ class ListResponse(_message.Message):
     def __init__(self, machines: _Optional[_Iterable[_Union[Machine, _Mapping]]] = ...) -> None: ...
 
 class UpdateRunnerRequest(_message.Message):
-    __slots__ = ("runner_name", "job")
+    __slots__ = ("runner_name", "job", "queued")
     RUNNER_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
     runner_name: str
     job: JobHint
-    def __init__(self, runner_name: _Optional[str] = ..., job: _Optional[_Union[JobHint, _Mapping]] = ...) -> None: ...
+    queued: _containers.RepeatedCompositeFieldContainer[JobHint]
+    def __init__(self, runner_name: _Optional[str] = ..., job: _Optional[_Union[JobHint, _Mapping]] = ..., queued: _Optional[_Iterable[_Union[JobHint, _Mapping]]] = ...) -> None: ...
 
 class UpdateRunnerResponse(_message.Message):
     __slots__ = ()
