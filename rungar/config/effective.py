@@ -32,11 +32,7 @@ def redact(value: Any) -> Any:
     is never a secret (``message_queue_token_refresh_margin: 60`` is a duration): it stays."""
     if isinstance(value, Mapping):
         return {
-            k: (
-                REDACTED
-                if is_secret_key(str(k)) and isinstance(v, str) and v
-                else redact(v)
-            )
+            k: (REDACTED if is_secret_key(str(k)) and isinstance(v, str) and v else redact(v))
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):

@@ -41,8 +41,8 @@ def test_the_fleet_page_shows_held_and_a_new_runner_without_a_reload(
         "name": "linux-1a2b3c4d",
         "scale_set": "linux",
         "provider": "host",
-        "state": "Starting",
-        "github": "Unknown",
+        "state": "starting",
+        "github": "unknown",
         "age": 1.0,
         "job": "",
     }

@@ -88,10 +88,17 @@ function renderStatus(status) {
   fill(document.querySelector("#runners tbody"), status.runners.length ? status.runners.map((r) =>
     el("tr", { "data-runner": r.name },
       el("td", {}, r.name), el("td", { class: "opt" }, r.scale_set), el("td", {}, r.provider),
-      el("td", {}, r.state), el("td", { class: "opt" }, r.github), el("td", { class: "num" }, age(r.age)),
+      el("td", {}, word(r.state)), el("td", { class: "opt" }, word(r.github)), el("td", { class: "num" }, age(r.age)),
       el("td", {}, r.job || "-"))) : [el("tr", {}, el("td", { class: "empty", colspan: "7" }, "no runners"))]);
   const names = status.providers.map((p) => p.name);
   if (names.join() !== state.providers.join()) { state.providers = names; drawCharts(); }
+}
+
+// rungar status's stable values in words, as the CLI's table says them.
+const WORDS = { not_registered: "Not registered", not_listed: "Not listed yet" };
+function word(value) {
+  const text = String(value || "");
+  return WORDS[text] || (text.charAt(0).toUpperCase() + text.slice(1)).replace(/_/g, " ");
 }
 
 function addEvents(events, fresh) {
