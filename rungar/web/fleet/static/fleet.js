@@ -34,11 +34,14 @@ function age(seconds) {
   return Math.floor(seconds / 86400) + "d";
 }
 
+// As `rungar usage` writes a duration (rungar/cli/usage.py duration_text): 12.5s, 1m 32s,
+// 3h 12m; the Usage tab shows its numbers, so it rounds as it does.
 function duration(seconds) {
   if (seconds == null) return "-";
   if (seconds < 60) return seconds.toFixed(1) + "s";
-  const minutes = Math.round(seconds / 60);
-  if (minutes < 60) return minutes + "m";
+  const total = Math.round(seconds);
+  const minutes = Math.floor(total / 60);
+  if (minutes < 60) return minutes + "m " + String(total % 60).padStart(2, "0") + "s";
   return Math.floor(minutes / 60) + "h " + String(minutes % 60).padStart(2, "0") + "m";
 }
 
