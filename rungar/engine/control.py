@@ -8,6 +8,7 @@ sets start, removed ones drain, changed limits take effect at once.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -47,7 +48,9 @@ class _Closable(Protocol):
 
 
 def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
-    """Human lines describing what applying ``new`` over ``old`` changes."""
+    """Human lines describing what applying ``new`` over ``old`` changes: one per key that
+    changes, by its path in scale_sets.yaml, with its old and new values in full
+    (``~ scale_sets[small].providers[host2].runner.memory: (unset) -> 200M``)."""
     lines: list[str] = []
     old_p = {p.name: p for p in old.providers}
     new_p = {p.name: p for p in new.providers}
@@ -56,9 +59,7 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
     for name in old_p.keys() - new_p.keys():
         lines.append(f"- provider {name}")
     for name in sorted(new_p.keys() & old_p.keys()):
-        a, b = asdict(old_p[name]), asdict(new_p[name])
-        for key in sorted(k for k in b if a.get(k) != b.get(k)):
-            lines.append(f"~ provider {name}: {key} {a.get(key)!r} -> {b.get(key)!r}")
+        lines += _key_lines(f"providers[{name}]", asdict(old_p[name]), asdict(new_p[name]))
     old_s = {s.name: s for s in old.scale_sets}
     new_s = {s.name: s for s in new.scale_sets}
     for name in new_s.keys() - old_s.keys():
@@ -68,12 +69,11 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
     for name in sorted(new_s.keys() & old_s.keys()):
         a, b = asdict(old_s[name]), asdict(new_s[name])
         for key in sorted(k for k in b if a.get(k) != b.get(k)):
-            line = f"~ scale set {name}: {key} {_short(a.get(key))} -> {_short(b.get(key))}"
+            found = _key_lines(f"scale_sets[{name}].{key}", a.get(key), b.get(key))
             if key in GITHUB_KEYS:
-                line += " (updates the scale set on GitHub in place)"
-            lines.append(line)
-    if asdict(old.timing) != asdict(new.timing):
-        lines.append("~ timing")
+                found = [f"{line} (updates the scale set on GitHub in place)" for line in found]
+            lines += found
+    lines += _key_lines("timing", asdict(old.timing), asdict(new.timing))
     if old.dashboard != new.dashboard:  # its listener is bound once, at start
         lines.append("~ dashboard (takes effect when the daemon restarts)")
     if old.usage_retention != new.usage_retention:
@@ -83,11 +83,53 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
 
 # What GitHub holds of a scale set besides its name: a change PATCHes it, keeping its id.
 GITHUB_KEYS = ("runner_group", "labels")
+UNSET = object()
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _key_lines(path: str, old: object, new: object) -> list[str]:
+    """``~ PATH: OLD -> NEW`` for each leaf that differs; mappings are walked key by key and
+    lists of named entries (a scale set's providers) entry by entry, by name."""
+    if old == new:
+        return []
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        lines = []
+        for key in sorted(set(old) | set(new), key=str):
+            lines += _key_lines(f"{path}.{key}", old.get(key, UNSET), new.get(key, UNSET))
+        return lines
+    if _named(old) and _named(new):
+        assert isinstance(old, list | tuple) and isinstance(new, list | tuple)
+        before = {e["name"]: e for e in old}
+        after = {e["name"]: e for e in new}
+        lines = []
+        for name in after.keys() - before.keys():
+            lines.append(f"+ {path}[{name}]: {_value(after[name])}")
+        for name in before.keys() - after.keys():
+            lines.append(f"- {path}[{name}]")
+        for name in sorted(before.keys() & after.keys()):
+            lines += _key_lines(f"{path}[{name}]", before[name], after[name])
+        if not lines:  # the same entries in another order: the order is what changed
+            lines.append(
+                f"~ {path}: order {[e['name'] for e in old]} -> {[e['name'] for e in new]}"
+            )
+        return lines
+    return [f"~ {path}: {_value(old)} -> {_value(new)}"]
+
+
+def _named(value: object) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(e, Mapping) and isinstance(e.get("name"), str) for e in value)
+    )
+
+
+def _value(value: object) -> str:
+    """A value as it is written in YAML: ``200M``, ``4``, ``[a, b]``; ``(unset)`` when absent."""
+    if value is UNSET or value is None:
+        return "(unset)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str, separators=(", ", ": "))
 
 
 class Control:

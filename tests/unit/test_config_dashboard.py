@@ -118,3 +118,28 @@ def test_validate_verbose_lists_the_fleet_pages_files_as_they_will_be_opened(
     listed = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
     assert ["dashboard.tls.cert_file", f"{tmp_path}/c.pem"] in listed
     assert ["dashboard.token_file", f"{tmp_path}/secrets/dashboard.token"] in listed
+
+
+def test_a_dry_run_names_each_changed_key_by_its_path_with_its_values_in_full() -> None:
+    from rungar.engine.control import diff_configs
+
+    text = """version: 1
+providers:
+  - {name: host1, type: fake}
+  - {name: host2, type: fake}
+scale_sets:
+  - name: demo-small
+    max_runners: 4
+    providers:
+      - {name: host1, runner: {memory: 100M, image: ghcr.io/actions/actions-runner:2.328.0}}
+      - {name: host2}
+"""
+    changed = text.replace("- {name: host2}", "- {name: host2, runner: {memory: 200M}}")
+    changed = changed.replace("actions-runner:2.328.0", "actions-runner:2.329.0")
+    old = parse_scale_sets(text, "/etc/rungar/s.yaml")
+    new = parse_scale_sets(changed, "/etc/rungar/s.yaml")
+    assert diff_configs(old, new) == [
+        "~ scale_sets[demo-small].providers[host1].runner.image: "
+        "ghcr.io/actions/actions-runner:2.328.0 -> ghcr.io/actions/actions-runner:2.329.0",
+        "~ scale_sets[demo-small].providers[host2].runner.memory: (unset) -> 200M",
+    ]
