@@ -16,6 +16,7 @@ its peaks, exit status and end time in the history until then.
 from __future__ import annotations
 
 import asyncio
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ import httpx
 import structlog
 
 from rungar.clock import Clock
+from rungar.config.schema import RUNNER_KEYS
 from rungar.model.job_key import JobKey
 from rungar.model.machine import (
     Created,
@@ -326,13 +328,22 @@ class RunnerdProvider:
     # ---- the protocol ------------------------------------------------------------------
 
     async def info(self) -> ProviderInfo:
-        return ProviderInfo(self.name, "runnerd", VERSION, ("profile", "vcpus", "memory"))
+        return ProviderInfo(self.name, "runnerd", VERSION, RUNNER_KEYS["runnerd"])
 
     async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
         try:
             block = RunnerBlock.from_mapping(runner)
         except ValueError as e:
             return [str(e)]
+        known = RUNNER_KEYS["runnerd"]
+        problems = []
+        for key in block.extra:
+            if key not in known:
+                near = difflib.get_close_matches(key, list(known), 1, 0.6)
+                hint = f"; did you mean {near[0]}?" if near else f"; it knows {', '.join(known)}"
+                problems.append(f"{key}: not a runner key runnerd knows{hint}")
+        if problems:
+            return problems
         name = block.extra.get("profile")
         if name is not None and name not in self.config.profiles:
             return [self._unknown_profile(str(name))]

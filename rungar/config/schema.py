@@ -281,6 +281,13 @@ PROVIDER_TYPES: dict[str, tuple[Field, ...]] = {
 }
 
 
+# The runner keys of the provider types whose keys Rungar knows offline; a block with another
+# key is refused (rungar validate, apply). runnerd's are its typed keys and the profile it names.
+RUNNER_KEYS: dict[str, tuple[str, ...]] = {
+    "runnerd": ("vcpus", "memory", "disk", "image", "profile"),
+}
+
+
 def provider_obj(provider_type: str | None) -> Obj:
     """The keys a provider of ``provider_type`` may have; any extra key for an unknown type."""
     own = PROVIDER_TYPES.get(provider_type or "")

@@ -26,6 +26,7 @@ from rungar.engine.reconnect import (
     connection_file_problems,
     reconnect_line,
     retire,
+    runner_problem,
 )
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.status import snapshot
@@ -335,7 +336,7 @@ class Control:
             return {"applied": False, "problems": e.problems, "diff": []}
         changed = self._connection_changes(new)
         kept = {n: p for n, p in self.engine.providers.items() if n not in changed}
-        problems = await self._validate_runners(new, kept)
+        problems = await self._validate_runners(new, kept, text, filename)
         for config in new.providers:
             if config.name in changed or config.name not in self.engine.providers:
                 problems += connection_file_problems(config, text, filename)
@@ -350,7 +351,7 @@ class Control:
             return {"applied": False, "problems": problems, "diff": diff}
         added, problems = await self._connect(new, changed)
         if not problems:
-            problems = await self._validate_runners(new, added)
+            problems = await self._validate_runners(new, added, text, filename)
         if problems:
             await _close_all(added)
             return {"applied": False, "problems": problems, "diff": diff}
@@ -403,8 +404,10 @@ class Control:
         return added, problems
 
     async def _validate_runners(
-        self, new: ScaleSetsFile, providers: Mapping[str, Provider]
+        self, new: ScaleSetsFile, providers: Mapping[str, Provider], text: str, filename: str
     ) -> list[str]:
+        """Each provider's ValidateRunner of each runner block it would run, its refusals told
+        as ``file:line:col: path: what`` at the key they name."""
         problems = []
         for scale_set in new.scale_sets:
             for entry in scale_set.providers:
@@ -421,7 +424,7 @@ class Control:
                     )
                     continue
                 problems += [
-                    f"scale set {scale_set.name}: provider {entry.name}: {p}" for p in found
+                    runner_problem(text, filename, scale_set.name, entry.name, p) for p in found
                 ]
         return problems
 

@@ -143,3 +143,29 @@ scale_sets:
         "ghcr.io/actions/actions-runner:2.328.0 -> ghcr.io/actions/actions-runner:2.329.0",
         "~ scale_sets[demo-small].providers[host2].runner.memory: (unset) -> 200M",
     ]
+
+
+def test_a_runnerd_runner_key_typo_and_a_provider_type_typo_are_refused_where_written() -> None:
+    text = """version: 1
+providers:
+  - {name: host1, type: runerd, address: unix:///run/h1.sock}
+  - name: host2
+    type: runnerd
+    address: unix:///run/h2.sock
+    runner:
+      memroy: 200M
+scale_sets:
+  - name: demo-small
+    max_runners: 2
+    providers:
+      - name: host2
+        runner: {profle: small}
+"""
+    assert problems(text) == [
+        "/etc/rungar/s.yaml:3:19: providers[0].type: runerd is not a provider type Rungar "
+        "knows; did you mean runnerd?",
+        "/etc/rungar/s.yaml:8:7: providers[1].runner.memroy: not a runner key provider type "
+        "runnerd knows; did you mean memory?",
+        "/etc/rungar/s.yaml:14:18: scale_sets[0].providers[0].runner.profle: not a runner key "
+        "provider type runnerd knows; did you mean profile?",
+    ]
