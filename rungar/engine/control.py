@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -143,6 +144,9 @@ class Control:
         self.engine = engine
         self.runloop = runloop
         self.provider_factory = provider_factory
+        # The file a restart reads again: rungar apply takes only it, so what runs never
+        # differs from what a restart would run.
+        self.home = engine.config.path
 
     def _wake(self) -> None:
         if self.runloop is not None:
@@ -330,6 +334,8 @@ class Control:
         (:mod:`rungar.engine.reconnect`), and their runner blocks checked, before anything
         changes; a dry run checks the runner blocks of the providers already connected and
         kept."""
+        if elsewhere := self._not_home(filename):
+            return {"applied": False, "problems": [elsewhere], "diff": []}
         try:
             new = parse_scale_sets(text, filename)
         except ConfigError as e:
@@ -371,6 +377,20 @@ class Control:
         self._apply(new)
         self._wake()
         return {"applied": True, "problems": [], "diff": diff}
+
+    def _not_home(self, filename: str) -> str:
+        """Why ``filename`` cannot be applied: it is not the file this daemon runs from, which
+        a restart would read again and so undo it; empty when it is that file."""
+        home = self.home
+        if not os.path.isabs(home) or not filename:
+            return ""  # an engine embedded without a file of its own (tools, tests)
+        if os.path.realpath(filename) == os.path.realpath(home):
+            return ""
+        return (
+            f"{filename}: this daemon runs from {home}, which its rungar.yaml names and a "
+            f"restart reads again, so applying {filename} would last only until then: edit "
+            f"{home} and apply it, or point rungar.yaml's scale_sets at {filename} and restart"
+        )
 
     def _connection_changes(self, new: ScaleSetsFile) -> dict[str, list[str]]:
         """The providers kept by ``new`` whose connection must be renewed, with the keys that
