@@ -88,3 +88,24 @@ def test_the_usage_tab_shows_rungar_usages_numbers_as_rungar_usage_writes_them(
             expect(cells.nth(i)).to_have_text(duration_text(seconds))  # 1h 02m, 1m 32s, 1m 58s
     finally:
         server.stop()
+
+
+def test_the_fleet_page_says_stale_plainly_once_the_daemon_stops_answering(page: Page) -> None:
+    engine = ScriptedEngine()
+    feed = Feed(engine.read, engine.call, refresh=0.2)
+    app = FleetApp(feed, lambda by, since: {"by": by, "groups": [], "total": {}})
+    server = BoundedHttpServer(app, bind("127.0.0.1:0", key="test"), background=feed.run)
+    server.start()
+    stopped = False
+    try:
+        page.goto(f"http://{server.address}/")
+        expect(page.locator("#live")).to_have_text("live")
+        expect(page.locator("#stale")).to_be_hidden()
+        server.stop()
+        stopped = True
+        banner = page.locator("#stale")
+        expect(banner).to_be_visible(timeout=20_000)
+        expect(banner).to_contain_text("Stale: the daemon stopped answering")
+    finally:
+        if not stopped:
+            server.stop()

@@ -186,6 +186,17 @@ function updateCharts() {
   if (state.charts.waits) state.charts.waits.setData(waitData());
 }
 
+// A page that lost the daemon says so plainly, over what it last showed, until it is back.
+function stale(on) {
+  const banner = document.getElementById("stale");
+  if (!on) { banner.hidden = true; document.body.classList.remove("is-stale"); return; }
+  if (!banner.hidden) return;
+  banner.textContent = `Stale: the daemon stopped answering at ${new Date().toLocaleTimeString()}. ` +
+    "What this page shows is its last word, not what happens now.";
+  banner.hidden = false;
+  document.body.classList.add("is-stale");
+}
+
 function connect() {
   const live = document.getElementById("live");
   const source = new EventSource("/api/stream");
@@ -198,6 +209,7 @@ function connect() {
     addEvents(data.events, false);
     drawCharts();
     live.textContent = "live"; live.className = "live on";
+    stale(false);
   });
   source.addEventListener("update", (m) => {
     const data = JSON.parse(m.data);
@@ -206,7 +218,10 @@ function connect() {
     addEvents(data.events, true);
     updateCharts();
   });
-  source.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
+  source.onerror = () => {
+    live.textContent = "reconnecting…"; live.className = "live off";
+    stale(true);
+  };
 }
 
 async function loadUsage() {
