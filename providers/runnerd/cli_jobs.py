@@ -115,10 +115,19 @@ def render_jobs(entries: list[dict[str, Any]]) -> str:
         return "no jobs recorded in that time"
     rows = [COLUMNS] + [job_cells(e) for e in entries]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(COLUMNS))]
-    return "\n".join(
+    lines = [
         "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
-    )
+    ]
+    lines.append(FOOTNOTE)
+    return "\n".join(lines)
+
+
+FOOTNOTE = (
+    "By runnerd's clock (docs/runnerd.md, \"Every figure, defined once\"): SLOT WAIT is how long "
+    "this host held the job back by refusing its scale set after it was queued; STARTED is when "
+    "its runner took it; DURATION runs from then, never the runner's idle time."
+)
 
 
 def run_jobs(args: argparse.Namespace) -> int:
