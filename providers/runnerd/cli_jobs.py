@@ -124,7 +124,7 @@ def render_jobs(entries: list[dict[str, Any]]) -> str:
 
 
 FOOTNOTE = (
-    "By runnerd's clock (docs/runnerd.md, \"Every figure, defined once\"): SLOT WAIT is how long "
+    'By runnerd\'s clock (docs/runnerd.md, "Every figure, defined once"): SLOT WAIT is how long '
     "this host held the job back by refusing its scale set after it was queued; STARTED is when "
     "its runner took it; DURATION runs from then, never the runner's idle time."
 )

@@ -184,3 +184,24 @@ async def test_the_job_pages_cpu_chart_and_the_records_peak_cpu_are_the_same_sam
     assert row is not None and series is not None
     from_start = [c for at, c in zip(series.times, series.cpu, strict=True) if at > t0 + 3]
     assert row["peak_cpu"] == max(c for c in from_start if c is not None) == 0.13
+
+
+async def test_sizing_and_the_replay_read_a_reserve_runners_job_from_its_own_start(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    from runnerd.sizing.runs import open_read_only, read_runs
+
+    provider, runtime, clock = setup
+    t0 = clock.now()
+    assert isinstance(await provider.create(request("r")), Created)
+    clock.set(t0 + 100)
+    await provider.update_runner("r", hint("j", t0 + 99, t0 + 100))
+    clock.set(t0 + 120)
+    runtime.usage["r"] = Usage(memory=G, held=0, cpu_seconds=5.0, exited=True, exit_code=0)
+    await Sampler(provider, clock).tick()
+    await provider.delete("r", Removal(RemovalReason.JOB_COMPLETED, Conclusion.SUCCEEDED))
+    with open_read_only(provider.history.path) as db:
+        (run,) = read_runs(db, t0, t0 + 200)
+    assert (run.started_at, run.run_started_at, run.arrived_at) == (t0, t0 + 100, t0 + 99)
+    assert run.finished_at - run.run_started_at == 20.0  # what the replay runs it for
+    assert run.slots == 8
