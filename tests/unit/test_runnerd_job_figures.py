@@ -14,7 +14,7 @@ from runnerd.sampler import Sampler
 from rungar.model.machine import Conclusion, Created, JobHint, Refusal, Removal
 from rungar.model.runner import RemovalReason
 from rungar.testing.clock import FakeClock
-from tests.unit.test_runnerd_provider import G, FakeRuntime, request, setup
+from tests.unit.test_runnerd_provider import FakeRuntime, G, request, setup
 
 __all__ = ["setup"]  # the fixture, shared with the provider's tests
 

@@ -144,7 +144,7 @@ def test_a_new_reservation_fits_beside_the_others_by_memory_max_host_and_cpu(
     assert fits_beside(memory, cpu, [OTHER], reading, host, limits, GuardState(), 0.0) is fits
 
 
-async def test_a_waiting_runner_is_re_reserved_by_a_queue_update_when_the_next_create_goes_elsewhere(
+async def test_a_waiting_runner_is_re_reserved_by_a_queue_update_when_a_create_goes_elsewhere(
     setup: tuple[RunnerdProvider, FakeRuntime, FakeClock], tmp_path: Path
 ) -> None:
     from rungar.rpc.client import GrpcProvider
