@@ -169,3 +169,24 @@ scale_sets:
         "/etc/rungar/s.yaml:14:18: scale_sets[0].providers[0].runner.profle: not a runner key "
         "provider type runnerd knows; did you mean profile?",
     ]
+
+
+def test_the_runner_keys_rungar_checks_offline_are_the_cloud_plugins_own() -> None:
+    from rungar_aws.settings import RUNNER_KEYS as AWS
+    from rungar_gcp.settings import RUNNER_KEYS as GCP
+
+    from rungar.config.schema import RUNNER_KEYS
+    from rungar.model.runner_block import TYPED_KEYS
+
+    assert set(RUNNER_KEYS["gcp"]) == GCP | set(TYPED_KEYS)
+    assert set(RUNNER_KEYS["aws"]) == AWS | set(TYPED_KEYS)
+    text = """version: 1
+providers:
+  - {name: gcp, type: gcp, project: acme, zones: [europe-west1-b], runner: {machine_typ: e2-small}}
+scale_sets:
+  - {name: linux, max_runners: 2, providers: [gcp]}
+"""
+    assert problems(text) == [
+        "/etc/rungar/s.yaml:3:77: providers[0].runner.machine_typ: not a runner key provider "
+        "type gcp knows; did you mean machine_type?"
+    ]
