@@ -440,7 +440,7 @@ async def test_status_json_has_its_shape_version_stable_values_and_null_for_no_l
     for runner_id, listed in list(world.github.runners.items()):
         if listed.name == name:
             del world.github.runners[runner_id]
-    await reconcile(world.engine)
+    await world.engine.reconcile()
     document = snapshot(world.engine)
     assert document["version"] == 2
     (runner,) = document["runners"]
