@@ -111,6 +111,13 @@ def test_short_jobs_that_fill_every_slot_read_as_full_though_no_bucket_mean_is()
     assert "every slot was busy" in found.reading and "room to raise slots" in found.reading
 
 
+def test_a_reserve_runners_wait_for_its_job_is_not_busy_time() -> None:
+    # Its runner started at 0 and waited; its job was queued at 50 and ran to 100.
+    jobs = [{**job(0, 100, 1, 0.5), "queued_at": 50.0}]
+    (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100)
+    assert found.concurrency == pytest.approx((0.0, 0.5))
+
+
 def test_a_past_job_counts_against_the_slots_its_profile_had_then() -> None:
     # Run when node had 4 slots: one job was a quarter of them, not half of today's 2.
     jobs = [{**job(0, 100, 1, 0.5), "slots": 4}]

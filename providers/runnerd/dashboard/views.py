@@ -134,7 +134,9 @@ def utilization(
             if job["profile"] != p.name:
                 continue
             slots_then = max(1, int(job.get("slots") or p.slots))
-            began = float(job["started_at"])
+            # Busy from its runner's start, or its job's queue time when later: a warm or
+            # reserve runner waiting for a job does not count (docs/runnerd.md).
+            began = max(float(job["started_at"]), float(job.get("queued_at") or 0.0))
             finished = job["finished_at"]
             ended = float(finished) if finished is not None else now
             peak = int(job["peak_memory"] or 0)
