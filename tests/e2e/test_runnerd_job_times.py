@@ -118,7 +118,7 @@ def close(measured: float | None, truth: float, what: str) -> None:
 
 
 async def test_every_jobs_wait_and_run_time_agree_with_githubs_timeline_and_idle_is_apart(
-    stack: tuple[DaemonWorld, Host],
+    stack: tuple[DaemonWorld, Host], capsys: pytest.CaptureFixture[str]
 ) -> None:
     world, host = stack
     # The reserve runner: running, waiting for a job.
@@ -179,6 +179,15 @@ async def test_every_jobs_wait_and_run_time_agree_with_githubs_timeline_and_idle
             row["github_completed_at"],
         ) == pytest.approx((truth.created_at, truth.started_at, truth.finished_at), abs=1.0)
     assert waited_for_a_slot >= BURST - SLOTS - 1, "the burst never waited for a slot"
+    # runnerctl jobs --json says the same figures, to the second.
+    listed = {e["id"]: e for e in host.runnerctl(capsys, "jobs")}
+    for job_id, row in by_id.items():
+        figures = job_figures(row)
+        entry = listed[job_id]
+        assert (entry["slot_wait"], entry["duration"], entry["idle"], entry["wait"]) == (
+            figures["slot_wait"], figures["duration"], figures["idle"], figures["wait"]
+        )  # fmt: skip
+        assert entry["clock"] == "runnerd"
     late_figures = job_figures(by_id[late_id])
     assert late_figures["idle"] is not None and late_figures["idle"] >= QUIET_SECONDS
     assert late_figures["slot_wait"] == 0.0
