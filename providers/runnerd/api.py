@@ -72,10 +72,11 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
         "host_room": host_room,  # what the host leaves the slice; None without a reading
         "slice_cpus": provider.slice_cpus,
         "reserved": reserved,
+        # Scale sets this host refuses while a job they were refused for has not started;
+        # ``since``: the first of these refusals, runnerd's clock (docs/runnerd.md).
         "queue": [
             {"scale_set": name, "since": w.first, "kind": w.kind, "why": w.why}
-            for name, w in provider.waiting.items()
-            if now - w.last <= provider.config.host.cpu_wait_forget
+            for name, w in provider.queue(now).items()
         ],
         "runners": [
             {

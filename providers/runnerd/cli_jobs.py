@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from rungar.errors import ConfigError
-from rungar.model.units import format_bytes, format_duration, parse_duration
+from rungar.model.units import format_bytes, format_seconds, parse_duration
 from runnerd.config import load_config
+from runnerd.figures import job_figures
 
 COLUMNS = (
     "ID",
@@ -28,7 +29,7 @@ COLUMNS = (
     "CONCLUSION",
     "PEAK MEM",
     "PEAK CPU",
-    "WAITED",
+    "SLOT WAIT",
     "STARTED",
     "DURATION",
 )
@@ -50,10 +51,11 @@ def window(text: str) -> float:
 
 
 def job_entry(row: dict[str, Any]) -> dict[str, Any]:
-    """One recorded job as ``--json`` prints it: sizes in bytes, times in epoch seconds."""
-    started = float(row["started_at"])
-    queued = row["queued_at"]
-    finished = row["finished_at"]
+    """One recorded job as ``--json`` prints it: sizes in bytes, times in epoch seconds, every
+    figure as :func:`runnerd.figures.job_figures` defines it (docs/runnerd.md, "Every figure,
+    defined once"): times by runnerd's clock unless named ``github_``."""
+    figures = job_figures(row)
+    started = float(row["job_started_at"] or row["started_at"])
     return {
         "id": row["job_id"] or str(row["id"]),
         "repository": row["repository"],
@@ -67,9 +69,23 @@ def job_entry(row: dict[str, Any]) -> dict[str, Any]:
         "peak_memory": row["peak_memory"],
         "peak_cpu": row["peak_cpu"],
         "avg_cpu": row["avg_cpu"],
-        "waited": max(0.0, started - float(queued)) if queued is not None else 0.0,
+        "wait": figures["wait"],
+        "slot_wait": figures["slot_wait"],
+        "host_wait": figures["host_wait"],
+        "cpu_wait": figures["cpu_wait"],
+        "idle": figures["idle"],
+        "pickup": figures["pickup"],
+        "queued": row["queued_at"],
+        "runner_started": float(row["started_at"]),
         "started": started,
-        "duration": max(0.0, float(finished) - started) if finished is not None else None,
+        "finished": row["finished_at"],
+        "duration": figures["duration"],
+        "github_queued": row.get("github_queued_at"),
+        "github_started": row.get("github_started_at"),
+        "github_completed": row.get("github_completed_at"),
+        "github_wait": figures["github_wait"],
+        "github_duration": figures["github_duration"],
+        "clock": "runnerd",
         "exit_code": row["exit_code"],
         "policy": row["policy"],
         "reserved_memory": row["reserved_memory"],
@@ -88,9 +104,9 @@ def job_cells(e: dict[str, Any]) -> tuple[str, ...]:
         e["conclusion"],
         format_bytes(e["peak_memory"]),
         f"{e['peak_cpu']:.2f}" if e["peak_cpu"] is not None else "-",
-        format_duration(e["waited"]),
+        format_seconds(e["slot_wait"]),
         time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e["started"])),
-        format_duration(e["duration"]) if e["duration"] is not None else "-",
+        format_seconds(e["duration"]) if e["duration"] is not None else "-",
     )
 
 
@@ -99,10 +115,19 @@ def render_jobs(entries: list[dict[str, Any]]) -> str:
         return "no jobs recorded in that time"
     rows = [COLUMNS] + [job_cells(e) for e in entries]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(COLUMNS))]
-    return "\n".join(
+    lines = [
         "  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
-    )
+    ]
+    lines.append(FOOTNOTE)
+    return "\n".join(lines)
+
+
+FOOTNOTE = (
+    'By runnerd\'s clock (docs/runnerd.md, "Every figure, defined once"): SLOT WAIT is how long '
+    "this host held the job back by refusing its scale set after it was queued; STARTED is when "
+    "its runner took it; DURATION runs from then, never the runner's idle time."
+)
 
 
 def run_jobs(args: argparse.Namespace) -> int:

@@ -159,7 +159,7 @@ def run_sizing(args: argparse.Namespace) -> int:
             _sent(db, change, now)
             print(f"undone: {change.describe()}")
             return 0
-        report = sizing_report(config, db, memory_max, now, on_stale=_warn)
+        report = sizing_report(config, db, memory_max, now, on_stale=_warn, slice_cpus=cpus)
     except ConfigError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)

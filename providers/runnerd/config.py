@@ -88,6 +88,7 @@ class HostConfig:
     fresh_for: float = 6.0  # "the last few seconds": three samples
     cpu_starvation: float = 120.0
     cpu_wait_forget: float = 300.0  # a scale set that stops asking has left the queue
+    held_window: float = 86400.0  # refusals kept to charge the jobs they held back
     hold_for: float = 7 * 86400.0
     history_window: float = 30 * 86400.0
     reread: float = 60.0
@@ -157,6 +158,7 @@ HOST_DURATIONS = (
     "fresh_for",
     "cpu_starvation",
     "cpu_wait_forget",
+    "held_window",
     "hold_for",
     "history_window",
     "reread",
@@ -460,10 +462,15 @@ def _parse_sizing(raw: Any, problems: Problems, lines: _Lines) -> SizingConfig:
                 values[key] = _positive(parse_duration(value))
             elif key == "max_step":
                 values[key] = _positive(_number(value))
+            elif key == "page_cache_room":
+                values[key] = parse_bytes(value)
             else:
                 problems.add(mark, path, "unknown key")
         except ValueError as e:
             problems.add(mark, path, _sentence(key, e))
+    room = values.pop("page_cache_room", None)
+    if room is not None:
+        values["margin"] = replace(values.get("margin", Margin()), room=room)
     return SizingConfig(**values)
 
 

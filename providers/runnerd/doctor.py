@@ -23,13 +23,18 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rungar.model.units import format_bytes
 from runnerd import readers
 from runnerd.admission import HostReading, Limits, Policy
 from runnerd.admission import host as hostguard
 from runnerd.config import Profile, RunnerdConfig, RuntimeKind
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from runnerd.sizing.runs import SizingRun
 
 OK, WARNING, PROBLEM = "ok", "warning", "problem"
 V1_MEMORY = "/sys/fs/cgroup/memory"
@@ -318,7 +323,7 @@ def _host_memory(config: RunnerdConfig, facts: HostFacts) -> list[Check]:
 
 def sizing_checks(config: RunnerdConfig, memory_max: int | None, now: float) -> list[Check]:
     """Profiles whose jobs need more than their memory, from the history read read-only."""
-    from runnerd.sizing.advise import advise
+    from runnerd.sizing.advise import Action, advise
     from runnerd.sizing.runs import DAY, open_read_only, read_runs
 
     path = Path(config.host.history_path())
@@ -348,12 +353,49 @@ def sizing_checks(config: RunnerdConfig, memory_max: int | None, now: float) -> 
                     f"profile {advice.profile}: its jobs need {format_bytes(need)}, more than "
                     f"its memory of {format_bytes(advice.memory)}"
                     + (f" ({names})" if names else "")
-                    + f"; runnerctl sizing apply {advice.profile} raises it",
+                    + (
+                        f"; runnerctl sizing apply {advice.profile} raises it"
+                        if advice.action is Action.RAISE
+                        else "; no run met it, so sizing keeps it: the room for page cache "
+                        "([sizing] page_cache_room) is what puts the need over it"
+                    ),
                 )
             )
     if not found:
         found.append(Check(OK, "sizing", f"every profile's jobs fit its memory ({len(runs)} runs)"))
+    pressure = memory_pressure(runs, now - PRESSURE_WINDOW)
+    if pressure:
+        found.append(Check(WARNING, "memory_pressure", pressure))
     return found
+
+
+PRESSURE_WINDOW = 7 * 86400.0
+
+
+def memory_pressure(runs: Sequence[SizingRun], since: float) -> str:
+    """The memory pressure insight: the repositories whose jobs' downloads the kernel held to a
+    trickle (memory.events ``sock_throttled``) since ``since``, most throttled first; empty
+    when none were."""
+    by_repository: dict[str, tuple[int, int]] = {}
+    for run in runs:
+        if run.finished_at >= since and run.sock_throttled:
+            times, count = by_repository.get(run.key.repository, (0, 0))
+            by_repository[run.key.repository] = (times + run.sock_throttled, count + 1)
+    if not by_repository:
+        return ""
+    named = sorted(by_repository.items(), key=lambda kv: -kv[1][0])
+    parts = [
+        f"{repository} ({times} {'time' if times == 1 else 'times'} in {count} "
+        f"{'run' if count == 1 else 'runs'})"
+        for repository, (times, count) in named[:3]
+    ]
+    more = f" and {len(named) - 3} more" if len(named) > 3 else ""
+    return (
+        "memory pressure slowed the downloads of jobs of " + ", ".join(parts) + more + " in "
+        "the last 7 days: the kernel throttled their sockets while reclaim at their caps or on "
+        "the host went badly; more memory for their profile, or less for the host's other "
+        "programs, gives page cache room"
+    )
 
 
 def doctor(config: RunnerdConfig, now: float | None = None) -> Report:

@@ -22,18 +22,35 @@ ran but never became known has empty job columns and is left out of predictions:
     met_cap            INTEGER  1 when its own limit ran out of memory (events.local oom)
     killed_for_memory  INTEGER  1 when an oom kill hit it while its own limit held
     sock_throttled     INTEGER  sockets throttled during reclaim; NULL where the kernel lacks it
-    slot_wait, host_wait, cpu_wait  REAL  seconds its scale set was refused for each before it
-                                         started (host_wait is left out of slot waits)
+    slot_wait, host_wait  REAL  seconds this job was held back by this host refusing its scale
+                                set, for a slot (or the budget) and for the host's memory: the
+                                refusals between the job's queue time and its runner's start
+                                (host_wait is left out of slot waits); 0 for a job a runner
+                                already waited for
+    cpu_wait           REAL     seconds admission held its runner for CPU
     policy             TEXT     caps | measured
     reserved_memory    INTEGER  what admission reserved, bytes;  reserved_cpu REAL
     basis              TEXT     why, as the admission record's phrase
     budget_free        INTEGER  what of the budget was free before it, bytes; NULL: unbounded
     slice_memory       INTEGER  the slice (docker stats count) at admission; NULL: no sample
-    queued_at, started_at, finished_at  REAL  epoch seconds; finished_at is when the runner
-                                         ended (exited, or was stopped)
+    queued_at          REAL     when the job was queued, by runnerd's clock: GitHub's queue time
+                                moved onto runnerd's clock by the job's start, else when a
+                                create first listed it; NULL when not known
+    started_at         REAL     when runnerd started the runner (its slot taken), runnerd's clock
+    job_started_at     REAL     when the runner took its job (UpdateRunner), runnerd's clock;
+                                NULL when the job never became known
+    finished_at        REAL     when the runner ended (exited, or was stopped), runnerd's clock
+    github_queued_at, github_started_at, github_completed_at  REAL  GitHub's own times of the
+                                job, by GitHub's clock, as Rungar passed them on; NULL unknown
+    slots              INTEGER  the profile's slots when the runner started (busy shares of past
+                                jobs are read against these, not today's)
 
-Table ``meta`` (key, value): ``schema`` = 2. Schema 1 (results ``success``/``failure``, no
-branch, run id or exit code) is migrated when the daemon opens it. No secret is ever stored: no
+Every figure read from these (wait, idle, duration, average CPU) is defined once, in
+:mod:`runnerd.figures` and docs/runnerd.md, "Every figure, defined once".
+
+Table ``meta`` (key, value): ``schema`` = 3. Schema 1 (results ``success``/``failure``, no
+branch, run id or exit code) and schema 2 (no job start, GitHub times or slots) are migrated
+when the daemon opens it. No secret is ever stored: no
 JIT config, no token.
 """
 
@@ -51,7 +68,7 @@ from rungar.model.job_key import JobKey as JobKey  # its home; kept importable f
 from rungar.store.files import private_database
 from runnerd.admission.model import Run
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 T = TypeVar("T")
 
 _SCHEMA = """
@@ -76,7 +93,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     reserved_memory INTEGER NOT NULL, reserved_cpu REAL NOT NULL DEFAULT 0,
     basis TEXT NOT NULL,
     budget_free INTEGER, slice_memory INTEGER,
-    queued_at REAL, started_at REAL NOT NULL, finished_at REAL
+    queued_at REAL, started_at REAL NOT NULL, finished_at REAL,
+    job_started_at REAL, github_queued_at REAL, github_started_at REAL,
+    github_completed_at REAL, slots INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_key ON jobs (profile, repository, workflow, job_name, finished_at);
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished_at);
@@ -92,6 +111,16 @@ ALTER TABLE jobs ADD COLUMN peak_cpu REAL;
 UPDATE jobs SET result = 'succeeded' WHERE result = 'success';
 UPDATE jobs SET result = 'failed' WHERE result = 'failure';
 UPDATE meta SET value = '2' WHERE key = 'schema';
+"""
+# Schema 2 to 3: the job's own start and GitHub's times beside runnerd's, and the slots of the
+# day. Older rows keep NULL: their duration runs from the runner's start, as it was recorded.
+_MIGRATE_2_TO_3 = """
+ALTER TABLE jobs ADD COLUMN job_started_at REAL;
+ALTER TABLE jobs ADD COLUMN github_queued_at REAL;
+ALTER TABLE jobs ADD COLUMN github_started_at REAL;
+ALTER TABLE jobs ADD COLUMN github_completed_at REAL;
+ALTER TABLE jobs ADD COLUMN slots INTEGER;
+UPDATE meta SET value = '3' WHERE key = 'schema';
 """
 
 
@@ -113,6 +142,20 @@ class JobStart:
     slot_wait: float = 0.0
     host_wait: float = 0.0
     cpu_wait: float = 0.0
+    slots: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobTimes:
+    """What runnerd learns when the runner takes its job: the job's times by both clocks and
+    its waits on this host (docs/runnerd.md, "Every figure, defined once")."""
+
+    job_started_at: float
+    queued_at: float | None
+    slot_wait: float
+    host_wait: float
+    github_queued_at: float | None = None
+    github_started_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +169,7 @@ class JobEnd:
     finished_at: float
     exit_code: int | None = None
     peak_cpu: float | None = None
+    github_completed_at: float | None = None
 
 
 class History:
@@ -173,13 +217,13 @@ class History:
         cursor = self._db.execute(
             "INSERT INTO jobs (runner, scale_set, profile, cap_memory, cap_cpus, policy,"
             " reserved_memory, reserved_cpu, basis, budget_free, slice_memory, started_at,"
-            " queued_at, slot_wait, host_wait, cpu_wait)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " queued_at, slot_wait, host_wait, cpu_wait, slots)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 job.runner, job.scale_set, job.profile, job.cap_memory, job.cap_cpus, job.policy,
                 job.reserved_memory, job.reserved_cpu, job.basis, job.budget_free,
                 job.slice_memory, job.started_at, job.queued_at, job.slot_wait, job.host_wait,
-                job.cpu_wait,
+                job.cpu_wait, job.slots,
             ),
         )  # fmt: skip
         self._db.commit()
@@ -207,6 +251,19 @@ class History:
         )  # fmt: skip
         self._db.commit()
 
+    def job_times(self, row: int, times: JobTimes) -> None:
+        """The runner took its job: when, by both clocks, and what it waited for here."""
+        self._db.execute(
+            "UPDATE jobs SET job_started_at = ?, queued_at = COALESCE(?, queued_at),"
+            " slot_wait = ?, host_wait = ?, github_queued_at = ?, github_started_at = ?"
+            " WHERE id = ?",
+            (
+                times.job_started_at, times.queued_at, times.slot_wait, times.host_wait,
+                times.github_queued_at, times.github_started_at, row,
+            ),
+        )  # fmt: skip
+        self._db.commit()
+
     def ended(self, row: int, end: JobEnd) -> None:
         """The runner ended: its peaks, exit code and end time, kept while its result waits for
         Rungar's word (``end.result`` is not written)."""
@@ -224,11 +281,12 @@ class History:
         self._db.execute(
             "UPDATE jobs SET result = ?, peak_memory = ?, avg_cpu = ?, met_cap = ?,"
             " killed_for_memory = ?, sock_throttled = ?, finished_at = ?, exit_code = ?,"
-            " peak_cpu = ? WHERE id = ?",
+            " peak_cpu = ?, github_completed_at = COALESCE(?, github_completed_at)"
+            " WHERE id = ?",
             (
                 end.result, end.peak_memory, end.avg_cpu, int(end.met_cap),
                 int(end.killed_for_memory), end.sock_throttled, end.finished_at, end.exit_code,
-                end.peak_cpu, row,
+                end.peak_cpu, end.github_completed_at, row,
             ),
         )  # fmt: skip
         self._db.commit()
@@ -326,6 +384,9 @@ def _migrate(db: sqlite3.Connection) -> None:
     )
     if version is not None and version[0] == "1":
         db.executescript("BEGIN;" + _MIGRATE_1_TO_2 + "COMMIT;")  # SQLite's DDL is transactional
+        version = ("2",)
+    if version is not None and version[0] == "2":
+        db.executescript("BEGIN;" + _MIGRATE_2_TO_3 + "COMMIT;")
 
 
 def _run(r: Sequence[Any]) -> Run:

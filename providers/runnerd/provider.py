@@ -16,7 +16,8 @@ its peaks, exit status and end time in the history until then.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import difflib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ import httpx
 import structlog
 
 from rungar.clock import Clock
+from rungar.config.schema import RUNNER_KEYS
 from rungar.model.job_key import JobKey
 from rungar.model.machine import (
     Created,
@@ -56,7 +58,8 @@ from runnerd.admission.model import Run
 from runnerd.admission.predict import PredictionRules
 from runnerd.config import Profile, RunnerdConfig
 from runnerd.events import EventLog
-from runnerd.history import History, JobEnd, JobStart
+from runnerd.figures import HeldSpan, held_back, queued_by_our_clock
+from runnerd.history import History, JobEnd, JobStart, JobTimes
 from runnerd.metrics import LiveFigures, RunnerdMetrics, SliceCounters
 from runnerd.outcome import Ending, recorded_result, waits_for_exit
 from runnerd.predictor import Predictor
@@ -72,6 +75,9 @@ from runnerd.runtime.base import (
 from runnerd.version import VERSION
 
 log = structlog.get_logger("runnerd.provider")
+
+LISTED_KEPT = 10_000  # job ids remembered from creates' hints
+HELD_KEPT = 10_000  # refusal stretches kept per scale set
 
 
 @dataclass
@@ -105,6 +111,9 @@ class RunnerState:
     cpu_at: float = 0.0  # when cpu_seconds was last read
     ended_at: float | None = None  # when it exited by itself or was stopped
     exited: bool = False  # it ended by itself, not stopped by runnerd
+    job_started_at: float | None = None  # when it took its job (UpdateRunner), runnerd's clock
+    cpu_at_job: float = 0.0  # its CPU seconds when it took its job: the job's average from there
+    cpu_rate: float | None = None  # CPUs used between its last two samples
 
     def key(self) -> JobKey | None:
         if self.job is None or not self.job.job:
@@ -138,6 +147,9 @@ class Waiting:
     kind: str
     spent: dict[str, float] = field(default_factory=lambda: {"slot": 0.0, "host": 0.0, "cpu": 0.0})
     why: str = ""  # the last refusal's sentence, for the dashboard's queue
+    # The jobs the last refused create listed: the scale set waits for them; once each has
+    # started on a runner here, nothing waits and the entry ends.
+    jobs: set[str] = field(default_factory=set)
 
     def tick(self, now: float, kind: str) -> None:
         self.spent[self.kind] += max(0.0, now - self.last)
@@ -221,6 +233,12 @@ class RunnerdProvider:
         self.guard = GuardState()
         self.runners: dict[str, RunnerState] = {}
         self.waiting: dict[str, Waiting] = {}
+        # Each scale set's stretches of refusals, kept ``[host] held_window``: a job's waits
+        # are the part of them between its queue time and its runner's start.
+        self.held: dict[str, list[HeldSpan]] = {}
+        self.first_listed: dict[str, float] = {}  # job id: when a create first listed it
+        self.sample_listeners: list[Callable[[RunnerState], None]] = []
+        self._open_hold: dict[str, tuple[float, str]] = {}  # scale set: (last refusal, kind)
         self.events: EventLog | None = None  # the daemon's; None in tools and some tests
         self.metrics = RunnerdMetrics()
         self.metrics.watch(self.live_figures)
@@ -310,13 +328,22 @@ class RunnerdProvider:
     # ---- the protocol ------------------------------------------------------------------
 
     async def info(self) -> ProviderInfo:
-        return ProviderInfo(self.name, "runnerd", VERSION, ("profile", "vcpus", "memory"))
+        return ProviderInfo(self.name, "runnerd", VERSION, RUNNER_KEYS["runnerd"])
 
     async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
         try:
             block = RunnerBlock.from_mapping(runner)
         except ValueError as e:
             return [str(e)]
+        known = RUNNER_KEYS["runnerd"]
+        problems = []
+        for key in block.extra:
+            if key not in known:
+                near = difflib.get_close_matches(key, list(known), 1, 0.6)
+                hint = f"; did you mean {near[0]}?" if near else f"; it knows {', '.join(known)}"
+                problems.append(f"{key}: not a runner key runnerd knows{hint}")
+        if problems:
+            return problems
         name = block.extra.get("profile")
         if name is not None and name not in self.config.profiles:
             return [self._unknown_profile(str(name))]
@@ -342,6 +369,7 @@ class RunnerdProvider:
         profile = resolved
         now = self.clock.now()
         await self._refresh_predictor(now)
+        self._note_listed(request.job_hints, now)
         if request.job_hints and self.limits.policy is Policy.MEASURED:
             await self._follow_queue(request.scale_set, request.job_hints, now)
         running = [r for r in self.runners.values() if r.state is not MachineState.STOPPED]
@@ -384,6 +412,7 @@ class RunnerdProvider:
             self.metrics.refusals.labels(profile.name, decision.resource).inc()
             self._note_wait(request.scale_set, now, decision.wait)
             self.waiting[request.scale_set].why = decision.message
+            self.waiting[request.scale_set].jobs = {h.job_id for h in request.job_hints if h.job_id}
             log.info(
                 "runner.refused",
                 runner=request.runner_name,
@@ -439,6 +468,7 @@ class RunnerdProvider:
                 slot_wait=waits.spent["slot"] if waits else 0.0,
                 host_wait=waits.spent["host"] if waits else 0.0,
                 cpu_wait=record.cpu_wait,
+                slots=profile.slots,
             ),
         )
         state = RunnerState(
@@ -468,6 +498,8 @@ class RunnerdProvider:
             return
         if removal is not None and removal.job is not None and state.job is None:
             await self._learn_job(state, removal.job)  # its UpdateRunner never came
+        if removal is not None and removal.job is not None:
+            self._left_queue(removal.job.job_id)
         if state.ended_at is None and waits_for_exit(removal):
             await self._await_exit(state)
         async with self._lock:
@@ -513,10 +545,11 @@ class RunnerdProvider:
         if state is None:
             return
         state.job = job
+        now = self.clock.now()
+        await self._job_started(state, job, now)
         key = state.key()
         if key is None:
             return
-        now = self.clock.now()
         others = {k for r in self.runners.values() if r is not state and (k := r.key())}
         prediction = self.predictor.predict_job(
             key, state.profile.memory, state.profile.cpus, now, beside=key in others
@@ -535,6 +568,81 @@ class RunnerdProvider:
             job.branch,
             job.run_id,
         )
+
+    async def _job_started(self, state: RunnerState, job: JobHint, now: float) -> None:
+        """The runner took ``job`` now: its run (duration, average CPU) counts from here, and
+        its waits are the refusals of its scale set here between its queue time and its
+        runner's start, not an earlier refusal of the same scale set."""
+        if state.job_started_at is not None:
+            return
+        state.job_started_at = now
+        state.cpu_at_job = state.cpu_seconds
+        state.peak_cpu = 0.0  # the job's peak, as its chart from its start shows it
+        queued = queued_by_our_clock(
+            job.queued_at, job.started_at, now, self.first_listed.get(job.job_id)
+        )
+        self._left_queue(job.job_id)
+        waits = held_back(
+            self.held.get(state.scale_set, ()),
+            queued if queued is not None else state.created_at,
+            state.created_at,
+        )
+        await self.history.run(
+            self.history.job_times,
+            state.row,
+            JobTimes(
+                job_started_at=now,
+                queued_at=queued,
+                slot_wait=waits["slot"],
+                host_wait=waits["host"],
+                github_queued_at=job.queued_at or None,
+                github_started_at=job.started_at or None,
+            ),
+        )
+
+    def _note_listed(self, hints: Sequence[JobHint], now: float) -> None:
+        for hint in hints:
+            if hint.job_id:
+                self.first_listed.setdefault(hint.job_id, now)
+        if len(self.first_listed) > LISTED_KEPT:  # jobs that went elsewhere: the oldest go
+            for job_id in list(self.first_listed)[: len(self.first_listed) - LISTED_KEPT]:
+                del self.first_listed[job_id]
+
+    def _left_queue(self, job_id: str) -> None:
+        """``job_id`` started (or ended) here: a scale set that waited only for it and the
+        others that started since waits no more."""
+        if not job_id:
+            return
+        self.first_listed.pop(job_id, None)
+        now = self.clock.now()
+        for name, waiting in list(self.waiting.items()):
+            if job_id in waiting.jobs:
+                waiting.jobs.discard(job_id)
+                if not waiting.jobs:
+                    del self.waiting[name]
+                    self._hold(name, now, "")  # nothing is held back from here
+
+    def queue(self, now: float) -> dict[str, Waiting]:
+        """The scale sets waiting here now: refused, still asked for (a refusal within
+        ``cpu_wait_forget``), with a job not yet started. Older entries are dropped."""
+        forget = self.config.host.cpu_wait_forget
+        for name in [n for n, w in self.waiting.items() if now - w.last > forget]:
+            del self.waiting[name]
+        return dict(self.waiting)
+
+    async def queue_changed(self, name: str, queued: Sequence[JobHint]) -> None:
+        """Rungar says what ``name``'s scale set has queued now (UpdateRunner without a job),
+        as a job queued there, though its next Create may go to another provider: its waiting
+        runners here follow it as they do a Create's hints."""
+        state = self.runners.get(name)
+        if state is None:
+            return
+        async with self._lock:
+            now = self.clock.now()
+            self._note_listed(queued, now)
+            if queued and self.limits.policy is Policy.MEASURED:
+                await self._refresh_predictor(now)
+                await self._follow_queue(state.scale_set, queued, now)
 
     # ---- a waiting runner follows its scale set's queue ---------------------------------
 
@@ -607,8 +715,14 @@ class RunnerdProvider:
         state.state, state.ended_at = MachineState.STOPPED, now
 
     async def _learn_job(self, state: RunnerState, job: JobHint) -> None:
-        """Name the job a runner ran, keeping what it reserved: its admission is over."""
+        """Name the job a runner ran, keeping what it reserved: its admission is over. Its
+        start is GitHub's run time back from the runner's end, when GitHub gave both."""
         state.job = job
+        if job.started_at > 0 and job.completed_at >= job.started_at:
+            end = state.ended_at if state.ended_at is not None else self.clock.now()
+            began = max(state.created_at, end - (job.completed_at - job.started_at))
+            await self._job_started(state, job, began)
+            state.cpu_at_job = 0.0  # its CPU from its start is not known: its whole life's
         key = state.key()
         if key is not None:
             await self.history.run(
@@ -662,6 +776,7 @@ class RunnerdProvider:
             self.predictor.load(rows, now)
 
     def _note_wait(self, scale_set: str, now: float, kind: str) -> None:
+        self._hold(scale_set, now, kind)
         waiting = self.waiting.get(scale_set)
         if waiting is None or now - waiting.last > self.config.host.cpu_wait_forget:
             self.waiting[scale_set] = Waiting(now, now, kind)
@@ -669,11 +784,25 @@ class RunnerdProvider:
             waiting.tick(now, kind)
 
     def _end_wait(self, scale_set: str, now: float) -> Waiting | None:
+        self._hold(scale_set, now, "")
         waiting = self.waiting.pop(scale_set, None)
         if waiting is None or now - waiting.last > self.config.host.cpu_wait_forget:
             return None
         waiting.tick(now, waiting.kind)
         return waiting
+
+    def _hold(self, scale_set: str, now: float, kind: str) -> None:
+        """A refusal (``kind``) or an admission (``""``) of ``scale_set`` now: the time since
+        its previous refusal, when that came within ``cpu_wait_forget``, was held back by it."""
+        spans = self.held.setdefault(scale_set, [])
+        open_at, open_kind = self._open_hold.pop(scale_set, (None, ""))
+        if open_at is not None and 0 < now - open_at <= self.config.host.cpu_wait_forget:
+            spans.append(HeldSpan(open_at, now, open_kind))
+        if kind:
+            self._open_hold[scale_set] = (now, kind)
+        keep_from = now - self.config.host.held_window
+        while spans and (spans[0].end < keep_from or len(spans) > HELD_KEPT):
+            spans.pop(0)
 
     # ---- a runner's end ----------------------------------------------------------------
 
@@ -685,6 +814,8 @@ class RunnerdProvider:
             await self.runner_ended(state, None, now)
             return
         self._apply(state, usage, now)
+        for listener in self.sample_listeners:
+            listener(state)
         if usage.exited:
             await self.runner_ended(state, usage.exit_code, now)
 
@@ -692,8 +823,10 @@ class RunnerdProvider:
         if not usage.exited:
             state.used, state.used_at, state.held = usage.memory, now, usage.held
         state.peak = max(state.peak, usage.memory)
-        if state.cpu_at and now > state.cpu_at and usage.cpu_seconds > state.cpu_seconds:
+        state.cpu_rate = None
+        if state.cpu_at and now > state.cpu_at and usage.cpu_seconds >= state.cpu_seconds:
             rate = (usage.cpu_seconds - state.cpu_seconds) / (now - state.cpu_at)
+            state.cpu_rate = rate
             state.peak_cpu = max(state.peak_cpu, rate)
         if usage.cpu_seconds >= state.cpu_seconds:
             state.cpu_seconds, state.cpu_at = usage.cpu_seconds, now
@@ -712,19 +845,25 @@ class RunnerdProvider:
         await self.history.run(self.history.ended, state.row, self._end(state, ""))
         log.info("runner.exited", runner=state.name, exit_code=exit_code, peak=state.peak)
 
-    def _end(self, state: RunnerState, result: str) -> JobEnd:
+    def _end(self, state: RunnerState, result: str, removal: Removal | None = None) -> JobEnd:
+        """Its figures at its end: average CPU is its CPU time over its run time, both from
+        its job's start (its runner's start when the job never became known)."""
         finished = state.ended_at if state.ended_at is not None else self.clock.now()
-        elapsed = max(1e-9, finished - state.created_at)
+        began = state.job_started_at if state.job_started_at is not None else state.created_at
+        elapsed = max(1e-9, finished - began)
+        spent = max(0.0, state.cpu_seconds - state.cpu_at_job)
+        completed = removal.job.completed_at if removal and removal.job else 0.0
         return JobEnd(
             result=result,
             peak_memory=state.peak,
-            avg_cpu=state.cpu_seconds / elapsed if state.cpu_seconds else None,
+            avg_cpu=spent / elapsed if state.cpu_seconds else None,
             met_cap=state.met_cap,
             killed_for_memory=state.killed_for_memory,
             sock_throttled=state.sock_throttled,
             finished_at=finished,
             exit_code=state.exit_code,
             peak_cpu=round(state.peak_cpu, 3) if state.peak_cpu else None,
+            github_completed_at=completed or None,
         )
 
     async def record(self, state: RunnerState, removal: Removal | None) -> None:
@@ -737,7 +876,7 @@ class RunnerdProvider:
             await self.history.run(self.history.drop, state.row)
             log.info("runner.removed_without_job", runner=state.name, why=why)
             return
-        end = self._end(state, result)
+        end = self._end(state, result, removal)
         await self.history.run(self.history.finish, state.row, end)
         key = state.key()
         if key is not None and state.reserved > 0:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rungar.model.units import format_bytes, format_duration
+from rungar.model.units import format_bytes, format_seconds
 from runnerd.admission import AdmissionRecord, Policy
+from runnerd.figures import job_figures
 
 
 def render_event(event: dict[str, Any]) -> str:
@@ -23,7 +24,9 @@ def job_sentence(row: dict[str, Any]) -> str:
         else "no job"
     )
     ident = row["job_id"] or row["id"]
-    result = row["result"] or "running"
+    result = row["result"] or (
+        "ended; how its job ended waits for Rungar's word" if row["finished_at"] else "running"
+    )
     lines = [f"job {ident}: {name}, runner {row['runner']} in profile {row['profile']}: {result}"]
     if row["result"]:
         usage = (
@@ -42,9 +45,52 @@ def job_sentence(row: dict[str, Any]) -> str:
         Policy(row["policy"]), row["reserved_memory"], row["basis"], row["budget_free"]
     )
     lines.append(record.line())
-    lines.append(
-        f"waited {format_duration(row['slot_wait'])} for a slot, "
-        f"{format_duration(row['host_wait'])} for the host, "
-        f"{format_duration(row['cpu_wait'])} for CPU"
-    )
+    lines.extend(wait_lines(row))
     return "\n".join(lines)
+
+
+def _clock(at: float | None) -> str:
+    return "?" if at is None else time.strftime("%H:%M:%S", time.localtime(at))
+
+
+def _span(seconds: float | None) -> str:
+    return "?" if seconds is None else format_seconds(seconds)
+
+
+def wait_lines(row: dict[str, Any]) -> list[str]:
+    """A job's times and waits, each as docs/runnerd.md defines it, saying which clock."""
+    f = job_figures(row)
+    lines = []
+    job_started = row.get("job_started_at")
+    if job_started is not None:
+        lines.append(
+            f"runnerd's clock: queued {_clock(row['queued_at'])}, runner started "
+            f"{_clock(row['started_at'])}, job started {_clock(job_started)}, ended "
+            f"{_clock(row['finished_at'])}; ran {_span(f['duration'])}"
+        )
+        lines.append(
+            f"waited {_span(f['wait'])} from its queue time: held back "
+            f"{_span(f['slot_wait'])} by this host for a slot, "
+            f"{_span(f['host_wait'])} for the host, "
+            f"{_span(f['cpu_wait'])} for CPU; its runner idled "
+            f"{_span(f['idle'])} before the job queued"
+        )
+    else:
+        lines.append(
+            f"runnerd's clock: runner started {_clock(row['started_at'])}, ended "
+            f"{_clock(row['finished_at'])}; ran {_span(f['duration'])} (its job's own start "
+            "is not known)"
+        )
+        lines.append(
+            f"held back {_span(f['slot_wait'])} for a slot, "
+            f"{_span(f['host_wait'])} for the host, "
+            f"{_span(f['cpu_wait'])} for CPU"
+        )
+    if row.get("github_queued_at") or row.get("github_started_at"):
+        lines.append(
+            f"GitHub's clock: queued {_clock(row.get('github_queued_at'))}, started "
+            f"{_clock(row.get('github_started_at'))}, completed "
+            f"{_clock(row.get('github_completed_at'))}; waited {_span(f['github_wait'])}, ran "
+            f"{_span(f['github_duration'])}"
+        )
+    return lines

@@ -91,7 +91,7 @@ def _usage(message: str) -> int:
 def _show(file: str, settings_path: str, *, as_json: bool) -> int:
     import yaml
 
-    from rungar.config.effective import effective_scale_sets, redact
+    from rungar.config.effective import PER_SCALE_SET, effective_scale_sets, in_force, redact
     from rungar.config.loader import load_scale_sets
     from rungar.engine.shipped_plugins import SHIPPED, shipped_command
 
@@ -109,6 +109,12 @@ def _show(file: str, settings_path: str, *, as_json: bool) -> int:
 
     config = load_scale_sets(file)
     out["scale_sets"] = effective_scale_sets(config, durations_as_text=not as_json, shipped=shipped)
+    # A 0 that defers to each scale set is not shown as 0: its values in force are.
+    timing = out["scale_sets"].get("timing", {})
+    for key in PER_SCALE_SET:
+        if not getattr(config.timing, key):
+            timing.pop(key, None)
+    out["in_force"] = in_force(config, durations_as_text=not as_json)
     if settings is not None:
         out["settings"] = settings
     if as_json:
@@ -116,9 +122,17 @@ def _show(file: str, settings_path: str, *, as_json: bool) -> int:
         return EXIT_OK
     print(f"# effective configuration of {file}: defaults filled in, secrets redacted")
     print(yaml.safe_dump(out["scale_sets"], sort_keys=False, allow_unicode=True), end="")
+    print("# in force per scale set (timing leaves them to each scale set's start_timeout):")
+    for name, values in out["in_force"].items():
+        print(f"#   {name}: " + ", ".join(f"{k} {v}" for k, v in values.items()))
     if settings is not None:
         print(f"---\n# effective settings of {settings_path}")
-        print(yaml.safe_dump(settings, sort_keys=False, allow_unicode=True), end="")
+        text = yaml.safe_dump(settings, sort_keys=False, allow_unicode=True)
+        # socket_mode in octal, as it is written (YAML reads 0660 back as octal)
+        mode = settings.get("socket_mode")
+        if isinstance(mode, int):
+            text = text.replace(f"socket_mode: {mode}\n", f"socket_mode: 0{mode:o}\n", 1)
+        print(text, end="")
     return EXIT_OK
 
 

@@ -138,15 +138,25 @@ def count_of_max(count: int, maximum: int | None) -> str:
     return f"{count}/{maximum}" if maximum else str(count)
 
 
+# ``rungar status --json`` carries stable values; these are their words in the table.
+WORDS = {"not_registered": "Not registered", "not_listed": "Not listed yet"}
+
+
+def word(value: object) -> str:
+    """A status value as the table says it: ``busy`` is Busy, ``not_listed`` Not listed yet."""
+    text = str(value or "")
+    return WORDS.get(text, text.replace("_", " ").capitalize())
+
+
 def runner_rows(runners: Iterable[dict[str, Any]]) -> list[list[object]]:
     return [
         [
             r["name"],
             r["scale_set"],
             r["provider"],
-            r.get("state"),
-            r.get("machine"),
-            r.get("github"),
+            word(r.get("state")),
+            word(r.get("machine")),
+            word(r.get("github")),
             format_age(r.get("age")),
             r.get("job"),
         ]

@@ -379,6 +379,9 @@ def render_status(document: dict[str, Any], width: int | None = None) -> str:
     scale_sets = document.get("scale_sets", [])
     runners = document.get("runners", [])
     allowed = sum(int(s.get("max") or 0) for s in scale_sets)
+    creating = sum(int(s.get("creating") or 0) for s in scale_sets)
+    counted = len(runners) + creating
+    being_created = f", {creating} of them being created" if creating else ""
     sections = [
         header_lines(
             document.get("daemon", {}),
@@ -388,6 +391,9 @@ def render_status(document: dict[str, Any], width: int | None = None) -> str:
         + [f"  {f['sentence']}" for f in document.get("leftovers", [])],
         provider_lines(document.get("providers", []), document.get("skips", []), width),
         runner_lines(runners, width),
-        [f"{plural(len(runners), 'runner')}; the scale sets allow {allowed} between them."],
+        [
+            f"{plural(counted, 'runner')}{being_created}; the scale sets allow {allowed} "
+            "between them."
+        ],
     ]
     return "\n\n".join("\n".join(section) for section in sections) + "\n"

@@ -98,6 +98,10 @@ def render(document: dict[str, Any], since_text: str) -> list[str]:
         f"{plural(document['total']['jobs'], 'job')}; OTHER = cancelled, timed out or unknown; "
         "cost where the provider has a price_per_hour"
     )
+    lines.append(
+        "WAIT: from GitHub assigning a job to its scale set until a runner took it, by "
+        "GitHub's clock (Rungar's where GitHub gave no times)"
+    )
     return lines
 
 

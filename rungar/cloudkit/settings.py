@@ -8,6 +8,7 @@ provider's ``settings`` module.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -29,8 +30,13 @@ class SettingsProblems(ValueError):
 
 
 def unknown_keys(raw: Mapping[str, Any], known: Collection[str], prefix: str = "") -> list[str]:
-    """A problem for every key not in ``known``, sorted, as the first problems found."""
-    return [f"{prefix}{k}: unknown key" for k in sorted(set(raw) - set(known))]
+    """A problem for every key not in ``known``, sorted, as the first problems found, with the
+    known key it resembles when there is one."""
+    out = []
+    for key in sorted(set(raw) - set(known)):
+        near = difflib.get_close_matches(str(key), sorted(known), 1, 0.6)
+        out.append(f"{prefix}{key}: unknown key" + (f"; did you mean {near[0]}?" if near else ""))
+    return out
 
 
 def require_strings(raw: Mapping[str, Any], keys: Collection[str], problems: list[str]) -> None:

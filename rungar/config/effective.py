@@ -28,15 +28,33 @@ def is_secret_key(key: str) -> bool:
 
 
 def redact(value: Any) -> Any:
-    """``value`` with the value of every secret-named key replaced by ``<redacted>``."""
+    """``value`` with the text of every secret-named key replaced by ``<redacted>``. A number
+    is never a secret (``message_queue_token_refresh_margin: 60`` is a duration): it stays."""
     if isinstance(value, Mapping):
         return {
-            k: (REDACTED if is_secret_key(str(k)) and v not in ("", None) else redact(v))
+            k: (REDACTED if is_secret_key(str(k)) and isinstance(v, str) and v else redact(v))
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     return value
+
+
+# Timing keys whose 0 means "the scale set's start_timeout": the value in force is each scale
+# set's, shown per scale set (:func:`in_force`) instead of the 0.
+PER_SCALE_SET = ("never_connected_grace", "disconnected_grace", "stuck_after")
+
+
+def in_force(config: ScaleSetsFile, *, durations_as_text: bool = True) -> dict[str, Any]:
+    """Per scale set, the value in force of each timing key whose default defers to the
+    scale set (``PER_SCALE_SET``): the timing's when set, else its start_timeout."""
+    return {
+        s.name: {
+            key: _duration(getattr(config.timing, key) or s.start_timeout, durations_as_text)
+            for key in PER_SCALE_SET
+        }
+        for s in config.scale_sets
+    }
 
 
 def _duration(seconds: float | None, as_text: bool) -> Any:

@@ -10,6 +10,7 @@ Every problem is collected and raised together as one :class:`~rungar.errors.Con
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -34,12 +35,13 @@ from rungar.config.schedule_text import clock_text, parse_clock, parse_days, zon
 from rungar.config.schema import (
     COMMON_KEYS,
     PROVIDER_TYPES,
+    RUNNER_KEYS,
     Obj,
     file_obj,
     unix_path_problem,
 )
 from rungar.config.validate import INVALID, Checker, Item, Record, closest, seconds_text, to_plain
-from rungar.config.yaml_safe import MAX_BYTES, decode, read_yaml
+from rungar.config.yaml_safe import MAX_BYTES, YMap, decode, read_yaml
 from rungar.model.runner_block import RunnerBlock
 
 FAKE_TYPE = "fake"  # the scripted test provider runs in-process: no address or command
@@ -90,6 +92,7 @@ def _parse(text: str, problems: Problems) -> ScaleSetsFile:
     timing = _timing(top.get("timing"), checker)
     providers, runner_blocks = _providers(top.get("providers", []), checker)
     scale_sets = _scale_sets(top.get("scale_sets", []), runner_blocks, timing, checker)
+    _check_runner_keys(top.get("providers", []), top.get("scale_sets", []), checker)
     dashboard = dashboard_config(top.get("dashboard"), checker)
     usage = top.get("usage")
     retention = usage.get("retention", DEFAULT_USAGE_RETENTION) if usage else None
@@ -242,6 +245,51 @@ def _check_reachability(record: Record, provider_type: str | None, checker: Chec
     tls = record.extra.get("tls")
     if tls is not None and address.startswith("unix:"):
         checker.fail(tls.key_mark, record.path_of("tls"), "TLS is refused on a unix:// address")
+
+
+def _check_runner_keys(providers: list[Item], scale_sets: list[Item], checker: Checker) -> None:
+    """A runner block's keys, for a provider type whose keys Rungar knows (``RUNNER_KEYS``),
+    offline: an unknown one is refused where it is written, with the closest known key. A
+    type close to a known one but not it is refused too, naming it. Plugins' own types declare
+    their keys through ``ValidateRunner`` at ``rungar apply`` and its ``--dry-run``."""
+    types: dict[str, str] = {}
+    for item in providers:
+        record: Record = item.value
+        name, provider_type = record.get("name"), record.get("type")
+        if not isinstance(name, str) or not isinstance(provider_type, str):
+            continue
+        types[name] = provider_type
+        if provider_type not in PROVIDER_TYPES:
+            near = difflib.get_close_matches(provider_type, sorted(PROVIDER_TYPES), 1, 0.8)
+            if near:
+                checker.fail(
+                    record.mark_of("type"),
+                    record.path_of("type"),
+                    f"{provider_type} is not a provider type Rungar knows; did you mean {near[0]}?",
+                )
+        _unknown_runner_keys(record, provider_type, checker)
+    for item in scale_sets:
+        record = item.value
+        for ref_item in record.get("providers") or []:
+            ref = ref_item.value
+            if isinstance(ref, Record) and ref.get("name") in types:
+                _unknown_runner_keys(ref, types[ref.get("name")], checker)
+
+
+def _unknown_runner_keys(record: Record, provider_type: str, checker: Checker) -> None:
+    known = RUNNER_KEYS.get(provider_type)
+    node = record.nodes.get("runner")
+    if known is None or not isinstance(node, YMap):
+        return
+    for key, entry in node.entries.items():
+        if key not in known:
+            near = difflib.get_close_matches(key, list(known), 1, 0.6)
+            hint = f"; did you mean {near[0]}?" if near else f"; it knows {', '.join(known)}"
+            checker.fail(
+                entry.key_mark,
+                f"{record.path_of('runner')}.{key}",
+                f"not a runner key provider type {provider_type} knows{hint}",
+            )
 
 
 def _scale_sets(

@@ -281,6 +281,23 @@ PROVIDER_TYPES: dict[str, tuple[Field, ...]] = {
 }
 
 
+# The runner keys of the provider types whose keys Rungar knows offline; a block with another
+# key is refused (rungar validate, apply). runnerd's are its typed keys and the profile it names.
+# The cloud plugins' are their own RUNNER_KEYS beside the typed ones (tests hold them equal).
+_TYPED = ("vcpus", "memory", "disk", "image")
+RUNNER_KEYS: dict[str, tuple[str, ...]] = {
+    "runnerd": (*_TYPED, "profile"),
+    "gcp": (
+        *_TYPED, "machine_type", "disk_size", "disk_type", "instance_template", "spot",
+        "network_tags", "labels", "metadata", "startup_script",
+    ),
+    "aws": (
+        *_TYPED, "instance_type", "disk_size", "disk_type", "disk_iops", "disk_throughput",
+        "launch_template", "spot", "tags", "user_data",
+    ),
+}  # fmt: skip
+
+
 def provider_obj(provider_type: str | None) -> Obj:
     """The keys a provider of ``provider_type`` may have; any extra key for an unknown type."""
     own = PROVIDER_TYPES.get(provider_type or "")

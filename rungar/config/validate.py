@@ -59,6 +59,7 @@ class Record:
     values: dict[str, Any] = field(default_factory=dict)
     marks: dict[str, Mark] = field(default_factory=dict)
     extra: dict[str, YEntry] = field(default_factory=dict)  # keys the schema leaves to the type
+    nodes: dict[str, YNode] = field(default_factory=dict)  # each key's value as written
 
     def has(self, name: str) -> bool:
         return name in self.values
@@ -141,6 +142,7 @@ class Checker:
         known = [f.name for f in obj.fields]
         for key, entry in node.entries.items():
             record.marks[key] = entry.key_mark
+            record.nodes[key] = entry.value
             spec = obj.field(key)
             if obj.free_prefix and key.startswith(obj.free_prefix):
                 continue

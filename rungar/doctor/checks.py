@@ -175,6 +175,37 @@ def socket_checks(settings: DaemonSettings) -> list[Check]:
     return out
 
 
+def running_file_check(scale_sets: str, running: str) -> Check:
+    """The file the running daemon runs from against the one rungar.yaml names: a restart
+    reads rungar.yaml's, so a daemon running another has changes a restart undoes."""
+    if not running or os.path.realpath(running) == os.path.realpath(scale_sets):
+        return Check("config", OK, f"the daemon runs from {scale_sets}, as rungar.yaml names")
+    return Check(
+        "config",
+        WARN,
+        f"the daemon runs from {running}, but rungar.yaml names {scale_sets}: a restart "
+        f"switches to {scale_sets}",
+        f"make {scale_sets} what you want and run rungar apply {scale_sets}, or point "
+        f"rungar.yaml's scale_sets at {running}",
+    )
+
+
+async def daemon_file_checks(settings: DaemonSettings, timeout: float = 5.0) -> list[Check]:
+    """What :func:`running_file_check` says of the daemon answering on the socket; nothing
+    when none answers (socket_checks says so)."""
+    import asyncio
+
+    from rungar.rpc.admin_client import AdminClient, DaemonUnreachable
+
+    try:
+        async with AdminClient(settings.socket) as client:
+            status = await asyncio.wait_for(client.status(), timeout)
+    except (DaemonUnreachable, TimeoutError, OSError):
+        return []
+    running = str((status.get("daemon") or {}).get("config_path") or "")
+    return [running_file_check(settings.scale_sets, running)]
+
+
 def _me() -> str:
     import pwd
 

@@ -9,6 +9,7 @@ from rungar.doctor.checks import (
     FAIL,
     OK,
     Check,
+    daemon_file_checks,
     github_checks,
     provider_check,
     secret_checks,
@@ -51,4 +52,5 @@ async def diagnose(settings_path: str, *, provider_timeout: float = 10.0) -> lis
     checks += state_checks(settings.state_dir)
     checks += secret_checks(settings, config)
     checks += socket_checks(settings)
+    checks += await daemon_file_checks(settings)
     return checks

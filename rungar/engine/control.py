@@ -8,6 +8,8 @@ sets start, removed ones drain, changed limits take effect at once.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -25,6 +27,7 @@ from rungar.engine.reconnect import (
     connection_file_problems,
     reconnect_line,
     retire,
+    runner_problem,
 )
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.status import snapshot
@@ -47,7 +50,9 @@ class _Closable(Protocol):
 
 
 def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
-    """Human lines describing what applying ``new`` over ``old`` changes."""
+    """Human lines describing what applying ``new`` over ``old`` changes: one per key that
+    changes, by its path in scale_sets.yaml, with its old and new values in full
+    (``~ scale_sets[small].providers[host2].runner.memory: (unset) -> 200M``)."""
     lines: list[str] = []
     old_p = {p.name: p for p in old.providers}
     new_p = {p.name: p for p in new.providers}
@@ -56,9 +61,7 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
     for name in old_p.keys() - new_p.keys():
         lines.append(f"- provider {name}")
     for name in sorted(new_p.keys() & old_p.keys()):
-        a, b = asdict(old_p[name]), asdict(new_p[name])
-        for key in sorted(k for k in b if a.get(k) != b.get(k)):
-            lines.append(f"~ provider {name}: {key} {a.get(key)!r} -> {b.get(key)!r}")
+        lines += _key_lines(f"providers[{name}]", asdict(old_p[name]), asdict(new_p[name]))
     old_s = {s.name: s for s in old.scale_sets}
     new_s = {s.name: s for s in new.scale_sets}
     for name in new_s.keys() - old_s.keys():
@@ -68,12 +71,11 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
     for name in sorted(new_s.keys() & old_s.keys()):
         a, b = asdict(old_s[name]), asdict(new_s[name])
         for key in sorted(k for k in b if a.get(k) != b.get(k)):
-            line = f"~ scale set {name}: {key} {_short(a.get(key))} -> {_short(b.get(key))}"
+            found = _key_lines(f"scale_sets[{name}].{key}", a.get(key), b.get(key))
             if key in GITHUB_KEYS:
-                line += " (updates the scale set on GitHub in place)"
-            lines.append(line)
-    if asdict(old.timing) != asdict(new.timing):
-        lines.append("~ timing")
+                found = [f"{line} (updates the scale set on GitHub in place)" for line in found]
+            lines += found
+    lines += _key_lines("timing", asdict(old.timing), asdict(new.timing))
     if old.dashboard != new.dashboard:  # its listener is bound once, at start
         lines.append("~ dashboard (takes effect when the daemon restarts)")
     if old.usage_retention != new.usage_retention:
@@ -83,11 +85,53 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
 
 # What GitHub holds of a scale set besides its name: a change PATCHes it, keeping its id.
 GITHUB_KEYS = ("runner_group", "labels")
+UNSET = object()
 
 
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+def _key_lines(path: str, old: object, new: object) -> list[str]:
+    """``~ PATH: OLD -> NEW`` for each leaf that differs; mappings are walked key by key and
+    lists of named entries (a scale set's providers) entry by entry, by name."""
+    if old == new:
+        return []
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        lines = []
+        for key in sorted(set(old) | set(new), key=str):
+            lines += _key_lines(f"{path}.{key}", old.get(key, UNSET), new.get(key, UNSET))
+        return lines
+    if _named(old) and _named(new):
+        assert isinstance(old, list | tuple) and isinstance(new, list | tuple)
+        before = {e["name"]: e for e in old}
+        after = {e["name"]: e for e in new}
+        lines = []
+        for name in after.keys() - before.keys():
+            lines.append(f"+ {path}[{name}]: {_value(after[name])}")
+        for name in before.keys() - after.keys():
+            lines.append(f"- {path}[{name}]")
+        for name in sorted(before.keys() & after.keys()):
+            lines += _key_lines(f"{path}[{name}]", before[name], after[name])
+        if not lines:  # the same entries in another order: the order is what changed
+            lines.append(
+                f"~ {path}: order {[e['name'] for e in old]} -> {[e['name'] for e in new]}"
+            )
+        return lines
+    return [f"~ {path}: {_value(old)} -> {_value(new)}"]
+
+
+def _named(value: object) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(e, Mapping) and isinstance(e.get("name"), str) for e in value)
+    )
+
+
+def _value(value: object) -> str:
+    """A value as it is written in YAML: ``200M``, ``4``, ``[a, b]``; ``(unset)`` when absent."""
+    if value is UNSET or value is None:
+        return "(unset)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str, separators=(", ", ": "))
 
 
 class Control:
@@ -100,6 +144,9 @@ class Control:
         self.engine = engine
         self.runloop = runloop
         self.provider_factory = provider_factory
+        # The file a restart reads again: rungar apply takes only it, so what runs never
+        # differs from what a restart would run.
+        self.home = engine.config.path
 
     def _wake(self) -> None:
         if self.runloop is not None:
@@ -287,13 +334,15 @@ class Control:
         (:mod:`rungar.engine.reconnect`), and their runner blocks checked, before anything
         changes; a dry run checks the runner blocks of the providers already connected and
         kept."""
+        if elsewhere := self._not_home(filename):
+            return {"applied": False, "problems": [elsewhere], "diff": []}
         try:
             new = parse_scale_sets(text, filename)
         except ConfigError as e:
             return {"applied": False, "problems": e.problems, "diff": []}
         changed = self._connection_changes(new)
         kept = {n: p for n, p in self.engine.providers.items() if n not in changed}
-        problems = await self._validate_runners(new, kept)
+        problems = await self._validate_runners(new, kept, text, filename)
         for config in new.providers:
             if config.name in changed or config.name not in self.engine.providers:
                 problems += connection_file_problems(config, text, filename)
@@ -308,7 +357,7 @@ class Control:
             return {"applied": False, "problems": problems, "diff": diff}
         added, problems = await self._connect(new, changed)
         if not problems:
-            problems = await self._validate_runners(new, added)
+            problems = await self._validate_runners(new, added, text, filename)
         if problems:
             await _close_all(added)
             return {"applied": False, "problems": problems, "diff": diff}
@@ -328,6 +377,20 @@ class Control:
         self._apply(new)
         self._wake()
         return {"applied": True, "problems": [], "diff": diff}
+
+    def _not_home(self, filename: str) -> str:
+        """Why ``filename`` cannot be applied: it is not the file this daemon runs from, which
+        a restart would read again and so undo it; empty when it is that file."""
+        home = self.home
+        if not os.path.isabs(home) or not filename:
+            return ""  # an engine embedded without a file of its own (tools, tests)
+        if os.path.realpath(filename) == os.path.realpath(home):
+            return ""
+        return (
+            f"{filename}: this daemon runs from {home}, which its rungar.yaml names and a "
+            f"restart reads again, so applying {filename} would last only until then: edit "
+            f"{home} and apply it, or point rungar.yaml's scale_sets at {filename} and restart"
+        )
 
     def _connection_changes(self, new: ScaleSetsFile) -> dict[str, list[str]]:
         """The providers kept by ``new`` whose connection must be renewed, with the keys that
@@ -361,8 +424,10 @@ class Control:
         return added, problems
 
     async def _validate_runners(
-        self, new: ScaleSetsFile, providers: Mapping[str, Provider]
+        self, new: ScaleSetsFile, providers: Mapping[str, Provider], text: str, filename: str
     ) -> list[str]:
+        """Each provider's ValidateRunner of each runner block it would run, its refusals told
+        as ``file:line:col: path: what`` at the key they name."""
         problems = []
         for scale_set in new.scale_sets:
             for entry in scale_set.providers:
@@ -379,7 +444,7 @@ class Control:
                     )
                     continue
                 problems += [
-                    f"scale set {scale_set.name}: provider {entry.name}: {p}" for p in found
+                    runner_problem(text, filename, scale_set.name, entry.name, p) for p in found
                 ]
         return problems
 

@@ -33,7 +33,14 @@ from rungar.github.registrations import Ticket
 from rungar.model import sentences
 from rungar.model.create_intent import CreateIntent
 from rungar.model.labels import machine_labels
-from rungar.model.machine import Created, CreateRequest, Refusal, RefusalKind, Removal
+from rungar.model.machine import (
+    QUEUE_HINTS,
+    Created,
+    CreateRequest,
+    Refusal,
+    RefusalKind,
+    Removal,
+)
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.placement.holds import Hold
@@ -186,7 +193,7 @@ class Creations:
             timing = ctx.config.timing
             deadline = ctx.clock.now() + config.max_age + timing.reconcile_interval
             deadline += timing.deadline_grace
-        hints = tuple(state.queued.values())[:20]
+        hints = tuple(state.queued.values())[:QUEUE_HINTS]
 
         def request(provider: str) -> CreateRequest:
             block = blocks.get(provider) or ctx.runner_block(config.name, provider)

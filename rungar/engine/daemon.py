@@ -251,6 +251,9 @@ class PluginProvider:
     async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
         return await self.client.last_output(name, lines)
 
+    async def queue_changed(self, name: str, queued: tuple[JobHint, ...]) -> None:
+        await self.client.queue_changed(name, queued)
+
     async def close(self) -> None:
         """Close the client and stop the plugin (the daemon stops it again at exit: harmless)."""
         if self._client is not None:

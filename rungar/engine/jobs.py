@@ -21,7 +21,7 @@ from rungar.engine.removing import Removals
 from rungar.engine.scaler import Scaler
 from rungar.errors import RungarError
 from rungar.github.interface import JobTimes
-from rungar.model.machine import Conclusion, JobHint
+from rungar.model.machine import QUEUE_HINTS, Conclusion, JobHint
 from rungar.model.provider import Provider
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 
@@ -46,6 +46,9 @@ class JobBook:
         self.scaler = scaler
         self.removals = removals
         self.job_history = job_history
+        # (provider, scale set) with a queue update in flight, and those asked again meanwhile
+        self._queue_calls: set[tuple[str, str]] = set()
+        self._queue_again: set[tuple[str, str]] = set()
 
     def on_demand(self, name: str, assigned: int) -> None:
         ctx = self.ctx
@@ -66,6 +69,50 @@ class JobBook:
             state.queued[job_id] = hint
             state.assigned_at.setdefault(job_id, ctx.clock.now())
             self.job_history.record(name, job_id, at or ctx.clock.now())
+            self.tell_queues(name)
+
+    def tell_queues(self, name: str) -> None:
+        """A job queued for scale set ``name``: each provider holding one of its runners that
+        has not taken a job yet hears the queue now (UpdateRunner without a job), even when
+        the next Create goes elsewhere, so a runner reserved for lighter jobs is re-reserved."""
+        ctx = self.ctx
+        waiting: dict[str, str] = {}
+        for record in ctx.runners:
+            if (
+                record.scale_set == name
+                and record.state in (RunnerState.STARTING, RunnerState.IDLE)
+                and not record.job_id
+            ):
+                waiting.setdefault(record.provider, record.name)
+        for provider_name, runner in waiting.items():
+            key = (provider_name, name)
+            if key in self._queue_calls:
+                self._queue_again.add(key)  # the call in flight is followed by the latest queue
+                continue
+            provider = ctx.providers.get(provider_name)
+            if getattr(provider, "queue_changed", None) is None:
+                continue  # a provider that does not follow queues
+            self._queue_calls.add(key)
+            ctx.spawn(self._tell_queue(provider_name, name, runner))
+
+    async def _tell_queue(self, provider_name: str, name: str, runner: str) -> None:
+        ctx = self.ctx
+        key = (provider_name, name)
+        try:
+            while True:
+                self._queue_again.discard(key)
+                state = ctx.sets.get(name)
+                provider = ctx.providers.get(provider_name)
+                follow = getattr(provider, "queue_changed", None)
+                if state is None or follow is None:
+                    return
+                queued = tuple(state.queued.values())[:QUEUE_HINTS]
+                with contextlib.suppress(RungarError, TimeoutError):
+                    await asyncio.wait_for(follow(runner, queued), ctx.call_timeout(provider_name))
+                if key not in self._queue_again:
+                    return
+        finally:
+            self._queue_calls.discard(key)
 
     def mark_connected(self, record: RunnerRecord) -> None:
         """The runner was seen on GitHub for the first time: its boot is over."""
@@ -97,7 +144,9 @@ class JobBook:
         github_wait = times.runner_wait if times is not None else None
         waited: float | None = None
         if state is not None:
-            state.queued.pop(job_id, None)
+            was_queued = state.queued.pop(job_id, None)
+            if was_queued is not None and not hint.queued_at and was_queued.queued_at:
+                hint = replace(hint, queued_at=was_queued.queued_at)
             assigned_at = state.assigned_at.pop(job_id, None)
             if github_wait is not None:
                 waited = github_wait
@@ -160,6 +209,14 @@ class JobBook:
             return
         if record.hint is None and hint is not None and (hint.job or hint.repository):
             record.hint = replace(hint, job_id=job_id)  # its start was missed
+        elif record.hint is not None and hint is not None and hint.completed_at > 0:
+            # GitHub's completion time goes to the provider with the Delete's removal.
+            record.hint = replace(
+                record.hint,
+                completed_at=hint.completed_at,
+                queued_at=record.hint.queued_at or hint.queued_at,
+                started_at=record.hint.started_at or hint.started_at,
+            )
         # An ephemeral runner takes one job; GitHub removes its registration itself.
         self.removals.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
         ctx.spawn(self.removals.settle_leaving(record))

@@ -234,6 +234,8 @@ def _sync_github(
     """GitHub's view of the runner, taken into its record; ``connected`` is told the first
     time it is seen online or busy."""
     if status is None:
+        if record.state is RunnerState.BUSY and record.github is GitHubState.BUSY:
+            return  # GitHub's word that its job started is newer than a listing without it
         record.github = GitHubState.NOT_REGISTERED
         return
     record.runner_id = record.runner_id or status.id

@@ -112,6 +112,57 @@ def _unusable(keys: tuple[str, ...], path: str, *, pem: bool) -> list[tuple[tupl
     return []
 
 
+def runner_problem(text: str, filename: str, scale_set: str, provider: str, problem: str) -> str:
+    """A provider's ValidateRunner refusal of a scale set's runner block, as every other
+    configuration problem is told: ``file:line:col: path: what``, at the key it names (``memroy:
+    ...``) where the scale set's block or the provider's writes it, else at the scale set's
+    entry for the provider."""
+    key, sep, what = problem.partition(": ")
+    if not sep or " " in key:
+        key, what = "", problem
+    tree = read_yaml(text, Problems(""))
+    entry = _named_in(tree, "scale_sets", scale_set)
+    ref: YNode | None = None
+    if isinstance(entry, YMap) and "providers" in entry.entries:
+        refs = entry.entries["providers"].value
+        if isinstance(refs, YSeq):
+            for item in refs.items:
+                named = item.entries.get("name") if isinstance(item, YMap) else None
+                if (isinstance(item, YScalar) and item.value == provider) or (
+                    named is not None
+                    and isinstance(named.value, YScalar)
+                    and named.value.value == provider
+                ):
+                    ref = item
+    base = f"scale_sets[{scale_set}].providers[{provider}].runner"
+    if key:
+        if isinstance(ref, YMap) and _has_runner_key(ref, key):
+            return str(Problem(filename, _key_mark(ref, ("runner", key)), f"{base}.{key}", what))
+        own = _provider_entry(text, provider)
+        if own is not None and _has_runner_key(own, key):
+            path = f"providers[{provider}].runner.{key}"
+            return str(Problem(filename, _key_mark(own, ("runner", key)), path, what))
+    mark = ref.mark if ref is not None else (entry.mark if isinstance(entry, YMap) else START)
+    return str(Problem(filename, mark, f"{base}.{key}" if key else base, what))
+
+
+def _has_runner_key(entry: YMap, key: str) -> bool:
+    runner = entry.entries.get("runner")
+    return runner is not None and isinstance(runner.value, YMap) and key in runner.value.entries
+
+
+def _named_in(tree: YNode | None, section: str, name: str) -> YMap | None:
+    items = tree.entries.get(section) if isinstance(tree, YMap) else None
+    if items is None or not isinstance(items.value, YSeq):
+        return None
+    for item in items.value.items:
+        if isinstance(item, YMap) and "name" in item.entries:
+            named = item.entries["name"].value
+            if isinstance(named, YScalar) and named.value == name:
+                return item
+    return None
+
+
 def _provider_entry(text: str, name: str) -> YMap | None:
     """The provider entry named ``name`` in ``text`` (already checked, so it parses)."""
     tree = read_yaml(text, Problems(""))

@@ -5,7 +5,8 @@ is applying and why, and the holds in force (README, "Troubleshooting from `rung
 
 Document (every time in epoch seconds, every duration in seconds)::
 
-    {"daemon": {"ready", "readiness", "version", "installation", "started_at", "now",
+    {"version": 2 (this shape; a change that breaks a reader raises it),
+     "daemon": {"ready", "readiness", "version", "installation", "started_at", "now",
                 "config_path", "github",
                 "lease": null | {"role": "active"|"standby", "owner", "lead", "term",
                                  "held_since", "renewed_at", "expires_at" (null on a standby),
@@ -18,10 +19,12 @@ Document (every time in epoch seconds, every duration in seconds)::
                            2 or 4: how many times less often reads that can wait are made),
                            "not_modified" (reads answered 304, free), "note"},
                 "reruns": {"count" (jobs re-run since start), "last": its sentence}},
-     "scale_sets": [{"name", "status", "note", "runners", "busy", "idle", "starting",
+     "scale_sets": [{"name", "status", "note", "runners", "creating", "busy", "idle", "starting",
                      "desired", "reserve", "min", "schedule", "max", "priority", "placement",
                      "providers", "paused", "assigned", "labels"}],
-     (polled_at: when GitHub last told the assigned count, null = never; the queue's age is
+     (runners = busy + idle + starting; creating: creates in flight, counted among runners and
+     starting and not yet listed under "runners" below;
+     polled_at: when GitHub last told the assigned count, null = never; the queue's age is
      daemon.now - polled_at;
      schedule: null | {"timezone", "window", "min_runners", "next_change",
                         "next_min_runners", "next_window"}; reserve: the part of desired kept
@@ -40,6 +43,9 @@ Document (every time in epoch seconds, every duration in seconds)::
      last lines of output as its provider gave them, oldest first)
      "runners": [{"name", "scale_set", "provider", "state", "machine", "github", "age",
                   "job"}]}
+     (state: starting | idle | busy | leaving; machine: starting | running | stopped |
+     not_listed (recalled at a restart, its provider silent since); github: busy | idle |
+     offline | not_registered | unknown; providers' max_runners: null when unlimited)
 """
 
 from __future__ import annotations
@@ -67,6 +73,17 @@ from rungar.scaling import in_force
 if TYPE_CHECKING:
     from rungar.engine.engine import Engine
     from rungar.engine.scale_set_state import ScaleSetState
+
+
+STATUS_VERSION = 2  # the shape of this document; a change that breaks a reader raises it
+
+# A runner's word from GitHub, as a stable value: busy, idle, offline, not_registered, unknown.
+GITHUB_STATES = {
+    GitHubState.BUSY: "busy",
+    GitHubState.IDLE: "idle",
+    GitHubState.OFFLINE: "offline",
+    GitHubState.NOT_REGISTERED: "not_registered",
+}
 
 
 def runner_summary(config: ScaleSetConfig) -> str:
@@ -203,7 +220,10 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "name": name,
                 "status": status,
                 "note": note,
-                "runners": len(live),
+                # Creates in flight count as runners and as starting alike, so runners is
+                # always busy + idle + starting.
+                "runners": len(live) + engine.runners.creating.count(name),
+                "creating": engine.runners.creating.count(name),
                 "busy": sum(1 for r in live if r.state is RunnerState.BUSY),
                 "idle": sum(1 for r in live if r.state is RunnerState.IDLE),
                 "starting": sum(1 for r in live if r.state is RunnerState.STARTING)
@@ -235,7 +255,7 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "type": provider_config.type,
                 "status": provider_status(engine, name, now),
                 "runners": fleet.provider_count(name),
-                "max_runners": provider_config.max_runners,
+                "max_runners": provider_config.max_runners or None,  # null: no limit
                 "leaving": fleet.leaving_on(name),
                 "weight": provider_config.weight,
                 "reachable": fleet.is_reachable(name),
@@ -293,29 +313,23 @@ def snapshot(engine: Engine) -> dict[str, Any]:
         )
     runners = []
     for record in sorted(engine.runners, key=lambda r: (r.scale_set, r.created_at, r.name)):
-        github = {
-            GitHubState.BUSY: "Busy",
-            GitHubState.IDLE: "Idle",
-            GitHubState.OFFLINE: "Offline",
-            GitHubState.NOT_REGISTERED: "Not registered",
-        }.get(record.github, "Unknown")
         runners.append(
             {
                 "name": record.name,
                 "scale_set": record.scale_set,
                 "provider": record.provider,
-                "state": record.state.value.capitalize(),
+                # Stable values; the CLI and the fleet page put them in words.
+                "state": record.state.value,
                 # Recalled from the state database at a restart, its provider silent since.
-                "machine": "Not listed yet"
-                if record.recalled
-                else record.machine.value.capitalize(),
-                "github": github,
+                "machine": "not_listed" if record.recalled else record.machine.value,
+                "github": GITHUB_STATES.get(record.github, "unknown"),
                 "age": round(now - record.created_at, 1) if record.created_at else None,
                 "job": record.job,
             }
         )
     ready = readiness(engine)
     return {
+        "version": STATUS_VERSION,
         "daemon": {
             "ready": ready.ready,
             "readiness": ready.sentence,

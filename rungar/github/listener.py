@@ -318,4 +318,7 @@ def job_hint(job: JobMessage) -> JobHint:
         job_id=job.key,
         branch=job.branch,
         run_id=str(job.workflow_run_id) if job.workflow_run_id else "",
+        queued_at=job.queue_time,
+        started_at=job.runner_assign_time,
+        completed_at=job.finish_time,
     )

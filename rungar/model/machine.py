@@ -59,6 +59,9 @@ class Created:
     machine: Machine
 
 
+QUEUE_HINTS = 20  # the queued jobs a Create's hints and a queue update carry, oldest first
+
+
 @dataclass(frozen=True, slots=True)
 class JobHint:
     """A queued job the runner may take, as far as Rungar knows it."""
@@ -69,6 +72,11 @@ class JobHint:
     job_id: str = ""
     branch: str = ""
     run_id: str = ""
+    # GitHub's own times of the job (epoch seconds by GitHub's clock; 0: not happened or not
+    # known): when it was queued, when a runner took it, when it finished.
+    queued_at: float = 0.0
+    started_at: float = 0.0
+    completed_at: float = 0.0
 
 
 class Conclusion(StrEnum):

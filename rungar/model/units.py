@@ -83,3 +83,15 @@ def format_duration(seconds: float) -> str:
     if seconds < 86400:
         return f"{int(seconds // 3600)}h"
     return f"{int(seconds // 86400)}d"
+
+
+def format_seconds(seconds: float) -> str:
+    """To the second, for figures compared with each other: ``45s``, ``1m 10s``, ``2h 03m 10s``."""
+    total = max(0, round(seconds))
+    minutes, secs = divmod(total, 60)
+    if minutes == 0:
+        return f"{secs}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours == 0:
+        return f"{minutes}m {secs:02d}s" if secs else f"{minutes}m"
+    return f"{hours}h {minutes:02d}m {secs:02d}s"

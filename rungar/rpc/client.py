@@ -243,3 +243,11 @@ class GrpcProvider:
         finally:
             self._ended()
         return [str(line) for line in answer.lines]
+
+    async def queue_changed(self, name: str, queued: tuple[JobHint, ...]) -> None:
+        """The jobs queued now for the scale set of ``name``, a runner that has not taken a
+        job yet (UpdateRunner without a job)."""
+        request = pb.UpdateRunnerRequest(
+            runner_name=name, queued=[convert.hint_to_pb(h) for h in queued]
+        )
+        await self._call("UpdateRunner", request, self._timeout)

@@ -186,7 +186,7 @@ def runner_from_pb(message: Any) -> RunnerBlock:
 
 
 def hint_to_pb(hint: JobHint) -> Any:
-    return pb.JobHint(
+    message = pb.JobHint(
         repository=hint.repository,
         workflow=hint.workflow,
         job=hint.job,
@@ -194,6 +194,14 @@ def hint_to_pb(hint: JobHint) -> Any:
         branch=hint.branch,
         run_id=hint.run_id,
     )
+    # GitHub's times: each left unset while 0 (the step has not happened, or is not known).
+    if hint.queued_at > 0:
+        _set_timestamp(message.queued_at, hint.queued_at)
+    if hint.started_at > 0:
+        _set_timestamp(message.started_at, hint.started_at)
+    if hint.completed_at > 0:
+        _set_timestamp(message.completed_at, hint.completed_at)
+    return message
 
 
 def hint_from_pb(message: Any) -> JobHint:
@@ -204,6 +212,9 @@ def hint_from_pb(message: Any) -> JobHint:
         job_id=str(message.job_id),
         branch=str(message.branch),
         run_id=str(message.run_id),
+        queued_at=timestamp_from_pb(message.queued_at, message.HasField("queued_at")),
+        started_at=timestamp_from_pb(message.started_at, message.HasField("started_at")),
+        completed_at=timestamp_from_pb(message.completed_at, message.HasField("completed_at")),
     )
 
 

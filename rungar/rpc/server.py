@@ -303,7 +303,14 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
         started, token = self._begin(context)
         result = "error"
         try:
-            await self._provider.update_runner(runner, convert.hint_from_pb(request.job))
+            if request.HasField("job"):
+                await self._provider.update_runner(runner, convert.hint_from_pb(request.job))
+            else:
+                # A queue update for a waiting runner: only a provider that follows queues
+                # (it has queue_changed) reads it; the others answer OK.
+                follow = getattr(self._provider, "queue_changed", None)
+                if follow is not None:
+                    await follow(runner, tuple(map(convert.hint_from_pb, request.queued)))
             result = "ok"
             return pb.UpdateRunnerResponse()
         except Exception as e:

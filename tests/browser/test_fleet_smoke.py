@@ -41,8 +41,8 @@ def test_the_fleet_page_shows_held_and_a_new_runner_without_a_reload(
         "name": "linux-1a2b3c4d",
         "scale_set": "linux",
         "provider": "host",
-        "state": "Starting",
-        "github": "Unknown",
+        "state": "starting",
+        "github": "unknown",
         "age": 1.0,
         "job": "",
     }
@@ -62,3 +62,50 @@ def test_the_fleet_page_shows_held_and_a_new_runner_without_a_reload(
     expect(page.locator('#runners tr[data-runner="linux-1a2b3c4d"]')).to_be_visible()
     expect(page.locator('#events li[data-action="created"]')).to_contain_text("linux-1a2b3c4d")
     assert page.evaluate("window.loadedOnce") is True
+
+
+def test_the_usage_tab_shows_rungar_usages_numbers_as_rungar_usage_writes_them(
+    page: Page,
+) -> None:
+    from rungar.cli.usage import duration_text
+
+    group = {
+        "key": "octo-org/web", "jobs": 2, "runner_seconds": 3725.0,
+        "conclusions": {"succeeded": 2}, "wait_p50": 92.0, "wait_p95": 118.4, "cost": None,
+    }  # fmt: skip
+    engine = ScriptedEngine()
+    feed = Feed(engine.read, engine.call, refresh=0.2)
+    app = FleetApp(feed, lambda by, since: {"by": by, "groups": [group], "total": group})
+    server = BoundedHttpServer(app, bind("127.0.0.1:0", key="test"), background=feed.run)
+    server.start()
+    try:
+        page.goto(f"http://{server.address}/")
+        page.click("#tab-usage")
+        row = page.locator('#usage-table tbody tr[data-key="octo-org/web"]')
+        expect(row).to_be_visible()
+        cells = row.locator("td")
+        for i, seconds in ((5, 3725.0), (6, 92.0), (7, 118.4)):
+            expect(cells.nth(i)).to_have_text(duration_text(seconds))  # 1h 02m, 1m 32s, 1m 58s
+    finally:
+        server.stop()
+
+
+def test_the_fleet_page_says_stale_plainly_once_the_daemon_stops_answering(page: Page) -> None:
+    engine = ScriptedEngine()
+    feed = Feed(engine.read, engine.call, refresh=0.2)
+    app = FleetApp(feed, lambda by, since: {"by": by, "groups": [], "total": {}})
+    server = BoundedHttpServer(app, bind("127.0.0.1:0", key="test"), background=feed.run)
+    server.start()
+    stopped = False
+    try:
+        page.goto(f"http://{server.address}/")
+        expect(page.locator("#live")).to_have_text("live")
+        expect(page.locator("#stale")).to_be_hidden()
+        server.stop()
+        stopped = True
+        banner = page.locator("#stale")
+        expect(banner).to_be_visible(timeout=20_000)
+        expect(banner).to_contain_text("Stale: the daemon stopped answering")
+    finally:
+        if not stopped:
+            server.stop()

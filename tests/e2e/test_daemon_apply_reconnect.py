@@ -82,3 +82,41 @@ async def test_apply_reconnects_a_moved_provider_and_keeps_its_runner(world: Dae
     assert world.machines() == [runner]
     events = await world.rungar("events", "--json")
     assert '"reconnected"' in events.stdout
+
+
+async def test_apply_of_another_file_than_the_daemon_runs_from_is_refused_and_changes_nothing(
+    world: DaemonWorld,
+) -> None:
+    other = world.root / "other.yaml"
+    config = yaml.safe_load((world.root / "scale_sets.yaml").read_text())
+    config["scale_sets"][0]["max_runners"] = 1
+    other.write_text(yaml.safe_dump(config, sort_keys=False))
+    for dry in ((), ("--dry-run",)):
+        refused = await world.rungar("apply", str(other), *dry)
+        assert refused.returncode == 2, refused.stdout
+        assert f"{other}: this daemon runs from {world.root / 'scale_sets.yaml'}" in refused.stderr
+    status = await world.status()
+    assert status is not None and status["scale_sets"][0]["max"] == 2
+    assert status["daemon"]["config_path"] == str(world.root / "scale_sets.yaml")
+
+
+async def test_doctor_says_when_the_daemon_runs_another_file_than_rungar_yaml_names(
+    world: DaemonWorld,
+) -> None:
+    from rungar.doctor.checks import daemon_file_checks
+    from rungar.engine.settings import load_settings
+
+    settings = load_settings(str(world.root / "rungar.yaml"))
+    (same,) = await daemon_file_checks(settings)
+    assert same.level == "ok", same
+    # rungar.yaml now names another file; the daemon still runs the first until restarted.
+    other = world.root / "other.yaml"
+    other.write_text((world.root / "scale_sets.yaml").read_text())
+    text = (world.root / "rungar.yaml").read_text()
+    (world.root / "rungar.yaml").write_text(text.replace("scale_sets.yaml", "other.yaml"))
+    (differs,) = await daemon_file_checks(load_settings(str(world.root / "rungar.yaml")))
+    assert differs.level == "warn"
+    assert differs.message == (
+        f"the daemon runs from {world.root / 'scale_sets.yaml'}, but rungar.yaml names {other}: "
+        f"a restart switches to {other}"
+    )

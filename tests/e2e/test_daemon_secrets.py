@@ -94,7 +94,7 @@ async def test_a_burst_leaves_no_jit_config_or_token_in_state_events_logs_or_met
     for n in range(JOBS):
         await world.queue_job(labels=["self-hosted", "linux"], name=f"burst-{n}", duration=60)
     status = await world.wait_for(
-        lambda s: s and len([r for r in s["runners"] if r["state"] == "Busy"]) == JOBS,
+        lambda s: s and len([r for r in s["runners"] if r["state"] == "busy"]) == JOBS,
         "every job's runner busy",
         60,
     )

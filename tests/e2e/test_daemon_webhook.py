@@ -141,7 +141,7 @@ async def test_a_wrongly_signed_delivery_is_refused_counted_and_disturbs_no_runn
     await world.wait_for_metrics(lambda m: m.get(PASSES, 0) >= 1, "the first pass", 30)
     first = (await world.queue_job(labels=["linux"], name="long", duration=600))["workflowJobId"]
     status = await world.wait_for(
-        lambda s: s and [r["state"] for r in s["runners"]] == ["Busy"], "a busy runner", 30
+        lambda s: s and [r["state"] for r in s["runners"]] == ["busy"], "a busy runner", 30
     )
     busy = status["runners"][0]["name"]
     # Its in_progress delivery goes out rightly signed before the signatures go wrong.
@@ -169,7 +169,7 @@ async def test_a_wrongly_signed_delivery_is_refused_counted_and_disturbs_no_runn
         lambda s: s and len(s["runners"]) == 2, "the second job's runner", 30
     )
     runners = {r["name"]: r for r in status["runners"]}
-    assert runners[busy]["state"] == "Busy"
+    assert runners[busy]["state"] == "busy"
     assert busy in world.machines()
     assert world.providers["host"].runners[busy].poll() is None, "its runner process still runs"
     human = await world.rungar("status")

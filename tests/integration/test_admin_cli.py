@@ -348,7 +348,7 @@ async def test_apply_dry_run_prints_the_diff_and_changes_nothing(
     assert await daemon.cli("apply", path, "--dry-run") == 0
     out = outputs(capsys)[0]
     assert out.splitlines() == [
-        "~ scale set linux: max_runners 10 -> 4",
+        "~ scale_sets[linux].max_runners: 10 -> 4",
         "not applied (--dry-run)",
     ]
     assert daemon.engine.config.scale_sets[0].max_runners == 10
@@ -475,7 +475,7 @@ async def test_apply_shows_a_label_or_group_change_as_an_update_and_patches_the_
     path = write(daemon.directory, changed)
     assert await daemon.cli("apply", path, "--dry-run") == 0
     assert outputs(capsys)[0].splitlines() == [
-        "~ scale set linux: labels () -> ('gpu',) (updates the scale set on GitHub in place)",
+        '~ scale_sets[linux].labels: [] -> ["gpu"] (updates the scale set on GitHub in place)',
         "not applied (--dry-run)",
     ]
     github = daemon.engine.github

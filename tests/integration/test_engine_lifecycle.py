@@ -400,3 +400,71 @@ async def test_the_state_database_keeps_scale_set_and_session_ids_across_a_resta
     await reopened.set_session_id(7, "")  # closed cleanly: nothing to delete at the next start
     assert await reopened.get_session_id(7) == ""
     assert await reopened.get_scale_set_id("windows") == 0
+
+
+async def test_a_provider_holding_a_waiting_runner_hears_each_job_queued_for_its_scale_set(
+    world: World,
+) -> None:
+    heard: list[tuple[str, str, tuple[str, ...]]] = []
+
+    async def queue_changed(name: str, queued: tuple[JobHint, ...]) -> None:
+        heard.append(("compute1", name, tuple(h.job for h in queued)))
+
+    # compute1 follows queues; compute2, like most providers, does not.
+    world.providers["compute1"].queue_changed = queue_changed  # type: ignore[attr-defined]  # a provider that follows queues
+    await world.demand(1)
+    (waiting,) = world.on("compute1")
+    world.engine.on_job_assigned("linux", "j1", JobHint("acme/api", "ci", "lint", "j1"))
+    world.engine.on_job_assigned("linux", "j2", JobHint("acme/api", "ci", "e2e", "j2"))
+    await world.engine.drain_tasks()
+    assert heard and heard[0][:2] == ("compute1", waiting)
+    assert heard[-1] == ("compute1", waiting, ("lint", "e2e"))  # the latest queue, coalesced
+    # A runner that took its job is not waiting: nobody hears of the queue for it.
+    world.engine.on_job_started("linux", "j1", waiting, JobHint("acme/api", "ci", "lint", "j1"))
+    heard.clear()
+    world.engine.on_job_assigned("linux", "j3", JobHint("acme/api", "ci", "e2e", "j3"))
+    await world.engine.drain_tasks()
+    assert heard == []
+
+
+async def test_status_json_has_its_shape_version_stable_values_and_null_for_no_limit(
+    world: World,
+) -> None:
+    from rungar.engine.status import snapshot
+
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.engine.on_job_started("linux", "j1", name, JobHint("acme/api", "ci", "build", "j1"))
+    # A reconcile pass whose runner listing does not name the new runner yet (a burst: the
+    # listing is cached) leaves it busy, as GitHub's job message said, not "not registered".
+    for runner_id, listed in list(world.github.runners.items()):
+        if listed.name == name:
+            del world.github.runners[runner_id]
+    await world.engine.reconcile()
+    document = snapshot(world.engine)
+    assert document["version"] == 2
+    (runner,) = document["runners"]
+    assert (runner["state"], runner["github"]) == ("busy", "busy")
+    assert runner["machine"] in ("starting", "running")
+    assert {p["name"]: p["max_runners"] for p in document["providers"]} == {
+        "compute1": None,
+        "compute2": None,
+    }
+
+
+async def test_creates_in_flight_count_as_runners_and_as_starting_alike(world: World) -> None:
+    from rungar.cli.status import render_status
+    from rungar.engine.status import snapshot
+
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.engine.on_job_started("linux", "j1", name, JobHint("acme/api", "ci", "build", "j1"))
+    for _ in range(2):
+        world.engine.runners.creating.ask("linux")  # two creates asked, not answered yet
+    document = snapshot(world.engine)
+    (linux,) = document["scale_sets"]
+    assert (linux["runners"], linux["busy"], linux["starting"], linux["creating"]) == (3, 1, 2, 2)
+    assert linux["runners"] == linux["busy"] + linux["idle"] + linux["starting"]
+    text = render_status(document)
+    assert "3 (1 busy, 2 starting)" in text
+    assert "3 runners, 2 of them being created; the scale sets allow 10 between them." in text

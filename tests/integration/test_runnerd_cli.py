@@ -151,7 +151,8 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
     assert daemon.returncode in (0, -signal.SIGTERM), err
 
 
-def test_a_job_record_reads_as_sentences() -> None:
+def test_a_job_record_reads_as_sentences_with_each_figure_and_its_clock() -> None:
+    at = 1_700_000_000.0
     row = {
         "id": 7, "job_id": "4242", "repository": "octo/app", "workflow": "ci", "job_name": "build",
         "runner": "r1", "profile": "node", "result": "succeeded", "peak_memory": 1024**3,
@@ -159,13 +160,25 @@ def test_a_job_record_reads_as_sentences() -> None:
         "sock_throttled": 2, "policy": "measured", "reserved_memory": 1280 * 1024**2,
         "basis": "the p95 peak of its job's last 10 runs + the margin", "budget_free": 10 * 1024**3,
         "slot_wait": 65.0, "host_wait": 0.0, "cpu_wait": 0.0,
+        "queued_at": at, "started_at": at + 66, "job_started_at": at + 70,
+        "finished_at": at + 100, "github_queued_at": at + 3600, "github_started_at": at + 3670,
+        "github_completed_at": at + 3699, "slots": 4,
     }  # fmt: skip
+
+    def clock(t: float) -> str:
+        return time.strftime("%H:%M:%S", time.localtime(t))
+
     assert sentences.job_sentence(row).splitlines() == [
         "job 4242: octo/app ci/build, runner r1 in profile node: succeeded",
         "peak 1G of its 7G cap, average CPU 0.80; its sockets were throttled 2 times",
         "admitted by measured peaks: reserved 1.25G, the p95 peak of its job's last 10 runs + the "
         "margin; 10G of the budget was free",
-        "waited 1m for a slot, 0s for the host, 0s for CPU",
+        f"runnerd's clock: queued {clock(at)}, runner started {clock(at + 66)}, job started "
+        f"{clock(at + 70)}, ended {clock(at + 100)}; ran 30s",
+        "waited 1m 10s from its queue time: held back 1m 05s by this host for a slot, 0s for the "
+        "host, 0s for CPU; its runner idled 0s before the job queued",
+        f"GitHub's clock: queued {clock(at + 3600)}, started {clock(at + 3670)}, completed "
+        f"{clock(at + 3699)}; waited 1m 10s, ran 29s",
     ]
 
 
@@ -305,11 +318,12 @@ def test_runnerctl_jobs_lists_each_recorded_job_with_its_conclusion_and_leaves_o
         100 * M,
         0.9,
     )
-    assert (entry["waited"], entry["duration"], entry["branch"]) == (4.0, 30.0, "main")
+    assert (entry["wait"], entry["duration"], entry["branch"]) == (4.0, 30.0, "main")
     assert ctl.main(["-c", str(config), "jobs", "--since", "60d"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split()[:6] == ["ID", "REPOSITORY", "WORKFLOW", "JOB", "RUNNER", "CONCLUSION"]
-    assert [line.split()[0] for line in table[1:]] == ["job-old", "job-r1"]
+    assert [line.split()[0] for line in table[1:-1]] == ["job-old", "job-r1"]
+    assert table[-1].startswith("By runnerd's clock")
 
 
 async def test_runnerctl_with_only_the_api_socket_prints_the_dashboards_login_link(

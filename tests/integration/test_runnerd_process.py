@@ -254,3 +254,46 @@ async def test_a_runner_that_exits_at_once_leaves_its_last_lines_of_output(
         "Error: the runner config is not valid"
     ], "still there after its machine is deleted: Rungar asks before, but may ask late"
     assert list(await d.provider.last_output("never-created", 5)) == []
+
+
+async def test_the_process_runtime_reads_memory_kills_and_throttled_sockets_from_memory_events(
+    tmp_path: Path,
+) -> None:
+    """As the docker runtime does: a fixture cgroup v2 tree stands in for the runner's."""
+    from runnerd.runtime.base import RunnerSpec
+    from runnerd.runtime.process import ProcessRuntime
+
+    runtime = ProcessRuntime(f"rdev{uuid.uuid4().hex[:8]}.slice", str(tmp_path), use_cgroups=False)
+    release = tmp_path / "release"
+    release.mkdir()
+    spec = RunnerSpec(
+        name="evented", profile="work", scale_set="work", image="",
+        command=(sys.executable, "-c", HOLD), cpus=1, memory=256 * 1024**2, labels={},
+        env={"RELEASE_DIR": str(release), "RUNGAR_JITCONFIG": "j",
+             "ACTIONS_RUNNER_INPUT_JITCONFIG": "j", "RUNGAR_RUNNER_NAME": "evented"},
+    )  # fmt: skip
+    handle = await runtime.start(spec)
+    cgroup = tmp_path / "cgroup"
+    cgroup.mkdir()
+    (cgroup / "memory.current").write_text(str(100 * 1024**2))
+    (cgroup / "memory.stat").write_text("anon 90000000\nactive_file 0\ninactive_file 0\n")
+    (cgroup / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 0\noom_kill 1\n")
+    (cgroup / "memory.events.local").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    runtime.mode = "v2"
+    runtime._children[handle].cgroup = cgroup  # the fixture tree, as a cgroup v2 host has it
+    try:
+        usage = await runtime.sample(handle)
+        assert usage is not None
+        assert (usage.killed_for_memory, usage.met_cap, usage.sock_throttled) == (True, False, None)
+        (cgroup / "memory.events").write_text("max 3\noom 0\noom_kill 1\nsock_throttled 7\n")
+        (cgroup / "memory.events.local").write_text("max 3\noom 1\noom_kill 1\n")
+        usage = await runtime.sample(handle)
+        assert usage is not None
+        # Its own limit ran out: it met its cap, which is not a kill from above.
+        assert (usage.met_cap, usage.killed_for_memory, usage.sock_throttled) == (True, False, 7)
+    finally:
+        (release / "evented").touch()
+        runtime.mode = "proc"
+        runtime._children[handle].cgroup = None
+        await runtime.stop(handle)
+        await runtime.close()

@@ -133,3 +133,27 @@ def test_auto_sizing_never_writes_over_a_file_edited_on_disk(tmp_path: Path) -> 
     assert result.skipped == "the config file was edited on disk"
     assert path.read_text() == edited
     assert AutoSizer(path, db, Clock(NOW), edited, lambda: (33 * G, 8.0)).look().written
+
+
+def test_no_cpu_raise_is_said_with_why_against_the_slices_cpus_without_host_cpus(
+    tmp_path: Path,
+) -> None:
+    from runnerd.history import JobEnd, JobKey, JobStart
+    from runnerd.history_generate import GeneratedJob, write_history
+
+    db = tmp_path / "history.db"
+    rows = []
+    for i in range(3):  # one job averaging 7.0 of its 8 cpus: it wants more
+        at = NOW - 3600 + i * 600
+        start = JobStart(
+            f"c{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300
+        )
+        end = JobEnd("succeeded", 2 * G, 7.0, False, False, 0, at)
+        rows.append(GeneratedJob(start, JobKey("node", "a/b", "ci", "build"), end, str(i)))
+    write_history(db, rows)
+    config = parse_config(TOML, str(tmp_path / "runnerd.toml"))
+    assert config.host.cpus is None  # no [host] cpus: the slice's are read
+    report = sizing_report(config, db, 33 * G, NOW, slice_cpus=8.0)
+    (note,) = report.notes
+    assert note.startswith("node: No CPU raise: a/b build averages 7.0 of its 8 cpus")
+    assert note.endswith("and they take the slice's 8 CPUs") and note in report.text()

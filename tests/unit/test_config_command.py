@@ -103,6 +103,29 @@ def test_json_carries_a_shape_version_seconds_and_the_redacted_settings(
     assert shown["settings"]["socket"] == "/run/rungar/rungar.sock"
 
 
+def test_numbers_are_never_redacted_socket_mode_is_octal_and_sentinels_show_what_is_in_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "s.yaml").write_text(
+        SCALE_SETS.replace("max_runners: 4", "max_runners: 4\n    start_timeout: 7m")
+    )
+    (tmp_path / "rungar.yaml").write_text(
+        "github: {url: 'https://github.com/acme', token_path: /etc/rungar/pat,"
+        " timing: {admin_token_refresh_margin: 90}}\n"
+        f"scale_sets: {tmp_path / 's.yaml'}\nsocket_mode: 0640\n"
+    )
+    code, out, _ = run(capsys, "config", "-c", str(tmp_path / "rungar.yaml"))
+    assert code == 0
+    assert "admin_token_refresh_margin: 90" in out
+    assert "socket_mode: 0640\n" in out and "416" not in out
+    assert "never_connected_grace: 0" not in out
+    assert "#   small: never_connected_grace 7m, disconnected_grace 7m, stuck_after 7m" in out
+    code, out, _ = run(capsys, "config", "-c", str(tmp_path / "rungar.yaml"), "--json")
+    shown = json.loads(out)
+    assert shown["settings"]["github"]["timing"]["admin_token_refresh_margin"] == 90
+    assert shown["in_force"]["small"]["never_connected_grace"] == 420.0
+
+
 def test_a_bad_file_is_refused_with_its_problems_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

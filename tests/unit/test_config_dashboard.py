@@ -118,3 +118,75 @@ def test_validate_verbose_lists_the_fleet_pages_files_as_they_will_be_opened(
     listed = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
     assert ["dashboard.tls.cert_file", f"{tmp_path}/c.pem"] in listed
     assert ["dashboard.token_file", f"{tmp_path}/secrets/dashboard.token"] in listed
+
+
+def test_a_dry_run_names_each_changed_key_by_its_path_with_its_values_in_full() -> None:
+    from rungar.engine.control import diff_configs
+
+    text = """version: 1
+providers:
+  - {name: host1, type: fake}
+  - {name: host2, type: fake}
+scale_sets:
+  - name: demo-small
+    max_runners: 4
+    providers:
+      - {name: host1, runner: {memory: 100M, image: ghcr.io/actions/actions-runner:2.328.0}}
+      - {name: host2}
+"""
+    changed = text.replace("- {name: host2}", "- {name: host2, runner: {memory: 200M}}")
+    changed = changed.replace("actions-runner:2.328.0", "actions-runner:2.329.0")
+    old = parse_scale_sets(text, "/etc/rungar/s.yaml")
+    new = parse_scale_sets(changed, "/etc/rungar/s.yaml")
+    assert diff_configs(old, new) == [
+        "~ scale_sets[demo-small].providers[host1].runner.image: "
+        "ghcr.io/actions/actions-runner:2.328.0 -> ghcr.io/actions/actions-runner:2.329.0",
+        "~ scale_sets[demo-small].providers[host2].runner.memory: (unset) -> 200M",
+    ]
+
+
+def test_a_runnerd_runner_key_typo_and_a_provider_type_typo_are_refused_where_written() -> None:
+    text = """version: 1
+providers:
+  - {name: host1, type: runerd, address: unix:///run/h1.sock}
+  - name: host2
+    type: runnerd
+    address: unix:///run/h2.sock
+    runner:
+      memroy: 200M
+scale_sets:
+  - name: demo-small
+    max_runners: 2
+    providers:
+      - name: host2
+        runner: {profle: small}
+"""
+    assert problems(text) == [
+        "/etc/rungar/s.yaml:3:19: providers[0].type: runerd is not a provider type Rungar "
+        "knows; did you mean runnerd?",
+        "/etc/rungar/s.yaml:8:7: providers[1].runner.memroy: not a runner key provider type "
+        "runnerd knows; did you mean memory?",
+        "/etc/rungar/s.yaml:14:18: scale_sets[0].providers[0].runner.profle: not a runner key "
+        "provider type runnerd knows; did you mean profile?",
+    ]
+
+
+def test_the_runner_keys_rungar_checks_offline_are_the_cloud_plugins_own() -> None:
+    from rungar_aws.settings import RUNNER_KEYS as AWS
+    from rungar_gcp.settings import RUNNER_KEYS as GCP
+
+    from rungar.config.schema import RUNNER_KEYS
+    from rungar.model.runner_block import TYPED_KEYS
+
+    assert set(RUNNER_KEYS["gcp"]) == GCP | set(TYPED_KEYS)
+    assert set(RUNNER_KEYS["aws"]) == AWS | set(TYPED_KEYS)
+    text = """version: 1
+providers:
+  - {name: gcp, type: gcp, project: acme, zones: [europe-west1-b], runner: {machine_typ: e2-small}}
+scale_sets:
+  - {name: linux, max_runners: 2, providers: [gcp]}
+"""
+    assert problems(text) == [
+        "/etc/rungar/s.yaml:3:77: providers[0].runner.machine_typ: not a runner key provider "
+        "type gcp knows; did you mean machine_type?"
+    ]

@@ -138,9 +138,13 @@ def test_a_job_hint_carries_the_workflow_file_its_branch_and_its_run() -> None:
             "jobWorkflowRef": "octo-org/app/.github/workflows/ci.yml@refs/heads/feature/x",
             "jobDisplayName": "build",
             "workflowRunId": 4321,
+            "queueTime": "2026-12-03T08:41:42Z",
+            "runnerAssignTime": "2026-12-03T08:41:44Z",
+            "finishTime": "0001-01-01T00:00:00Z",
         }
     )
     hint = job_hint(message)
+    assert hint.started_at - hint.queued_at == 2.0 and hint.completed_at == 0.0
     assert (hint.repository, hint.workflow, hint.job) == (
         "octo-org/app",
         ".github/workflows/ci.yml",

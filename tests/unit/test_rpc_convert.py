@@ -37,6 +37,17 @@ def test_a_create_request_round_trips_with_nested_extra_keys_and_hints() -> None
     assert convert.create_request_from_pb(pb.CreateRequest.FromString(wire)) == request
 
 
+def test_a_job_hint_carries_githubs_times_and_leaves_unknown_ones_unset() -> None:
+    timed = JobHint("o/r", "ci", "test", "99", "main", "7", 1_700_000_000.25, 1_700_000_010.5, 0.0)
+    message = convert.hint_to_pb(timed)
+    assert message.HasField("queued_at") and message.HasField("started_at")
+    assert not message.HasField("completed_at")
+    wire = message.SerializeToString()
+    assert convert.hint_from_pb(pb.JobHint.FromString(wire)) == timed
+    untimed = convert.hint_from_pb(convert.hint_to_pb(JobHint("o/r", "ci", "test", "99")))
+    assert (untimed.queued_at, untimed.started_at, untimed.completed_at) == (0.0, 0.0, 0.0)
+
+
 def test_an_unset_deadline_stays_unset() -> None:
     request = CreateRequest("a", "k", "s", {}, RunnerBlock(), "j")
     message = convert.create_request_to_pb(request)

@@ -103,6 +103,28 @@ def test_a_job_counts_for_the_share_of_a_bucket_it_ran_and_a_running_one_until_n
     assert found.memory[1] == pytest.approx((0.5 * 4 + 8) / 16)
 
 
+def test_short_jobs_that_fill_every_slot_read_as_full_though_no_bucket_mean_is() -> None:
+    # Two 20 s jobs side by side in a 50 s bucket: both slots were busy, at a quarter of memory.
+    jobs = [job(10, 30, 1, 0.2), job(12, 32, 1, 0.2, runner="r2")]
+    (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100)
+    assert max(found.concurrency) < 0.95
+    assert "every slot was busy" in found.reading and "room to raise slots" in found.reading
+
+
+def test_a_reserve_runners_wait_for_its_job_is_not_busy_time() -> None:
+    # Its runner started at 0 and waited; its job was queued at 50 and ran to 100.
+    jobs = [{**job(0, 100, 1, 0.5), "queued_at": 50.0}]
+    (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100)
+    assert found.concurrency == pytest.approx((0.0, 0.5))
+
+
+def test_a_past_job_counts_against_the_slots_its_profile_had_then() -> None:
+    # Run when node had 4 slots: one job was a quarter of them, not half of today's 2.
+    jobs = [{**job(0, 100, 1, 0.5), "slots": 4}]
+    (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100)
+    assert found.concurrency == pytest.approx((0.25, 0.25))
+
+
 # -- the timeline -----------------------------------------------------------------------------
 
 
@@ -113,34 +135,31 @@ class State:
     used_at: float = 0.0
     cpu_seconds: float = 0.0
     cpu_at: float = 0.0
+    cpu_rate: float | None = None
     ended_at: float | None = None
 
 
-def test_the_timeline_keeps_one_point_per_sample_with_cpu_as_a_rate() -> None:
+def test_the_timeline_keeps_one_point_per_sample_with_the_providers_cpu_rate() -> None:
     timeline = Timeline(points=4)
     state = State("r1")
-    for t in range(1, 4):
-        state.used, state.used_at, state.cpu_seconds, state.cpu_at = (
-            t * G,
-            t * 2.0,
-            t * 3.0,
-            t * 2.0,
-        )
+    for t, rate in ((1, None), (2, 1.5), (3, 0.25)):
+        state.used, state.used_at, state.cpu_rate = t * G, t * 2.0, rate
         timeline.observe([state])
         timeline.observe([state])  # no new sample: no new point
     series = timeline.series("r1")
     assert series is not None
-    assert series.times == [2.0, 4.0, 6.0] and series.cpu == [None, 1.5, 1.5]
+    assert series.times == [2.0, 4.0, 6.0] and series.cpu == [None, 1.5, 0.25]
 
 
-def test_a_long_series_is_thinned_to_keep_the_whole_life() -> None:
+def test_a_long_series_is_thinned_to_keep_the_whole_life_and_every_peak() -> None:
     timeline = Timeline(points=4)
     state = State("r1")
-    for t in range(1, 6):
-        state.used_at = float(t)
+    for t, rate in ((1, 0.1), (2, 0.9), (3, 0.2), (4, 0.1), (5, 0.3)):
+        state.used_at, state.cpu_rate, state.used = float(t), rate, t * G
         timeline.observe([state])
     series = timeline.series("r1")
     assert series is not None and series.times == [1.0, 3.0, 5.0]
+    assert series.cpu == [0.9, 0.2, 0.3] and series.memory == [2 * G, 4 * G, 5 * G]
     assert timeline.recent("r1", since=3.0)["times"] == [3.0, 5.0]
 
 

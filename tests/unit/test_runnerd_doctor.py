@@ -103,6 +103,32 @@ def test_doctor_warns_when_a_profiles_jobs_need_more_than_its_memory(tmp_path: P
     assert [c.level for c in sizing_checks(cfg, 33 * G, NOW)] == ["ok"]
 
 
+def test_the_memory_pressure_insight_names_the_repositories_whose_jobs_were_throttled(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "history.db"
+    rows = []
+    for i, (repository, throttled) in enumerate(
+        [("acme/web", 5), ("acme/web", 2), ("acme/api", 1), ("acme/docs", 0)]
+    ):
+        at = NOW - 3600 + i * 60
+        start = JobStart(
+            f"r{i}", "node", "node", 7 * G, 8.0, "caps", 7 * G, 8.0, "cap", None, None, at - 300
+        )
+        end = JobEnd("succeeded", 2 * G, None, False, False, throttled, at)
+        rows.append(GeneratedJob(start, JobKey("node", repository, "ci", "e2e"), end, str(i)))
+    write_history(db, rows)
+    cfg = config(profile(memory=7))
+    cfg = replace(cfg, host=replace(cfg.host, history=str(db)))
+    (pressure,) = [c for c in sizing_checks(cfg, 33 * G, NOW) if c.name == "memory_pressure"]
+    assert pressure.level == "warning"
+    assert pressure.message.startswith(
+        "memory pressure slowed the downloads of jobs of acme/web (7 times in 2 runs), "
+        "acme/api (1 time in 1 run) in the last 7 days"
+    )
+    assert "acme/docs" not in pressure.message
+
+
 def test_the_sizing_check_is_skipped_while_the_history_lacks_what_its_wal_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -169,6 +169,18 @@ def test_a_run_past_what_it_reserved_has_its_job_reserve_the_larger_peak_for_sev
     assert predict_memory([*history, over], PROFILE, CAP, RULES, later)[0] == 2 * G
 
 
+def test_a_cancelled_run_past_what_it_reserved_counts_as_any_other_for_seven_days() -> None:
+    from runnerd.admission.job_runs import JobRuns
+
+    history = runs([1.0] * 20, start=NOW - 20 * DAY)
+    over = Run(NOW - DAY, CANCELLED, peak=int(6.5 * G), cap=CAP, reserved=2 * G)
+    memory, basis = predict_memory([*history, over], PROFILE, CAP, RULES, NOW)
+    assert memory == int(6.5 * G) and "went past what it reserved" in basis
+    # The index the daemon and the replay keep says the same.
+    assert JobRuns([*history, over]).facts(0, RULES, NOW).over_peak == int(6.5 * G)
+    assert predict_memory([*history, over], PROFILE, CAP, RULES, NOW + 7 * DAY)[0] == 2 * G
+
+
 def test_a_prediction_never_exceeds_the_cap() -> None:
     memory, _ = predict_memory(runs([21.5] * 20), PROFILE, CAP, RULES, NOW)
     assert memory == CAP

@@ -163,6 +163,12 @@ async def test_an_unknown_profile_or_a_runner_larger_than_the_host_is_invalid(
     assert isinstance(huge, Refusal) and huge.kind is RefusalKind.INVALID
     assert await provider.validate_runner({"profile": "gpu"}) == [unknown.message]
     assert await provider.validate_runner({"profile": "node", "memory": "8G"}) == []
+    # A key runnerd does not know is refused, not dropped, with the key it resembles.
+    assert await provider.validate_runner({"profile": "node", "memroy": "200M"}) == [
+        "memroy: not a runner key runnerd knows; did you mean memory?"
+    ]
+    info = await provider.info()
+    assert set(info.capabilities) == {"vcpus", "memory", "disk", "image", "profile"}
 
 
 async def test_a_create_is_idempotent_by_name_and_request_id(

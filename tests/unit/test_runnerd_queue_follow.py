@@ -142,3 +142,43 @@ def test_a_new_reservation_fits_beside_the_others_by_memory_max_host_and_cpu(
 ) -> None:
     reading = SliceReading(0.0, 12 * G)
     assert fits_beside(memory, cpu, [OTHER], reading, host, limits, GuardState(), 0.0) is fits
+
+
+async def test_a_waiting_runner_is_re_reserved_by_a_queue_update_when_a_create_goes_elsewhere(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock], tmp_path: Path
+) -> None:
+    from rungar.rpc.client import GrpcProvider
+    from rungar.rpc.server import serve
+
+    provider, _, clock = setup
+    with_history(provider, clock)
+    assert isinstance(await provider.create(request("a", hints=(LINT,))), Created)
+    assert provider.runners["a"].reserved == 2 * G
+    server = await serve(provider, f"unix://{tmp_path}/p.sock")
+    client = GrpcProvider("host1", f"unix://{tmp_path}/p.sock", timeout=10)
+    try:
+        # Rungar's UpdateRunner without a job: the scale set's queue, with a heavier job in it.
+        await client.queue_changed("a", (LINT, E2E))
+    finally:
+        await client.close()
+        await server.stop()
+    waiting = provider.runners["a"]
+    assert waiting.reserved == 6 * G and waiting.job is None
+    assert waiting.basis.startswith("the largest prediction of its scale set's 2 queued jobs")
+
+
+async def test_a_queue_update_is_never_taken_for_the_job_a_runner_took(tmp_path: Path) -> None:
+    from rungar.rpc.client import GrpcProvider
+    from rungar.rpc.server import serve
+    from rungar.testing.fake_provider import FakeProvider
+
+    fake = FakeProvider("plain", vcpus=8, memory_bytes=16 * G)
+    assert isinstance(await fake.create(request("a", hints=(LINT,))), Created)
+    server = await serve(fake, f"unix://{tmp_path}/f.sock")
+    client = GrpcProvider("plain", f"unix://{tmp_path}/f.sock", timeout=10)
+    try:
+        await client.queue_changed("a", (LINT, E2E))  # a provider that does not follow queues
+    finally:
+        await client.close()
+        await server.stop()
+    assert "a" not in fake.jobs

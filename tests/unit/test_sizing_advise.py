@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from runnerd.admission.model import Margin, Policy
 from runnerd.sizing.advise import (
@@ -28,10 +29,12 @@ def advise_one(
     policy: Policy = Policy.CAPS,
     memory_max: float | None = 33,
     memory_since: float | None = None,
+    margin: Margin | None = None,
 ) -> ProfileAdvice:
     budget = Budget(int(memory_max * G) if memory_max else None, 0, 0)
     node = profile(memory=memory, slots=slots)
-    return advise_profile(node, runs, RULES, policy, budget, NOW, memory_since)
+    rules = RULES if margin is None else SizingRules(margin, RULES.min_jobs)
+    return advise_profile(node, runs, rules, policy, budget, NOW, memory_since)
 
 
 def test_the_need_is_the_largest_peak_plus_1g_when_the_margin_is_less_rounded_to_256m() -> None:
@@ -141,6 +144,33 @@ def test_slots_busy_half_the_time_add_slots() -> None:
     runs = series(20, 3.0, every=1200.0, duration=1200.0, start=NOW - 20 * 1200)
     advice = advise_one(runs, slots=1)
     assert advice.busy >= 0.5 and advice.new_slots == 2
+
+
+def test_a_small_profile_whose_runs_never_met_it_is_kept_without_a_contradiction() -> None:
+    # Peaks of 118M-135M under a 160M cap, none met it: the 1G room for page cache is what
+    # makes the need larger than memory, and the line says so instead of "its jobs need 1.25G".
+    runs = [run(NOW - 3600 - i * 60, (118 + i) / 1024, cap=160 / 1024) for i in range(18)]
+    advice = advise_one(runs, memory=160 / 1024)
+    assert advice.action is Action.NONE and advice.need == int(1.25 * G)
+    assert advice.line.startswith("keep 160M: no run met it, its heaviest job peaked at 135M")
+    assert "1G of room for page cache (page_cache_room) it would need 1.25G" in advice.line
+
+
+def test_the_page_cache_room_is_a_setting_and_a_small_one_lets_small_profiles_be_advised() -> None:
+    runs = [run(NOW - 3600 - i * 60, (118 + i) / 1024, cap=1) for i in range(18)]
+    small = Margin(room=32 * M)
+    advice = advise_one(runs, memory=1, margin=small)
+    assert advice.action is Action.LOWER and advice.new_memory == 256 * M
+
+
+def test_past_runs_are_busy_against_the_slots_they_ran_under_not_todays() -> None:
+    # Every slot busy the whole time while the profile had 1 slot: today's 2 do not halve it.
+    runs = [
+        replace(r, slots=1)
+        for r in series(20, 3.0, every=1200.0, duration=1200.0, start=NOW - 20 * 1200)
+    ]
+    advice = advise_one(runs, slots=2)
+    assert 0.9 <= advice.busy <= 1.1 and advice.wants_slots
 
 
 def test_a_raise_lowers_slots_only_when_memory_max_cannot_hold_them() -> None:

@@ -77,6 +77,16 @@ def test_a_run_that_meets_the_lowered_cap_takes_the_lowering_back_at_once() -> N
     assert change.floor_memory == 8 * G and change.floor_until == NOW + 30 * 86400
 
 
+def test_a_lowering_is_taken_back_even_after_another_auto_change_came_after_it() -> None:
+    cfg = config(profile(memory=6, slots=2, cpus=10))
+    runs = [*series(20, 1.0), run(NOW - 60, 6.0, cap=6, met_cap=True, result="failed")]
+    cpus_up = Change(
+        "node", NOW - 300, "auto", "cpus", "", Values(6 * G, 2, 8.0), Values(6 * G, 2, 10.0)
+    )
+    change = plan_one(cfg, runs, [lowered(NOW - 600, slots=2), cpus_up]).changes[0]
+    assert change.kind == "take_back" and change.new == Values(8 * G, 2, 10.0)
+
+
 def test_a_take_back_never_drops_a_slot_a_runner_is_in() -> None:
     # The lowering added a slot (2 → 3 under caps); three runners run when it is taken back.
     cfg = config(profile(memory=6, slots=3))

@@ -268,7 +268,7 @@ async def test_runners_recalled_for_a_provider_that_stays_silent_are_written_off
     await fleet.run_for(270)
     assert {r.name for r in fleet.engine.runners.on("a")} == set(on_a), "kept within the grace"
     states = {r["name"]: r["state"] for r in snapshot(fleet.engine)["runners"]}
-    assert {states[name] for name in on_a} == {"Busy"}, "GitHub tells what they do meanwhile"
+    assert {states[name] for name in on_a} == {"busy"}, "GitHub tells what they do meanwhile"
     await fleet.run_for(90)
     assert fleet.engine.runners.on("a") == [], "written off after unreachable_grace"
     assert {fleet.removals()[name] for name in on_a} == {"unreachable"}

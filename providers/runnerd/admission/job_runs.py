@@ -115,8 +115,8 @@ class JobRuns:
             self._own.push(i, counted_peak)
             if succeeded:
                 self._success_at.append(i)
-            if run.reserved is not None and run.peak > run.reserved:
-                self._over.push(i, run.peak)
+        if run.reserved is not None and run.peak > run.reserved:  # cancelled or not
+            self._over.push(i, run.peak)
         if run.met_cap or run.killed_for_memory:
             self._last_hit, self._streak, self._cleared = i, 0, False
         elif self._last_hit >= 0:

@@ -24,6 +24,9 @@ class Margin:
 
     percent: float = 15.0
     absolute: int = 0
+    # ``[sizing] page_cache_room``: the least sizing's need adds to a peak, room for the page
+    # cache a job that writes files fills its cap with (1G; predictions do not add it).
+    room: int = 1024**3
 
     def add(self, peak: int) -> int:
         if self.absolute:

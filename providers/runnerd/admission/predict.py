@@ -141,9 +141,10 @@ def job_facts(runs: Sequence[Run], rules: PredictionRules, now: float) -> JobFac
         oldest = successes[-min(len(successes), recent_successes(rules))].finished_at
         window = [r.counted_peak for r in counted if r.finished_at >= oldest]
         recent_p95, recent_runs = int(p95(window)), len(window)
+    # A run past its reservation counts cancelled or not: a cancel ends it after it went past.
     over = [
         r.peak
-        for r in counted
+        for r in runs
         if r.reserved is not None and r.peak > r.reserved and now - r.finished_at <= rules.hold_for
     ]
     averages = [r.avg_cpu for r in runs if r.succeeded and r.avg_cpu is not None]

@@ -44,6 +44,10 @@ class DaemonSource:
         self.config_path = Path(config_path)
         self.loop = loop
         self.timeline = timeline or Timeline()
+        # Every runner sample reaches the timeline as the sampler takes it, none skipped: the
+        # job page's chart holds the samples its record's peaks come from.
+        timeline_ = self.timeline
+        daemon.provider.sample_listeners.append(lambda state: timeline_.observe((state,)))
 
     async def on_engine(self, call: Callable[[], Awaitable[T]]) -> T:
         """Run ``call()`` on the daemon's loop and wait for it from the listener's."""
@@ -203,9 +207,9 @@ class DaemonSource:
         """``runnerctl sizing``'s report, and each profile's change an undo would revert."""
 
         def read() -> dict[str, Any]:
-            config, memory_max, _ = self._limits()
+            config, memory_max, cpus = self._limits()
             now = self.daemon.provider.clock.now()
-            found = sizing_report(config, self._db(), memory_max, now).to_json()
+            found = sizing_report(config, self._db(), memory_max, now, slice_cpus=cpus).to_json()
             undoable = {p: self._undoable(p) for p in config.profiles}
             found["undoable"] = {p: c.to_json() for p, c in undoable.items() if c is not None}
             return found

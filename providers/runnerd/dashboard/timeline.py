@@ -23,6 +23,7 @@ class Sampled(Protocol):
     used_at: float
     cpu_seconds: float
     cpu_at: float
+    cpu_rate: float | None
     ended_at: float | None
 
 
@@ -31,7 +32,6 @@ class Series:
     times: list[float] = field(default_factory=list)
     memory: list[int] = field(default_factory=list)
     cpu: list[float | None] = field(default_factory=list)
-    last_cpu: tuple[float, float] | None = None  # (cpu_seconds, at) of the previous point
 
     def to_json(self) -> dict[str, Any]:
         return {"times": self.times, "memory": self.memory, "cpu": self.cpu}
@@ -46,6 +46,14 @@ class SliceSeries:
     cpu: list[float | None] = field(default_factory=list)
     reserved: list[int] = field(default_factory=list)
     reserved_cpu: list[float] = field(default_factory=list)
+
+
+def _pairwise_max(values: list[Any]) -> list[Any]:
+    out = []
+    for i in range(0, len(values), 2):
+        pair = [v for v in values[i : i + 2] if v is not None]
+        out.append(max(pair) if pair else None)
+    return out
 
 
 class Timeline:
@@ -98,19 +106,17 @@ class Timeline:
                     self._series.popitem(last=False)
             if series.times and state.used_at <= series.times[-1]:
                 continue  # no new sample since the last look
-            rate: float | None = None
-            if series.last_cpu is not None and state.cpu_at > series.last_cpu[1]:
-                spent = state.cpu_seconds - series.last_cpu[0]
-                rate = max(0.0, spent / (state.cpu_at - series.last_cpu[1]))
-            if state.cpu_at:
-                series.last_cpu = (state.cpu_seconds, state.cpu_at)
+            # The rate the provider measured for this sample: the one its peak CPU is taken
+            # from, so the job page's chart and ``runnerctl jobs`` agree.
+            rate = state.cpu_rate
             series.times.append(state.used_at)
             series.memory.append(state.used)
             series.cpu.append(rate)
             if len(series.times) > self.points:
-                for name in ("times", "memory", "cpu"):
-                    values = getattr(series, name)
-                    setattr(series, name, values[::2])
+                # Half the detail, every peak kept: each pair becomes its larger value.
+                series.times = series.times[::2]
+                series.memory = _pairwise_max(series.memory)
+                series.cpu = _pairwise_max(series.cpu)
 
     def series(self, runner: str) -> Series | None:
         return self._series.get(runner)

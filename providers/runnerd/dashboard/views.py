@@ -114,9 +114,12 @@ def utilization(
     """Each profile's utilization from ``start`` to ``end`` in ``buckets`` equal buckets.
 
     ``jobs`` are history rows (``profile``, ``runner``, ``started_at``, ``finished_at``,
-    ``peak_memory``, ``avg_cpu``); one without ``finished_at`` runs until ``now``, at the
-    memory ``live_memory`` gives its runner when known. Each job counts for the part of a bucket
-    it ran: memory at its peak, CPU at its average, so a bucket's value is a time-weighted mean.
+    ``peak_memory``, ``avg_cpu``, ``slots``); one without ``finished_at`` runs until ``now``, at
+    the memory ``live_memory`` gives its runner when known. Each job counts for the part of a
+    bucket it ran: memory at its peak, CPU at its average, so a bucket's value is a time-weighted
+    mean; each against the slots its profile had when it ran (``slots``), not today's. The
+    reading takes the peaks at any moment, not the buckets' means: jobs shorter than a bucket
+    fill every slot without any bucket's mean coming near it.
     """
     live_memory = live_memory or {}
     width = max(1e-9, (end - start) / max(1, buckets))
@@ -126,10 +129,14 @@ def utilization(
         running = [0.0] * buckets
         memory = [0.0] * buckets
         cpu = [0.0] * buckets
+        moments: list[tuple[float, int, float, float, float]] = []
         for job in jobs:
             if job["profile"] != p.name:
                 continue
-            began = float(job["started_at"])
+            slots_then = max(1, int(job.get("slots") or p.slots))
+            # Busy from its runner's start, or its job's queue time when later: a warm or
+            # reserve runner waiting for a job does not count (docs/runnerd.md).
+            began = max(float(job["started_at"]), float(job.get("queued_at") or 0.0))
             finished = job["finished_at"]
             ended = float(finished) if finished is not None else now
             peak = int(job["peak_memory"] or 0)
@@ -138,29 +145,61 @@ def utilization(
             avg = float(job["avg_cpu"] or 0.0)
             first = max(0, int((began - start) // width))
             last = min(buckets - 1, int((ended - start) // width))
+            scale = p.slots / slots_then  # its share of the slots then, in today's slots
             for i in range(first, last + 1):
                 b0 = start + i * width
                 share = max(0.0, min(ended, b0 + width) - max(began, b0)) / width
-                running[i] += share
-                memory[i] += share * peak
-                cpu[i] += share * avg
+                running[i] += share * scale
+                memory[i] += share * peak * scale
+                cpu[i] += share * avg * scale
+            if ended > max(began, start) and began < end:
+                weights = (scale, peak * scale, avg * scale)
+                moments.append((max(began, start), 1, *weights))
+                moments.append((min(ended, end), -1, *weights))
         slots = max(1, p.slots)
         concurrency = tuple(v / slots for v in running)
         mem = tuple(v / (slots * p.memory) if p.memory else 0.0 for v in memory)
         cpus = tuple(v / (slots * p.cpus) if p.cpus else 0.0 for v in cpu)
+        at_once = _peaks(moments)
+        peaks = (
+            at_once[0] / slots,
+            at_once[1] / (slots * p.memory) if p.memory else 0.0,
+            at_once[2] / (slots * p.cpus) if p.cpus else 0.0,
+        )
         found.append(
-            Utilization(p.name, times, concurrency, mem, cpus, reading(concurrency, mem, cpus))
+            Utilization(
+                p.name, times, concurrency, mem, cpus, reading(concurrency, mem, cpus, peaks)
+            )
         )
     return found
 
 
-def reading(concurrency: Sequence[float], memory: Sequence[float], cpu: Sequence[float]) -> str:
-    """The tuning reading: which of concurrency and resources peaked without the other."""
+def _peaks(moments: list[tuple[float, int, float, float, float]]) -> tuple[float, float, float]:
+    """The most jobs, memory and CPU running at any one moment (a job ending at the moment
+    another starts does not overlap it)."""
+    best = [0.0, 0.0, 0.0]
+    now = [0.0, 0.0, 0.0]
+    for _, step, *weights in sorted(moments, key=lambda m: (m[0], m[1])):
+        for i, w in enumerate(weights):
+            now[i] += step * w
+            best[i] = max(best[i], now[i])
+    return best[0], best[1], best[2]
+
+
+def reading(
+    concurrency: Sequence[float],
+    memory: Sequence[float],
+    cpu: Sequence[float],
+    peaks: tuple[float, float, float] | None = None,
+) -> str:
+    """The tuning reading: which of concurrency and resources peaked without the other.
+    ``peaks`` are the shares at the busiest moment (slots, memory, CPU); without them the
+    buckets' largest means stand in."""
     if not concurrency or max(concurrency) == 0:
         return "no jobs in this window"
-    peak_slots = max(concurrency)
-    peak_memory = max(memory, default=0.0)
-    peak_cpu = max(cpu, default=0.0)
+    if peaks is None:
+        peaks = (max(concurrency), max(memory, default=0.0), max(cpu, default=0.0))
+    peak_slots, peak_memory, peak_cpu = peaks
     peak_resource = max(peak_memory, peak_cpu)
     which = "memory" if peak_memory >= peak_cpu else "CPU"
     if peak_slots >= FULL and peak_resource < LOW_UTILIZATION:

@@ -5,7 +5,9 @@ with ``ACTIONS_RUNNER_INPUT_JITCONFIG`` and ``RUNGAR_JITCONFIG`` in its environm
 cgroup where the kernel allows, best first:
 
 - cgroup v2 with the memory controller: ``<slice>/<runner>`` with memory.max, read through
-  :mod:`runnerd.readers` (memory.events.local ``oom`` says it met its cap);
+  :mod:`runnerd.readers` as the docker runtime reads it: memory.events.local ``oom`` says it
+  met its cap, an ``oom_kill`` in memory.events without it that it was killed for memory while
+  its own limit held, and memory.events ``sock_throttled`` how often its sockets were held;
 - a writable cgroup v1 memory controller: ``memory/<slice>/<runner>`` with
   memory.limit_in_bytes; the kernel kills a runner past it and memory.oom_control counts it;
 - neither: its process tree is sampled from /proc, and runnerd kills a runner over its cap
@@ -112,6 +114,8 @@ class _Child:
     waiter: asyncio.Task[int | None]  # its exit code once it has ended; None when unknown
     cpu_seconds: float = 0.0
     met_cap: bool = False
+    killed_for_memory: bool = False  # an oom kill while its own limit held (memory.events)
+    sock_throttled: int | None = None  # memory.events; None where the kernel lacks it
     oom_seen: int = 0
     log_file: Path | None = None
 
@@ -250,6 +254,8 @@ class ProcessRuntime:
             held=held,
             cpu_seconds=child.cpu_seconds,
             met_cap=child.met_cap,
+            killed_for_memory=child.killed_for_memory and not child.met_cap,
+            sock_throttled=child.sock_throttled,
             exited=exited,
             exit_code=child.waiter.result() if exited else None,
         )
@@ -264,8 +270,15 @@ class ProcessRuntime:
             sample = readers.read_cgroup(child.cgroup)
             if sample is None:
                 return 0, 0
+            # As the docker runtime reads them: memory.events.local oom is its own limit run
+            # out; an oom kill without it came from above (the slice); sock_throttled counts
+            # the kernel holding its sockets during bad reclaim.
             if sample.events_local.get("oom", 0) > 0:
                 child.met_cap = True
+            if sample.events.get("oom_kill", 0) > 0:
+                child.killed_for_memory = True
+            if "sock_throttled" in sample.events:
+                child.sock_throttled = sample.events["sock_throttled"]
             return sample.job_memory, sample.held
         usage = _read_int(child.cgroup / "memory.usage_in_bytes")
         stat = readers.parse_keyed(_read_text(child.cgroup / "memory.stat"))

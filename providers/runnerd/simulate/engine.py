@@ -71,7 +71,8 @@ class Replayer:
         self.slots = scenario.slots
         self.jobs = jobs
         self.arrived = [job.arrived_at for job in jobs]
-        self.durations = [max(0.0, job.finished_at - job.started_at) for job in jobs]
+        # Each job runs as long as it ran: from its own start, never its runner's idle time.
+        self.durations = [max(0.0, job.finished_at - job.run_started_at) for job in jobs]
         self.limits = limits
         self.mirror = limits.mirror
         self.measured = limits.policy is Policy.MEASURED

@@ -35,7 +35,6 @@ from runnerd.config import Profile, RunnerdConfig, SizingConfig
 from runnerd.sizing.runs import DAY, SizingRun, by_job, by_profile
 
 GiB = 1024**3
-PAGE_CACHE_ROOM = 1 * GiB
 SIZING_TIMES = 3
 RECENT_RUNS = 20
 WORTH_LOWERING = 0.10
@@ -68,8 +67,9 @@ class SizingRules:
 
 
 def need(peak: int, margin: Margin) -> int:
-    """The largest peak plus the margin, or plus 1G when that is more, rounded up to 256M."""
-    return round_up(max(margin.add(peak), peak + PAGE_CACHE_ROOM), GRANULE)
+    """The largest peak plus the margin, or plus the page-cache room (1G) when that is more,
+    rounded up to 256M."""
+    return round_up(max(margin.add(peak), peak + margin.room), GRANULE)
 
 
 def percentile(values: Sequence[float], share: float) -> float:
@@ -217,15 +217,19 @@ def job_sizing(
 
 def slot_pressure(runs: Sequence[SizingRun], slots: int, now: float) -> tuple[float, float]:
     """(p95 slot wait, share of slot time busy). A slot is busy from when its job was queued:
-    a warm runner waiting for a job does not count."""
+    a warm runner waiting for a job does not count. Each run is a share of the slots its
+    profile had when it ran (``slots`` for a run that did not record them)."""
     counted_runs = [r for r in runs if not r.cancelled]
     if not counted_runs:
         return 0.0, 0.0
     wait = percentile([r.slot_wait for r in counted_runs], 0.95)
     start = min(r.started_at for r in counted_runs)
-    busy = sum(r.finished_at - max(r.started_at, r.arrived_at) for r in counted_runs)
+    busy = sum(
+        (r.finished_at - max(r.started_at, r.arrived_at)) / max(r.slots or slots, 1)
+        for r in counted_runs
+    )
     span = max(now - start, 1.0)
-    return wait, busy / (span * max(slots, 1))
+    return wait, busy / span
 
 
 def advise_profile(
@@ -298,7 +302,20 @@ def advise_profile(
         return replace(base, need=needed, line=line)
     if memory - needed >= WORTH_LOWERING * memory:
         return _lower(profile, base, needed)
-    line = f"keep {format_bytes(memory)}: its jobs need {format_bytes(needed)}"
+    if needed > memory:
+        # No run met the cap, so nothing asks for more: a peak under it is not a need for
+        # more. What the need adds is room for page cache, which this cap does not leave.
+        line = (
+            f"keep {format_bytes(memory)}: no run met it, its heaviest job peaked at "
+            f"{format_bytes(max(j.largest for j in jobs))}; with "
+            f"{format_bytes(rules.margin.room)} of room for page cache (page_cache_room) it "
+            f"would need {format_bytes(needed)}, so jobs that write files may be throttled"
+        )
+    else:
+        line = (
+            f"keep {format_bytes(memory)}: its heaviest job needs {format_bytes(needed)}, less "
+            "than a tenth under it"
+        )
     return replace(base, need=needed, line=line + _more_slots_note(profile, base))
 
 

@@ -165,7 +165,7 @@ def _profile_change(
             **extra,  # type: ignore[arg-type]  # extra holds the event's optional typed fields
         )
 
-    taken_back = _take_back(look, profile, current, last, since, runs, history.running)
+    taken_back = _take_back(look, profile, current, history.changes, runs, history.running)
     if taken_back is not None:
         new, reason = taken_back
         return make("take_back", reason, new, floor_memory=new.memory, floor_until=now + FLOOR_FOR)
@@ -218,17 +218,19 @@ def _take_back(
     look: _Look,
     profile: Profile,
     current: Values,
-    last: Change | None,
-    since: Sequence[SizingRun],
+    changes: Sequence[Change],
     runs: Sequence[SizingRun],
     running: int,
 ) -> tuple[Values, str] | None:
-    """A lowering by auto sizing that went too far, still in effect. Under caps its slots go
-    back too, but never under the runners running now: a take-back drops no slot in use."""
+    """A lowering by auto sizing that went too far, still in effect, even when another auto
+    change (slots, cpus) came after it. Under caps its slots go back too, but never under the
+    runners running now: a take-back drops no slot in use."""
+    last = next((c for c in reversed(changes) if c.new.memory != c.old.memory), None)
     if last is None or last.source != "auto" or last.kind != "lower":
-        return None
+        return None  # the memory in force was not set by an auto lowering
     if current.memory != last.new.memory:
         return None  # memory was set by hand since: not taken back
+    since = [r for r in runs if r.finished_at >= last.at]
     met = [r for r in since if r.met_cap and r.cap == current.memory]
     slots = last.old.slots if look.policy is Policy.CAPS else current.slots
     back = Values(last.old.memory, max(slots, running), current.cpus)

@@ -81,7 +81,11 @@ def sizing_report(
     now: float,
     window: float = 30 * DAY,
     on_stale: Callable[[str], None] | None = None,
+    slice_cpus: float | None = None,
 ) -> SizingReport:
+    """Advice per profile, the changes written, and with auto sizing on the notes on changes
+    it holds back ("No CPU raise: ..."), read against the slice's CPUs (``slice_cpus``, as
+    read from its cgroup; ``[host] cpus`` when not given)."""
     with open_read_only(db, on_stale) as conn:
         runs = read_runs(conn, now - window, now)
     with ChangeLog(db, read_only=True) as log:
@@ -93,7 +97,8 @@ def sizing_report(
             n: ProfileHistory(changes=tuple(c for c in changes if c.profile == n))
             for n in config.profiles
         }
-        notes = plan(config, runs, memory_max, config.host.cpus, histories, now).notes
+        cpus = slice_cpus if slice_cpus is not None else config.host.cpus
+        notes = plan(config, runs, memory_max, cpus, histories, now).notes
     return SizingReport(tuple(advice), tuple(changes), notes, memory_max)
 
 
@@ -106,7 +111,7 @@ def apply_command(
     cpus: float | None,
     now: float,
 ) -> Change:
-    report = sizing_report(config, db, memory_max, now)
+    report = sizing_report(config, db, memory_max, now, slice_cpus=cpus)
     advice = next(a for a in report.advice if a.profile == profile)
     with ChangeLog(db) as log:
         return apply_advice(path, advice, log, memory_max, cpus, now)

@@ -42,6 +42,9 @@ class SizingRun:
     reserved: int | None = None
     branch: str | None = None
     run_id: str | None = None
+    slots: int | None = None  # its profile's slots when it ran; None: not recorded
+    sock_throttled: int | None = None  # times its sockets were held during bad reclaim
+    job_started_at: float | None = None  # when its runner took the job; None: not recorded
 
     @property
     def succeeded(self) -> bool:
@@ -55,6 +58,11 @@ class SizingRun:
     def hit(self) -> bool:
         """It met its cap or was killed for memory: its job goes on its cap."""
         return self.met_cap or self.killed_for_memory
+
+    @property
+    def run_started_at(self) -> float:
+        """When the job itself started: its runner's start for a run that did not record it."""
+        return self.job_started_at if self.job_started_at is not None else self.started_at
 
     @property
     def arrived_at(self) -> float:
@@ -118,7 +126,9 @@ def open_read_only(
 def read_runs(db: sqlite3.Connection, since: float, until: float | None = None) -> list[SizingRun]:
     """Every finished run of a known job that finished in [since, until], oldest first."""
     present = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
-    extra = [c for c in ("branch", "run_id") if c in present]
+    extra = [
+        c for c in ("branch", "run_id", "slots", "sock_throttled", "job_started_at") if c in present
+    ]
     columns = _COLUMNS + "".join(f", {c}" for c in extra)
     sql = (
         f"SELECT {columns} FROM jobs WHERE finished_at >= ? AND finished_at <= ?"  # noqa: S608
@@ -146,6 +156,15 @@ def read_runs(db: sqlite3.Connection, since: float, until: float | None = None) 
                 reserved=None if r[16] is None else int(r[16]),
                 branch=_text(more.get("branch")),
                 run_id=_text(more.get("run_id")),
+                slots=None if more.get("slots") is None else int(str(more["slots"])),
+                job_started_at=(
+                    None
+                    if more.get("job_started_at") is None
+                    else float(str(more["job_started_at"]))
+                ),
+                sock_throttled=(
+                    None if more.get("sock_throttled") is None else int(str(more["sock_throttled"]))
+                ),
             )
         )
     return runs

@@ -107,8 +107,9 @@ class Source:
         from runnerd.sizing.report import sizing_report
 
         config = load_config(self.config_path)
-        memory_max, _ = slice_limits(config)
-        return sizing_report(config, Path(config.host.history_path()), memory_max, now)
+        memory_max, cpus = slice_limits(config)
+        path = Path(config.host.history_path())
+        return sizing_report(config, path, memory_max, now, slice_cpus=cpus)
 
     def apply(self, profile: str, now: float) -> Change:
         """``runnerctl sizing apply PROFILE``; raises ``ConfigError`` when the check refuses."""

@@ -231,11 +231,25 @@ function addEvent(e) {
   document.getElementById("no-events").hidden = true;
 }
 
+// A page whose source stopped answering says so plainly, above what it last showed.
+function stale(on, why) {
+  const banner = document.getElementById("stale");
+  if (!on) { banner.hidden = true; document.body.classList.remove("is-stale"); return; }
+  if (!banner.hidden) return;
+  banner.textContent = `Stale: ${why} at ${clock(Date.now() / 1000)}. ` +
+    "What this page shows is runnerd's last word, not what happens now.";
+  banner.hidden = false;
+  document.body.classList.add("is-stale");
+}
+
 function live(onStatus) {
   const dot = document.getElementById("live");
   const stream = new EventSource("/api/live");
-  stream.addEventListener("open", () => dot.classList.add("on"));
-  stream.addEventListener("error", () => dot.classList.remove("on"));
+  stream.addEventListener("open", () => { dot.classList.add("on"); stale(false); });
+  stream.addEventListener("error", () => {
+    dot.classList.remove("on");
+    stale(true, "runnerd stopped answering");
+  });
   stream.addEventListener("status", m => onStatus(JSON.parse(m.data)));
   stream.addEventListener("runnerd", m => addEvent(JSON.parse(m.data)));
 }
@@ -307,8 +321,20 @@ function lineChart(holder, title, times, series, opts) {
 
 async function job() {
   const ident = document.querySelector("[data-ident]").dataset.ident;
-  const found = await getJSON(`/api/jobs/${encodeURIComponent(ident)}`);
+  let found;
+  try {
+    found = await getJSON(`/api/jobs/${encodeURIComponent(ident)}`);
+  } catch (e) {
+    stale(true, "runnerd stopped answering");
+    setTimeout(job, 3000);
+    return;
+  }
+  stale(false);
   const r = found.record;
+  // A job without its conclusion is read again until it has one: the page never keeps
+  // saying "running" after the job ended.
+  if (!r.result) setTimeout(job, 3000);
+  for (const id of ["memory-chart", "cpu-chart"]) document.getElementById(id).replaceChildren();
   document.getElementById("job-title").textContent =
     r.repository ? `${r.repository} ${r.workflow}/${r.job_name}` : `runner ${r.runner}`;
   document.getElementById("sentence").textContent = found.sentence;

@@ -34,11 +34,14 @@ function age(seconds) {
   return Math.floor(seconds / 86400) + "d";
 }
 
+// As `rungar usage` writes a duration (rungar/cli/usage.py duration_text): 12.5s, 1m 32s,
+// 3h 12m; the Usage tab shows its numbers, so it rounds as it does.
 function duration(seconds) {
   if (seconds == null) return "-";
   if (seconds < 60) return seconds.toFixed(1) + "s";
-  const minutes = Math.round(seconds / 60);
-  if (minutes < 60) return minutes + "m";
+  const total = Math.round(seconds);
+  const minutes = Math.floor(total / 60);
+  if (minutes < 60) return minutes + "m " + String(total % 60).padStart(2, "0") + "s";
   return Math.floor(minutes / 60) + "h " + String(minutes % 60).padStart(2, "0") + "m";
 }
 
@@ -88,10 +91,17 @@ function renderStatus(status) {
   fill(document.querySelector("#runners tbody"), status.runners.length ? status.runners.map((r) =>
     el("tr", { "data-runner": r.name },
       el("td", {}, r.name), el("td", { class: "opt" }, r.scale_set), el("td", {}, r.provider),
-      el("td", {}, r.state), el("td", { class: "opt" }, r.github), el("td", { class: "num" }, age(r.age)),
+      el("td", {}, word(r.state)), el("td", { class: "opt" }, word(r.github)), el("td", { class: "num" }, age(r.age)),
       el("td", {}, r.job || "-"))) : [el("tr", {}, el("td", { class: "empty", colspan: "7" }, "no runners"))]);
   const names = status.providers.map((p) => p.name);
   if (names.join() !== state.providers.join()) { state.providers = names; drawCharts(); }
+}
+
+// rungar status's stable values in words, as the CLI's table says them.
+const WORDS = { not_registered: "Not registered", not_listed: "Not listed yet" };
+function word(value) {
+  const text = String(value || "");
+  return WORDS[text] || (text.charAt(0).toUpperCase() + text.slice(1)).replace(/_/g, " ");
 }
 
 function addEvents(events, fresh) {
@@ -176,6 +186,17 @@ function updateCharts() {
   if (state.charts.waits) state.charts.waits.setData(waitData());
 }
 
+// A page that lost the daemon says so plainly, over what it last showed, until it is back.
+function stale(on) {
+  const banner = document.getElementById("stale");
+  if (!on) { banner.hidden = true; document.body.classList.remove("is-stale"); return; }
+  if (!banner.hidden) return;
+  banner.textContent = `Stale: the daemon stopped answering at ${new Date().toLocaleTimeString()}. ` +
+    "What this page shows is its last word, not what happens now.";
+  banner.hidden = false;
+  document.body.classList.add("is-stale");
+}
+
 function connect() {
   const live = document.getElementById("live");
   const source = new EventSource("/api/stream");
@@ -188,6 +209,7 @@ function connect() {
     addEvents(data.events, false);
     drawCharts();
     live.textContent = "live"; live.className = "live on";
+    stale(false);
   });
   source.addEventListener("update", (m) => {
     const data = JSON.parse(m.data);
@@ -196,7 +218,10 @@ function connect() {
     addEvents(data.events, true);
     updateCharts();
   });
-  source.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
+  source.onerror = () => {
+    live.textContent = "reconnecting…"; live.className = "live off";
+    stale(true);
+  };
 }
 
 async function loadUsage() {

@@ -27,20 +27,26 @@ class RunnerSpec(_message.Message):
     def __init__(self, vcpus: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., image: _Optional[str] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class JobHint(_message.Message):
-    __slots__ = ("repository", "workflow", "job", "job_id", "branch", "run_id")
+    __slots__ = ("repository", "workflow", "job", "job_id", "branch", "run_id", "queued_at", "started_at", "completed_at")
     REPOSITORY_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     BRANCH_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_AT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_AT_FIELD_NUMBER: _ClassVar[int]
     repository: str
     workflow: str
     job: str
     job_id: str
     branch: str
     run_id: str
-    def __init__(self, repository: _Optional[str] = ..., workflow: _Optional[str] = ..., job: _Optional[str] = ..., job_id: _Optional[str] = ..., branch: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+    queued_at: _timestamp_pb2.Timestamp
+    started_at: _timestamp_pb2.Timestamp
+    completed_at: _timestamp_pb2.Timestamp
+    def __init__(self, repository: _Optional[str] = ..., workflow: _Optional[str] = ..., job: _Optional[str] = ..., job_id: _Optional[str] = ..., branch: _Optional[str] = ..., run_id: _Optional[str] = ..., queued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class InfoRequest(_message.Message):
     __slots__ = ()
@@ -248,12 +254,14 @@ class ListResponse(_message.Message):
     def __init__(self, machines: _Optional[_Iterable[_Union[Machine, _Mapping]]] = ...) -> None: ...
 
 class UpdateRunnerRequest(_message.Message):
-    __slots__ = ("runner_name", "job")
+    __slots__ = ("runner_name", "job", "queued")
     RUNNER_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
     runner_name: str
     job: JobHint
-    def __init__(self, runner_name: _Optional[str] = ..., job: _Optional[_Union[JobHint, _Mapping]] = ...) -> None: ...
+    queued: _containers.RepeatedCompositeFieldContainer[JobHint]
+    def __init__(self, runner_name: _Optional[str] = ..., job: _Optional[_Union[JobHint, _Mapping]] = ..., queued: _Optional[_Iterable[_Union[JobHint, _Mapping]]] = ...) -> None: ...
 
 class UpdateRunnerResponse(_message.Message):
     __slots__ = ()

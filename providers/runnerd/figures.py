@@ -1,0 +1,111 @@
+"""Every figure of a job's record, defined once (docs/runnerd.md, "Every figure, defined once").
+
+Pure: a history row (or the spans a scale set was refused) in, numbers out; nothing here reads
+the clock or a file. ``runnerctl jobs`` and ``job``, the TUI, the dashboard's job page and their
+``--json`` all read a job's figures through :func:`job_figures`, so they agree to the second.
+
+Two clocks meet here. runnerd's clock stamps what runnerd saw (its runner's start, the job's
+start as Rungar told it, the runner's end); GitHub's clock stamps what GitHub saw (the job
+queued, a runner took it, it finished), which Rungar passes on with the job. A job's queue
+time is moved onto runnerd's clock through its start, which both clocks saw: ``queued`` =
+``job_started_at - (github_started_at - github_queued_at)``, so a host whose clock is off
+GitHub's by minutes still measures waits by one clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class HeldSpan:
+    """A stretch in which this host was refusing a scale set's runners, and for what
+    (``slot``: its slots or the memory budget; ``host``: the host's memory; ``cpu``)."""
+
+    start: float
+    end: float
+    kind: str
+
+
+def held_back(spans: Iterable[HeldSpan], since: float, until: float) -> dict[str, float]:
+    """Seconds of ``[since, until]`` the spans cover, per kind: how long a job queued at
+    ``since`` whose runner started at ``until`` was held back by this host's refusals."""
+    out = {"slot": 0.0, "host": 0.0, "cpu": 0.0}
+    for span in spans:
+        overlap = min(span.end, until) - max(span.start, since)
+        if overlap > 0:
+            out[span.kind] = out.get(span.kind, 0.0) + overlap
+    return out
+
+
+def queued_by_our_clock(
+    github_queued: float, github_started: float, started: float, first_listed: float | None
+) -> float | None:
+    """When a job was queued, by runnerd's clock: GitHub's queue time moved by the job's start
+    (``started`` on runnerd's clock, ``github_started`` on GitHub's), else GitHub's queue time
+    as it is, else when a create first listed it here; None when none is known. Never after
+    ``started``."""
+    if github_queued > 0 and github_started >= github_queued:
+        return started - (github_started - github_queued)
+    if github_queued > 0:
+        return min(github_queued, started)
+    if first_listed is not None:
+        return min(first_listed, started)
+    return None
+
+
+def _f(row: Mapping[str, Any], key: str) -> float | None:
+    value = row.get(key)
+    return None if value is None else float(value)
+
+
+def job_figures(row: Mapping[str, Any]) -> dict[str, float | None]:
+    """A job's figures from its history row, in seconds (``None``: not known):
+
+    - ``wait``: from the job's queue time until its runner took it (runnerd's clock);
+    - ``slot_wait``, ``host_wait``, ``cpu_wait``: of that, how long this host held it back by
+      refusing for a slot, the host's memory, CPU;
+    - ``idle``: how long its runner waited for a job before this one queued (a reserve or
+      warm runner; what ``min_runners`` and warm pools cost); 0 for a runner started for it;
+    - ``pickup``: from when its runner started, or the job queued if later, until the runner
+      took it (a new runner's boot, or how quickly a waiting one was given it);
+    - ``duration``: from the job's start until its runner ended (runnerd's clock); a job whose
+      start never became known runs from its runner's start;
+    - ``github_wait``, ``github_duration``: the same two by GitHub's own times, when known.
+    """
+    runner_started = float(row["started_at"])
+    job_started = _f(row, "job_started_at")
+    queued = _f(row, "queued_at")
+    finished = _f(row, "finished_at")
+    began = job_started if job_started is not None else runner_started
+    idle: float | None = None
+    pickup: float | None = None
+    wait: float | None = None
+    if job_started is not None:
+        ready_from = runner_started if queued is None else max(runner_started, queued)
+        idle = max(0.0, min(queued, job_started) - runner_started) if queued is not None else None
+        pickup = max(0.0, job_started - ready_from)
+        wait = max(0.0, job_started - queued) if queued is not None else None
+    elif queued is not None and row.get("job_started_at") is None and row.get("slots") is None:
+        # A record from before job starts were kept: queued_at was its first refusal here.
+        wait = max(0.0, runner_started - queued)
+    gh_queued = _f(row, "github_queued_at")
+    gh_started = _f(row, "github_started_at")
+    gh_done = _f(row, "github_completed_at")
+    return {
+        "wait": wait,
+        "slot_wait": float(row.get("slot_wait") or 0.0),
+        "host_wait": float(row.get("host_wait") or 0.0),
+        "cpu_wait": float(row.get("cpu_wait") or 0.0),
+        "idle": idle,
+        "pickup": pickup,
+        "duration": max(0.0, finished - began) if finished is not None else None,
+        "github_wait": (
+            gh_started - gh_queued if gh_started and gh_queued and gh_started >= gh_queued else None
+        ),
+        "github_duration": (
+            gh_done - gh_started if gh_done and gh_started and gh_done >= gh_started else None
+        ),
+    }
