@@ -14,7 +14,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
-from runnerd.admission.model import Prediction
+from runnerd.admission.model import CpuWaiter, Prediction
+from runnerd.admission.predict import ProfileStats
 from runnerd.simulate.engine import Replayer
 from runnerd.simulate.waiting import NEVER, KeyQueue
 
@@ -53,16 +54,34 @@ class Walks(Replayer):
             if cut and high_water_held:
                 self.held += 1  # the same slice reading holds every start back
                 continue
-            if (
-                cut
-                and i in self.waiters.entries
-                and not self._at_high_water()  # decide() would hold it at the mark first
-                and self._cpu_refuses(prediction, i, now)
-            ):
-                self.cpu_held += 1  # a job already waiting for CPU that still does not fit
-                continue
+            if cut and self.limits.cpu_budget is not None and not self._at_high_water():
+                # decide() would hold it at the mark first
+                if i in self.waiters.entries:
+                    if self._cpu_refuses(prediction, i, now):
+                        self.cpu_held += 1  # a job already waiting for CPU that still does not fit
+                        continue
+                elif self._starved_before(now):
+                    self._first_held(i, kq, now)
+                    continue
             high_water_held = self._count(self._ask(i, kq, prediction, now), prediction, free)
             free = self._free()
+
+    def _starved_before(self, now: float) -> bool:
+        """A job held for CPU since before ``now`` has waited 2 minutes or more: decide()
+        holds any job that is not waiting yet for CPU (see :meth:`_first_held`)."""
+        oldest = self.waiters.oldest()
+        return oldest < now and now - oldest >= self.limits.cpu_starvation
+
+    def _first_held(self, i: int, kq: KeyQueue, now: float) -> None:
+        """What asking decide() about job ``i`` does when an older job has waited 2 minutes
+        for CPU and ``i`` has its slot and its memory: it is held for CPU from now, its own
+        waiter among the others. On an overloaded host nearly every job that arrives is held
+        so; tests compare this with asking decide() (``shortcuts=False``)."""
+        self.waiters.add(i, CpuWaiter(str(i), now, now))
+        kq.held_for_cpu(i)
+        self.events += 1
+        self.cpu_taken = self._summed_cpu()  # as after any answer that changed the state
+        self.cpu_held += 1
 
     def _cpu_refuses(self, prediction: Prediction, i: int, now: float) -> bool:
         """What decide() answers for a job already held for CPU, without asking it again: the
@@ -105,6 +124,7 @@ class Walks(Replayer):
         start = 0  # every job before it has been walked past
         moved = False  # a job started: keys may have closed
         mark, starvation = self.mark, self.limits.cpu_starvation
+        current: dict[str, ProfileStats] = {}  # each profile's figures: no finish in a walk
         while True:
             room = NEVER if total is None else total - self.cpu_taken + 1e-9
             held_ahead = total is not None and bool(waiters.entries)
@@ -129,11 +149,10 @@ class Walks(Replayer):
                         continue
                     if measured:  # _reach, when the cached prediction still holds
                         due = kq.cached[kq.present > 1]
-                        if (
-                            due.stats is self._profile(kq.profile, now)
-                            and due.finished == kq.finished
-                            and due.hour == hour
-                        ):
+                        stats = current.get(kq.profile)
+                        if stats is None:
+                            stats = current[kq.profile] = self._profile(kq.profile, now)
+                        if due.stats is stats and due.finished == kq.finished and due.hour == hour:
                             kq.due = due
                         else:
                             self._reach(kq, now, hour)
@@ -163,7 +182,9 @@ class Walks(Replayer):
                     if kq.done_to:
                         size -= bisect.bisect_left(kq.queue, kq.done_to)
                     self.cpu_held += size
-                if total is not None and not start:  # asked nothing: see _idle
+                if total is not None and (
+                    not start or not self._would_ask(now, active, room, marked, starved)
+                ):  # asked nothing, or a walk from the first job would ask nothing: see _idle
                     self.idle = (self.events, hour, dict(self.stats), left)
                 return
             i = int(best)
@@ -177,6 +198,32 @@ class Walks(Replayer):
             moved = answer == "start"
             free = self._free()
             start = i + 1
+
+    def _would_ask(
+        self, now: float, active: list[KeyQueue], room: float, marked: bool, starved: bool
+    ) -> bool:
+        """Whether a walk from the first job, with things as a walk that asked decide() left
+        them, would ask it anything. ``active`` are the keys still open at its end: a key only
+        closes during a walk, so these are the keys a new walk would reach. It would ask a
+        job not held for CPU yet (none is left in an open key: each was asked when reached),
+        any job at the high-water mark, and a held one whose prediction fits the free CPUs:
+        among the oldest held when one of them has waited 2 minutes. A walk that asks nothing
+        counts every job of the open keys held, as :meth:`_idle` then does."""
+        waiters = self.waiters
+        in_oldest: set[KeyQueue] | None = None
+        if starved:
+            in_oldest = {self.queue_of[j] for j in waiters.groups[waiters.order[0]]}
+        total = self.limits.cpu_budget or 0.0
+        for kq in active:
+            if not kq.queue:
+                continue
+            if kq.fresh or marked:
+                return True
+            if not waiters.entries or (in_oldest is not None and kq not in in_oldest):
+                continue
+            if not min(self._predicted(kq, now).cpu, total) > room:
+                return True
+        return False
 
     def _still_open(self, kq: KeyQueue, start: int, free: int | None, now: float) -> bool:
         if self.per_profile[kq.profile] < self.slots[kq.profile] and not self._short(kq, free, now):
