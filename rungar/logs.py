@@ -183,6 +183,9 @@ def _route_stdlib(level: int, renderer: Any, timestamp: UtcTimestamp, out: Any) 
     root.setLevel(level)
     # Each request's access line says nothing the metrics do not; a flood would flood the log.
     logging.getLogger("uvicorn.access").setLevel(max(level, logging.WARNING))
+    # So is httpx's line for each request it sends (a burst's every JIT registration): the
+    # GitHub client counts its calls by answer, and logs what goes wrong.
+    logging.getLogger("httpx").setLevel(max(level, logging.WARNING))
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         named = logging.getLogger(name)
         named.handlers.clear()
