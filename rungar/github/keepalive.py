@@ -225,7 +225,9 @@ async def _read_response(
     return status, reason, headers, content, keep
 
 
-def _parse_head(head: bytes, request: httpx.Request) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+def _parse_head(
+    head: bytes, request: httpx.Request
+) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
     status_line, *lines = head[:-4].split(b"\r\n")
     parts = status_line.split(b" ", 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1."):

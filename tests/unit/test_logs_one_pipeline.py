@@ -109,3 +109,16 @@ def test_a_cloud_plugin_configures_logging_before_anything_else() -> None:
     json_lines = [json.loads(line) for line in lines if line.startswith("{")]
     assert [x["event"] for x in json_lines] == ["instance.created", "library line"]
     assert json_lines[0]["token"] == logs.REDACTED
+
+
+def test_httpx_logs_no_line_per_request_but_keeps_its_warnings() -> None:
+    lines = run(
+        """
+        import logging
+        from rungar import logs
+        logs.configure("info", "json")
+        logging.getLogger("httpx").info('HTTP Request: POST https://api.github.com/x "201"')
+        logging.getLogger("httpx").warning("something went wrong")
+        """
+    )
+    assert [json.loads(line)["event"] for line in lines] == ["something went wrong"]
