@@ -51,8 +51,7 @@ def decide(fleet: Fleet, names: list[str], rng: random.Random, now: float, n: in
     start = time.perf_counter()
     for i in range(n):
         scale_set = names[i % len(names)]
-        found = fleet.candidates(scale_set, now)
-        for provider in found.order[:2]:
+        for provider in fleet.first_tryable(scale_set, now, 2):
             claim = fleet.claim(scale_set, provider, now)
             if isinstance(claim, Skip):
                 continue

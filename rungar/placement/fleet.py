@@ -78,6 +78,7 @@ from rungar.model.sentences import (
 )
 from rungar.placement.backoff import Backoff, after_refusal, backoff_wait
 from rungar.placement.holds import Hold, HoldDecision, HoldRule, RoomOpened, place_hold
+from rungar.placement.index import ProviderOrder
 from rungar.placement.order import order_providers
 
 
@@ -155,6 +156,7 @@ class Fleet:
         self._runtime_enabled: set[str] = set()
         self._ids = itertools.count(1)
         self.hold_rule = hold_rule
+        self._order = ProviderOrder()  # each scale set's providers in its placement order
         self.configure(providers, scale_sets, self.timing)
 
     # ----------------------------------------------------------------- configuration
@@ -187,6 +189,21 @@ class Fleet:
             for p, waits in self._work_waits.items()
         }
         self._asking = {s: v for s, v in self._asking.items() if s in self.scale_sets}
+        self._reorder()
+
+    def _reorder(self) -> None:
+        providers = self.providers
+
+        def weight(name: str) -> float:
+            config = providers.get(name)
+            return config.weight if config is not None else 1.0
+
+        self._order.rebuild(list(self.scale_sets.values()), weight, self._own)
+
+    def _own(self, scale_set: str, provider: str) -> int:
+        """The scale set's runners and creates in flight on the provider: what spread orders by."""
+        key = (scale_set, provider)
+        return self._runners.get(key, 0) + self._claims_by_pair.get(key, 0)
 
     def set_disabled(self, provider: str, disabled: bool) -> None:
         """A runtime switch (``rungar providers disable|enable|drain``), kept until restart."""
@@ -225,11 +242,13 @@ class Fleet:
                 self._runners[(scale_set, provider)] += n
                 self._runners_by_set[scale_set] += n
                 self._runners_by_provider[provider] += n
+        self._reorder()
 
     def add_runner(self, scale_set: str, provider: str) -> None:
         self._runners[(scale_set, provider)] += 1
         self._runners_by_set[scale_set] += 1
         self._runners_by_provider[provider] += 1
+        self._order.moved(scale_set, provider, self._own(scale_set, provider))
 
     def remove_runner(self, scale_set: str, provider: str, *, leaving: bool) -> None:
         """A runner stops counting for its scale set; ``leaving`` keeps its machine counted."""
@@ -238,6 +257,7 @@ class Fleet:
             self._runners[key] -= 1
             self._runners_by_set[scale_set] -= 1
             self._runners_by_provider[provider] -= 1
+            self._order.moved(scale_set, provider, self._own(scale_set, provider))
         if leaving:
             self._leaving[provider] += 1
 
@@ -364,6 +384,26 @@ class Fleet:
             ordered.sort(key=self.price_of)
         return Candidates(tuple(ordered), tuple(skips))
 
+    def first_tryable(self, scale_set: str, now: float, limit: int = 1) -> list[str]:
+        """The first ``limit`` providers of :meth:`candidates`' order for assigned work, found
+        without ordering or explaining the rest: the scale set's providers are kept in their
+        placement order as counts change (:class:`rungar.placement.index.ProviderOrder`), so
+        this walks from the front and stops once it has them. Why the others are skipped is
+        :meth:`candidates`' to say, when asked."""
+        config = self.scale_sets[scale_set]
+        if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
+            return []
+        found: list[str] = []
+        if limit < 1:
+            return found
+        skip_reason = self.skip_reason
+        for name in self._order.walk(scale_set):
+            if skip_reason(scale_set, name, now) is None:
+                found.append(name)
+                if len(found) >= limit:
+                    break
+        return found
+
     def price_of(self, provider: str) -> float:
         """A runner-hour's price on ``provider``; 0 when it has none (a host of one's own)."""
         return self.providers[provider].price_per_hour or 0.0
@@ -397,6 +437,7 @@ class Fleet:
         self._claims_by_provider[provider] += 1
         self._claims_by_pair[(scale_set, provider)] += 1
         self._claims_by_set[scale_set] += 1
+        self._order.moved(scale_set, provider, self._own(scale_set, provider))
         return claim
 
     def abandon(self, claim: Claim, now: float, *, full: bool = False) -> RoomOpened | None:
@@ -427,6 +468,9 @@ class Fleet:
         self._claims_by_provider[claim.provider] -= 1
         self._claims_by_pair[(claim.scale_set, claim.provider)] -= 1
         self._claims_by_set[claim.scale_set] -= 1
+        self._order.moved(
+            claim.scale_set, claim.provider, self._own(claim.scale_set, claim.provider)
+        )
 
     def record_created(self, claim: Claim, now: float) -> None:
         """The claim's create succeeded: the runner counts, the streak is forgiven, holds lift.
