@@ -366,20 +366,16 @@ class Fleet:
         config = self.scale_sets[scale_set]
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
             return Candidates((), (), scale_set_limit=config.max_runners)
-        tryable: list[str] = []
+        reasons: dict[str, str | None] = {}
         skips: list[Skip] = []
         for entry in config.providers:
-            reason = self.skip_reason(scale_set, entry.name, now, reserve=reserve)
-            if reason is None:
-                tryable.append(entry.name)
-            else:
+            reason = reasons[entry.name] = self.skip_reason(
+                scale_set, entry.name, now, reserve=reserve
+            )
+            if reason is not None:
                 skips.append(Skip(entry.name, reason))
-        own = {
-            name: self._runners[(scale_set, name)] + self._claims_by_pair[(scale_set, name)]
-            for name in tryable
-        }
-        weights = {name: self.providers[name].weight for name in tryable}
-        ordered = order_providers(tryable, config.placement, weights, own)
+        # The placement order is kept as counts change (see first_tryable): no sort here.
+        ordered = [name for name in self._order.walk(scale_set) if reasons[name] is None]
         if reserve:  # hosts before the cloud: a refill goes to the cheapest that takes it
             ordered.sort(key=self.price_of)
         return Candidates(tuple(ordered), tuple(skips))

@@ -1,11 +1,12 @@
 """The order kept as counts change is the order a full sort gives, on random fleets.
 
-``Fleet.first_tryable`` walks each scale set's providers in an order kept up to date one
-provider at a time (rungar/placement/index.py); ``Fleet.candidates`` sorts them all afresh
-with ``order_providers``. Hypothesis builds random fleets (weights that tie, limits, disabled
-providers, spread and pack) and drives them through claims, creations, refusals, removals,
-counts replaced at once, new weights, reachability, runtime switches, holds and time; after
-every step the two agree for every scale set and every number of providers asked for.
+``Fleet.first_tryable`` and ``Fleet.candidates`` walk each scale set's providers in an order
+kept up to date one provider at a time (rungar/placement/index.py); ``order_providers`` sorts
+them all afresh, as placement did before. Hypothesis builds random fleets (weights that tie,
+limits, disabled providers, spread and pack) and drives them through claims, creations,
+refusals, removals, counts replaced at once, new weights, reachability, runtime switches,
+holds and time; after every step the orders agree for every scale set and every number of
+providers asked for.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rungar.config.model import (
 from rungar.model.machine import Refusal, RefusalKind
 from rungar.placement import Fleet
 from rungar.placement.fleet import Claim
+from rungar.placement.order import order_providers
 
 WEIGHTS = st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0])  # repeated weights: ties are common
 TIMING = Timing(backoff_first=15, backoff_max=120)
@@ -151,10 +153,23 @@ class IndexedOrder(RuleBasedStateMachine):
 
     @invariant()
     def the_kept_order_is_the_full_sorts(self) -> None:
+        fleet = self.fleet
         for config in self.scale_sets:
-            full = self.fleet.candidates(config.name, self.now).order
-            for k in range(len(config.providers) + 2):
-                assert tuple(self.fleet.first_tryable(config.name, self.now, k)) == full[:k]
+            listed = [entry.name for entry in config.providers]
+            tryable = [p for p in listed if fleet.skip_reason(config.name, p, self.now) is None]
+            own = {
+                p: fleet.runners_of(config.name, p)
+                + sum(1 for c in self.claims if (c.scale_set, c.provider) == (config.name, p))
+                for p in listed
+            }
+            weights = {p.name: p.weight for p in self.providers}
+            full = order_providers(tryable, config.placement, weights, own)
+            counted = fleet.runners_of(config.name) + fleet.creating_of(config.name)
+            if counted >= config.max_runners:
+                full = []  # the scale set is at its own limit: nothing is tried
+            assert list(fleet.candidates(config.name, self.now).order) == full
+            for k in range(len(listed) + 2):
+                assert fleet.first_tryable(config.name, self.now, k) == full[:k]
 
 
 TestIndexedOrder = IndexedOrder.TestCase
