@@ -15,8 +15,10 @@ waiting job is walked in queue order, after arrivals the arrivals (:mod:`runnerd
 Cheap necessary checks (a full profile, a reservation larger than the free memory) skip a call
 that could only refuse, and a job already held for CPU that still does not fit is counted again
 without asking, in bulk: thousands of waiting jobs cost a bisection per job key, not a visit
-each. Every start, every first hold for CPU and every HELD comes from decide(), so 100,000 jobs
-replay through a policy in seconds.
+each. Every start and every HELD comes from decide(), and every first hold for CPU but one kind:
+a job that arrives while an older one has waited 2 minutes for CPU is held as decide() holds it
+(:meth:`runnerd.simulate.walks.Walks._first_held`; tests compare with asking it), so 100,000
+jobs replay through a policy in seconds.
 """
 
 from __future__ import annotations
