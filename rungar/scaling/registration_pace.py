@@ -23,13 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 WINDOW = 60.0  # GitHub states its throttle per minute
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class RegistrationKey:
-    """A waiting registration's place in the queue: the smallest goes first."""
+class RegistrationKey(NamedTuple):
+    """A waiting registration's place in the queue: the smallest goes first. A named tuple,
+    not an ordered dataclass: the queue takes the smallest of the waiting ones for every
+    registration of a burst, and tuples compare in C (docs/benchmarks.md)."""
 
     refill: bool  # False (a runner for assigned jobs) sorts first
     rank: int  # minus the scale set's priority: the higher priority sorts first
