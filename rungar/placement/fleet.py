@@ -392,8 +392,11 @@ class Fleet:
         found: list[str] = []
         if limit < 1:
             return found
-        skip_reason = self.skip_reason
+        skip_reason, backoffs = self.skip_reason, self._backoffs
         for name in self._order.walk(scale_set):
+            backoff = backoffs.get((scale_set, name))
+            if backoff is not None and backoff.active(now):
+                continue  # skipped as full or failing: no need to word why
             if skip_reason(scale_set, name, now) is None:
                 found.append(name)
                 if len(found) >= limit:
