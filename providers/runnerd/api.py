@@ -26,6 +26,7 @@ from starlette.routing import Route
 
 from rungar.model.machine import MachineState
 from rungar.model.units import format_bytes
+from rungar.stopping import signal_free_server
 from runnerd.admission import counted_memory, cpu_line
 from runnerd.admission import host as hostguard
 from runnerd.dashboard.login import login_link
@@ -173,14 +174,6 @@ def app(
     )
 
 
-class _QuietServer(uvicorn.Server):
-    """uvicorn without its own SIGINT/SIGTERM handling: the daemon owns the signals."""
-
-    # why the ignore[override] below: uvicorn's is generator-made; a plain context manager does
-    def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
-        return contextlib.nullcontext()
-
-
 class ApiServer:
     def __init__(
         self, server: uvicorn.Server, task: asyncio.Task[None], stopping: asyncio.Event
@@ -212,7 +205,7 @@ async def serve_api(
         lifespan="off",
         log_config=None,
     )
-    server = _QuietServer(config)
+    server: uvicorn.Server = signal_free_server(config)  # the daemon owns the signals
     task = asyncio.create_task(server.serve())
     for _ in range(200):
         if server.started:

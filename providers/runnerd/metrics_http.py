@@ -20,6 +20,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from rungar.stopping import signal_free_server
 from runnerd.config import HostConfig, is_loopback, split_address
 from runnerd.metrics import CONTENT_TYPE, RunnerdMetrics
 
@@ -35,13 +36,6 @@ def app(metrics: RunnerdMetrics, token: str = "") -> Starlette:
         return Response(metrics.text(), media_type=CONTENT_TYPE)
 
     return Starlette(routes=[Route("/metrics", get_metrics)])
-
-
-class _QuietServer(uvicorn.Server):
-    """uvicorn without its own SIGINT/SIGTERM handling: the daemon owns the signals."""
-
-    def capture_signals(self) -> contextlib.AbstractContextManager[None]:  # type: ignore[override]
-        return contextlib.nullcontext()
 
 
 class MetricsServer:
@@ -78,7 +72,7 @@ async def serve_metrics(metrics: RunnerdMetrics, host: HostConfig) -> MetricsSer
         app(metrics, token), host=address, port=port, log_level="warning", lifespan="off",
         **options,  # type: ignore[arg-type]  # uvicorn's keyword types, checked by it at start
     )  # fmt: skip
-    server = _QuietServer(config)
+    server: uvicorn.Server = signal_free_server(config)  # the daemon owns the signals
     task = asyncio.create_task(server.serve())
     for _ in range(500):
         if server.started or task.done():

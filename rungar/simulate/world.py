@@ -3,8 +3,9 @@
 A discrete-event loop, deterministic: the same inputs give the same result to the digit. What
 runs is the real code where the daemon decides, and a model where it talks:
 
-- real: :func:`rungar.scaling.desired` and :func:`rungar.scaling.surplus_to_remove` (how many
-  runners a scale set wants, schedules and warm pools included, which idle ones go), the warm
+- real: :func:`rungar.scaling.desired` and :func:`rungar.scaling.step.plan_scale` (how many
+  runners a scale set wants, schedules and warm pools included, which to create as reserve,
+  which idle ones go), the warm
   pool's :func:`rungar.scaling.predict` fed each job as it is assigned; the placement
   :class:`Fleet`, its plan and the engine's loop that carries it out
   (:func:`rungar.engine.placing.place`: order, spread/pack, weights, limits, backoffs,
@@ -39,7 +40,8 @@ from rungar.model.machine import Created, JobHint, Refusal
 from rungar.model.runner import RunnerState, RunnerView
 from rungar.placement import Fleet, Hold, HoldRule, RoomOpened
 from rungar.placement.plan import Outcome, Placed, Try
-from rungar.scaling import Warm, desired, in_force, predict, surplus_to_remove
+from rungar.scaling import Warm, desired, in_force, predict
+from rungar.scaling.step import plan_scale
 from rungar.simulate.backends import Backend
 from rungar.simulate.history import SimJob
 
@@ -291,20 +293,26 @@ class World:
             now=self.now,
             warm=warm.runners if warm else 0,
         )
-        target = decision.total
         live = self.of_set[name]
-        if len(live) < target:
-            for n in range(len(live), target):
-                # As the engine: runners beyond the assigned jobs are reserve (no holds).
-                if not await self.create(name, reserve=n >= decision.work):
-                    break
-        elif len(live) > target and self.idle[name]:
-            views = [
-                RunnerView(r.name, name, r.provider, "", r.created_at, RunnerState.IDLE)
-                for r in self.idle[name].values()
-            ]
-            for runner in surplus_to_remove(views, len(live) - target, {}):
-                await self.finish(runner)
+        idle = self.idle[name]
+        views = [
+            RunnerView(
+                r.name,
+                name,
+                r.provider,
+                "",
+                r.created_at,
+                RunnerState.IDLE if r.name in idle else RunnerState.BUSY,
+            )
+            for r in live.values()
+        ]
+        # The engine's own plan; its creates are carried out one after another here.
+        plan = plan_scale(decision, removed=False, live=views, creating=0, revisions={})
+        for reserve in plan.create:
+            if not await self.create(name, reserve=reserve):
+                break
+        for runner in plan.remove:
+            await self.finish(runner)
 
     def warm(self, name: str) -> Warm | None:
         """The warm pool's prediction; the same until a job arrives or either slot it looks at
