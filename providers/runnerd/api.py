@@ -27,7 +27,7 @@ from starlette.routing import Route
 from rungar.model.machine import MachineState
 from rungar.model.units import format_bytes
 from rungar.stopping import signal_free_server
-from runnerd.admission import counted_memory, cpu_line
+from runnerd.admission import counted_memory, cpu_line, memory_reserved
 from runnerd.admission import host as hostguard
 from runnerd.dashboard.login import login_link
 from runnerd.events import Event
@@ -44,7 +44,7 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
     slice_fresh = readings.slice is not None and now - readings.slice.at <= limits.fresh_for
     live = [r for r in provider.runners.values() if r.state is not MachineState.STOPPED]
     running = [r.running() for r in live]
-    reserved = sum(counted_memory(r, limits, slice_fresh, now) for r in running)
+    reserved = memory_reserved(running, limits, slice_fresh, now)
     budget = limits.memory_max
     if budget is None:
         budget_line = f"budget: no MemoryMax; {format_bytes(reserved)} reserved"

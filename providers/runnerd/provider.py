@@ -46,12 +46,12 @@ from runnerd.admission import (
     GuardState,
     HostReading,
     Limits,
+    NoRoom,
     Policy,
-    Refuse,
     Running,
     SliceReading,
-    counted_memory,
     decide,
+    memory_reserved,
 )
 from runnerd.admission.admit import fits_beside
 from runnerd.admission.model import Run
@@ -307,7 +307,7 @@ class RunnerdProvider:
         return LiveFigures(
             memory=reading.memory if reading is not None and fresh else None,
             memory_max=limits.memory_max,
-            reserved=sum(counted_memory(r, limits, fresh, now) for r in live),
+            reserved=memory_reserved(live, limits, fresh, now),
             cpus=self.slice_cpus,
             counters=counters
             if counters is not None and now - counters.at <= limits.fresh_for
@@ -408,7 +408,7 @@ class RunnerdProvider:
         )
         self.guard = outcome.state
         decision = outcome.decision
-        if isinstance(decision, Refuse):
+        if isinstance(decision, NoRoom):
             self.metrics.refusals.labels(profile.name, decision.resource).inc()
             self._note_wait(request.scale_set, now, decision.wait)
             self.waiting[request.scale_set].why = decision.message

@@ -167,7 +167,7 @@ class RunnerdHost(Backend):
         hints: Sequence[JobHint],
         now: float,
     ) -> Refusal | None:
-        from runnerd.admission import Candidate, Prediction, Refuse, SliceReading, decide
+        from runnerd.admission import Candidate, NoRoom, Prediction, SliceReading, decide
 
         name = str(block.get("profile") or scale_set)
         profile = self.config.profiles.get(name)
@@ -211,7 +211,7 @@ class RunnerdHost(Backend):
         )
         self.guard = outcome.state
         decision = outcome.decision
-        if isinstance(decision, Refuse):
+        if isinstance(decision, NoRoom):
             return Refusal(RefusalKind.FULL, decision.message, decision.resource)
         self.runners[runner] = _HostRunner(
             name, scale_set, profile.memory, profile.cpus, decision.memory, decision.cpu,

@@ -16,9 +16,9 @@ from runnerd.admission.model import (
     Holder,
     HostReading,
     Limits,
+    NoRoom,
     Policy,
     Prediction,
-    Refuse,
     Running,
     SliceReading,
 )
@@ -93,8 +93,8 @@ def run(
     return decide(cand, running, slice_reading, host, disk, limits, state or GuardState(), now)
 
 
-def refusal(outcome: Decided) -> Refuse:
-    assert isinstance(outcome.decision, Refuse), outcome.decision
+def refusal(outcome: Decided) -> NoRoom:
+    assert isinstance(outcome.decision, NoRoom), outcome.decision
     return outcome.decision
 
 

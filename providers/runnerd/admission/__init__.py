@@ -6,7 +6,7 @@ docs/admission.md, "The host's memory", "Measured admission", "CPU admission". N
 
 from __future__ import annotations
 
-from runnerd.admission.admit import counted_memory, cpu_line, decide
+from runnerd.admission.admit import counted_memory, cpu_line, decide, memory_reserved
 from runnerd.admission.model import (
     AdmissionRecord,
     Admit,
@@ -15,9 +15,9 @@ from runnerd.admission.model import (
     GuardState,
     HostReading,
     Limits,
+    NoRoom,
     Policy,
     Prediction,
-    Refuse,
     Run,
     Running,
     SliceReading,
@@ -32,17 +32,18 @@ __all__ = [
     "GuardState",
     "HostReading",
     "Limits",
+    "NoRoom",
     "Policy",
     "Prediction",
     "PredictionRules",
     "ProfileStats",
-    "Refuse",
     "Run",
     "Running",
     "SliceReading",
     "counted_memory",
     "cpu_line",
     "decide",
+    "memory_reserved",
     "predict",
     "profile_stats",
 ]

@@ -29,8 +29,8 @@ from runnerd.admission.model import (
     GuardState,
     HostReading,
     Limits,
+    NoRoom,
     Policy,
-    Refuse,
     Running,
     SliceReading,
 )
@@ -52,33 +52,74 @@ def counted_cpu(runner: Running, limits: Limits) -> float:
 def _totals(
     running: Sequence[Running], profile: str, limits: Limits, slice_fresh: bool, now: float
 ) -> tuple[int, int, float]:
-    """One pass (a decision runs thousands of times a second over hundreds of runners):
-    runners of ``profile``, memory counted, CPU counted."""
+    """Runners of ``profile``, memory counted, CPU counted: each runner as
+    :func:`counted_memory` and :func:`counted_cpu` count it, in one pass."""
     same = 0
     memory = 0
     cpu = 0.0
-    caps = limits.policy is Policy.CAPS
-    if caps or not slice_fresh:  # every runner counts at its cap
-        for r in running:
-            if r.profile == profile:
-                same += 1
-            memory += r.cap
-            cpu += r.cpus if caps else r.reserved_cpu
-        return same, memory, cpu
-    oldest = now - limits.fresh_for
     for r in running:
         if r.profile == profile:
             same += 1
-        if r.used_at < oldest:
-            memory += r.cap
-        else:
-            memory += r.reserved if r.reserved > r.used else r.used
-        cpu += r.reserved_cpu
+        memory += counted_memory(r, limits, slice_fresh, now)
+        cpu += counted_cpu(r, limits)
     return same, memory, cpu
+
+
+def memory_reserved(
+    running: Sequence[Running], limits: Limits, slice_fresh: bool, now: float
+) -> int:
+    """What the running runners count at against the memory budget."""
+    return _totals(running, "", limits, slice_fresh, now)[1]
 
 
 def is_fresh(at: float | None, now: float, limits: Limits) -> bool:
     return at is not None and now - at <= limits.fresh_for
+
+
+def _fresh_host(reading: HostReading | None, now: float, limits: Limits) -> HostReading | None:
+    return reading if reading is not None and is_fresh(reading.at, now, limits) else None
+
+
+def slice_free(limits: Limits, reserved: int) -> int | None:
+    """What the slice's MemoryMax leaves beside runners counted at ``reserved`` (None: none)."""
+    return None if limits.memory_max is None else limits.memory_max - limits.mirror - reserved
+
+
+def host_spare(host: HostReading, limits: Limits, widened: bool, others: int, reserved: int) -> int:
+    """What the host's room leaves beside ``others`` runners counted at ``reserved``."""
+    return hostguard.room(host, limits, widened, others) - reserved
+
+
+def cpu_fits(cpu: float, taken: float, limits: Limits) -> bool:
+    """Whether ``cpu`` fits the CPU budget beside ``taken``: never more than the whole budget
+    is asked, so one runner can always start."""
+    if limits.cpu_budget is None:
+        return True
+    return min(cpu, limits.cpu_budget) <= limits.cpu_budget - taken + 1e-9
+
+
+def _forget_old_waiters(state: GuardState, running: bool, now: float, limits: Limits) -> GuardState:
+    """The state is replaced only where it changes: the replay of ``runnerd simulate`` makes
+    hundreds of thousands of decisions and most change nothing."""
+    forget = limits.cpu_wait_forget
+    waiting = state.cpu_waiting
+    for w in waiting:
+        if not now - w.last_asked <= forget:  # one to forget: keep the others
+            waiting = tuple(w for w in waiting if now - w.last_asked <= forget)
+            break
+    widened = state.widened and running
+    if waiting is not state.cpu_waiting or widened != state.widened:
+        state = replace(state, cpu_waiting=waiting, widened=widened)
+    return state
+
+
+def _needs(candidate: Candidate, limits: Limits, slice_fresh: bool) -> tuple[int, str]:
+    """What the candidate reserves, and why."""
+    if limits.policy is Policy.MEASURED and slice_fresh:
+        return candidate.prediction.memory, candidate.prediction.basis
+    if limits.policy is Policy.MEASURED:
+        return candidate.cap, "its cap, as no sample of the slice is recent"
+    return candidate.cap, "its profile's memory"
 
 
 def decide(
@@ -91,22 +132,12 @@ def decide(
     state: GuardState,
     now: float,
 ) -> Decided:
-    # The state is replaced only where it changes: the replay of ``runnerd simulate`` makes
-    # hundreds of thousands of decisions and most change nothing.
-    forget = limits.cpu_wait_forget
-    waiting = state.cpu_waiting
-    for w in waiting:
-        if not now - w.last_asked <= forget:  # one to forget: keep the others
-            waiting = tuple(w for w in waiting if now - w.last_asked <= forget)
-            break
-    widened = state.widened and bool(running)
-    if waiting is not state.cpu_waiting or widened != state.widened:
-        state = replace(state, cpu_waiting=waiting, widened=widened)
+    state = _forget_old_waiters(state, bool(running), now, limits)
 
     def refuse(resource: str, message: str, wait: str, new: GuardState | None = None) -> Decided:
         # ``state`` as it stands at the refusal: a stall entered or left on the way is kept.
         kept = state if new is None else new
-        return Decided(Refuse(resource, message, wait), _asked(kept, candidate.scale_set, now))
+        return Decided(NoRoom(resource, message, wait), _asked(kept, candidate.scale_set, now))
 
     slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
     same_profile, reserved, taken = _totals(running, candidate.profile, limits, slice_fresh, now)
@@ -124,28 +155,11 @@ def decide(
             f"{format_bytes(limits.disk_reserve)} reserve; {format_bytes(disk_free)} is free",
             "slot",
         )
-
-    measured = limits.policy is Policy.MEASURED
-    if measured and slice_fresh:
-        needs, basis = candidate.prediction.memory, candidate.prediction.basis
-    elif measured:
-        needs, basis = candidate.cap, "its cap, as no sample of the slice is recent"
-    else:
-        needs, basis = candidate.cap, "its profile's memory"
-
-    budget = limits.memory_max
-    if measured and budget is not None and slice_fresh and slice_reading is not None:
-        mark = int(limits.high_water * budget)  # whole bytes: 90% of 33G is 29.7G
-        if slice_reading.memory >= mark:
-            share = 100 * slice_reading.memory / budget
-            return refuse(
-                "memory",
-                f"The slice uses {share:.0f}% of its MemoryMax "
-                f"({format_bytes(slice_reading.memory)} of {format_bytes(budget)}); nothing "
-                f"starts at {limits.high_water * 100:g}% or more",
-                "slot",
-            )
-
+    needs, basis = _needs(candidate, limits, slice_fresh)
+    if limits.policy is Policy.MEASURED and slice_fresh and slice_reading is not None:
+        high = _above_high_water(slice_reading, limits)
+        if high:
+            return refuse("memory", high, "slot")
     host = (
         host_reading
         if host_reading is not None and is_fresh(host_reading.at, now, limits)
@@ -156,43 +170,73 @@ def decide(
         if now_stalled != state.stalled:
             state = replace(state, stalled=now_stalled)
         if hostguard.blocks(host, limits, now_stalled):
-            return refuse(
-                "memory",
-                hostguard.stall_message(host, limits),
-                "host",
-                replace(state, widened=bool(running)),
-            )
-
-    free = None
-    if budget is not None:
-        free = budget - limits.mirror - reserved
-        if needs > free:
-            return refuse(
-                "memory",
-                f"The slice is short of memory: needs {format_bytes(needs)}; "
-                f"{format_bytes(max(0, free))} of its {format_bytes(budget)} MemoryMax is free",
-                "slot",
-            )
-
+            message = hostguard.stall_message(host, limits)
+            return refuse("memory", message, "host", replace(state, widened=bool(running)))
+    free = slice_free(limits, reserved)
+    if free is not None and needs > free:
+        return refuse(
+            "memory",
+            f"The slice is short of memory: needs {format_bytes(needs)}; "
+            f"{format_bytes(max(0, free))} of its {format_bytes(limits.memory_max or 0)} "
+            "MemoryMax is free",
+            "slot",
+        )
     if host is not None:
-        spare = hostguard.room(host, limits, state.widened, len(running)) - reserved
+        spare = host_spare(host, limits, state.widened, len(running), reserved)
         if needs > spare:
-            return refuse(
-                "memory",
-                hostguard.short_message(needs, spare, host),
-                "host",
-                replace(state, widened=bool(running)),
-            )
+            message = hostguard.short_message(needs, spare, host)
+            return refuse("memory", message, "host", replace(state, widened=bool(running)))
         if state.widened:
             state = replace(state, widened=False)  # the host has room again
         free = spare if free is None else min(free, spare)
+    return _admit_for_cpu(
+        candidate,
+        needs,
+        basis,
+        free,
+        taken,
+        slice_reading if slice_fresh else None,
+        limits,
+        state,
+        now,
+    )
 
+
+def _above_high_water(reading: SliceReading, limits: Limits) -> str:
+    """Why nothing starts: the slice is at its high-water mark ("" when it is below)."""
+    budget = limits.memory_max
+    if budget is None:
+        return ""
+    mark = int(limits.high_water * budget)  # whole bytes: 90% of 33G is 29.7G
+    if reading.memory < mark:
+        return ""
+    share = 100 * reading.memory / budget
+    return (
+        f"The slice uses {share:.0f}% of its MemoryMax "
+        f"({format_bytes(reading.memory)} of {format_bytes(budget)}); nothing "
+        f"starts at {limits.high_water * 100:g}% or more"
+    )
+
+
+def _admit_for_cpu(
+    candidate: Candidate,
+    needs: int,
+    basis: str,
+    free: int | None,
+    taken: float,
+    fresh_slice: SliceReading | None,
+    limits: Limits,
+    state: GuardState,
+    now: float,
+) -> Decided:
+    """The candidate fits every memory check: admitted unless CPU holds it back (a job that had
+    a slot and memory but not CPU waits for CPU, oldest first across scale sets)."""
     cpu = 0.0
     mine = _waiter(state.cpu_waiting, candidate.scale_set)
     if limits.cpu_budget is not None:
         total = limits.cpu_budget
-        cpu = candidate.cpus if not measured else candidate.prediction.cpu
-        cpu = min(cpu, total)  # never more than the whole budget: one runner can always start
+        measured = limits.policy is Policy.MEASURED
+        cpu = min(candidate.cpus if not measured else candidate.prediction.cpu, total)
         my_since = mine.since if mine else now
         starved = [
             w
@@ -210,7 +254,7 @@ def decide(
                 f"A job has waited {format_duration(now - oldest.since)} for CPU; no younger job "
                 "starts until it fits",
             )
-        if cpu > total - taken + 1e-9:
+        if not cpu_fits(cpu, taken, limits):
             return _cpu_refusal(
                 state,
                 candidate,
@@ -227,7 +271,7 @@ def decide(
         reserved=needs,
         basis=basis,
         free=free,
-        slice=slice_reading.memory if slice_fresh and slice_reading else None,
+        slice=fresh_slice.memory if fresh_slice is not None else None,
         cpu=cpu if limits.cpu_budget is not None else None,
         cpu_wait=cpu_wait,
     )
@@ -264,7 +308,7 @@ def _cpu_refusal(state: GuardState, candidate: Candidate, now: float, message: s
         new = _asked(state, candidate.scale_set, now)
     else:  # held for CPU from now, asked now
         new = _with_waiting(state, (*state.cpu_waiting, CpuWaiter(candidate.scale_set, now, now)))
-    return Decided(Refuse("cpu", message, "cpu"), new)
+    return Decided(NoRoom("cpu", message, "cpu"), new)
 
 
 def cpu_line(running: Sequence[Running], limits: Limits, state: GuardState) -> str:
@@ -287,16 +331,19 @@ def fits_beside(
     now: float,
 ) -> bool:
     """Whether a waiting runner may reserve ``memory`` and ``cpu`` beside ``others`` (every
-    other runner): the MemoryMax, the host's room and the CPU budget, as :func:`decide` counts
-    them. A heavier job queued for its scale set asks this; slots and disk do not change."""
+    other runner): the MemoryMax, the host's room and the CPU budget, by the rules
+    :func:`decide` applies. A heavier job queued for its scale set asks this; slots and disk do
+    not change."""
     slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
     _, reserved, taken = _totals(others, "", limits, slice_fresh, now)
-    if limits.memory_max is not None and memory > limits.memory_max - limits.mirror - reserved:
+    free = slice_free(limits, reserved)
+    if free is not None and memory > free:
         return False
-    if host_reading is not None and is_fresh(host_reading.at, now, limits):
-        room = hostguard.room(host_reading, limits, state.widened, len(others))
-        if memory > room - reserved:
-            return False
-    if limits.cpu_budget is not None:
-        return min(cpu, limits.cpu_budget) <= limits.cpu_budget - taken + 1e-9
-    return True
+    host = (
+        host_reading
+        if host_reading is not None and is_fresh(host_reading.at, now, limits)
+        else None
+    )
+    if host is not None and memory > host_spare(host, limits, state.widened, len(others), reserved):
+        return False
+    return cpu_fits(cpu, taken, limits)

@@ -199,7 +199,7 @@ class Admit:
 
 
 @dataclass(frozen=True, slots=True)
-class Refuse:
+class NoRoom:
     """``resource`` is memory|cpu|slots|disk; ``wait`` says which wait it counts toward."""
 
     resource: str
@@ -212,5 +212,5 @@ class Decided:
     """What :func:`~runnerd.admission.admit.decide` returns: the decision, and the host guard's
     state after it."""
 
-    decision: Admit | Refuse
+    decision: Admit | NoRoom
     state: GuardState = field(default_factory=GuardState)
