@@ -26,7 +26,7 @@ from runnerd.config import RunnerdConfig, RuntimeKind, check_budget, load_config
 from runnerd.events import EventLog
 from runnerd.history import History, JobEnd
 from runnerd.outcome import Ending, recorded_result
-from runnerd.provider import RunnerdProvider, RunnerState, slice_limits
+from runnerd.provider import RunnerdProvider, HostedRunner, slice_limits
 from runnerd.running import Daemon, reload, start_auto_sizing
 from runnerd.runtime.base import NAME_LABEL, PROFILE_LABEL, SCALE_SET_LABEL, Runtime
 from runnerd.sampler import Sampler
@@ -89,7 +89,7 @@ async def adopt(provider: RunnerdProvider) -> None:
             log.warning("runner.unadoptable", runner=found.name)
             continue
         # Adopted runners count at their caps until a sample shows what they use.
-        provider.runners[found.name] = RunnerState(
+        provider.runners[found.name] = HostedRunner(
             name=found.name,
             request_id="",
             scale_set=found.labels.get(SCALE_SET_LABEL, row["scale_set"]),

@@ -81,7 +81,7 @@ HELD_KEPT = 10_000  # refusal stretches kept per scale set
 
 
 @dataclass
-class RunnerState:
+class HostedRunner:
     """A runner runnerd started: what it reserved, what it uses, which job it took."""
 
     name: str
@@ -231,13 +231,13 @@ class RunnerdProvider:
         self.predictor = Predictor(rules, host.history_window, host.reread)
         self.readings = Readings()
         self.guard = GuardState()
-        self.runners: dict[str, RunnerState] = {}
+        self.runners: dict[str, HostedRunner] = {}
         self.waiting: dict[str, Waiting] = {}
         # Each scale set's stretches of refusals, kept ``[host] held_window``: a job's waits
         # are the part of them between its queue time and its runner's start.
         self.held: dict[str, list[HeldSpan]] = {}
         self.first_listed: dict[str, float] = {}  # job id: when a create first listed it
-        self.sample_listeners: list[Callable[[RunnerState], None]] = []
+        self.sample_listeners: list[Callable[[HostedRunner], None]] = []
         self._open_hold: dict[str, tuple[float, str]] = {}  # scale set: (last refusal, kind)
         self.events: EventLog | None = None  # the daemon's; None in tools and some tests
         self.metrics = RunnerdMetrics()
@@ -471,7 +471,7 @@ class RunnerdProvider:
                 slots=profile.slots,
             ),
         )
-        state = RunnerState(
+        state = HostedRunner(
             name=request.runner_name,
             request_id=request.request_id,
             scale_set=request.scale_set,
@@ -511,7 +511,7 @@ class RunnerdProvider:
             state.state, state.ended_at = MachineState.STOPPED, self.clock.now()
         await self.record(state, removal)
 
-    async def _await_exit(self, state: RunnerState) -> None:
+    async def _await_exit(self, state: HostedRunner) -> None:
         """Sample the runner until it exits by itself, for at most ``exit_grace``."""
         host = self.config.host
         deadline = self.clock.now() + host.exit_grace
@@ -569,7 +569,7 @@ class RunnerdProvider:
             job.run_id,
         )
 
-    async def _job_started(self, state: RunnerState, job: JobHint, now: float) -> None:
+    async def _job_started(self, state: HostedRunner, job: JobHint, now: float) -> None:
         """The runner took ``job`` now: its run (duration, average CPU) counts from here, and
         its waits are the refusals of its scale set here between its queue time and its
         runner's start, not an earlier refusal of the same scale set."""
@@ -702,7 +702,7 @@ class RunnerdProvider:
             state.reserved, state.reserved_cpu = memory, cpu
             state.hints = tuple(dict.fromkeys((*state.hints, *hints)))
 
-    async def _stop_waiting(self, state: RunnerState, needs: int, now: float) -> None:
+    async def _stop_waiting(self, state: HostedRunner, needs: int, now: float) -> None:
         await self.runtime.stop(state.handle)
         message = (
             f"{state.name} stopped before it took a job: a heavier job queued for "
@@ -714,7 +714,7 @@ class RunnerdProvider:
         # Listed as stopped until Rungar deletes it; it ran no job, so it records no job run.
         state.state, state.ended_at = MachineState.STOPPED, now
 
-    async def _learn_job(self, state: RunnerState, job: JobHint) -> None:
+    async def _learn_job(self, state: HostedRunner, job: JobHint) -> None:
         """Name the job a runner ran, keeping what it reserved: its admission is over. Its
         start is GitHub's run time back from the runner's end, when GitHub gave both."""
         state.job = job
@@ -806,7 +806,7 @@ class RunnerdProvider:
 
     # ---- a runner's end ----------------------------------------------------------------
 
-    async def sample_runner(self, state: RunnerState) -> None:
+    async def sample_runner(self, state: HostedRunner) -> None:
         """One sample of a running runner; notes its end when it has exited."""
         now = self.clock.now()
         usage = await self.runtime.sample(state.handle)
@@ -819,7 +819,7 @@ class RunnerdProvider:
         if usage.exited:
             await self.runner_ended(state, usage.exit_code, now)
 
-    def _apply(self, state: RunnerState, usage: Usage, now: float) -> None:
+    def _apply(self, state: HostedRunner, usage: Usage, now: float) -> None:
         if not usage.exited:
             state.used, state.used_at, state.held = usage.memory, now, usage.held
         state.peak = max(state.peak, usage.memory)
@@ -835,7 +835,7 @@ class RunnerdProvider:
         if usage.sock_throttled is not None:
             state.sock_throttled = usage.sock_throttled
 
-    async def runner_ended(self, state: RunnerState, exit_code: int | None, now: float) -> None:
+    async def runner_ended(self, state: HostedRunner, exit_code: int | None, now: float) -> None:
         """It ended by itself: it stops counting, and what it showed is kept in the history
         until Rungar's Delete says how its job ended."""
         if state.ended_at is not None:
@@ -845,7 +845,7 @@ class RunnerdProvider:
         await self.history.run(self.history.ended, state.row, self._end(state, ""))
         log.info("runner.exited", runner=state.name, exit_code=exit_code, peak=state.peak)
 
-    def _end(self, state: RunnerState, result: str, removal: Removal | None = None) -> JobEnd:
+    def _end(self, state: HostedRunner, result: str, removal: Removal | None = None) -> JobEnd:
         """Its figures at its end: average CPU is its CPU time over its run time, both from
         its job's start (its runner's start when the job never became known)."""
         finished = state.ended_at if state.ended_at is not None else self.clock.now()
@@ -866,7 +866,7 @@ class RunnerdProvider:
             github_completed_at=completed or None,
         )
 
-    async def record(self, state: RunnerState, removal: Removal | None) -> None:
+    async def record(self, state: HostedRunner, removal: Removal | None) -> None:
         """Record how the runner's job ended, and teach the predictor; a runner that ran no
         job leaves no row."""
         ending = Ending(state.job is not None, state.exited, state.exit_code, state.met_cap)

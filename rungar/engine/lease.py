@@ -29,6 +29,7 @@ import structlog
 from rungar.config.model import Timing
 from rungar.engine.context import EngineContext
 from rungar.errors import GitHubError
+from rungar.model.phase import Phase
 from rungar.scaling.lease import (
     Heard,
     Lease,
@@ -179,7 +180,7 @@ class LeaseKeeper:
         now = clock.now()
         phase = github.session_phase(self.lead)
         heard, holder = Heard.NOTHING, ""
-        if phase.phase == "waiting":
+        if phase.phase is Phase.WAITING:
             heard, holder = Heard.HELD_ELSEWHERE, phase.holder
         elif renewal_due(self.lease, now, timing):
             try:

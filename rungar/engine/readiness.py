@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.model.phase import Phase
 from rungar.model.sentences import LEAD_NOTE
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("rungar.readiness")
 
-UP = ("LISTENING", "WAITING")
+UP = (Phase.LISTENING, Phase.WAITING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +63,15 @@ def _up(engine: Engine, state: ScaleSetState) -> bool:
     one installation, a scale set waiting for this daemon's lease is up only once GitHub has
     said another daemon holds the lead (this one stands by): until the lease is decided, or
     while the active daemon's listeners start, it is not."""
-    if state.phase == "LISTENING":
+    if state.phase is Phase.LISTENING:
         return True
-    if state.phase != "WAITING":
+    if state.phase is not Phase.WAITING:
         return False
     lease = engine.lease
     if lease is None or state.note != LEAD_NOTE:
         return True
     lead = engine.sets.get(lease.lead)
-    return not lease.acts() and lead is not None and lead.phase == "WAITING"
+    return not lease.acts() and lead is not None and lead.phase is Phase.WAITING
 
 
 def notify(message: str, environ: dict[str, str] | None = None) -> bool:

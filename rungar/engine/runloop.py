@@ -24,6 +24,7 @@ from rungar.engine.notices import observe_job_wait
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
+from rungar.model.phase import Phase
 from rungar.model.sentences import LEAD_NOTE, UNREACHABLE_NOTE
 
 log = structlog.get_logger("rungar.runloop")
@@ -98,23 +99,23 @@ class RunLoop:
         lease = self.lease
         if lease is not None and not lease.is_lead(state.config.name):
             if not lease.active.is_set():
-                state.phase, state.note = "WAITING", LEAD_NOTE
+                state.phase, state.note = Phase.WAITING, LEAD_NOTE
             await lease.active.wait()
         while True:
             try:
                 state.id = await engine.github.ensure_scale_set(state.config)
-                state.phase, state.note = "LISTENING", ""
+                state.phase, state.note = Phase.LISTENING, ""
                 delay = timing.session_retry_first
                 async for event in engine.github.listen(state.config):
                     self._dispatch(state, event)
             except asyncio.CancelledError:
                 raise
             except GitHubError as e:
-                state.phase = "UNREACHABLE"
+                state.phase = Phase.UNREACHABLE
                 state.note = f"{UNREACHABLE_NOTE}: {e}"
                 log.warning("github.session_failed", scale_set=state.config.name, error=str(e))
             except Exception:
-                state.phase = "UNREACHABLE"
+                state.phase = Phase.UNREACHABLE
                 log.exception("listener.crashed", scale_set=state.config.name)
             # A scale-set check that can wait: slowed while the API budget runs low.
             await engine.clock.sleep(delay * engine.github.budget().stretch)

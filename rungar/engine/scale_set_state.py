@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from rungar.config.model import ScaleSetConfig
 from rungar.model.machine import JobHint
+from rungar.model.phase import Phase
 from rungar.scaling import InForce, Warm
 
 
@@ -26,7 +27,7 @@ class ScaleSetState:
     warm_runners: int = 0  # of reserve, the warm pool's part (after max_runners)
     polled_at: float = 0.0  # when GitHub last told the assigned count (0 = never)
     paused_at_runtime: bool | None = None  # None: as configured
-    _phase: str = "STARTING"  # STARTING, LISTENING, WAITING (the listener says), UNREACHABLE
+    _phase: Phase = Phase.STARTING
     note: str = ""
     queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint
     assigned_at: dict[str, float] = field(default_factory=dict)
@@ -41,11 +42,11 @@ class ScaleSetState:
         return self.config.paused
 
     @property
-    def phase(self) -> str:
+    def phase(self) -> Phase:
         return self._phase
 
     @phase.setter
-    def phase(self, phase: str) -> None:
+    def phase(self, phase: Phase) -> None:
         """Every change is told to the watchers (readiness: sd_notify, ``/readyz``)."""
         changed = phase != self._phase
         self._phase = phase

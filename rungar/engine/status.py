@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from rungar import __version__
 from rungar.config.model import ScaleSetConfig
 from rungar.engine.readiness import readiness
+from rungar.model.phase import Phase
 from rungar.model.runner import GitHubState, RunnerState
 from rungar.model.runner_block import RunnerBlock
 from rungar.model.sentences import (
@@ -135,20 +136,20 @@ def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
     if holds:
         hold = holds[0]
         return "HOLDING BACK", holding_back(hold.provider, hold.holder)
-    if state.phase == "LISTENING":
+    if state.phase is Phase.LISTENING:
         # The listener knows when GitHub answers its session create with a conflict, and when
         # GitHub stops answering after the scale set was found.
         session = engine.github.session_phase(name)
-        if session.phase == "waiting":
-            return "WAITING", WAITING_NOTE
-        if session.phase == "unreachable":
-            return "UNREACHABLE", f"{UNREACHABLE_NOTE}: {session.error}"
-        return "LISTENING", ""
-    if state.phase == "UNREACHABLE":
-        return "UNREACHABLE", state.note or "GitHub does not answer"
-    if state.phase == "WAITING":
-        return "WAITING", state.note or LEAD_NOTE
-    return "STARTING", STARTING_NOTE
+        if session.phase is Phase.WAITING:
+            return Phase.WAITING, WAITING_NOTE
+        if session.phase is Phase.UNREACHABLE:
+            return Phase.UNREACHABLE, f"{UNREACHABLE_NOTE}: {session.error}"
+        return Phase.LISTENING, ""
+    if state.phase is Phase.UNREACHABLE:
+        return Phase.UNREACHABLE, state.note or "GitHub does not answer"
+    if state.phase is Phase.WAITING:
+        return Phase.WAITING, state.note or LEAD_NOTE
+    return Phase.STARTING, STARTING_NOTE
 
 
 def provider_status(engine: Engine, name: str, now: float) -> str:

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from rungar.config.model import ScaleSetConfig
 from rungar.model.machine import Conclusion, JobHint
+from rungar.model.phase import Phase
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,13 +83,13 @@ ListenerEvent = Demand | JobEvent
 
 @dataclass(frozen=True, slots=True)
 class SessionPhase:
-    """A listener's message session, for ``rungar status``: ``starting``; ``waiting`` while
-    GitHub answers its session create with a conflict (another session owns the scale set);
-    ``listening``; ``unreachable`` while GitHub fails it (``error`` says how); ``""`` when no
-    listener runs. While ``waiting``, ``holder`` is the owner GitHub named for the session that
-    holds the scale set (or "") and ``holder_seen_at`` when it said so."""
+    """A listener's message session, for ``rungar status``: STARTING; WAITING while GitHub
+    answers its session create with a conflict (another session owns the scale set);
+    LISTENING; UNREACHABLE while GitHub fails it (``error`` says how); None when no listener
+    runs. While WAITING, ``holder`` is the owner GitHub named for the session that holds the
+    scale set (or "") and ``holder_seen_at`` when it said so."""
 
-    phase: str
+    phase: Phase | None
     error: str = ""
     holder: str = ""
     holder_seen_at: float = 0.0

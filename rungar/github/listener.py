@@ -41,6 +41,7 @@ from rungar.github.session import MessageSession, SessionStore
 from rungar.github.timing import GitHubTiming
 from rungar.github.wire import JOB_MESSAGES, JobMessage, Message, Statistics
 from rungar.model.machine import JobHint, conclusion_from_github
+from rungar.model.phase import Phase
 
 log = structlog.get_logger("rungar.github")
 
@@ -115,13 +116,13 @@ class Listener:
         if session is not None and session.conflicts:
             # GitHub answers: with a conflict, naming the session's owner
             return SessionPhase(
-                "waiting", holder=session.holder, holder_seen_at=session.holder_seen_at
+                Phase.WAITING, holder=session.holder, holder_seen_at=session.holder_seen_at
             )
         if self.error:
-            return SessionPhase("unreachable", self.error)
+            return SessionPhase(Phase.UNREACHABLE, self.error)
         if session is None or session.session is None:
-            return SessionPhase("starting")
-        return SessionPhase("listening")
+            return SessionPhase(Phase.STARTING)
+        return SessionPhase(Phase.LISTENING)
 
     def set_max_capacity(self, value: int) -> None:
         """Takes effect on the next poll."""

@@ -233,7 +233,7 @@ class ScaleSetGitHub:
 
     def session_phase(self, scale_set: str) -> SessionPhase:
         listener = self.listeners.get(scale_set)
-        return listener.phase if listener is not None else SessionPhase("")
+        return listener.phase if listener is not None else SessionPhase(None)
 
     async def renew_session(self, scale_set: str) -> bool:
         listener = self.listeners.get(scale_set)

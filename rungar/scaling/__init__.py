@@ -2,7 +2,7 @@
 
 from rungar.scaling.decide import (
     Desired,
-    Removal,
+    RemovalDecision,
     decide_removal,
     desired,
     desired_runners,
@@ -14,7 +14,7 @@ from rungar.scaling.warm_pool import Warm, predict
 __all__ = [
     "Desired",
     "InForce",
-    "Removal",
+    "RemovalDecision",
     "Warm",
     "decide_removal",
     "desired",

@@ -75,7 +75,7 @@ def surplus_to_remove(
 
 
 @dataclass(frozen=True, slots=True)
-class Removal:
+class RemovalDecision:
     name: str
     reason: RemovalReason
     forced: bool = False  # removes a busy runner (its job fails)
@@ -114,7 +114,7 @@ def decide_one(
     current_revision: str,
     now: float,
     timing: Timing | None = None,
-) -> Removal | None:
+) -> RemovalDecision | None:
     timing = timing or Timing()
     never_connected = timing.never_connected_grace or config.start_timeout
     disconnected = timing.disconnected_grace or config.start_timeout
@@ -123,24 +123,24 @@ def decide_one(
         return None
     if runner.busy:
         if _expired(runner, config, now, busy=True):
-            return Removal(runner.name, RemovalReason.EXPIRED, forced=True)
+            return RemovalDecision(runner.name, RemovalReason.EXPIRED, forced=True)
         if runner.connected and _offline_too_long(runner, stuck, now):
-            return Removal(runner.name, RemovalReason.STUCK, forced=True)
+            return RemovalDecision(runner.name, RemovalReason.STUCK, forced=True)
         return None
     young = _young(runner, never_connected, now)
     if runner.github is GitHubState.NOT_REGISTERED and not young:
-        return Removal(runner.name, RemovalReason.UNREGISTERED)
+        return RemovalDecision(runner.name, RemovalReason.UNREGISTERED)
     if not runner.connected and runner.state is RunnerState.STARTING:
         if not young:
-            return Removal(runner.name, RemovalReason.NEVER_CONNECTED)
+            return RemovalDecision(runner.name, RemovalReason.NEVER_CONNECTED)
         return None
     if _offline_too_long(runner, disconnected, now):
-        return Removal(runner.name, RemovalReason.DISCONNECTED)
+        return RemovalDecision(runner.name, RemovalReason.DISCONNECTED)
     if current_revision and runner.revision and runner.revision != current_revision:
-        return Removal(runner.name, RemovalReason.OUTDATED, replacement=True)
+        return RemovalDecision(runner.name, RemovalReason.OUTDATED, replacement=True)
     expired = _expired(runner, config, now, busy=False)
     if expired is not None:
-        return Removal(runner.name, expired, replacement=True)
+        return RemovalDecision(runner.name, expired, replacement=True)
     return None
 
 
@@ -150,9 +150,9 @@ def decide_removal(
     current_revision: Mapping[str, str],
     now: float,
     timing: Timing | None = None,
-) -> list[Removal]:
+) -> list[RemovalDecision]:
     """Every runner that can no longer serve, with at most one replacement per pass."""
-    removals: list[Removal] = []
+    removals: list[RemovalDecision] = []
     replaced = False
     for runner in sorted(runners, key=lambda r: (r.created_at, r.name)):
         removal = decide_one(runner, config, current_revision.get(runner.provider, ""), now, timing)

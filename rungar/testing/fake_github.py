@@ -26,6 +26,7 @@ from rungar.github.interface import (
     SessionPhase,
 )
 from rungar.model.machine import JobHint, conclusion_from_github
+from rungar.model.phase import Phase
 
 
 @dataclass(slots=True)
@@ -176,7 +177,7 @@ class FakeGitHub:
         self.capacity[scale_set] = max_capacity
 
     def session_phase(self, scale_set: str) -> SessionPhase:
-        return self.phases.get(scale_set, SessionPhase("listening"))
+        return self.phases.get(scale_set, SessionPhase(Phase.LISTENING))
 
     async def renew_session(self, scale_set: str) -> bool:
         """Confirmed while its phase is ``listening``; ``renewals`` may script another answer
@@ -186,4 +187,4 @@ class FakeGitHub:
             raise scripted
         if scripted is not None:
             return scripted
-        return self.session_phase(scale_set).phase == "listening"
+        return self.session_phase(scale_set).phase is Phase.LISTENING

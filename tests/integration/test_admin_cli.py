@@ -24,6 +24,7 @@ from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.model.machine import Conclusion, JobHint
+from rungar.model.phase import Phase
 from rungar.rpc.admin_server import AdminServer, serve_admin
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
@@ -89,7 +90,7 @@ class Daemon:
     async def start(self) -> None:
         for state in self.engine.sets.values():
             state.id = await self.github.ensure_scale_set(state.config)
-            state.phase = "LISTENING"
+            state.phase = Phase.LISTENING
         self.server = await serve_admin(
             self.control, self.socket, clock=self.clock, poll_interval=1.0
         )

@@ -34,6 +34,7 @@ from rungar.model.machine import (
     Refusal,
     Removal,
 )
+from rungar.model.phase import Phase
 from rungar.rpc.admin_server import AdminServer, serve_admin
 from rungar.rpc.client import GrpcProvider
 from rungar.rpc.server import ProviderServer, serve
@@ -139,7 +140,7 @@ class World:
         control = Control(self.engine, provider_factory=factory)
         for state in self.engine.sets.values():
             state.id = await self.engine.github.ensure_scale_set(state.config)
-            state.phase = "LISTENING"
+            state.phase = Phase.LISTENING
         self.admin = await serve_admin(control, self.socket, clock=self.clock, poll_interval=1.0)
 
     async def stop(self) -> None:

@@ -28,6 +28,7 @@ from rungar.engine.naming import runner_name
 from rungar.engine.records import RunnerRecord
 from rungar.errors import Busy, GitHubError
 from rungar.github.interface import SessionPhase
+from rungar.model.phase import Phase
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.scaling.lease import Role
 from rungar.store.sqlite import CreateIntent, SqliteStore
@@ -106,7 +107,7 @@ async def test_a_standby_pass_creates_removes_adopts_and_sweeps_nothing(pair: Pa
     # reason to act: untracked machines, demand, a crash's create intent, an orphan.
     standby = pair.engine("b")
     keeper = await keeper_for(standby, "host-b/2")
-    pair.github.phases["linux"] = SessionPhase("waiting", holder="host-a/1")
+    pair.github.phases["linux"] = SessionPhase(Phase.WAITING, holder="host-a/1")
     await keeper.look()
     orphan = runner_name("linux")
     orphan_id, _ = await pair.github.generate_jit_config(standby.sets["linux"].id, orphan)
@@ -175,7 +176,7 @@ async def test_github_naming_another_holder_makes_the_active_daemon_stand_by_and
     assert len(engine.runners) == 2
     assert engine.metrics.registry.get_sample_value("rungar_active") == 1
     pair.github.phases["linux"] = SessionPhase(
-        "waiting", holder="host-b/2", holder_seen_at=pair.clock.now()
+        Phase.WAITING, holder="host-b/2", holder_seen_at=pair.clock.now()
     )
     await keeper.look()
     document = keeper.document()

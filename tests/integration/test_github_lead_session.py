@@ -9,6 +9,7 @@ import pytest
 
 from rungar.github.client import session_holder
 from rungar.github.exceptions import SessionConflict
+from rungar.model.phase import Phase
 from rungar.testing.github_emulator.harness import (
     Recorder,
     emulator,
@@ -39,7 +40,7 @@ async def test_a_waiting_listener_names_the_session_owner_github_gave() -> None:
         await gh.client.create_session(scale_set_id, "host-a/101")
         assert await gh.renew_session("linux") is False, "no listener of its own: nothing held"
         async with running_listener(gh, scale_set(), rec, owner="host-b/202") as lis:
-            await eventually(lambda: lis.phase.phase == "waiting", what="a 409")
+            await eventually(lambda: lis.phase.phase is Phase.WAITING, what="a 409")
             assert lis.phase.holder == "host-a/101"
             assert lis.phase.holder_seen_at > 0
             assert lis.session is not None

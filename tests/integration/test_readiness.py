@@ -24,6 +24,7 @@ from rungar.engine.lease import LeaseKeeper
 from rungar.engine.metrics import Metrics
 from rungar.engine.readiness import ReadinessReporter, notify, readiness
 from rungar.engine.settings import MetricsSettings
+from rungar.model.phase import Phase
 from rungar.model.sentences import LEAD_NOTE
 from rungar.rpc.admin_server import serve_admin
 from rungar.scaling.lease import Heard, Lease, observe
@@ -83,10 +84,10 @@ async def settle() -> None:
 
 
 def test_a_scale_set_waiting_for_another_daemons_session_counts_as_ready(engine: Engine) -> None:
-    engine.sets["linux"].phase = "LISTENING"
-    engine.sets["arm"].phase = "WAITING"
+    engine.sets["linux"].phase = Phase.LISTENING
+    engine.sets["arm"].phase = Phase.WAITING
     assert readiness(engine).ready
-    engine.sets["arm"].phase = "UNREACHABLE"
+    engine.sets["arm"].phase = Phase.UNREACHABLE
     found = readiness(engine)
     assert not found.ready and found.waiting_for == ("arm",)
     assert found.sentence == "1 of 2 scale sets have their message session; not yet arm"
@@ -98,18 +99,18 @@ def test_a_daemon_is_not_ready_while_its_lease_is_undecided_nor_while_its_listen
     keeper = LeaseKeeper(engine.ctx, lead="linux", owner="vm/1")
     engine.lease = keeper
     # The lead's session opened, the lease not yet looked at: arm waits for this daemon's role.
-    engine.sets["linux"].phase = "LISTENING"
-    engine.sets["arm"].phase, engine.sets["arm"].note = "WAITING", LEAD_NOTE
+    engine.sets["linux"].phase = Phase.LISTENING
+    engine.sets["arm"].phase, engine.sets["arm"].note = Phase.WAITING, LEAD_NOTE
     assert readiness(engine).waiting_for == ("arm",)
     # GitHub names another holder of the lead: this daemon stands by, and is up as a standby.
-    engine.sets["linux"].phase = "WAITING"
+    engine.sets["linux"].phase = Phase.WAITING
     assert readiness(engine).ready
     # Holding the lease, it is ready only once arm listens too.
-    engine.sets["linux"].phase = "LISTENING"
+    engine.sets["linux"].phase = Phase.LISTENING
     now = engine.clock.now()
     keeper.apply(observe(Lease(), Heard.CONFIRMED, now, keeper.timing), Heard.CONFIRMED, now)
     assert engine.acting() and not readiness(engine).ready
-    engine.sets["arm"].phase, engine.sets["arm"].note = "LISTENING", ""
+    engine.sets["arm"].phase, engine.sets["arm"].note = Phase.LISTENING, ""
     assert readiness(engine).ready
 
 
@@ -130,11 +131,11 @@ async def test_systemd_hears_each_scale_set_come_up_and_ready_once(
 ) -> None:
     reporter = ReadinessReporter(engine)
     reporter.start()
-    engine.sets["linux"].phase = "LISTENING"
+    engine.sets["linux"].phase = Phase.LISTENING
     await settle()
-    engine.sets["arm"].phase = "LISTENING"
+    engine.sets["arm"].phase = Phase.LISTENING
     await settle()
-    engine.sets["arm"].phase = "UNREACHABLE"  # lost its session: not ready, no second READY
+    engine.sets["arm"].phase = Phase.UNREACHABLE  # lost its session: not ready, no second READY
     await settle()
     await reporter.stop()
     assert sent(notify_socket) == [
@@ -158,12 +159,12 @@ async def test_readyz_is_503_naming_what_is_not_up_until_every_scale_set_listens
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
         healthz = await http.get("/healthz")  # bound before serve_metrics returns
         assert healthz.status_code == 200 and healthz.text == "alive\n"
-        engine.sets["linux"].phase = "LISTENING"
+        engine.sets["linux"].phase = Phase.LISTENING
         await settle()
         not_yet = await http.get("/readyz")
         assert not_yet.status_code == 503
         assert not_yet.text == "1 of 2 scale sets have their message session; not yet arm\n"
-        engine.sets["arm"].phase = "WAITING"
+        engine.sets["arm"].phase = Phase.WAITING
         await settle()
         ready = await http.get("/readyz")
         assert ready.status_code == 200 and ready.text.startswith("ready: 2 of 2")
@@ -176,7 +177,7 @@ async def test_readyz_is_503_naming_what_is_not_up_until_every_scale_set_listens
 async def test_status_wait_ready_gives_up_after_its_timeout_saying_what_is_not_up(
     engine: Engine, short_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    engine.sets["linux"].phase = "LISTENING"
+    engine.sets["linux"].phase = Phase.LISTENING
     path = str(short_dir / "rungar.sock")
     server = await serve_admin(Control(engine), path, clock=engine.clock, poll_interval=1.0)
     parser = argparse.ArgumentParser(prog="rungar")
@@ -192,7 +193,7 @@ async def test_status_wait_ready_gives_up_after_its_timeout_saying_what_is_not_u
             "rungar: not ready after 0.5s: "
             "1 of 2 scale sets have their message session; not yet arm\n"
         )
-        engine.sets["arm"].phase = "LISTENING"
+        engine.sets["arm"].phase = Phase.LISTENING
         args = parser.parse_args(["status", "--wait-ready", "--json", "--socket", path])
         assert await asyncio.to_thread(status.run, args) == 0
         assert '"ready": true' in capsys.readouterr().out
@@ -206,7 +207,7 @@ async def test_a_scale_set_added_by_apply_is_waited_for_before_the_daemon_is_rea
     reporter = ReadinessReporter(engine)
     reporter.start()
     for state in engine.sets.values():
-        state.phase = "LISTENING"
+        state.phase = Phase.LISTENING
     await settle()
     assert reporter.answer()[0]
     added = CONFIG + "  - { name: gpu, max_runners: 1, providers: [host] }\n"

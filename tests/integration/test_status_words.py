@@ -33,6 +33,7 @@ from rungar.engine.runloop import RunLoop
 from rungar.engine.status import snapshot
 from rungar.github.interface import GitHub
 from rungar.model.machine import RefusalKind
+from rungar.model.phase import Phase
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
@@ -120,7 +121,7 @@ def fake_world(
 async def started(engine: Engine) -> Engine:
     for state in engine.sets.values():
         state.id = await engine.github.ensure_scale_set(state.config)
-        state.phase = "LISTENING"  # as the run loop sets it once the scale set is found
+        state.phase = Phase.LISTENING  # as the run loop sets it once the scale set is found
     return engine
 
 

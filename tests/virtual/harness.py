@@ -38,6 +38,7 @@ from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.model import labels as L
 from rungar.model.machine import Conclusion, JobHint, Machine, MachineState
+from rungar.model.phase import Phase
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
@@ -151,7 +152,7 @@ class VirtualFleet:
     async def start(self) -> None:
         for state in self.engine.sets.values():
             state.id = await self.github.ensure_scale_set(state.config)
-            state.phase = "LISTENING"
+            state.phase = Phase.LISTENING
         await self.reconcile()
 
     async def restart(self) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 
 class Sampled(Protocol):
-    """What a runner's state offers the timeline (runnerd.provider.RunnerState)."""
+    """What a runner's state offers the timeline (runnerd.provider.HostedRunner)."""
 
     name: str
     used: int
