@@ -51,8 +51,8 @@ class RunnerRecord:
         )
 
 
-class Creating:
-    """Runners being created: the one tracker of them (README, "Architecture").
+class CreatesInFlight:
+    """Creates in flight: the one tracker of them (docs/concepts.md, "Create in flight").
 
     A create is *asked* when a scale pass wants one more runner (it may still wait for a create
     slot), then *named* once it has its runner name, and *done* when it became a record or was
@@ -103,7 +103,7 @@ class RunnerTable:
         self._runners: dict[str, RunnerRecord] = {}
         self._by_set: dict[str, dict[str, RunnerRecord]] = {}
         self._by_provider: dict[str, dict[str, RunnerRecord]] = {}
-        self.creating = Creating()
+        self.creating = CreatesInFlight()
         self.left: dict[str, float] = {}  # stranded names kept from adoption until this time
 
     def __contains__(self, name: str) -> bool:

@@ -8,8 +8,8 @@ from enum import StrEnum
 
 class RunnerState(StrEnum):
     """A tracked runner's state. A runner being created is not tracked yet: the engine keeps
-    its name in ``RunnerTable.creating`` (:class:`~rungar.engine.records.Creating`) until its
-    machine exists."""
+    its name in ``RunnerTable.creating`` (:class:`~rungar.engine.records.CreatesInFlight`)
+    until its machine exists."""
 
     STARTING = "starting"  # machine created, not yet connected to GitHub
     IDLE = "idle"
