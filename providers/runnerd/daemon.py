@@ -26,7 +26,7 @@ from runnerd.config import RunnerdConfig, RuntimeKind, check_budget, load_config
 from runnerd.events import EventLog
 from runnerd.history import History, JobEnd
 from runnerd.outcome import Ending, recorded_result
-from runnerd.provider import RunnerdProvider, HostedRunner, slice_limits
+from runnerd.provider import HostedRunner, RunnerdProvider, slice_limits
 from runnerd.running import Daemon, reload, start_auto_sizing
 from runnerd.runtime.base import NAME_LABEL, PROFILE_LABEL, SCALE_SET_LABEL, Runtime
 from runnerd.sampler import Sampler
