@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -37,6 +37,7 @@ from rungar.model.machine import (
     QUEUE_HINTS,
     Created,
     CreateRequest,
+    JobHint,
     Refusal,
     RefusalKind,
     Removal,
@@ -124,55 +125,74 @@ class Creations:
             if isinstance(result, NotPlaced):
                 self.report_holds(result.held)
             if isinstance(result, Placed):
-                record = RunnerRecord(
-                    name=name,
-                    scale_set=config.name,
-                    provider=result.provider,
-                    revision=blocks[result.provider].revision,  # as the Create's labels say
-                    created_at=ctx.clock.now(),
-                    state=RunnerState.STARTING,
-                    runner_id=runner_id,
-                    machine=result.machine.state,
-                )
-                ctx.runners.add(record)
-                ctx.store.clear_intent(name)
-                elapsed = budget.elapsed(ctx.clock.now())
-                ctx.metrics.created.labels(config.name, result.provider).inc()
-                ctx.metrics.create_duration.labels(config.name, result.provider).observe(elapsed)
-                idle = self.rooms.taken(config.name, result.provider, ctx.clock.now())
-                ctx.events.record(
-                    "runner",
-                    name,
-                    "created",
-                    scale_set=config.name,
-                    provider=result.provider,
-                    message=f"created on {result.provider}",
-                    create_duration=round(elapsed, 3),
-                    **({"held_room_idle": round(idle, 3)} if idle is not None else {}),
-                )
-                log.info(
-                    "runner.created", scale_set=config.name, provider=result.provider, runner=name
-                )
-                return record
-            ctx.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
-            log.warning(
-                "runner.not_placed",
-                scale_set=config.name,
-                runner=name,
-                reason=result.reason,
-                plan=str(result.plan),
-            )
-            if result.stranded_on:
-                ctx.runners.left[name] = ctx.clock.now() + ctx.config.timing.left_grace
-            if all(t.outcome is Outcome.SKIPPED for t in result.tries):
-                ctx.store.write_intent(intent)  # no Create was asked: its id is not written
-            with contextlib.suppress(GitHubError):
-                await ctx.github.remove_runner(runner_id)
-            if not result.stranded_on:
-                ctx.store.clear_intent(name)
+                revision = blocks[result.provider].revision  # as the Create's labels say
+                return self._record(config.name, name, runner_id, revision, result, budget)
+            await self._give_up(config.name, intent, result)
             return None
         finally:
             ctx.runners.creating.done(name)
+
+    def _record(
+        self,
+        scale_set: str,
+        name: str,
+        runner_id: int,
+        revision: str,
+        placed: Placed,
+        budget: CreateBudget,
+    ) -> RunnerRecord:
+        """The runner is created: it joins the runner table and its intent is cleared."""
+        ctx = self.ctx
+        record = RunnerRecord(
+            name=name,
+            scale_set=scale_set,
+            provider=placed.provider,
+            revision=revision,
+            created_at=ctx.clock.now(),
+            state=RunnerState.STARTING,
+            runner_id=runner_id,
+            machine=placed.machine.state,
+        )
+        ctx.runners.add(record)
+        ctx.store.clear_intent(name)
+        elapsed = budget.elapsed(ctx.clock.now())
+        ctx.metrics.created.labels(scale_set, placed.provider).inc()
+        ctx.metrics.create_duration.labels(scale_set, placed.provider).observe(elapsed)
+        idle = self.rooms.taken(scale_set, placed.provider, ctx.clock.now())
+        ctx.events.record(
+            "runner",
+            name,
+            "created",
+            scale_set=scale_set,
+            provider=placed.provider,
+            message=f"created on {placed.provider}",
+            create_duration=round(elapsed, 3),
+            **({"held_room_idle": round(idle, 3)} if idle is not None else {}),
+        )
+        log.info("runner.created", scale_set=scale_set, provider=placed.provider, runner=name)
+        return record
+
+    async def _give_up(self, scale_set: str, intent: CreateIntent, result: NotPlaced) -> None:
+        """No provider took the runner: its registration goes, and its intent with it unless
+        a machine may be left behind (then the reconcile pass settles it)."""
+        ctx = self.ctx
+        name = intent.runner
+        ctx.metrics.scale_up_failures.labels(scale_set, "no_capacity").inc()
+        log.warning(
+            "runner.not_placed",
+            scale_set=scale_set,
+            runner=name,
+            reason=result.reason,
+            plan=str(result.plan),
+        )
+        if result.stranded_on:
+            ctx.runners.left[name] = ctx.clock.now() + ctx.config.timing.left_grace
+        if all(t.outcome is Outcome.SKIPPED for t in result.tries):
+            ctx.store.write_intent(intent)  # no Create was asked: its id is not written
+        with contextlib.suppress(GitHubError):
+            await ctx.github.remove_runner(intent.runner_id)
+        if not result.stranded_on:
+            ctx.store.clear_intent(name)
 
     async def _place(
         self,
@@ -188,29 +208,20 @@ class Creations:
     ) -> Placed | NotPlaced:
         ctx = self.ctx
         config = state.config
-        deadline = 0.0
-        if config.max_age is not None:
-            timing = ctx.config.timing
-            deadline = ctx.clock.now() + config.max_age + timing.reconcile_interval
-            deadline += timing.deadline_grace
-        hints = tuple(state.queued.values())[:QUEUE_HINTS]
+        ask = _Ask(
+            ctx.installation,
+            config.name,
+            intent,
+            jit_config,
+            blocks,
+            hints=tuple(state.queued.values())[:QUEUE_HINTS],
+            deadline=_deadline(ctx, state, ctx.clock.now()),
+            budget=budget,
+        )
 
         def request(provider: str) -> CreateRequest:
             block = blocks.get(provider) or ctx.runner_block(config.name, provider)
-            return CreateRequest(
-                runner_name=name,
-                request_id=intent.request_id,
-                scale_set=config.name,
-                labels=machine_labels(
-                    ctx.installation, config.name, name, block.revision, provider
-                ),
-                runner=RunnerBlock.from_mapping(block.block),
-                jit_config=jit_config,
-                job_hints=hints,
-                deadline=deadline,
-                # whatever the provider's own timeout (which bounds its other calls)
-                budget=budget.left(ctx.clock.now()),
-            )
+            return ask.request(provider, block, ctx.clock.now())
 
         async def create(provider: str) -> Created | Refusal:
             ctx.store.write_intent(replace(intent, provider=provider))
@@ -226,12 +237,7 @@ class Creations:
             )
 
         async def delete(provider: str) -> None:
-            try:
-                await ctx.delete_machine(provider, name, Removal(RemovalReason.NOT_PLACED))
-            except (ProviderUnavailable, TimeoutError) as e:
-                if ctx.fleet.record_unanswered(provider):
-                    note_unanswered(ctx, provider, str(e) or "Delete got no answer")
-                raise
+            await self._delete_leftover(provider, name)
 
         async def settle(provider: str) -> Created | None:
             from rungar.rpc.settle import Unsettled, settle_unanswered_create
@@ -289,6 +295,17 @@ class Creations:
                 raise
             ticket.accepted()
             return answer
+
+    async def _delete_leftover(self, provider: str, name: str) -> None:
+        """Delete what a create given up on may have left on ``provider``; a Delete that gets
+        no answer marks the provider unreachable."""
+        ctx = self.ctx
+        try:
+            await ctx.delete_machine(provider, name, Removal(RemovalReason.NOT_PLACED))
+        except (ProviderUnavailable, TimeoutError) as e:
+            if ctx.fleet.record_unanswered(provider):
+                note_unanswered(ctx, provider, str(e) or "Delete got no answer")
+            raise
 
     def report_holds(self, holds: tuple[Hold, ...]) -> None:
         """Record an event and a log line for each hold newly placed (not renewals)."""
@@ -354,3 +371,45 @@ class Creations:
                 sentence=sentences.UNREACHABLE_SINCE,
                 provider=attempt.provider,
             )
+
+
+def _deadline(ctx: EngineContext, state: ScaleSetState, now: float) -> float:
+    """When the provider may end the runner's machine by itself (0: never): ``max_age`` past
+    now, with a pass and the grace to spare."""
+    config = state.config
+    if config.max_age is None:
+        return 0.0
+    timing = ctx.config.timing
+    return now + config.max_age + timing.reconcile_interval + timing.deadline_grace
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """What every Create of one runner asks: the same name, request id, JIT config, hints and
+    deadline; each provider's own runner block, and what is left of the budget."""
+
+    installation: str
+    scale_set: str
+    intent: CreateIntent
+    jit_config: str
+    blocks: dict[str, ProviderBlock]
+    hints: tuple[JobHint, ...]
+    deadline: float
+    budget: CreateBudget
+
+    def request(self, provider: str, block: ProviderBlock, now: float) -> CreateRequest:
+        name = self.intent.runner
+        return CreateRequest(
+            runner_name=name,
+            request_id=self.intent.request_id,
+            scale_set=self.scale_set,
+            labels=machine_labels(
+                self.installation, self.scale_set, name, block.revision, provider
+            ),
+            runner=RunnerBlock.from_mapping(block.block),
+            jit_config=self.jit_config,
+            job_hints=self.hints,
+            deadline=self.deadline,
+            # whatever the provider's own timeout (which bounds its other calls)
+            budget=self.budget.left(now),
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +18,7 @@ import structlog
 
 from rungar.clock import Clock, SystemClock
 from rungar.config.loader import FAKE_TYPE, load_scale_sets
-from rungar.config.model import ProviderConfig, Timing
+from rungar.config.model import ProviderConfig, ScaleSetsFile, Timing
 from rungar.engine.accounting import Accounting
 from rungar.engine.control import Control
 from rungar.engine.deadlines import CallTimeouts, call_timeouts
@@ -383,26 +383,9 @@ class Daemon:
         server.start()
         return server
 
-    async def run(self, stop: asyncio.Event | None = None) -> None:
+    def _open_state(self) -> tuple[SqliteStore, EventLog]:
+        """The state database and the event log, in ``state_dir``."""
         settings = self.settings
-        plugins: list[Any] = []
-        if stop is None:  # a caller that passes its own event owns the signals
-            from rungar.stopping import stop_on_signals, terminate_group
-
-            def plugins_at_once() -> None:
-                for plugin in plugins:
-                    terminate_group(plugin.pid)
-
-            # First of all: a signal while starting stops it as cleanly as one later.
-            stop = asyncio.Event()
-            stop_on_signals(stop, at_once=plugins_at_once)
-        config = load_scale_sets(settings.scale_sets)
-        webhook_socket = self._bind_webhook()
-        dashboard = None
-        if config.dashboard.listen:
-            from rungar.web.fleet.serve import dashboard_url, prepare_dashboard, serve_dashboard
-
-            dashboard = prepare_dashboard(config.dashboard)
         state_dir = Path(settings.state_dir)
         state_dir.mkdir(parents=True, exist_ok=True)
         store = SqliteStore(state_dir / "state.db", now=self.clock.now)
@@ -412,14 +395,12 @@ class Daemon:
             max_count=settings.events.max_count,
             max_age=settings.events.max_age,
         )
-        metrics = Metrics()
-        metrics.start_time.set(self.clock.now())
-        self.timing = config.timing
-        github = self._github(store, metrics)
-        for warning in self.warnings:
-            log.warning(warning)
-        installation = settings.installation or installation_id(settings.github.url)
-        caller = Caller(installation, socket.gethostname(), self.started_at)
+        return store, events
+
+    async def _providers(
+        self, config: ScaleSetsFile, plugins: list[Any], installation: str, caller: Caller
+    ) -> dict[str, Provider]:
+        """Every configured provider, connected; plugins started (and kept in ``plugins``)."""
         providers = {
             p.name: make_provider(
                 p, self.clock, plugins, installation, config.timing, caller, self.kinds
@@ -429,6 +410,20 @@ class Daemon:
         for provider in providers.values():
             if isinstance(provider, PluginProvider):
                 await provider.start()
+        return providers
+
+    def _compose(
+        self,
+        config: ScaleSetsFile,
+        providers: dict[str, Provider],
+        github: Any,
+        store: SqliteStore,
+        events: EventLog,
+        metrics: Metrics,
+    ) -> tuple[Engine, RunLoop]:
+        """The engine and its run loop, with the lease: the first scale set is the lead, and its
+        message session is the lease."""
+        settings = self.settings
         timing = settings.github.timing
         engine = Engine(
             config,
@@ -438,7 +433,7 @@ class Daemon:
             store=store,
             events=events,
             metrics=metrics,
-            installation=installation,
+            installation=settings.installation or installation_id(settings.github.url),
             max_parallel_creates=settings.max_parallel_creates,
             github_url=settings.github.url,
             registrations=RegistrationQueue(
@@ -449,12 +444,36 @@ class Daemon:
                 most_in_flight=timing.registrations_in_flight,
             ),
         )
-        # Active and standby: the first scale set is the lead; its session is the lease.
         lead = config.scale_sets[0].name
         retry = config.timing.standby_retry
         github.session_retry_for[lead] = (retry, retry)
         lease = LeaseKeeper(engine.ctx, lead=lead, owner=github.owner)
-        runloop = RunLoop(engine, lease, Accounting(engine.ctx))
+        return engine, RunLoop(engine, lease, Accounting(engine.ctx))
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        settings = self.settings
+        plugins: list[Any] = []
+        if stop is None:  # a caller that passes its own event owns the signals
+            # First of all: a signal while starting stops it as cleanly as one later.
+            stop = _stop_on_signals(plugins)
+        config = load_scale_sets(settings.scale_sets)
+        webhook_socket = self._bind_webhook()
+        dashboard = None
+        if config.dashboard.listen:
+            from rungar.web.fleet.serve import dashboard_url, prepare_dashboard, serve_dashboard
+
+            dashboard = prepare_dashboard(config.dashboard)
+        store, events = self._open_state()
+        metrics = Metrics()
+        metrics.start_time.set(self.clock.now())
+        self.timing = config.timing
+        github = self._github(store, metrics)
+        for warning in self.warnings:
+            log.warning(warning)
+        installation = settings.installation or installation_id(settings.github.url)
+        caller = Caller(installation, socket.gethostname(), self.started_at)
+        providers = await self._providers(config, plugins, installation, caller)
+        engine, runloop = self._compose(config, providers, github, store, events, metrics)
         control = Control(
             engine,
             runloop,
@@ -500,13 +519,31 @@ class Daemon:
                 await asyncio.to_thread(listener.stop)
             with contextlib.suppress(Exception):
                 await github.aclose()
-            for plugin in plugins:
-                with contextlib.suppress(Exception):
-                    await plugin.stop()
-            for provider in engine.providers.values():  # as apply left them
-                close = getattr(provider, "close", None)
-                if close is not None:
-                    with contextlib.suppress(Exception):
-                        await close()
+            await _close_providers(plugins, engine.providers.values())
             events.close()
             store.close()
+
+
+def _stop_on_signals(plugins: list[Any]) -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets; a second signal terminates the plugins at once."""
+    from rungar.stopping import stop_on_signals, terminate_group
+
+    def plugins_at_once() -> None:
+        for plugin in plugins:
+            terminate_group(plugin.pid)
+
+    stop = asyncio.Event()
+    stop_on_signals(stop, at_once=plugins_at_once)
+    return stop
+
+
+async def _close_providers(plugins: list[Any], providers: Iterable[Provider]) -> None:
+    """Stop the plugins, then close every provider connection as apply left them."""
+    for plugin in plugins:
+        with contextlib.suppress(Exception):
+            await plugin.stop()
+    for provider in providers:
+        close = getattr(provider, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()

@@ -23,6 +23,12 @@ CALL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
+        self._daemon(r)
+        self._runners(r)
+        self._jobs_and_passes(r)
+        self._providers(r)
+
+    def _daemon(self, r: CollectorRegistry) -> None:
         self.build_info = Gauge("rungar_build_info", "Build", ["version"], registry=r)
         self.build_info.labels(__version__).set(1)
         self.start_time = Gauge("rungar_start_time_seconds", "Daemon start", registry=r)
@@ -62,6 +68,8 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+
+    def _runners(self, r: CollectorRegistry) -> None:
         self.runners_min = Gauge("rungar_runners_min", "min_runners", ["scale_set"], registry=r)
         self.runners_desired = Gauge(
             "rungar_runners_desired", "Desired runners", ["scale_set"], registry=r
@@ -113,6 +121,8 @@ class Metrics:
             ["scale_set", "reason"],
             registry=r,
         )
+
+    def _jobs_and_passes(self, r: CollectorRegistry) -> None:
         self.jobs_started = Counter(
             "rungar_jobs_started", "Jobs started", ["scale_set"], registry=r
         )
@@ -165,6 +175,8 @@ class Metrics:
             buckets=CALL_BUCKETS,
             registry=r,
         )
+
+    def _providers(self, r: CollectorRegistry) -> None:
         self.provider_reachable = Gauge(
             "rungar_provider_reachable", "Provider answers", ["provider"], registry=r
         )

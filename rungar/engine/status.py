@@ -210,7 +210,49 @@ def budget_document(engine: Engine) -> dict[str, Any]:
 
 def snapshot(engine: Engine) -> dict[str, Any]:
     now = engine.clock.now()
-    fleet = engine.fleet
+    return {
+        "version": STATUS_VERSION,
+        "daemon": daemon_document(engine, now),
+        "scale_sets": scale_sets_document(engine, now),
+        "leftovers": [
+            {
+                "scale_set": f.scale_set,
+                "runners": f.runners,
+                "busy": f.busy,
+                "registrations": f.registrations,
+                "sentence": f.sentence,
+            }
+            for f in engine.leftovers
+        ],
+        "providers": providers_document(engine, now),
+        "skips": skips_document(engine, now),
+        "runners": runners_document(engine, now),
+    }
+
+
+def daemon_document(engine: Engine, now: float) -> dict[str, Any]:
+    ready = readiness(engine)
+    return {
+        "ready": ready.ready,
+        "readiness": ready.sentence,
+        "version": __version__,
+        "installation": engine.installation,
+        "started_at": engine.started_at,
+        "now": now,
+        "config_path": engine.config.path,
+        "state_moved_aside": str(engine.store.moved_aside or ""),
+        "github": engine.github_url,
+        "lease": engine.lease.document() if engine.lease is not None else None,
+        "registrations": registrations_document(engine),
+        "budget": budget_document(engine),
+        "reruns": {
+            "count": engine.ctx.findings.reruns.done,
+            "last": engine.ctx.findings.reruns.last,
+        },
+    }
+
+
+def scale_sets_document(engine: Engine, now: float) -> list[dict[str, Any]]:
     scale_sets = []
     for name, state in engine.sets.items():
         status, note = scale_set_status(engine, name, now)
@@ -246,6 +288,11 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "runner": runner_summary(ss),
             }
         )
+    return scale_sets
+
+
+def providers_document(engine: Engine, now: float) -> list[dict[str, Any]]:
+    fleet = engine.fleet
     providers = []
     for name, provider_config in fleet.providers.items():
         hold = fleet.hold_on(name, now)
@@ -275,6 +322,12 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 },
             }
         )
+    return providers
+
+
+def skips_document(engine: Engine, now: float) -> list[dict[str, Any]]:
+    """Every backoff and crash loop in force: which scale set skips which provider, and why."""
+    fleet = engine.fleet
     skips = []
     for scale_set, provider, backoff in sorted(fleet.active_backoffs(now)):
         left = backoff.remaining(now)
@@ -312,6 +365,10 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "output": list(output),
             }
         )
+    return skips
+
+
+def runners_document(engine: Engine, now: float) -> list[dict[str, Any]]:
     runners = []
     for record in sorted(engine.runners, key=lambda r: (r.scale_set, r.created_at, r.name)):
         runners.append(
@@ -328,39 +385,4 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "job": record.job,
             }
         )
-    ready = readiness(engine)
-    return {
-        "version": STATUS_VERSION,
-        "daemon": {
-            "ready": ready.ready,
-            "readiness": ready.sentence,
-            "version": __version__,
-            "installation": engine.installation,
-            "started_at": engine.started_at,
-            "now": now,
-            "config_path": engine.config.path,
-            "state_moved_aside": str(engine.store.moved_aside or ""),
-            "github": engine.github_url,
-            "lease": engine.lease.document() if engine.lease is not None else None,
-            "registrations": registrations_document(engine),
-            "budget": budget_document(engine),
-            "reruns": {
-                "count": engine.ctx.findings.reruns.done,
-                "last": engine.ctx.findings.reruns.last,
-            },
-        },
-        "scale_sets": scale_sets,
-        "leftovers": [
-            {
-                "scale_set": f.scale_set,
-                "runners": f.runners,
-                "busy": f.busy,
-                "registrations": f.registrations,
-                "sentence": f.sentence,
-            }
-            for f in engine.leftovers
-        ],
-        "providers": providers,
-        "skips": skips,
-        "runners": runners,
-    }
+    return runners
