@@ -54,7 +54,7 @@ from runnerd.admission import (
     memory_reserved,
 )
 from runnerd.admission.admit import fits_beside
-from runnerd.admission.model import Run
+from runnerd.admission.model import Admit, Decided, Run
 from runnerd.admission.predict import PredictionRules
 from runnerd.config import Profile, RunnerdConfig
 from runnerd.events import EventLog
@@ -372,6 +372,51 @@ class RunnerdProvider:
         self._note_listed(request.job_hints, now)
         if request.job_hints and self.limits.policy is Policy.MEASURED:
             await self._follow_queue(request.scale_set, request.job_hints, now)
+        outcome = self._decide(request, profile, now)
+        self.guard = outcome.state
+        decision = outcome.decision
+        if isinstance(decision, NoRoom):
+            self.metrics.refusals.labels(profile.name, decision.resource).inc()
+            self._note_wait(request.scale_set, now, decision.wait)
+            self.waiting[request.scale_set].why = decision.message
+            self.waiting[request.scale_set].jobs = {h.job_id for h in request.job_hints if h.job_id}
+            log.info(
+                "runner.refused",
+                runner=request.runner_name,
+                scale_set=request.scale_set,
+                resource=decision.resource,
+                reason=decision.message,
+            )
+            return Refusal(RefusalKind.FULL, decision.message, decision.resource)
+        waits = self._end_wait(request.scale_set, now)
+        try:
+            handle = await self.runtime.start(self._spec(request, profile))
+        except RuntimeError as e:
+            return Refusal(RefusalKind.FAILED, f"The runner could not start: {e}")
+        record = decision.record
+        row = await self._history_start(request, profile, decision, waits, now)
+        state = HostedRunner(
+            name=request.runner_name,
+            request_id=request.request_id,
+            scale_set=request.scale_set,
+            profile=profile,
+            labels=dict(request.labels),
+            handle=handle,
+            created_at=now,
+            reserved=decision.memory,
+            reserved_cpu=decision.cpu,
+            basis=record.basis,
+            row=row,
+            hints=tuple(request.job_hints),
+            used_at=now,
+        )
+        self.runners[request.runner_name] = state
+        self.metrics.admissions.labels(profile.name, record.policy.value).inc()
+        log.info("runner.admitted", runner=request.runner_name, admission=record.line())
+        return Created(state.machine(self.name))
+
+    def _decide(self, request: CreateRequest, profile: Profile, now: float) -> Decided:
+        """Admission's decision for the runner, beside every runner running now."""
         running = [r for r in self.runners.values() if r.state is not MachineState.STOPPED]
         prediction = self.predictor.predict_runner(
             profile.name,
@@ -394,7 +439,7 @@ class RunnerdProvider:
             profile.slots,
             prediction,
         )
-        outcome = decide(
+        return decide(
             candidate,
             [r.running() for r in running],
             self.readings.slice,
@@ -406,23 +451,10 @@ class RunnerdProvider:
             self.guard,
             now,
         )
-        self.guard = outcome.state
-        decision = outcome.decision
-        if isinstance(decision, NoRoom):
-            self.metrics.refusals.labels(profile.name, decision.resource).inc()
-            self._note_wait(request.scale_set, now, decision.wait)
-            self.waiting[request.scale_set].why = decision.message
-            self.waiting[request.scale_set].jobs = {h.job_id for h in request.job_hints if h.job_id}
-            log.info(
-                "runner.refused",
-                runner=request.runner_name,
-                scale_set=request.scale_set,
-                resource=decision.resource,
-                reason=decision.message,
-            )
-            return Refusal(RefusalKind.FULL, decision.message, decision.resource)
-        waits = self._end_wait(request.scale_set, now)
-        spec = RunnerSpec(
+
+    def _spec(self, request: CreateRequest, profile: Profile) -> RunnerSpec:
+        """What the runtime starts for an admitted runner."""
+        return RunnerSpec(
             name=request.runner_name,
             profile=profile.name,
             scale_set=request.scale_set,
@@ -444,12 +476,18 @@ class RunnerdProvider:
                 "RUNGAR_RUNNER_NAME": request.runner_name,
             },
         )
-        try:
-            handle = await self.runtime.start(spec)
-        except RuntimeError as e:
-            return Refusal(RefusalKind.FAILED, f"The runner could not start: {e}")
+
+    async def _history_start(
+        self,
+        request: CreateRequest,
+        profile: Profile,
+        decision: Admit,
+        waits: Waiting | None,
+        now: float,
+    ) -> int:
+        """The job's row in the history, opened as the runner starts."""
         record = decision.record
-        row = await self.history.run(
+        return await self.history.run(
             self.history.start,
             JobStart(
                 runner=request.runner_name,
@@ -471,25 +509,6 @@ class RunnerdProvider:
                 slots=profile.slots,
             ),
         )
-        state = HostedRunner(
-            name=request.runner_name,
-            request_id=request.request_id,
-            scale_set=request.scale_set,
-            profile=profile,
-            labels=dict(request.labels),
-            handle=handle,
-            created_at=now,
-            reserved=decision.memory,
-            reserved_cpu=decision.cpu,
-            basis=record.basis,
-            row=row,
-            hints=tuple(request.job_hints),
-            used_at=now,
-        )
-        self.runners[request.runner_name] = state
-        self.metrics.admissions.labels(profile.name, record.policy.value).inc()
-        log.info("runner.admitted", runner=request.runner_name, admission=record.line())
-        return Created(state.machine(self.name))
 
     async def delete(self, name: str, removal: Removal | None = None) -> None:
         """Stop the runner and record its job as Rungar's ``removal`` says it ended."""
