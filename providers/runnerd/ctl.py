@@ -105,7 +105,8 @@ def run_doctor(config: RunnerdConfig, as_json: bool) -> int:
     return 1 if report.failed else 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """runnerctl's command line: its own commands, sizing's, jobs and the dashboard's."""
     p = argparse.ArgumentParser(prog="runnerctl", description="Talk to runnerd on this host.")
     p.add_argument("-c", "--config", default=DEFAULT_CONFIG)
     p.add_argument("--socket", default="", help="runnerd's API socket (default: from the config)")
@@ -141,7 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     add_runnerctl_commands(sub)
     add_jobs_command(sub)
     add_dashboard_command(sub)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if hasattr(args, "func"):  # sizing [apply|undo], jobs
         code: int = args.func(args)
         return code

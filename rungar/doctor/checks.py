@@ -240,7 +240,6 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
     except ConfigError as e:
         return [Check("github", FAIL, e.problems[0], "github.url: https://github.com/ORG")]
     scope = f"{target.scope.value} {target.scope_path.split('/', 1)[1]}"
-    classic_scope, app_permission = NEEDED[target.scope.value]
     async with httpx.AsyncClient(timeout=15.0) as http:
         try:
             if gh.app_private_key_path:
@@ -280,6 +279,20 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
             return [
                 Check("github", FAIL, f"{target.rest_base} does not answer: {e}", "check the URL")
             ]
+    out = _answer_checks(answer, how, scope, url, NEEDED[target.scope.value])
+    date = answer.headers.get("date")
+    if date:
+        out.append(skew_check(now(), date))
+    else:
+        out.append(Check("clock", WARN, "GitHub's answer carried no Date header"))
+    return out
+
+
+def _answer_checks(
+    answer: Any, how: str, scope: str, url: str, needed: tuple[str, str]
+) -> list[Check]:
+    """What GitHub's answer to the runner listing says of the credentials."""
+    classic_scope, app_permission = needed
     out = []
     fix_permission = (
         f"a classic token needs {classic_scope}; a fine-grained token or an App needs "
@@ -316,11 +329,6 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
         )
     else:
         out.append(Check("github", FAIL, f"GitHub answered {answer.status_code} for {url}"))
-    date = answer.headers.get("date")
-    if date:
-        out.append(skew_check(now(), date))
-    else:
-        out.append(Check("clock", WARN, "GitHub's answer carried no Date header"))
     return out
 
 

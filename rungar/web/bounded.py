@@ -414,81 +414,29 @@ class BoundedHttpServer:
         peer: Any,
     ) -> bool:
         """Run the app for one request; False when the connection must close."""
-        loop = asyncio.get_running_loop()
-        limits = self.limits
-        body_deadline = loop.time() + limits.body_timeout
-        started, finished, size, ended = False, False, 0, False
-        # A body refused midway (too slow, too large) or a peer gone: the app is told the
-        # client disconnected, and the server answers and counts it once the app returns.
-        refusal: _Refusal | None = None
+        exchange = _Exchange(http, reader, writer, self.limits, self._write)
+        try:
+            await self.app(self._scope(request, peer), exchange.receive, exchange.send)
+        except (OSError, TimeoutError):
+            return False  # the peer stopped reading our answer
+        except Exception as e:
+            if exchange.refusal is None:
+                self._refused("error")
+                log.error("http.app_failed", listener=self.name, error=type(e).__name__)
+                if not exchange.started:
+                    await self._answer(http, writer, 500, close=True)
+                return False
+        finally:
+            exchange.answered.set()  # a receive() the app left waiting (a task) ends now
+        if exchange.refusal is not None:
+            self._refused(exchange.refusal.outcome)
+            if not exchange.started:
+                await self._answer(http, writer, exchange.refusal.status, close=True)
+            return False
+        return exchange.finished
 
-        # Set once the whole answer is written or the peer stopped reading it: a receive()
-        # after the body waits for it, as ASGI asks, so a streaming answer is not cut short.
-        answered = asyncio.Event()
-
-        def gone(why: _Refusal) -> Message:
-            nonlocal refusal
-            refusal = refusal or why
-            return {"type": "http.disconnect"}
-
-        async def receive() -> Message:
-            nonlocal size, ended
-            if refusal is not None:
-                return {"type": "http.disconnect"}
-            if ended:
-                await answered.wait()
-                return {"type": "http.disconnect"}
-            while True:
-                try:
-                    event = http.next_event()
-                except h11.RemoteProtocolError:
-                    return gone(_Refusal(400, "client_gone"))
-                if isinstance(event, h11.Data):
-                    size += len(event.data)
-                    if size > limits.max_body_bytes:
-                        return gone(_Refusal(413, "too_large"))
-                    return {"type": "http.request", "body": bytes(event.data), "more_body": True}
-                if isinstance(event, h11.EndOfMessage):
-                    ended = True
-                    return {"type": "http.request", "body": b"", "more_body": False}
-                if event is not h11.NEED_DATA:
-                    return gone(_Refusal(400, "client_gone"))
-                remaining = body_deadline - loop.time()
-                try:
-                    data = await asyncio.wait_for(reader.read(_CHUNK), max(0.0, remaining))
-                except TimeoutError:
-                    return gone(_Refusal(408, "timeout"))
-                http.receive_data(data)  # b"" marks the peer's end: an error event next
-
-        async def send(message: Message) -> None:
-            try:
-                await write_answer(message)
-            except BaseException:
-                answered.set()  # the peer is gone, or the app was cancelled: none will follow
-                raise
-
-        async def write_answer(message: Message) -> None:
-            nonlocal started, finished
-            if message["type"] == "http.response.start":
-                headers = [(bytes(k), bytes(v)) for k, v in message.get("headers", [])]
-                if http.their_state is not h11.DONE:
-                    # Answered before its body was read (404, 401...): the rest of the body
-                    # is not waited for, so the client must not send another request here.
-                    headers.append((b"connection", b"close"))
-                started = True
-                status = int(message["status"])
-                answer = h11.Response(status_code=status, headers=headers, reason=phrase(status))
-                await self._write(writer, http.send(answer))
-            elif message["type"] == "http.response.body":
-                body = message.get("body", b"")
-                if body:
-                    await self._write(writer, http.send(h11.Data(data=body)))
-                if not message.get("more_body", False):
-                    await self._write(writer, http.send(h11.EndOfMessage()))
-                    finished = True
-                    answered.set()
-
-        scope: Scope = {
+    def _scope(self, request: h11.Request, peer: Any) -> Scope:
+        return {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.3"},
             "http_version": request.http_version.decode(),
@@ -502,25 +450,6 @@ class BoundedHttpServer:
             "client": tuple(peer[:2]) if isinstance(peer, tuple) else None,
             "server": tuple(self._sock.getsockname()[:2]),
         }
-        try:
-            await self.app(scope, receive, send)
-        except (OSError, TimeoutError):
-            return False  # the peer stopped reading our answer
-        except Exception as e:
-            if refusal is None:
-                self._refused("error")
-                log.error("http.app_failed", listener=self.name, error=type(e).__name__)
-                if not started:
-                    await self._answer(http, writer, 500, close=True)
-                return False
-        finally:
-            answered.set()  # a receive() the app left waiting (a task of its own) ends now
-        if refusal is not None:
-            self._refused(refusal.outcome)
-            if not started:
-                await self._answer(http, writer, refusal.status, close=True)
-            return False
-        return finished
 
     async def _answer(
         self, http: h11.Connection, writer: asyncio.StreamWriter, status: int, *, close: bool
@@ -551,6 +480,97 @@ class BoundedHttpServer:
             writer.write(data)
             # A peer that does not read its answer is not waited for longer than a body.
             await asyncio.wait_for(writer.drain(), self.limits.body_timeout)
+
+
+class _Exchange:
+    """One request's ASGI ``receive`` and ``send`` over its h11 connection.
+
+    A body refused midway (too slow, too large) or a peer gone: the app is told the client
+    disconnected (``refusal`` says why), and the server answers and counts it once the app
+    returns. ``answered`` is set once the whole answer is written or the peer stopped reading
+    it: a receive() after the body waits for it, as ASGI asks, so a streaming answer is not cut
+    short."""
+
+    def __init__(
+        self,
+        http: h11.Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        limits: Limits,
+        write: Callable[[asyncio.StreamWriter, bytes | None], Awaitable[None]],
+    ) -> None:
+        self.http = http
+        self.reader = reader
+        self.writer = writer
+        self.limits = limits
+        self.write = write
+        self.loop = asyncio.get_running_loop()
+        self.body_deadline = self.loop.time() + limits.body_timeout
+        self.started = self.finished = self.ended = False
+        self.size = 0
+        self.refusal: _Refusal | None = None
+        self.answered = asyncio.Event()
+
+    def gone(self, why: _Refusal) -> Message:
+        self.refusal = self.refusal or why
+        return {"type": "http.disconnect"}
+
+    async def receive(self) -> Message:
+        if self.refusal is not None:
+            return {"type": "http.disconnect"}
+        if self.ended:
+            await self.answered.wait()
+            return {"type": "http.disconnect"}
+        http = self.http
+        while True:
+            try:
+                event = http.next_event()
+            except h11.RemoteProtocolError:
+                return self.gone(_Refusal(400, "client_gone"))
+            if isinstance(event, h11.Data):
+                self.size += len(event.data)
+                if self.size > self.limits.max_body_bytes:
+                    return self.gone(_Refusal(413, "too_large"))
+                return {"type": "http.request", "body": bytes(event.data), "more_body": True}
+            if isinstance(event, h11.EndOfMessage):
+                self.ended = True
+                return {"type": "http.request", "body": b"", "more_body": False}
+            if event is not h11.NEED_DATA:
+                return self.gone(_Refusal(400, "client_gone"))
+            remaining = self.body_deadline - self.loop.time()
+            try:
+                data = await asyncio.wait_for(self.reader.read(_CHUNK), max(0.0, remaining))
+            except TimeoutError:
+                return self.gone(_Refusal(408, "timeout"))
+            http.receive_data(data)  # b"" marks the peer's end: an error event next
+
+    async def send(self, message: Message) -> None:
+        try:
+            await self._write_answer(message)
+        except BaseException:
+            self.answered.set()  # the peer is gone, or the app was cancelled: none will follow
+            raise
+
+    async def _write_answer(self, message: Message) -> None:
+        http, writer = self.http, self.writer
+        if message["type"] == "http.response.start":
+            headers = [(bytes(k), bytes(v)) for k, v in message.get("headers", [])]
+            if http.their_state is not h11.DONE:
+                # Answered before its body was read (404, 401...): the rest of the body is not
+                # waited for, so the client must not send another request here.
+                headers.append((b"connection", b"close"))
+            self.started = True
+            status = int(message["status"])
+            answer = h11.Response(status_code=status, headers=headers, reason=phrase(status))
+            await self.write(writer, http.send(answer))
+        elif message["type"] == "http.response.body":
+            body = message.get("body", b"")
+            if body:
+                await self.write(writer, http.send(h11.Data(data=body)))
+            if not message.get("more_body", False):
+                await self.write(writer, http.send(h11.EndOfMessage()))
+                self.finished = True
+                self.answered.set()
 
 
 _BUSY_BODY = b'{"error": "server is busy"}'
