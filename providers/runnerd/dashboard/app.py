@@ -238,67 +238,87 @@ def cross_site(request: Request) -> str:
     return ""
 
 
-def app(source: Source, token: str = "") -> Any:
-    async def overview_page(request: Request) -> Response:
-        return render("overview")
+async def overview_page(request: Request) -> Response:
+    return render("overview")
 
-    async def sizing_page(request: Request) -> Response:
-        return render("sizing")
 
-    async def utilization_page(request: Request) -> Response:
-        return render("utilization")
+async def sizing_page(request: Request) -> Response:
+    return render("sizing")
 
-    async def job_page(request: Request) -> Response:
+
+async def utilization_page(request: Request) -> Response:
+    return render("utilization")
+
+
+async def jobs_page(request: Request) -> Response:
+    return render("jobs")
+
+
+async def config_page(request: Request) -> Response:
+    profile = request.query_params.get("profile", "")
+    undo = "1" if request.query_params.get("undo") == "1" else ""
+    return render("config", profile=html.escape(profile, quote=True), undo=undo)
+
+
+async def static(request: Request) -> Response:
+    path = STATIC.get(str(request.path_params["name"]))
+    if path is None:
+        return PlainTextResponse("not found\n", status_code=404)
+    # Read whole: a few tens of KB, served from memory with its length.
+    kind = "text/css" if path.suffix == ".css" else "text/javascript"
+    return Response(path.read_bytes(), media_type=kind, headers={"cache-control": "max-age=300"})
+
+
+class _Api:
+    """The dashboard's answers that read its :class:`Source`: the JSON API, and the pages that
+    must know whether what they show exists."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+
+    async def job_page(self, request: Request) -> Response:
         ident = str(request.path_params["ident"])
         shown = html.escape(ident, quote=True)
-        if await source.job(ident) is None:
+        if await self.source.job(ident) is None:
             return render("missing", 404, ident=shown)
         return render("job", ident=shown)
 
-    async def jobs_page(request: Request) -> Response:
-        return render("jobs")
+    async def get_jobs(self, request: Request) -> Response:
+        return JSONResponse({"within": JOBS_LISTED, "jobs": await self.source.jobs(JOBS_LISTED)})
 
-    async def get_jobs(request: Request) -> Response:
-        return JSONResponse({"within": JOBS_LISTED, "jobs": await source.jobs(JOBS_LISTED)})
+    async def get_status(self, request: Request) -> Response:
+        return JSONResponse(await self.source.overview())
 
-    async def config_page(request: Request) -> Response:
-        profile = request.query_params.get("profile", "")
-        undo = "1" if request.query_params.get("undo") == "1" else ""
-        return render("config", profile=html.escape(profile, quote=True), undo=undo)
-
-    async def get_status(request: Request) -> Response:
-        return JSONResponse(await source.overview())
-
-    async def get_job(request: Request) -> Response:
+    async def get_job(self, request: Request) -> Response:
         ident = str(request.path_params["ident"])
-        found = await source.job(ident)
+        found = await self.source.job(ident)
         if found is None:
             return JSONResponse({"error": f"no job {ident} in the history"}, status_code=404)
         return JSONResponse(found)
 
-    async def get_sizing(request: Request) -> Response:
+    async def get_sizing(self, request: Request) -> Response:
         try:
-            return JSONResponse(await source.sizing())
+            return JSONResponse(await self.source.sizing())
         except ConfigError as e:
             return JSONResponse({"error": "config", "problems": e.problems}, status_code=422)
 
-    async def get_utilization(request: Request) -> Response:
+    async def get_utilization(self, request: Request) -> Response:
         text = request.query_params.get("window", "auto")
         if text == "auto":
-            text = window_for(await source.data_span())
+            text = window_for(await self.source.data_span())
         try:
             window = parse_duration(text)
         except ValueError as e:
             return JSONResponse({"error": f"window: {e}"}, status_code=400)
         if not 0 < window <= MAX_WINDOW:
             return JSONResponse({"error": "window: between 1s and 30d"}, status_code=400)
-        profiles = await source.utilization(window)
+        profiles = await self.source.utilization(window)
         return JSONResponse({"window": window, "window_text": text, "profiles": profiles})
 
-    async def get_config(request: Request) -> Response:
+    async def get_config(self, request: Request) -> Response:
         profile = request.query_params.get("profile", "")
         try:
-            opened = await source.open_config(profile, request.query_params.get("undo") == "1")
+            opened = await self.source.open_config(profile, request.query_params.get("undo") == "1")
         except ConfigError as e:
             return JSONResponse({"error": "config", "problems": e.problems}, status_code=422)
         return JSONResponse(
@@ -311,7 +331,7 @@ def app(source: Source, token: str = "") -> Any:
             }
         )
 
-    async def put_config(request: Request) -> Response:
+    async def put_config(self, request: Request) -> Response:
         why = cross_site(request)
         if why:
             return JSONResponse({"error": why}, status_code=403)
@@ -325,7 +345,7 @@ def app(source: Source, token: str = "") -> Any:
                 {"error": "the body must be JSON with text and version"}, status_code=400
             )
         try:
-            change = await source.save_config(text, version, profile, undo)
+            change = await self.source.save_config(text, version, profile, undo)
         except Stale as e:
             return JSONResponse({"error": str(e)}, status_code=409)
         except ConfigError as e:
@@ -341,30 +361,23 @@ def app(source: Source, token: str = "") -> Any:
             }
         )
 
-    async def static(request: Request) -> Response:
-        path = STATIC.get(str(request.path_params["name"]))
-        if path is None:
-            return PlainTextResponse("not found\n", status_code=404)
-        # Read whole: a few tens of KB, served from memory with its length.
-        kind = "text/css" if path.suffix == ".css" else "text/javascript"
-        return Response(
-            path.read_bytes(), media_type=kind, headers={"cache-control": "max-age=300"}
-        )
 
+def app(source: Source, token: str = "") -> Any:
+    api = _Api(source)
     routes = [
         Route("/", overview_page),
         Route("/sizing", sizing_page),
         Route("/utilization", utilization_page),
         Route("/jobs", jobs_page),
-        Route("/jobs/{ident}", job_page),
+        Route("/jobs/{ident}", api.job_page),
         Route("/config", config_page),
-        Route("/api/status", get_status),
-        Route("/api/jobs", get_jobs),
-        Route("/api/jobs/{ident}", get_job),
-        Route("/api/sizing", get_sizing),
-        Route("/api/utilization", get_utilization),
-        Route("/api/config", get_config, methods=["GET"]),
-        Route("/api/config", put_config, methods=["POST"]),
+        Route("/api/status", api.get_status),
+        Route("/api/jobs", api.get_jobs),
+        Route("/api/jobs/{ident}", api.get_job),
+        Route("/api/sizing", api.get_sizing),
+        Route("/api/utilization", api.get_utilization),
+        Route("/api/config", api.get_config, methods=["GET"]),
+        Route("/api/config", api.put_config, methods=["POST"]),
         Route("/api/live", LiveStream(source)),
         Route("/static/{name}", static),
     ]
