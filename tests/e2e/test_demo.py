@@ -44,7 +44,7 @@ async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hol
     assert "held room stood empty" in out
 
 
-def test_the_placement_timelines_tell_the_seeds_two_examples() -> None:
+def test_the_placement_timelines_tell_a_pack_fallback_and_a_priority_hold() -> None:
     pack, priority = timelines()
     pack_text = "\n".join(pack.lines)
     assert "compute1 refuses rungar-c4-m8's runner: FULL" in pack_text

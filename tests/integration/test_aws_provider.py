@@ -315,7 +315,7 @@ async def test_unsupported_in_some_subnets_is_skipped_and_everywhere_is_invalid(
         ("IdempotentParameterMismatch", 400, RefusalKind.INVALID, "runner"),
     ],
 )
-async def test_refusals_land_in_the_reference_kind(
+async def test_each_cloud_error_lands_as_its_refusal_kind(
     w: World, code: str, status: int, kind: RefusalKind, resource: str
 ) -> None:
     w.faults.faults.append(Fault(code, status, times=99))

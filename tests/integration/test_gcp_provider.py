@@ -161,7 +161,7 @@ async def test_a_type_out_of_quota_is_not_tried_in_other_zones(
         (GceFault("INTERNAL_ERROR", 500, times=99), RefusalKind.FAILED, "zone"),
     ],
 )
-async def test_refusals_from_either_plane_land_in_the_reference_kind(
+async def test_refusals_from_either_plane_land_as_their_refusal_kind(
     provider: GcpProvider, fake: GceFake, fault: GceFault, kind: RefusalKind, resource: str
 ) -> None:
     fake.inject(fault)

@@ -215,7 +215,7 @@ def utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-def test_the_layout_matches_the_reference_to_the_character() -> None:
+def test_the_status_report_is_laid_out_to_the_character() -> None:
     assert render_status(DOCUMENT) == EXPECTED
 
 

@@ -67,7 +67,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("code", "status", "expected"), CASES)
-def test_each_reference_code_is_classified(
+def test_each_aws_error_code_is_classified(
     code: str, status: int | None, expected: PlaceAnswer
 ) -> None:
     assert classify(code, status) is expected

@@ -46,7 +46,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("code", "status", "plane", "expected"), CASES)
-def test_each_reference_code_is_classified_by_code_not_by_status(
+def test_each_gcp_error_code_is_classified_by_code_not_by_status(
     code: str, status: int | None, plane: Plane, expected: PlaceAnswer
 ) -> None:
     assert classify([code], status, plane, spot=False) is expected
@@ -96,7 +96,7 @@ def _tried(*outcomes: PlaceAnswer) -> list[Tried]:
         ((PlaceAnswer.STOCK, PlaceAnswer.FAILED), RefusalKind.FAILED, "zone"),
     ],
 )
-def test_a_search_that_made_nothing_settles_into_the_reference_kind(
+def test_a_search_that_made_nothing_settles_into_one_refusal_kind(
     outcomes: tuple[PlaceAnswer, ...], kind: RefusalKind, resource: str
 ) -> None:
     refusal = settle(_tried(*outcomes), [], "us-central1")

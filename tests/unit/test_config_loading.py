@@ -26,7 +26,7 @@ providers:
 """
 
 # Trying providers in order: one host first, then the cloud.
-SEED_PACK = """\
+PACK_EXAMPLE = """\
 scale_sets:
   - name: rungar-c4-m8
     max_runners: 10
@@ -38,7 +38,7 @@ scale_sets:
 """
 
 # Priority between scale sets.
-SEED_PRIORITY = """\
+PRIORITY_EXAMPLE = """\
 scale_sets:
   - name: rungar-c2-m4
     max_runners: 12
@@ -55,7 +55,7 @@ scale_sets:
 
 # Limits, with the project and zones gcp needs: no address
 # or command, as gcp starts its shipped plugin.
-SEED_LIMIT = """\
+LIMIT_EXAMPLE = """\
 providers:
   - name: gcp
     type: gcp
@@ -65,8 +65,8 @@ providers:
 """
 
 
-def test_the_seeds_pack_example_loads_with_its_runner_blocks() -> None:
-    config = parse_scale_sets(PROVIDERS + SEED_PACK, "s.yaml")
+def test_a_pack_scale_set_loads_with_each_providers_runner_block() -> None:
+    config = parse_scale_sets(PROVIDERS + PACK_EXAMPLE, "s.yaml")
     scale_set = config.scale_set("rungar-c4-m8")
     assert scale_set.placement is Placement.PACK
     assert scale_set.max_runners == 10
@@ -76,23 +76,23 @@ def test_the_seeds_pack_example_loads_with_its_runner_blocks() -> None:
     assert scale_set.providers[2].runner == {"machine_type": "e2-custom-4-8192"}
 
 
-def test_the_seeds_priority_example_loads() -> None:
-    config = parse_scale_sets(PROVIDERS + SEED_PRIORITY, "s.yaml")
+def test_two_scale_sets_of_different_priorities_load() -> None:
+    config = parse_scale_sets(PROVIDERS + PRIORITY_EXAMPLE, "s.yaml")
     small, large = config.scale_sets
     assert (small.name, small.priority, small.max_runners) == ("rungar-c2-m4", 0, 12)
     assert (large.name, large.priority, large.max_runners) == ("rungar-c8-m16", 10, 2)
     assert large.providers[1].runner == {"vcpus": 8, "memory": "16GiB"}
 
 
-def test_the_seeds_provider_limit_example_loads() -> None:
-    text = SEED_LIMIT + "scale_sets:\n  - { name: a, max_runners: 1, providers: [gcp] }\n"
+def test_a_provider_limit_loads_with_its_options() -> None:
+    text = LIMIT_EXAMPLE + "scale_sets:\n  - { name: a, max_runners: 1, providers: [gcp] }\n"
     provider = parse_scale_sets(text, "s.yaml").provider("gcp")
     assert provider.max_runners == 20
     assert provider.options == {"project": "acme", "zones": ["europe-west1-b"]}
     assert (provider.address, provider.command) == ("", ())
 
 
-def test_the_committed_example_is_valid_and_is_the_seeds_fleet() -> None:
+def test_the_committed_example_is_valid_with_its_three_scale_sets() -> None:
     config = load_scale_sets(ROOT / "config" / "scale_sets.example.yaml")
     assert [p.name for p in config.providers] == ["compute1", "compute2", "gcp"]
     assert [s.name for s in config.scale_sets] == ["rungar-c2-m4", "rungar-c4-m8", "rungar-c8-m16"]

@@ -154,7 +154,7 @@ def test_a_scale_set_with_no_providers_can_place_nowhere() -> None:
     assert not found.any and found.why_none() == "the scale set has no providers"
 
 
-def test_skip_reasons_are_checked_in_the_seeds_order() -> None:
+def test_a_provider_skipped_for_several_reasons_names_them_in_a_fixed_order() -> None:
     f = fleet(
         [provider("a", disabled=True, max_runners=1)],
         [scale_set("s", ["a"]), scale_set("big", ["a"], priority=5)],

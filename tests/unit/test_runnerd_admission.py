@@ -234,7 +234,7 @@ def test_a_runner_starts_only_when_it_fits_what_the_host_leaves_beside_the_runni
     admitted(run(candidate(cap=3.5), running, host=reading))
 
 
-def test_a_host_wait_names_the_programs_outside_ci_as_the_seed_does() -> None:
+def test_a_host_wait_names_the_largest_programs_outside_ci() -> None:
     holders = (Holder("java", int(9.3 * G)), Holder("qemu-system-x86", int(5.8 * G)))
     reading = host(total=64, available=14, held=20, holders=holders)
     running = [runner(i, cap=7) for i in range(4)]  # 28G reserved, 34 − 4 − 28 = 2G spare

@@ -40,7 +40,7 @@ slots = 2
 """
 
 
-def test_the_seeds_example_parses_with_the_seeds_defaults() -> None:
+def test_the_example_config_parses_with_the_documented_defaults() -> None:
     config = parse_config(EXAMPLE)
     assert config.host.admission is Policy.MEASURED
     assert config.host.runtime is RuntimeKind.PROCESS

@@ -25,7 +25,7 @@ from tests.unit.sizing_fixtures import NOW, G, run
 SHAPES = {"node": ProfileShape(4 * G, 4.0)}
 
 
-def test_waits_read_as_the_seed_prints_them() -> None:
+def test_waits_read_in_seconds_minutes_and_hours() -> None:
     assert [wait_text(s) for s in (0, 57, 259, 128, 3720)] == [
         "0s",
         "57s",
