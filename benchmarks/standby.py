@@ -7,10 +7,10 @@ one is stopped, with SIGKILL or SIGTERM; the figure is the time from the signal 
 standby reports itself active. Every round also checks that every job was served, no runner was
 created twice and no machine was left behind.
 
-The emulator frees a session it no longer sees polled after ``session_ttl_s`` of real time
-(GitHub's own delay is about a minute), so a SIGKILL take-over is that delay plus at most
-``standby_retry`` and the adoption pass. ``takeover_ratio`` divides the worst take-over by
-2 × ``reconcile_interval`` (5 s here, its least), the bound README "Running a standby" sets.
+The emulator frees a session it no longer sees polled after ``session_ttl_s`` of real time (GitHub's
+own delay is about a minute), so a SIGKILL take-over is that delay plus at most ``standby_retry``
+and the adoption pass. ``takeover_ratio`` divides the worst take-over by 2 × ``reconcile_interval``
+(5 s here, its least), the bound docs/operating.md "Running a standby" sets.
 
 Usage: ``python benchmarks/standby.py [--quick]`` (three rounds of each stop; ``--quick``: one).
 """

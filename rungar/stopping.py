@@ -1,5 +1,5 @@
 """How every long-running command stops: ``rungar serve``, ``rungar demo``, ``rungar
-github-emulator``, ``runnerd serve`` and the provider plugins (README, "Stopping").
+github-emulator``, ``runnerd serve`` and the provider plugins (docs/commands.md, "Stopping").
 
 The first SIGINT (Ctrl-C) or SIGTERM asks the command to stop: it stops the processes it
 started, removes what it created (sockets, temporary folders, cgroups) and exits 0, within

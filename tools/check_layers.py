@@ -7,7 +7,7 @@ design):
 
 1. Pure packages (decisions only) import no I/O library, clock or logging.
 2. Only ``rungar/rpc`` (and the test kit, the providers, tests and tools) imports grpc.
-3. Packages depend downwards only, in the order of :data:`LAYERS` (README, "Architecture"):
+3. Packages depend downwards only, in the order of :data:`LAYERS` (docs/architecture.md):
    a package imports packages of lower layers, never one of its own layer or above. Packages
    that import each other, directly or through others, form a cycle; every cycle is reported
    with the imports that close it, whatever the layers say.

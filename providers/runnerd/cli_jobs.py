@@ -1,10 +1,9 @@
 """``runnerctl jobs [--since D] [--json]``: the jobs runnerd recorded, as it learnt them.
 
-Each job Rungar removed a runner for, with the conclusion GitHub gave it (README, "How runnerd
-learns under Rungar"): what sizing and measured admission read, without opening SQLite. It
+Each job Rungar removed a runner for, with the conclusion GitHub gave it (docs/learning.md, "How
+runnerd learns under Rungar"): what sizing and measured admission read, without opening SQLite. It
 reads the history read-only, so it works with or without the daemon. Register it with
-``add_jobs_command(subparsers)``; the parser sets ``func(args) -> int``.
-"""
+``add_jobs_command(subparsers)``; the parser sets ``func(args) -> int``."""
 
 from __future__ import annotations
 

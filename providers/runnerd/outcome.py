@@ -1,5 +1,5 @@
-"""What runnerd records of a runner's job when Rungar removes the runner (README, "How runnerd
-learns under Rungar").
+"""What runnerd records of a runner's job when Rungar removes the runner (docs/learning.md, "How
+runnerd learns under Rungar").
 
 Pure: what runnerd saw of the runner's end and what Rungar's Delete said, in; the result to
 record, out. The job's conclusion is GitHub's, passed on by Rungar: a runner exits 0 after a

@@ -1,4 +1,4 @@
-"""``RunnerdProvider``: the host provider behind the provider protocol (README, "Architecture").
+"""``RunnerdProvider``: the host provider behind the provider protocol (docs/architecture.md).
 
 docs/admission.md. Create resolves the runner's profile (``runner: {profile: node}``, else the
 profile named after its scale set; the profile's settings override the block's), asks the pure

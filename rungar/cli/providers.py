@@ -1,4 +1,4 @@
-"""``rungar providers ls|inspect NAME|disable NAME|enable NAME|drain NAME`` (README, "Commands").
+"""``rungar providers ls|inspect NAME|disable NAME|enable NAME|drain NAME`` (docs/commands.md).
 
 ``ls`` has the columns NAME TYPE STATUS RUNNERS WEIGHT SCALE SETS (RUNNERS as count/max when
 the provider has a max). ``drain`` prints the daemon's lines as they come::

@@ -1,4 +1,4 @@
-"""``rungar reconcile [SCALE_SET...]``: run a reconcile pass now (README, "Commands").
+"""``rungar reconcile [SCALE_SET...]``: run a reconcile pass now (docs/commands.md).
 
 The pass covers the whole fleet (listing every provider, adopting, removing what can no longer
 serve, settling leaving machines); the report names the scale sets asked, or all of them:

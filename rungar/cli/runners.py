@@ -1,4 +1,4 @@
-"""``rungar runners ls [--scale-set S] [--provider P] [--json]|rm NAME...`` (README, "Commands").
+"""``rungar runners ls [--scale-set S] [--provider P] [--json]|rm NAME...`` (docs/commands.md).
 
 ``ls`` shows RUNNER SCALE SET PROVIDER STATE MACHINE GITHUB AGE JOB, as ``rungar status`` does.
 ``rm`` removes each runner the safe way round (registration, then machine) and prints

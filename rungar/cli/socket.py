@@ -1,4 +1,4 @@
-"""Where the daemon listens, and how a CLI command asks it (README, "Commands").
+"""Where the daemon listens, and how a CLI command asks it (docs/commands.md).
 
 The socket is ``--socket PATH``, else ``$RUNGAR_SOCKET``, else ``/run/rungar/rungar.sock``.
 :func:`ask` runs one command's conversation with the daemon and turns its failures into exit

@@ -1,6 +1,6 @@
 """``rungar status [--json]``: the daemon, its scale sets, providers, skips and runners.
 
-The layout (README, "Troubleshooting from `rungar status`"): a header block, then "Scale sets (N)"
+The layout (docs/troubleshooting.md): a header block, then "Scale sets (N)"
 with a note line under the table for each scale set that is not plainly listening, "Providers
 (N)" followed by one line per unreachable provider and one per skip (the document's own
 "sentence"), "Runners (N)", and a closing count against what the scale sets allow.

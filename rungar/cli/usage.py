@@ -1,6 +1,6 @@
 """``rungar usage [--by repository|workflow|scale-set|provider] [--since 7d] [--json]``.
 
-The jobs Rungar served, summed (README, "Usage"): per group its jobs by conclusion, the
+The jobs Rungar served, summed (docs/usage.md, "Usage"): per group its jobs by conclusion, the
 runner-seconds of the runners that served them, the p50 and p95 of their waits (GitHub's:
 assigned to the scale set until a runner took the job) and, where their provider has a
 ``price_per_hour``, the cost. Read from the daemon's state database through its admin socket,

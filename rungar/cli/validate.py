@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _warnings(path: str) -> list[str]:
-    """What still loads but is to change: a file that states no format (README, "Stability")."""
+    """What still loads but is to change: a file that states no format (docs/stability.md)."""
     from rungar.config.migrate import version_of
 
     with open(path, encoding="utf-8", errors="replace") as f:

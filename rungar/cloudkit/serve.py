@@ -1,5 +1,5 @@
 """A cloud provider as a process: its settings, ``--listen`` or plugin socket, exit codes
-(README, "Architecture").
+(docs/architecture.md).
 
 ``rungar-provider-gcp`` and ``rungar-provider-aws`` differ only in how they parse their
 settings and open their provider, so both are :func:`run_provider_server`. Started by Rungar

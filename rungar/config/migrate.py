@@ -1,6 +1,6 @@
 """``rungar config migrate``: bring an older scale_sets.yaml to the current format, as text.
 
-The file's format is its ``version:`` key (README, "Stability"). Each step below rewrites the
+The file's format is its ``version:`` key (docs/stability.md). Each step below rewrites the
 lines it must and nothing else, so comments, anchors, order and spacing stay as written; the
 result is checked like any other file before it is written. A file with no ``version:`` is
 format 0: the same keys as format 1, which adds the key itself.

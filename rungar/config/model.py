@@ -42,8 +42,8 @@ class Timing:
     crash_backoff_first: float = 30.0  # runners that end before connecting: first skip
     crash_backoff_max: float = 600.0  # ... doubling in a row up to this
     starting_sync_interval: float = 5.0  # starting runners checked against GitHub this often
-    # Active and standby (README, "Running a standby"): the active daemon has GitHub confirm
-    # its lease this often; the lease lasts this long after GitHub last confirmed it; the
+    # Active and standby (docs/operating.md, "Running a standby"): the active daemon has GitHub
+    # confirm its lease this often; the lease lasts this long after GitHub last confirmed it; the
     # standby asks for the lead scale set's message session this often.
     lease_renew_interval: float = 10.0
     lease_duration: float = 30.0
@@ -103,9 +103,9 @@ class Schedule:
 
 @dataclass(frozen=True, slots=True)
 class WarmPool:
-    """Runners kept idle ahead of predicted demand, on top of ``min_runners`` (README, "Warm
-    pool"): the ``percentile`` of the jobs assigned in the same ``slot`` of the day on the last
-    ``lookback`` days of the same kind (weekdays, or weekend days), at most ``max``. The slot
+    """Runners kept idle ahead of predicted demand, on top of ``min_runners`` (docs/scale-sets.md,
+    "Warm pool"): the ``percentile`` of the jobs assigned in the same ``slot`` of the day on the
+    last ``lookback`` days of the same kind (weekdays, or weekend days), at most ``max``. The slot
     looked at is the one in force now or ``ahead`` from now, whichever predicts more."""
 
     max: int
@@ -141,7 +141,7 @@ class ScaleSetConfig:
 
 @dataclass(frozen=True, slots=True)
 class DashboardConfig:
-    """The fleet page's listener (README, "Dashboards"); ``listen`` "" = no fleet page.
+    """The fleet page's listener (docs/dashboards.md); ``listen`` "" = no fleet page.
 
     Beyond loopback it needs TLS and a token or client certificates (checked at load).
     """

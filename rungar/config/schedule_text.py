@@ -1,6 +1,6 @@
 """A schedule window as written: days, times of day and the timezone, read into numbers
-(README, "Schedules"). The loader checks windows with these; :mod:`rungar.scaling.schedule`
-decides which window is in force."""
+(docs/scale-sets.md, "Schedules"). The loader checks windows with these;
+:mod:`rungar.scaling.schedule` decides which window is in force."""
 
 from __future__ import annotations
 

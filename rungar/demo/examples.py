@@ -164,7 +164,7 @@ async def run_example(
     example: Example, *, keep_dir: bool = False, stop: asyncio.Event | None = None
 ) -> ExampleRun:
     """Bring the example's world up, run its waves to the end, and say what happened; ``stop``
-    ends it early, with everything it started stopped (README, "Stopping")."""
+    ends it early, with everything it started stopped (docs/commands.md, "Stopping")."""
 
     stack = Stack(
         example=example.folder,

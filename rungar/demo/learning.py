@@ -1,7 +1,7 @@
 """What each demo host's runnerd learnt: its jobs by conclusion, and its predicted admissions.
 
 Each runnerd host records every job Rungar removed a runner for, with the conclusion GitHub
-gave it (README, "How runnerd learns under Rungar"), and under measured admission reserves each
+gave it (docs/learning.md), and under measured admission reserves each
 new runner's predicted peak once its profile has enough runs. The demo's summary reads this
 back from each host's job history (read-only, after its runners are gone), so a newcomer sees
 the learning happen, and a wrong ``cancelled`` would show.

@@ -48,7 +48,7 @@ HERE = examples_root() / "demo"
 INSTALLATION = "rungar-demo"
 PAT = "emulator-pat"
 MOTO_REGION = "us-east-1"
-# Stopping stays within the 10 seconds every command promises (README, "Stopping").
+# Stopping stays within the 10 seconds every command promises (docs/commands.md, "Stopping").
 DAEMON_STOP_GRACE = 4.0
 HOST_STOP_GRACE = 4.0
 # What an AWS account would already have: placeholders until moto's server has made them.

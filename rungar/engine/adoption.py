@@ -1,6 +1,6 @@
 """Which listed machines a reconcile pass adopts, and which create intents it settles: a pure
 plan from what the providers listed, what the daemon tracks and what the store kept, and ``now``
-(README, "Architecture": a reconcile pass).
+(docs/architecture.md: a reconcile pass).
 
 The pass acts on the plan afterwards (adopts, removes registrations, clears intents), so nothing
 it awaits can change what was decided: a create that begins meanwhile has a new name, and one in

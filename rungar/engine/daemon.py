@@ -57,8 +57,9 @@ log = structlog.get_logger("rungar.daemon")
 
 
 def session_owner() -> str:
-    """The owner this daemon names in its message sessions: its host and process, which GitHub
-    names in the conflict another daemon's session create gets (README, "Running a standby")."""
+    """The owner this daemon names in its message sessions: its host and process, which GitHub names
+    in the conflict another daemon's session create gets (docs/operating.md, "Running a
+    standby")."""
     import os
 
     return f"{socket.gethostname() or 'rungar'}/{os.getpid()}"

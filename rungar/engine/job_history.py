@@ -1,5 +1,5 @@
 """When each scale set's recent jobs were assigned: the history warm pools predict from
-(README, "Warm pool").
+(docs/scale-sets.md, "Warm pool").
 
 Every assigned job is written to the state database as GitHub tells it (a job told twice is
 kept once), so a restart keeps the pool's memory of the last weeks; it is read back at start

@@ -1,4 +1,4 @@
-"""Active and standby: the daemon's side of the lease (README, "Running a standby").
+"""Active and standby: the daemon's side of the lease (docs/operating.md, "Running a standby").
 
 The decisions are pure (:mod:`rungar.scaling.lease`); this module looks at the lead scale set's
 message session every tick, asks GitHub to confirm it when a renewal is due, and carries out

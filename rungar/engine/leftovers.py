@@ -1,5 +1,5 @@
 """Leftover scale sets: scale sets this installation served that are no longer configured, and
-whose runners remain (README, "Troubleshooting from `rungar status`").
+whose runners remain (docs/troubleshooting.md).
 
 Each reconcile pass counts, per scale set no longer configured:
 

@@ -1,4 +1,4 @@
-"""Prometheus metrics of the daemon (README, "Running it for real"), on a registry of their own."""
+"""Prometheus metrics of the daemon (docs/operating.md), on a registry of their own."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """What the engine says when scaling changes under it: a schedule window that changes the
 ``min_runners`` in force, runners that crash before they connect, and how long jobs waited.
 
-Each is an event, a log line and a metric (README, "Schedules", "Troubleshooting from rungar
-status"); the decisions themselves live in the pure packages (:mod:`rungar.scaling.schedule`,
-:class:`rungar.placement.Fleet`'s crash loops).
+Each is an event, a log line and a metric (docs/scale-sets.md, "Schedules";
+docs/troubleshooting.md); the decisions themselves live in the pure packages
+(:mod:`rungar.scaling.schedule`, :class:`rungar.placement.Fleet`'s crash loops).
 """
 
 from __future__ import annotations

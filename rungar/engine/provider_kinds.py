@@ -3,7 +3,7 @@
 The daemon's wiring knows gRPC providers only: an address, or a plugin it starts. A type that
 runs in process — ``fake``, the scripted provider ``rungar demo``, the examples and the tests
 use — is registered by the program that runs the daemon (the ``rungar`` command line, the
-demo), so the engine never imports the test kit (README, "Architecture").
+demo), so the engine never imports the test kit (docs/architecture.md).
 """
 
 from __future__ import annotations

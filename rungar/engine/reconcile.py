@@ -1,4 +1,4 @@
-"""One reconcile pass (README, "Architecture"), level-triggered.
+"""One reconcile pass (docs/architecture.md), level-triggered.
 
 1. List every provider by this installation's labels, in parallel. A provider that answers is
    reachable; one that does not is skipped by every scale set, and its runners are kept for

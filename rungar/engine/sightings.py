@@ -1,6 +1,6 @@
 """What a reconcile pass does with each tracked runner after the listings: a pure plan from the
 runner's record, what its provider listed (or that it could not be listed), GitHub's view and
-``now`` (README, "Architecture": a reconcile pass, step 4).
+``now`` (docs/architecture.md: a reconcile pass, step 4).
 
 Each runner gets one :class:`Sighting`, with the reason as its kind:
 

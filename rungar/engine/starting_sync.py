@@ -1,6 +1,6 @@
 """The sync of starting runners: every ``timing.starting_sync_interval`` (5 s), runners still
 starting are checked against GitHub's runner list and their providers' listings, between
-reconcile passes (README, "Architecture").
+reconcile passes (docs/architecture.md).
 
 A pass comes every ``reconcile_interval`` (30 s); without this, a runner that connected just
 after one would be counted as starting, and its boot timed, up to 30 s late, and an idle

@@ -1,7 +1,7 @@
 """What ``rungar status`` reports, as one JSON-able document built from the engine's state.
 
 It never claims to know a provider's spare room: only what Rungar itself counts, the skips it
-is applying and why, and the holds in force (README, "Troubleshooting from `rungar status`").
+is applying and why, and the holds in force (docs/troubleshooting.md).
 
 Document (every time in epoch seconds, every duration in seconds)::
 

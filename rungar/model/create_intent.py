@@ -1,5 +1,5 @@
 """A create's intent, written to the state store before any call so a crash at any moment is
-settled by the next reconcile pass (README, "Architecture")."""
+settled by the next reconcile pass (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What Rungar says to people, worded once: skip reasons, status notes and lines, event messages
-and the sentences of log lines (README, "Status"; docs/events.md).
+"""What Rungar says to people, worded once: skip reasons, status notes and lines, event messages and
+the sentences of log lines (docs/troubleshooting.md, "Status"; docs/events.md).
 
 A skip reason, a ``rungar status`` line, the ``message`` of an event and the log line of the same
 moment say the same thing in the same words: a provider that refused ``FULL`` is "found full"
@@ -15,12 +15,13 @@ from collections.abc import Iterable
 from rungar.model.units import format_duration
 
 # ---------------------------------------------------------------- skip reasons
-# Why placement will not try a provider now, in the order it checks them (README, "Status").
+# Why placement will not try a provider now, in the order it checks them
+# (docs/troubleshooting.md, "Status").
 
 DISABLED = "disabled"
 UNREACHABLE = "unreachable"
 FULL = "full"
-# How a crash loop's runners ended (README, "Status": skip lines)
+# How a crash loop's runners ended (docs/troubleshooting.md, "Status": skip lines)
 EXITED = "exit before connecting"
 NEVER_CONNECTED = "never connect within start_timeout"
 
@@ -169,7 +170,7 @@ def holding_back(provider: str, holder: str) -> str:
 WAITING_NOTE = "another message session owns the scale set; standing by until it ends"
 UNREACHABLE_NOTE = "GitHub does not answer; trying again for the message session"
 STARTING_NOTE = "being looked up on GitHub, and its runners adopted"
-# a standby daemon's scale sets other than the lead (README, "Running a standby")
+# a standby daemon's scale sets other than the lead (docs/operating.md, "Running a standby")
 LEAD_NOTE = "standing by until this daemon holds the lead scale set's message session"
 
 

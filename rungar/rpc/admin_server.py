@@ -1,4 +1,4 @@
-"""The admin API served on the daemon's unix socket (README, "Commands").
+"""The admin API served on the daemon's unix socket (docs/commands.md).
 
 ``await serve_admin(control, socket_path)`` serves ``rungar.admin.v1.Admin`` for an
 :class:`AdminControl` (the daemon hands it the engine's ``Control``) and returns an

@@ -1,4 +1,4 @@
-"""Local provider plugins: executables Rungar starts itself (README, "Architecture").
+"""Local provider plugins: executables Rungar starts itself (docs/architecture.md).
 
 A provider entry with ``command: [...]`` is a plugin. Rungar makes a private directory (mode
 0700), starts the command with ``RUNGAR_PLUGIN_SOCKET=<dir>/provider.sock`` in its environment,

@@ -3,7 +3,7 @@
 ``await serve(provider, address, tls=..., token=...)`` starts a grpc.aio server carrying
 ``rungar.provider.v1.Provider`` beside the standard ``grpc.health.v1.Health`` and reflection
 services, and returns a :class:`ProviderServer` handle to stop it. runnerd, the cloud providers
-and the scripted fake are all served this way (README, "Architecture").
+and the scripted fake are all served this way (docs/architecture.md).
 
 Security: plaintext only on ``unix://`` addresses (``serve`` refuses to start
 otherwise); TLS with ``client_ca_file`` requires client certificates (mTLS); a token is checked

@@ -1,4 +1,4 @@
-"""Transport security of the provider channel (README, "Running it for real").
+"""Transport security of the provider channel (docs/operating.md).
 
 Two ways to secure a TCP provider channel, both over TLS with the server's certificate checked
 against a CA and a server name:

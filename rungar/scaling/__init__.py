@@ -1,4 +1,4 @@
-"""Scaling decisions, pure: how many runners, which to remove, and why (README, "Architecture")."""
+"""Scaling decisions, pure: how many runners, which to remove, and why (docs/architecture.md)."""
 
 from rungar.scaling.decide import (
     Desired,

@@ -1,6 +1,6 @@
 """How many runners a scale set wants, which idle ones go, and which can no longer serve.
 
-Pure functions of configuration, runner views and ``now`` (README, "Architecture"):
+Pure functions of configuration, runner views and ``now`` (docs/architecture.md):
 
 - desired = min(max_runners, min_runners in force + warm pool + assigned jobs); 0 while paused.
 - surplus: idle runners only (busy ones are never removed), outdated revision first, then oldest.

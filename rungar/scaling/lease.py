@@ -1,4 +1,5 @@
-"""Which of two daemons of one installation acts: the lease (README, "Running a standby").
+"""Which of two daemons of one installation acts: the lease (docs/operating.md, "Running a
+standby").
 
 Two daemons with the same configuration on two machines: one acts, the other stands by. The
 lock is GitHub's own rule that one message session at a time holds a scale set, applied to the

@@ -1,5 +1,5 @@
 """Which schedule window is in force, and when that changes: a pure function of the schedule
-and ``now`` (README, "Schedules").
+and ``now`` (docs/scale-sets.md, "Schedules").
 
 A window is ``days`` + ``from``..``to`` in the schedule's timezone (UTC when unset, never the
 host's own zone). ``to`` may be ``24:00``; ``to < from`` runs past midnight and belongs to the

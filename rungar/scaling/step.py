@@ -1,6 +1,6 @@
 """One scaling step as a plan: how many runners to create (and which of them refill the idle
 reserve) and which idle ones to remove, from the scale set's decision, its live runners and the
-creates already asked for (README, "Architecture"). The engine carries the plan out."""
+creates already asked for (docs/architecture.md). The engine carries the plan out."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """How many runners a warm pool keeps ready: a pure function of the scale set's job history
-and the clock (README, "Warm pool").
+and the clock (docs/scale-sets.md, "Warm pool").
 
 The prediction is deliberately simple, so ``status`` can say it in one line:
 

@@ -1,4 +1,4 @@
-"""Rungar's state: what a provider listing cannot tell (README, "Architecture")."""
+"""Rungar's state: what a provider listing cannot tell (docs/architecture.md)."""
 
 from rungar.store.sqlite import CreateIntent, SqliteStore
 

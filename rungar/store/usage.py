@@ -1,5 +1,5 @@
 """The jobs Rungar served, one row each, in the state database: ``rungar usage`` and the fleet
-page's Usage tab read them back (README, "Usage").
+page's Usage tab read them back (docs/usage.md, "Usage").
 
 Rows are kept by age: those that finished more than the retention ago (``usage.retention``
 in scale_sets.yaml, 90 days unless set) are deleted when a job is recorded, at most once an

@@ -1,4 +1,4 @@
-"""``FakeProvider``: a scripted provider for simulations, tests and demos (README, "Architecture").
+"""``FakeProvider``: a scripted provider for simulations, tests and demos (docs/architecture.md).
 
 A sync core (the ``*_now`` methods) holds machines in a room of vCPUs and memory (and optionally a
 maximum count) and answers create-or-refuse exactly as the protocol says

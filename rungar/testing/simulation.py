@@ -1,4 +1,4 @@
-"""A deterministic, seeded simulation of placement under faults (README, "Architecture").
+"""A deterministic, seeded simulation of placement under faults (docs/architecture.md).
 
 Each seed builds a random fleet — providers with room in vCPUs and memory, weights and limits;
 scale sets with priorities, placements, runner sizes and limits — and then takes random steps

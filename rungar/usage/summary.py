@@ -4,7 +4,7 @@ Pure: rows in, groups out. A group's runner-seconds are the lives of the runners
 its jobs; its jobs are counted by conclusion; its waits are GitHub's (assigned to the scale set
 until a runner took the job), given as p50 and p95 by nearest rank; its cost is the priced
 jobs' runner-hours times the price per hour their provider had when they ended, and ``None``
-when none of its jobs ran on a priced provider (README, "Usage").
+when none of its jobs ran on a priced provider (docs/usage.md, "Usage").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``rungar apply`` moving a provider to a new address on a running ``rungar serve``: the daemon
-reconnects it without a restart and keeps its runner (README, "Configuration").
+reconnects it without a restart and keeps its runner (docs/scale-sets.md).
 
 The same through the admin socket in-process, with calls counted per endpoint and a call in
 flight across the swap, is tests/integration/test_apply_reconnect.py; this one drives the real

@@ -1,6 +1,6 @@
 """runnerd learns each job's size under Rungar, through the real stack: ``rungar serve``,
 ``runnerd serve`` with the process runtime running ``rungar fake-runner``, and the GitHub
-emulator (README, "How runnerd learns under Rungar").
+emulator (docs/learning.md).
 
 Jobs of known memory in two workflows, some failing on GitHub while their runner exits 0, run
 through Rungar onto one runnerd host. runnerd's history must then hold every job with the

@@ -1,4 +1,4 @@
-"""The CLI against a real Control served over a real unix socket (README, "Commands").
+"""The CLI against a real Control served over a real unix socket (docs/commands.md).
 
 The engine is the real one (fake GitHub, fake providers, SQLite in a temporary directory, a
 fake clock); the admin server runs in the test's event loop and each CLI command runs its

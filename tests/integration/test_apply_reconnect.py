@@ -1,5 +1,5 @@
-"""``rungar apply`` reconnects a provider whose connection settings changed (README, "Changing
-the configuration live"): through the real admin socket and the CLI, to providers served over
+"""``rungar apply`` reconnects a provider whose connection settings changed (docs/scale-sets.md, "An
+apply takes effect at once"): through the real admin socket and the CLI, to providers served over
 real gRPC on unix sockets.
 
 One backend (a FakeProvider, whose machines are the provider's machines) is served at two

@@ -1,4 +1,4 @@
-"""The provider channel's security, over real loopback TLS (README, "Running it for real").
+"""The provider channel's security, over real loopback TLS (docs/operating.md).
 
 Every rejection the protocol promises is a test: no client certificate, a client certificate
 from a foreign CA, plaintext to a TLS port, an expired certificate (either side), a wrong

@@ -1,6 +1,6 @@
-"""Every STATUS word the README's two tables document is set by the code in the situation the
-table describes: each is provoked here, and the tables are read from README.md, so a word added
-to the README without a provocation here fails the first two tests.
+"""Every STATUS word the two tables of docs/troubleshooting.md document is set by the code in the
+situation the table describes: each is provoked here, and the tables are read from that file, so
+a word added to it without a provocation here fails the first two tests.
 
 The message-session words (LISTENING, WAITING, UNREACHABLE) run the daemon's real listener
 against the GitHub emulator: WAITING is another session already owning the scale set, which the
@@ -41,14 +41,14 @@ from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator import Fault, GitHubEmulator
 from rungar.testing.github_emulator.harness import emulator, eventually, github
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TROUBLESHOOTING = Path(__file__).resolve().parents[2] / "docs" / "troubleshooting.md"
 RUNNER = {"vcpus": 2, "memory": "4GiB"}
 INSTALLATION = "gh-test"
 
 
 def readme_table(heading: str) -> list[tuple[str, str]]:
     """(status word, note or meaning) for each row of the table under ``heading``."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = TROUBLESHOOTING.read_text(encoding="utf-8").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(heading))
     rows: list[list[str]] = []
     for line in lines[start + 1 :]:
@@ -292,12 +292,12 @@ PROVIDER_WORDS: dict[str, Callable[[Path], Awaitable[str]]] = {
 # ------------------------------------------------------------------ the tests
 
 
-def test_every_scale_set_status_word_the_readme_documents_is_provoked_here() -> None:
+def test_every_documented_scale_set_status_word_is_provoked_here() -> None:
     documented = [word for word, _ in readme_table(SCALE_SET_TABLE)]
     assert sorted(documented) == sorted(SCALE_SET_WORDS)
 
 
-def test_every_provider_status_word_the_readme_documents_is_provoked_here() -> None:
+def test_every_documented_provider_status_word_is_provoked_here() -> None:
     documented = [word for word, _ in readme_table(PROVIDER_TABLE)]
     assert sorted(documented) == sorted(PROVIDER_WORDS)
 
@@ -310,7 +310,7 @@ async def test_the_daemon_shows_each_documented_scale_set_status_in_its_situatio
     assert status == word
     documented = dict(readme_table(SCALE_SET_TABLE))[word]
     if "*" not in documented and " N " not in documented and word != "LEFTOVER":
-        assert note == ("" if documented == "—" else documented)  # the README's very words
+        assert note == ("" if documented == "—" else documented)  # the document's very words
 
 
 @pytest.mark.parametrize("word", sorted(PROVIDER_WORDS))

@@ -1,6 +1,6 @@
-"""Every long-running command stops when asked (README, "Stopping"): SIGINT or SIGTERM stops it
-within 10 s, it stops what it started, removes what it created and exits 0; a second one while
-it stops ends it at once with 130. Each command runs as a real process and gets each signal.
+"""Every long-running command stops when asked (docs/commands.md, "Stopping"): SIGINT or SIGTERM
+stops it within 10 s, it stops what it started, removes what it created and exits 0; a second one
+while it stops ends it at once with 130. Each command runs as a real process and gets each signal.
 
 (Checked that these can fail: with the emulator's uvicorn server taking the signals over again,
 its SIGTERM run exits -15; without the plugin's socket removal the socket assertion fails.)

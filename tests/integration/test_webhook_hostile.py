@@ -1,4 +1,4 @@
-"""Hostile deliveries against the running receiver (README "Webhook receiver").
+"""Hostile deliveries against the running receiver (docs/operating.md "Webhook receiver").
 
 The receiver is served as ``rungar serve`` serves it: a bounded listener on loopback, its
 refusals counted through the receiver. Whatever arrives, the answer is a clean 4xx or 2xx

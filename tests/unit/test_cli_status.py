@@ -1,4 +1,4 @@
-"""``rungar status`` rendered from fixture status documents (README, "Troubleshooting from `rungar status`").
+"""``rungar status`` rendered from fixture status documents (docs/troubleshooting.md).
 
 Every status word and sentence the daemon can report is in the fixture; the rendering must
 keep the layout to the character and never claim to know a provider's spare room.

@@ -1,5 +1,5 @@
-"""The lease's timing keys (README, "Running a standby"): defaults, and the refusal of a lease
-that would run out between two renewals, named by file, line, column and key."""
+"""The lease's timing keys (docs/operating.md, "Running a standby"): defaults, and the refusal of a
+lease that would run out between two renewals, named by file, line, column and key."""
 
 from __future__ import annotations
 

@@ -40,10 +40,10 @@ def test_the_committed_reference_equals_the_generators_output() -> None:
     assert committed == gen.render_reference(), "run: python tools/gen_config_reference.py"
 
 
-def test_the_readme_carries_the_generated_tables_unchanged() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert gen.BEGIN in readme and gen.END in readme
-    assert readme == gen.splice(readme, gen.render_readme_block()), (
+def test_the_scale_sets_guide_carries_the_generated_tables_unchanged() -> None:
+    guide = (ROOT / "docs" / "scale-sets.md").read_text(encoding="utf-8")
+    assert gen.BEGIN in guide and gen.END in guide
+    assert guide == gen.splice(guide, gen.render_guide_block()), (
         "run: python tools/gen_config_reference.py"
     )
 
@@ -60,11 +60,13 @@ def test_an_edited_reference_is_reported_as_out_of_date(
 ) -> None:
     doc = tmp_path / "configuration.md"
     doc.write_text(gen.render_reference().replace("`30s`", "`45s`", 1), encoding="utf-8")
-    readme = tmp_path / "README.md"
-    readme.write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    guide = tmp_path / "scale-sets.md"
+    guide.write_text(
+        (ROOT / "docs" / "scale-sets.md").read_text(encoding="utf-8"), encoding="utf-8"
+    )
     monkeypatch.setattr(gen, "ROOT", tmp_path)
     monkeypatch.setattr(gen, "DOC", doc)
-    monkeypatch.setattr(gen, "README", readme)
+    monkeypatch.setattr(gen, "GUIDE", guide)
     assert gen.main(["--check"]) == 1
     assert gen.main([]) == 0
     assert doc.read_text(encoding="utf-8") == gen.render_reference()
@@ -123,6 +125,6 @@ def test_a_pipe_in_a_cell_does_not_split_the_table_row() -> None:
     assert line == "| `placement` | `spread` \\| `pack` | `spread` | a \\| b |"
 
 
-def test_a_readme_without_the_markers_is_refused() -> None:
+def test_a_guide_without_the_markers_is_refused() -> None:
     with pytest.raises(ValueError, match="markers"):
-        gen.splice("# README\n", gen.render_readme_block())
+        gen.splice("# Scale sets\n", gen.render_guide_block())

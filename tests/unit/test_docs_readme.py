@@ -1,6 +1,6 @@
-"""Every command the README shows exists.
+"""Every command the README and the guides split from it show exists.
 
-A command is a line of a README code block whose first word is ``rungar``, ``runnerd``,
+A command is a line of a code block whose first word is ``rungar``, ``runnerd``,
 ``runnerctl`` or ``make`` (after a ``$`` prompt, ``sudo``, environment assignments or a unit's
 ``ExecStart=``). Its subcommands and options are walked through that CLI's own argparse parser;
 a make target must be defined in the Makefile. Blocks marked ``text``, ``yaml``, ``toml`` or
@@ -20,6 +20,25 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+# The README and the guides it sends a newcomer on to: every command they show is checked.
+GUIDES = [
+    README,
+    *(
+        ROOT / "docs" / name
+        for name in (
+            "architecture.md",
+            "scale-sets.md",
+            "operating.md",
+            "learning.md",
+            "troubleshooting.md",
+            "trying-a-change.md",
+            "dashboards.md",
+            "usage.md",
+            "commands.md",
+            "stability.md",
+        )
+    ),
+]
 MAKEFILE = ROOT / "Makefile"
 CLIS = ("rungar", "runnerd", "runnerctl")
 NOT_COMMANDS = {"text", "yaml", "yml", "toml", "json", "promql"}
@@ -148,16 +167,20 @@ def targets() -> set[str]:
     return make_targets(MAKEFILE.read_text(encoding="utf-8"))
 
 
-def test_every_command_the_readme_shows_exists(
+def guides() -> str:
+    return "\n".join(path.read_text(encoding="utf-8") for path in GUIDES)
+
+
+def test_every_command_the_guides_show_exists(
     cli_parsers: dict[str, argparse.ArgumentParser], targets: set[str]
 ) -> None:
-    shown = list(commands(README.read_text(encoding="utf-8")))
+    shown = list(commands(guides()))
     problems = [p for argv in shown if (p := problem(argv, cli_parsers, targets))]
     assert not problems, "\n".join(problems)
 
 
-def test_the_readme_shows_commands_of_every_cli_and_the_two_quick_start_targets() -> None:
-    shown = list(commands(README.read_text(encoding="utf-8")))
+def test_the_guides_show_commands_of_every_cli_and_the_two_quick_start_targets() -> None:
+    shown = list(commands(guides()))
     assert {argv[0] for argv in shown} == {*CLIS, "make"}
     assert ["make", "demo"] in shown and ["make", "test"] in shown
 
@@ -223,12 +246,10 @@ def test_commands_are_found_behind_prompts_sudo_env_pipes_and_exec_start() -> No
 
 
 def _examples(language: str) -> list[str]:
-    return [
-        body for info, body in code_blocks(README.read_text(encoding="utf-8")) if info == language
-    ]
+    return [body for info, body in code_blocks(guides()) if info == language]
 
 
-def test_the_readmes_scale_sets_examples_are_valid() -> None:
+def test_the_guides_scale_sets_examples_are_valid() -> None:
     from rungar.config.loader import parse_scale_sets
 
     whole = [b for b in _examples("yaml") if b.startswith("version: 1")]
@@ -242,7 +263,7 @@ def test_the_readmes_scale_sets_examples_are_valid() -> None:
         assert parse_scale_sets(text, "README.md").providers
 
 
-def test_the_readmes_daemon_settings_example_is_valid(tmp_path: Path) -> None:
+def test_the_guides_daemon_settings_example_is_valid(tmp_path: Path) -> None:
     from rungar.engine.settings import load_settings
 
     [body] = [b for b in _examples("yaml") if b.startswith("github:")]
@@ -251,10 +272,22 @@ def test_the_readmes_daemon_settings_example_is_valid(tmp_path: Path) -> None:
     assert load_settings(str(path)).metrics.listen == "127.0.0.1:9102"
 
 
-def test_the_readmes_runnerd_tls_example_is_valid() -> None:
+def test_the_guides_runnerd_tls_example_is_valid() -> None:
     from runnerd.config import parse_config
 
     [body] = _examples("toml")
     profile = '\n[profiles.p]\ncpus = 1\nmemory = "1G"\nslots = 1\n'
     host = parse_config(body + profile, "README.md").host
     assert host.listen and host.tls_cert and host.tls_key and host.tls_ca
+
+
+def test_the_readme_is_short_enough_to_read_in_ten_minutes() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) < 250, f"README.md has {len(lines)} lines: move detail into docs/"
+
+
+def test_every_guide_the_readme_links_to_exists() -> None:
+    readme = README.read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#]+)\)", readme)
+    missing = [link for link in links if "://" not in link and not (ROOT / link).exists()]
+    assert links and not missing, missing

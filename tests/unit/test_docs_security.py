@@ -1,4 +1,5 @@
-"""SECURITY.md, the README's webhook section and the systemd units say what the code does."""
+"""SECURITY.md, docs/operating.md's webhook section and the systemd units say what the code
+does."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ def test_security_md_says_how_to_report_what_is_in_scope_and_the_checklist() -> 
         assert item in text, item
 
 
-def test_the_readme_lists_every_webhook_outcome_the_receiver_counts() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_the_operating_guide_lists_every_webhook_outcome_the_receiver_counts() -> None:
+    readme = (ROOT / "docs" / "operating.md").read_text()
     section = readme[
         readme.index("**Webhook receiver.**") : readme.index("**Metrics and alerts.**")
     ]

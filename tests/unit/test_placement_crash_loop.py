@@ -1,7 +1,7 @@
-"""Crash-loop backoff (README, "Runners that exit before connecting"): a runner that ends, or
-never connects within start_timeout, before it ever connected counts against its (scale set,
-provider); from the second in a row (``crash_backoff_after``) the provider is skipped, 30 s
-doubling to 10 min; only a runner that connects forgives it."""
+"""Crash-loop backoff (docs/troubleshooting.md, "its runners exit before connecting"): a runner
+that ends, or never connects within start_timeout, before it ever connected counts against its
+(scale set, provider); from the second in a row (``crash_backoff_after``) the provider is
+skipped, 30 s doubling to 10 min; only a runner that connects forgives it."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""min_runners is an idle reserve, and real work comes before it (README, "The idle reserve").
+"""min_runners is an idle reserve, and real work comes before it (docs/scale-sets.md, "The idle
+reserve").
 
 desired = min(max_runners, min_runners in force + assigned jobs): the reserve is kept idle
 *beyond* the assigned jobs, not a floor on the total.

@@ -1,5 +1,5 @@
-"""Schedules on scale sets (README, "Schedules"): the window in force is a pure function of the
-schedule and ``now``, and every rule a schedule breaks is a FILE:LINE:COL problem."""
+"""Schedules on scale sets (docs/scale-sets.md, "Schedules"): the window in force is a pure function
+of the schedule and ``now``, and every rule a schedule breaks is a FILE:LINE:COL problem."""
 
 from __future__ import annotations
 

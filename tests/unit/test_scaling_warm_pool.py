@@ -1,6 +1,7 @@
-"""Warm pools (README, "Warm pool"): how many runners are kept ready is a pure function of the
-scale set's job history and the clock, bounded by ``warm_pool.max``, added to the idle reserve
-(so the ceiling cuts it first), and every rule the config breaks is a FILE:LINE:COL problem."""
+"""Warm pools (docs/scale-sets.md, "Warm pool"): how many runners are kept ready is a pure function
+of the scale set's job history and the clock, bounded by ``warm_pool.max``, added to the idle
+reserve (so the ceiling cuts it first), and every rule the config breaks is a FILE:LINE:COL
+problem."""
 
 from __future__ import annotations
 
