@@ -122,7 +122,7 @@ def route(
             "status": 0,  # until answered: a long poll is logged when it starts
         }
         state.requests.append(entry)
-        answer = await answered(request, name)
+        answer = await _answer(state, handler, request, name)
         if request.method == "GET" and answer.status_code == 200:
             answer = conditional(request, answer)
         entry["status"] = answer.status_code
@@ -130,51 +130,53 @@ def route(
         answer.headers["X-GitHub-Request-Id"] = f"EMU0:{next(_request_ids):08X}"
         return answer
 
-    async def answered(request: Request, name: str) -> Response:
-        wait = state.faults.throttled(name, state.clock.now())
-        if wait is not None:
-            # GitHub's secondary limit answer: 429, Retry-After in whole seconds.
-            return json_response(
-                {
-                    "message": "You have exceeded a secondary rate limit. Please wait a few "
-                    "minutes before you try again.",
-                },
-                429,
-                {"Retry-After": str(max(1, math.ceil(wait)))},
-            )
-        fault = state.faults.take(name, request.method)
-        if fault is None:
-            return await handler(request)
-        if fault.kind is FaultKind.STATUS:
-            content = (
-                exception_body(fault.type_name, fault.message)
-                if fault.type_name or fault.message
-                else {}
-            )
-            return json_response(content, fault.status, fault.headers or None)
-        if fault.kind is FaultKind.EMPTY:
-            return Response(b"", 200, media_type="application/json")
-        if fault.kind is FaultKind.GARBLED:
-            return Response(b'{"messageId": 1, "messageTy', 200, media_type="application/json")
-        if fault.kind is FaultKind.HANG:
-            await asyncio.sleep(fault.delay or 3600.0)
-            return Response(b"", 504)
-        if fault.kind is FaultKind.DELAY:
-            await asyncio.sleep(fault.delay)
-        answer = await handler(request)
-        if fault.kind in (FaultKind.NO_STATISTICS, FaultKind.UNKNOWN_TYPE):
-            data = json.loads(bytes(answer.body)) if answer.status_code == 200 else None
-            if not isinstance(data, dict) or "statistics" not in data:
-                state.faults.give_back(fault, name)  # a 202 has no message to change
-                return answer
-            if fault.kind is FaultKind.NO_STATISTICS:
-                del data["statistics"]
-            else:
-                data["messageType"] = "RunnerScaleSetFutureMessages"
-            return json_response(data, 200)
-        if fault.kind is FaultKind.BOM:
-            headers = {k: v for k, v in answer.headers.items() if k.lower() != "content-length"}
-            return Response(BOM + bytes(answer.body), answer.status_code, headers=headers)
-        return answer
-
     return wrapped
+
+
+async def _answer(state: EmulatorState, handler: Handler, request: Request, name: str) -> Response:
+    """The handler's answer, or the throttle's or a scripted fault's in its place."""
+    wait = state.faults.throttled(name, state.clock.now())
+    if wait is not None:
+        # GitHub's secondary limit answer: 429, Retry-After in whole seconds.
+        return json_response(
+            {
+                "message": "You have exceeded a secondary rate limit. Please wait a few "
+                "minutes before you try again.",
+            },
+            429,
+            {"Retry-After": str(max(1, math.ceil(wait)))},
+        )
+    fault = state.faults.take(name, request.method)
+    if fault is None:
+        return await handler(request)
+    if fault.kind is FaultKind.STATUS:
+        content = (
+            exception_body(fault.type_name, fault.message)
+            if fault.type_name or fault.message
+            else {}
+        )
+        return json_response(content, fault.status, fault.headers or None)
+    if fault.kind is FaultKind.EMPTY:
+        return Response(b"", 200, media_type="application/json")
+    if fault.kind is FaultKind.GARBLED:
+        return Response(b'{"messageId": 1, "messageTy', 200, media_type="application/json")
+    if fault.kind is FaultKind.HANG:
+        await asyncio.sleep(fault.delay or 3600.0)
+        return Response(b"", 504)
+    if fault.kind is FaultKind.DELAY:
+        await asyncio.sleep(fault.delay)
+    answer = await handler(request)
+    if fault.kind in (FaultKind.NO_STATISTICS, FaultKind.UNKNOWN_TYPE):
+        data = json.loads(bytes(answer.body)) if answer.status_code == 200 else None
+        if not isinstance(data, dict) or "statistics" not in data:
+            state.faults.give_back(fault, name)  # a 202 has no message to change
+            return answer
+        if fault.kind is FaultKind.NO_STATISTICS:
+            del data["statistics"]
+        else:
+            data["messageType"] = "RunnerScaleSetFutureMessages"
+        return json_response(data, 200)
+    if fault.kind is FaultKind.BOM:
+        headers = {k: v for k, v in answer.headers.items() if k.lower() != "content-length"}
+        return Response(BOM + bytes(answer.body), answer.status_code, headers=headers)
+    return answer
