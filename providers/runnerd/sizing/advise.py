@@ -245,33 +245,11 @@ def advise_profile(
     memory = profile.memory
     since = memory_since if memory_since is not None else now - rules.window
     in_window = [r for r in runs if r.finished_at >= now - rules.window]
-    jobs: list[JobSizing] = []
-    peaks: list[int] = []
-    for key, job_runs in by_job(in_window).items():
-        recent = recent_runs(job_runs, rules)
-        if recent:
-            jobs.append(job_sizing(key, recent, memory, since, rules.margin))
-            peaks.extend(counted(r, memory) for r in recent)
-    wait, busy = slot_pressure(in_window, profile.slots, now)
-    wants = wait >= WAITED or busy >= BUSY
-    base = ProfileAdvice(
-        profile=profile.name,
-        policy=policy,
-        memory=memory,
-        slots=profile.slots,
-        runs=len(peaks),
-        p50=int(percentile(peaks, 0.5)),
-        p95=int(percentile(peaks, 0.95)),
-        largest=max(peaks, default=0),
-        on_cap=sum(1 for j in jobs if j.on_cap),
-        wait_p95=wait,
-        busy=busy,
-        wants_slots=wants,
-        jobs=tuple(sorted(jobs, key=lambda j: -j.need)),
-    )
-    if len(peaks) < rules.min_jobs:
+    base = _evidence(profile, in_window, rules, policy, since, now)
+    jobs = base.jobs
+    if base.runs < rules.min_jobs:
         line = (
-            f"no advice: {len(peaks)} {_plural(len(peaks), 'job')} in the window, fewer than "
+            f"no advice: {base.runs} {_plural(base.runs, 'job')} in the window, fewer than "
             f"min_jobs {rules.min_jobs}; peaks only"
         )
         return replace(base, action=Action.TOO_FEW, line=line)
@@ -317,6 +295,43 @@ def advise_profile(
             "than a tenth under it"
         )
     return replace(base, need=needed, line=line + _more_slots_note(profile, base))
+
+
+def _evidence(
+    profile: Profile,
+    in_window: Sequence[SizingRun],
+    rules: SizingRules,
+    policy: Policy,
+    since: float,
+    now: float,
+) -> ProfileAdvice:
+    """What the window's runs say of the profile, before any advice: each job's sizing, the
+    peaks, and whether its slots are short."""
+    memory = profile.memory
+    jobs: list[JobSizing] = []
+    peaks: list[int] = []
+    for key, job_runs in by_job(in_window).items():
+        recent = recent_runs(job_runs, rules)
+        if recent:
+            jobs.append(job_sizing(key, recent, memory, since, rules.margin))
+            peaks.extend(counted(r, memory) for r in recent)
+    wait, busy = slot_pressure(in_window, profile.slots, now)
+    wants = wait >= WAITED or busy >= BUSY
+    return ProfileAdvice(
+        profile=profile.name,
+        policy=policy,
+        memory=memory,
+        slots=profile.slots,
+        runs=len(peaks),
+        p50=int(percentile(peaks, 0.5)),
+        p95=int(percentile(peaks, 0.95)),
+        largest=max(peaks, default=0),
+        on_cap=sum(1 for j in jobs if j.on_cap),
+        wait_p95=wait,
+        busy=busy,
+        wants_slots=wants,
+        jobs=tuple(sorted(jobs, key=lambda j: -j.need)),
+    )
 
 
 def _lower(profile: Profile, base: ProfileAdvice, needed: int) -> ProfileAdvice:
