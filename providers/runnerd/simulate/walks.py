@@ -116,7 +116,6 @@ class Walks(Replayer):
         total = self.limits.cpu_budget
         waiters = self.waiters
         queue_of = self.queue_of
-        measured = self.measured
         free = self._free()
         pending = [kq for kq in self.nonempty if per_profile[kq.profile] < slots[kq.profile]]
         pending.sort(key=_first_job, reverse=True)
@@ -145,20 +144,8 @@ class Walks(Replayer):
                     kq = active[seen]
                 elif pending and pending[-1].queue[0] < best:
                     kq = pending.pop()  # reached before anything changes
-                    if per_profile[kq.profile] >= slots[kq.profile]:
+                    if not self._reached(kq, now, hour, free, current):
                         continue
-                    if measured:  # _reach, when the cached prediction still holds
-                        due = kq.cached[kq.present > 1]
-                        stats = current.get(kq.profile)
-                        if stats is None:
-                            stats = current[kq.profile] = self._profile(kq.profile, now)
-                        if due.stats is stats and due.finished == kq.finished and due.hour == hour:
-                            kq.due = due
-                        else:
-                            self._reach(kq, now, hour)
-                    if free is not None and kq.memory > free and self._short(kq, free, now):
-                        continue
-                    kq.done_to = 0
                     active.append(kq)
                 else:
                     break
@@ -175,17 +162,7 @@ class Walks(Replayer):
                 if at < best:
                     best, chosen = at, kq
             if chosen is None:
-                left = 0
-                for kq in active:
-                    size = len(kq.queue)
-                    left += size
-                    if kq.done_to:
-                        size -= bisect.bisect_left(kq.queue, kq.done_to)
-                    self.cpu_held += size
-                if total is not None and (
-                    not start or not self._would_ask(now, active, room, marked, starved)
-                ):  # asked nothing, or a walk from the first job would ask nothing: see _idle
-                    self.idle = (self.events, hour, dict(self.stats), left)
+                self._end_walk(now, hour, active, start, (room, marked, starved))
                 return
             i = int(best)
             self.cpu_held += chosen.count(chosen.done_to, i)
@@ -198,6 +175,56 @@ class Walks(Replayer):
             moved = answer == "start"
             free = self._free()
             start = i + 1
+
+    def _reached(
+        self,
+        kq: KeyQueue,
+        now: float,
+        hour: int,
+        free: int | None,
+        current: dict[str, ProfileStats],
+    ) -> bool:
+        """The walk reaches the key's first job: its prediction looked up (``current`` holds
+        each profile's figures for the walk); False when its profile's slots are all busy or
+        its prediction is past the free memory."""
+        if self.per_profile[kq.profile] >= self.slots[kq.profile]:
+            return False
+        if self.measured:  # _reach, when the cached prediction still holds
+            due = kq.cached[kq.present > 1]
+            stats = current.get(kq.profile)
+            if stats is None:
+                stats = current[kq.profile] = self._profile(kq.profile, now)
+            if due.stats is stats and due.finished == kq.finished and due.hour == hour:
+                kq.due = due
+            else:
+                self._reach(kq, now, hour)
+        if free is not None and kq.memory > free and self._short(kq, free, now):
+            return False
+        kq.done_to = 0
+        return True
+
+    def _end_walk(
+        self,
+        now: float,
+        hour: int,
+        active: list[KeyQueue],
+        start: int,
+        state: tuple[float, bool, bool],
+    ) -> None:
+        """Nothing more to ask: every job left of an open key is held for CPU. ``state`` is the
+        last round's (room, marked, starved)."""
+        left = 0
+        for kq in active:
+            size = len(kq.queue)
+            left += size
+            if kq.done_to:
+                size -= bisect.bisect_left(kq.queue, kq.done_to)
+            self.cpu_held += size
+        room, marked, starved = state
+        if self.limits.cpu_budget is not None and (
+            not start or not self._would_ask(now, active, room, marked, starved)
+        ):  # asked nothing, or a walk from the first job would ask nothing: see _idle
+            self.idle = (self.events, hour, dict(self.stats), left)
 
     def _would_ask(
         self, now: float, active: list[KeyQueue], room: float, marked: bool, starved: bool
