@@ -1,6 +1,6 @@
 """Placement: which providers a scale set tries, in which order, and what holds it back.
 
-Pure decisions over :class:`Fleet` state (README, "Architecture"; the ``placement`` key in
+Pure decisions over :class:`Fleet` state (docs/architecture.md; the ``placement`` key in
 docs/configuration.md): :func:`rungar.placement.plan.plan_placement` says what to try for one
 runner; the engine carries the plan out (:mod:`rungar.engine.placing`).
 """

@@ -8,7 +8,7 @@ report or a decision changes is returned to the caller to act on (:class:`HoldDe
 :class:`RoomOpened`).
 
 Skip reasons, checked in this order, are user-facing sentences shared by logs, errors and
-``rungar status`` (README, "Troubleshooting from `rungar status`"):
+``rungar status`` (docs/troubleshooting.md):
 
 1. ``disabled``
 2. ``unreachable``
