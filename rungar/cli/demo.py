@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
             burst=burst,
             live=not args.no_live,
             stop=stop,
-            render=render_status,
+            # The status table fits the demo's console, as `rungar status` fits its terminal.
+            render=lambda document: render_status(document, console.width),
         )
 
     summary = asyncio.run(until_done_or_stopped())

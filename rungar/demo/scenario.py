@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import statistics
 import sys
 import time
 from collections import Counter
@@ -82,15 +81,18 @@ class Burst:
 class Summary:
     jobs: int = 0
     completed: int = 0
-    waits: list[float] = field(default_factory=list)  # emulated seconds, queued → started
+    # GitHub's seconds (the emulator's clock), each started job's wait as ``rungar usage``
+    # counts it: assigned to its scale set until a runner took it
+    waits: list[float] = field(default_factory=list)
     runners_by_provider: Counter[str] = field(default_factory=Counter)
     refusals: Counter[tuple[str, str]] = field(default_factory=Counter)
     holds: list[str] = field(default_factory=list)
-    # scale set -> each started job's wait: queued for the scale set until a runner took it
+    # scale set -> its started jobs' waits, as ``waits``
     waits_by_scale_set: dict[str, list[float]] = field(default_factory=dict)
     held_room_idle: list[float] = field(default_factory=list)  # daemon's seconds, per room taken
     learning: list[HostLearning] = field(default_factory=list)  # per runnerd host
-    seconds: float = 0.0
+    seconds: float = 0.0  # real seconds the burst took
+    clock_factor: float = 1.0  # how much faster the emulator's (GitHub's) clock runs
     stopped: bool = False  # asked to stop (Ctrl-C, SIGTERM) before every job finished
 
     @property
@@ -101,11 +103,14 @@ class Summary:
         table = Table(title="rungar demo: what happened", show_header=False, title_justify="left")
         table.add_column("what", style="bold")
         table.add_column("value")
-        table.add_row("jobs run", f"{self.completed} of {self.jobs} in {self.seconds:.0f}s")
+        table.add_row("jobs run", self.jobs_text())
         if self.waits:
-            p50 = statistics.median(self.waits)
-            p95 = sorted(self.waits)[max(0, round(0.95 * len(self.waits)) - 1)]
-            table.add_row("wait for a runner", f"p50 {p50:.0f}s, p95 {p95:.0f}s (GitHub's clock)")
+            table.add_row(
+                "wait for a runner",
+                f"{_percentiles(self.waits)} (GitHub's clock, {self.clock_factor:g}x real time: "
+                "from assigned to a scale set until a runner took the job, nearest rank, as "
+                "rungar usage counts it)",
+            )
         table.add_row(
             "runners per provider",
             ", ".join(f"{p} {n}" for p, n in sorted(self.runners_by_provider.items())) or "none",
@@ -119,18 +124,19 @@ class Summary:
             or "none",
         )
         for name, waits in sorted(self.waits_by_scale_set.items()):
-            ordered = sorted(waits)
-            table.add_row(
-                f"wait, {name}",
-                f"p50 {_rank(ordered, 50):.0f}s, p95 {_rank(ordered, 95):.0f}s of "
-                f"{len(ordered)} jobs (GitHub's clock; queued until a runner took it, as "
-                "rungar usage: nearest rank)",
-            )
+            table.add_row(f"wait, {name}", _percentiles(waits))
         table.add_row("priority holds", self.holds_text())
         table.add_row("held room stood empty", self.held_room_text())
         for host in self.learning:
             table.add_row(f"{host.host} learnt", host.text())
         return table
+
+    def jobs_text(self) -> str:
+        """How many jobs ran, in real time and on GitHub's (the emulator's) faster clock."""
+        text = f"{self.completed} of {self.jobs} in {self.seconds:.0f}s real time"
+        if self.clock_factor != 1.0:
+            text += f" ({_minutes(self.seconds * self.clock_factor)} on GitHub's clock)"
+        return text
 
     def held_room_text(self) -> str:
         """How long room opened on a held provider stood empty before its holder took it."""
@@ -151,6 +157,19 @@ class Summary:
         )
 
 
+def _percentiles(waits: list[float]) -> str:
+    ordered = sorted(waits)
+    return (
+        f"p50 {_rank(ordered, 50):.0f}s, p95 {_rank(ordered, 95):.0f}s of "
+        f"{len(ordered)} {'job' if len(ordered) == 1 else 'jobs'}"
+    )
+
+
+def _minutes(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60}m {whole % 60:02d}s" if whole >= 60 else f"{whole}s"
+
+
 def _rank(ordered: list[float], pct: float) -> float:
     """``rungar usage``'s nearest-rank percentile of values known not to be empty."""
     value = percentile(ordered, pct)
@@ -159,15 +178,16 @@ def _rank(ordered: list[float], pct: float) -> float:
 
 def collect(stack: Stack, events: list[Event], started: float) -> Summary:
     assert stack.emulator is not None
-    summary = Summary(seconds=time.monotonic() - started)
+    summary = Summary(seconds=time.monotonic() - started, clock_factor=stack.clock_factor)
     jobs = list(stack.emulator.state.jobs.values())
     summary.jobs = len(jobs)
     summary.completed = sum(1 for j in jobs if j.state is JobState.COMPLETED)
-    summary.waits = [j.started_at - j.created_at for j in jobs if j.started_at]
     for job in jobs:
-        if job.started_at and job.spec.labels:  # the demo's scale sets are named as their label
-            waits = summary.waits_by_scale_set.setdefault(job.spec.labels[0], [])
-            waits.append(job.started_at - job.created_at)
+        if job.started_at and job.assigned_at and job.started_at >= job.assigned_at:
+            summary.waits.append(job.started_at - job.assigned_at)
+            if job.spec.labels:  # the demo's scale sets are named as their label
+                waits = summary.waits_by_scale_set.setdefault(job.spec.labels[0], [])
+                waits.append(job.started_at - job.assigned_at)
     for event in events:
         if event.kind == "runner" and event.action == "created":
             summary.runners_by_provider[event.provider] += 1
