@@ -35,6 +35,7 @@ from rungar.cli.render import (
     runner_rows,
     table,
     terminal_width,
+    word,
 )
 from rungar.cli.socket import (
     EXIT_INTERRUPTED,
@@ -46,6 +47,7 @@ from rungar.cli.socket import (
     socket_path,
 )
 from rungar.model import sentences
+from rungar.model.json_shapes import STATUS_SHAPE
 
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
@@ -83,6 +85,16 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         name, help=help_text, description=help_text
     )
     parser.add_argument("--json", action="store_true", help="print the status document as JSON")
+    parser.add_argument(
+        "--shape",
+        type=int,
+        choices=(1, STATUS_SHAPE),
+        default=STATUS_SHAPE,
+        help=(
+            f"with --json: the document's shape version (default {STATUS_SHAPE}); 1 is the "
+            "previous shape, kept for one minor release (docs/json.md)"
+        ),
+    )
     parser.add_argument(
         "--wait-ready",
         action="store_true",
@@ -129,12 +141,33 @@ def run(args: argparse.Namespace) -> int:
     async def work(client: AdminClient) -> int:
         document = await client.status()
         if args.json:
-            print_json(document)
+            print_json(shape_one(document) if args.shape == 1 else document)
         else:
             print(render_status(document, terminal_width()), end="")
         return EXIT_OK
 
     return ask(args, work)
+
+
+def shape_one(document: dict[str, Any]) -> dict[str, Any]:
+    """The status document in shape version 1, for scripts written against it: a runner's
+    ``state``, ``machine`` and ``github`` in words (``Busy``, ``Not listed yet``), a provider
+    with no limit at ``max_runners: 0``, and a scale set's ``runners`` without the creates in
+    flight. Keys shape 2 added are kept, as shape 1 allowed added keys."""
+    one = {key: value for key, value in document.items() if key != "version"}
+    one["scale_sets"] = [
+        {**s, "runners": int(s.get("runners") or 0) - int(s.get("creating") or 0)}
+        for s in document.get("scale_sets", [])
+    ]
+    one["providers"] = [
+        {**p, "max_runners": p.get("max_runners") or 0} for p in document.get("providers", [])
+    ]
+    one["runners"] = [
+        {**r, "state": word(r.get("state")), "machine": word(r.get("machine")),
+         "github": word(r.get("github"))}
+        for r in document.get("runners", [])
+    ]  # fmt: skip
+    return one
 
 
 async def wait_ready(path: str, timeout: float | None) -> str | None:

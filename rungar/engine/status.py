@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 from rungar import __version__
 from rungar.config.model import ScaleSetConfig
 from rungar.engine.readiness import readiness
+from rungar.model.json_shapes import STATUS_SHAPE
 from rungar.model.phase import Phase
 from rungar.model.runner import GitHubState, RunnerState
 from rungar.model.runner_block import RunnerBlock
@@ -75,8 +76,6 @@ if TYPE_CHECKING:
     from rungar.engine.engine import Engine
     from rungar.engine.scale_set_state import ScaleSetState
 
-
-STATUS_VERSION = 2  # the shape of this document; a change that breaks a reader raises it
 
 # A runner's word from GitHub, as a stable value: busy, idle, offline, not_registered, unknown.
 GITHUB_STATES = {
@@ -211,7 +210,7 @@ def budget_document(engine: Engine) -> dict[str, Any]:
 def snapshot(engine: Engine) -> dict[str, Any]:
     now = engine.clock.now()
     return {
-        "version": STATUS_VERSION,
+        "version": STATUS_SHAPE,
         "daemon": daemon_document(engine, now),
         "scale_sets": scale_sets_document(engine, now),
         "leftovers": [

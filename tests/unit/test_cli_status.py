@@ -376,3 +376,37 @@ def test_a_standby_names_the_active_daemon_and_when_github_last_said_it_holds_th
 def test_a_standby_that_knows_no_holder_says_what_it_waits_for() -> None:
     lease = {"role": "standby", "holder": "", "holder_seen_at": None, "lead": "linux"}
     assert role_line(lease) == "standby; waiting for the message session of scale set linux"
+
+
+def test_shape_one_gives_scripts_written_against_it_the_words_and_counts_they_read() -> None:
+    from rungar.cli.status import shape_one
+
+    two: dict[str, Any] = {
+        "version": 2,
+        "daemon": {"installation": "i"},
+        "scale_sets": [{"name": "linux", "runners": 3, "creating": 1, "busy": 1, "idle": 1}],
+        "providers": [{"name": "a", "max_runners": None}, {"name": "b", "max_runners": 4}],
+        "runners": [
+            {"name": "r1", "state": "busy", "machine": "not_listed", "github": "not_registered"},
+            {"name": "r2", "state": "idle", "machine": "running", "github": "idle"},
+        ],
+    }
+    one = shape_one(two)
+    assert "version" not in one
+    assert one["scale_sets"][0]["runners"] == 2  # shape 1 left the creates in flight out
+    assert [p["max_runners"] for p in one["providers"]] == [0, 4]
+    assert [(r["state"], r["machine"], r["github"]) for r in one["runners"]] == [
+        ("Busy", "Not listed yet", "Not registered"),
+        ("Idle", "Running", "Idle"),
+    ]
+    assert two["version"] == 2 and two["runners"][0]["state"] == "busy", "the input is kept"
+
+
+def test_status_takes_shape_one_or_two_and_refuses_another() -> None:
+    from rungar.cli.main import build_parser
+
+    parser = build_parser("status")
+    assert parser.parse_args(["status", "--json", "--shape", "1"]).shape == 1
+    assert parser.parse_args(["status", "--json"]).shape == 2
+    with pytest.raises(SystemExit):
+        parser.parse_args(["status", "--json", "--shape", "3"])
