@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from rungar.github.timing import GitHubTiming
 from rungar.testing.line_child import Child, cpu_seconds, rss_mib_now
 
 SCALE_SET = "burst"
@@ -344,8 +345,9 @@ def report(m: Measured) -> list[tuple[str, float | None, str, dict[str, Any]]]:
 class Burst:
     """The daemon's engine wired as ``rungar serve`` wires it, and its helper processes."""
 
-    def __init__(self, jobs: int, folder: Path, log: TextIO) -> None:
+    def __init__(self, jobs: int, folder: Path, log: TextIO, in_flight: int) -> None:
         self.jobs = jobs
+        self.in_flight = in_flight  # registrations sent and unanswered, at most (0: no bound)
         self.folder = folder
         self.log = log
         self.plans = fleet_plan(jobs)
@@ -382,6 +384,7 @@ class Burst:
         from rungar.engine.runloop import RunLoop
         from rungar.engine.settings import DaemonSettings
         from rungar.github.auth import PatAuth
+        from rungar.github.registrations import RegistrationQueue
         from rungar.github.service import ScaleSetGitHub, http_client
         from rungar.logs import configure
         from rungar.store.sqlite import SqliteStore
@@ -414,6 +417,7 @@ class Burst:
             metrics=Metrics(),
             installation="rungar-burst",
             max_parallel_creates=self.max_parallel,
+            registrations=RegistrationQueue(clock, most_in_flight=self.in_flight),
         )
         limits = {f"provider:{p.name}": p.max_runners for p in config.providers}
         limits[f"scale_set:{SCALE_SET}"] = self.jobs
@@ -540,11 +544,11 @@ class Burst:
             child.stop()
 
 
-async def run_burst(jobs: int, profile: str) -> int:
+async def run_burst(jobs: int, profile: str, in_flight: int) -> int:
     folder = Path(tempfile.mkdtemp(prefix="rungar-burst-"))
     try:
         with open(folder / "rungar.log", "w") as log:
-            burst = Burst(jobs, folder, log)
+            burst = Burst(jobs, folder, log, in_flight)
             try:
                 await burst.start()
                 measured = await burst.measure(profile)
@@ -565,6 +569,12 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="100 and 300 jobs")
     parser.add_argument("--jobs", type=int, nargs="*", help="burst sizes (default 500 2000)")
     parser.add_argument("--profile", default="", help="cProfile the burst into this file")
+    parser.add_argument(
+        "--registrations-in-flight",
+        type=int,
+        default=GitHubTiming().registrations_in_flight,
+        help="registrations sent and unanswered, at most (0: no bound; the daemon's default)",
+    )
     parser.add_argument("--role", choices=("burst", "provider", "emulator"), default="")
     parser.add_argument("--name", default="")
     parser.add_argument("--socket-dir", default="")
@@ -587,11 +597,12 @@ def main() -> int:
         asyncio.run(run_emulator())
         return 0
     if args.role == "burst":
-        return asyncio.run(run_burst(args.jobs[0], args.profile))
+        return asyncio.run(run_burst(args.jobs[0], args.profile, args.registrations_in_flight))
     sizes = args.jobs or ([100, 300] if args.quick else [500, 2000])
     failed = 0
     for jobs in sizes:
         command = [sys.executable, __file__, "--role", "burst", "--jobs", str(jobs)]
+        command += ["--registrations-in-flight", str(args.registrations_in_flight)]
         if args.profile:
             command += ["--profile", f"{args.profile}.{jobs}"]
         failed += subprocess.run(command, check=False).returncode != 0

@@ -129,7 +129,16 @@ SETTINGS_NOTES: dict[str, str] = {
         "A learned pace is forgotten after this many seconds without a 429; 0 = never."
     ),
     "github.timing.registrations_in_flight": (
-        "Registrations sent and not yet answered, at most; 0 = no bound."
+        "Registrations sent and not yet answered, at most, or `registrations_in_flight_share` "
+        "of those GitHub took in the trailing window if that is more; 0 = no bound."
+    ),
+    "github.timing.registrations_in_flight_share": (
+        "Share of the registrations GitHub took in the trailing window that may be in the air "
+        "at once, when more than `registrations_in_flight`."
+    ),
+    "github.timing.registration_pace_window": (
+        "Seconds GitHub states its registration limit over (a 429 counts what it took in "
+        "them)."
     ),
     "github.timing.budget_check_interval": (
         "The REST budget is read (GET /rate_limit, which costs nothing) at most this often "

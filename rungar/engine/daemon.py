@@ -443,6 +443,8 @@ class Daemon:
                 margin=timing.registration_pace_margin,
                 forget_after=timing.registration_pace_forget,
                 most_in_flight=timing.registrations_in_flight,
+                in_flight_share=timing.registrations_in_flight_share,
+                window=timing.registration_pace_window,
             ),
         )
         lead = config.scale_sets[0].name

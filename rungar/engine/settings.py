@@ -50,6 +50,8 @@ class GitHubTimingSettings(_Strict):
     registration_pace_margin: float = Field(default=0.02, ge=0, lt=1)
     registration_pace_forget: float = Field(default=3600.0, ge=0)
     registrations_in_flight: int = Field(default=4, ge=0)
+    registrations_in_flight_share: float = Field(default=0.02, ge=0, le=1)
+    registration_pace_window: float = Field(default=60.0, gt=0)
     budget_check_interval: float = Field(default=60.0, ge=0)
 
     def value(self) -> GitHubTiming:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import itertools
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -56,7 +58,7 @@ class Ticket:
     def accepted(self) -> None:
         """GitHub took the registration."""
         self.used = True
-        self.queue.pace = rp.accepted(self.queue.pace, self.at)
+        rp.trailing(self.queue.accepted, self.at, self.queue.window)
         self.answered()
 
     def sent(self) -> None:
@@ -72,10 +74,12 @@ class Ticket:
     async def throttled(self, retry_after: float) -> None:
         """GitHub answered 429: learn the pace, then wait for another turn."""
         self.used = True
-        self.answered()
         q = self.queue
         before = q.pace.per_minute
-        q.pace = rp.throttled(q.pace, q.clock.now(), retry_after, q.margin)
+        now = q.clock.now()
+        took = rp.taken(q.accepted, now, q.window)
+        q.pace = rp.throttled(q.pace, now, retry_after, q.margin, took, q.window)
+        self.answered()  # after the pace is learned: the turn it frees keeps to it
         if q.pace.per_minute != before:
             log.info(
                 "github.registration_pace",
@@ -86,6 +90,11 @@ class Ticket:
 
 
 class RegistrationQueue:
+    """Carries out :func:`rp.next_grant` whenever it may say something new: a registration
+    comes, one in the air is answered, or the moment the pace named comes (a timer on the
+    injected clock). The waiting keys are a heap (cancelled ones are dropped when they reach
+    its top); a turn free at once is granted without a future or a task switch."""
+
     def __init__(
         self,
         clock: Clock,
@@ -94,17 +103,23 @@ class RegistrationQueue:
         margin: float = 0.02,
         forget_after: float = 3600.0,
         most_in_flight: int = 4,
+        in_flight_share: float = 0.02,
+        window: float = rp.WINDOW,
     ) -> None:
+        self.window = window  # the span GitHub states its limit over
         self.clock = clock
         self.most_in_flight = most_in_flight
+        self.in_flight_share = in_flight_share
         self.in_flight = 0
-        self._landed = asyncio.Event()
         self.margin = margin
         self.forget_after = forget_after
         self.pace = rp.start(per_minute)
+        self.accepted: deque[float] = deque()  # times GitHub took, the trailing minute's
         self._waiting: dict[rp.RegistrationKey, Ticket] = {}
+        self._heap: list[rp.RegistrationKey] = []
         self._seq = itertools.count()
-        self._driver: asyncio.Task[None] | None = None
+        self._timer: asyncio.Task[None] | None = None
+        self._timer_at = 0.0
 
     def key(self, *, refill: bool, priority: int) -> rp.RegistrationKey:
         return rp.RegistrationKey.of(refill=refill, priority=priority, seq=next(self._seq))
@@ -120,52 +135,81 @@ class RegistrationQueue:
             ticket.answered()
             if not ticket.used:
                 self.pace = rp.returned(self.pace, ticket.at)
+                self._dispatch()
 
     def landed(self) -> None:
         self.in_flight -= 1
-        self._landed.set()
+        if self._waiting:
+            self._dispatch()
+
+    def _decide(self, first: rp.RegistrationKey | None, now: float) -> rp.Grant | None:
+        self.pace = rp.forgotten(self.pace, now, self.forget_after)
+        rp.forget(self.accepted, now, self.window)
+        bound = rp.in_flight_bound(self.most_in_flight, self.in_flight_share, len(self.accepted))
+        return rp.next_grant(first, self.pace, now, in_flight=self.in_flight, most_in_flight=bound)
+
+    def _grant(self, ticket: Ticket, now: float) -> None:
+        self.pace = rp.granted(self.pace, now)
+        ticket.at = now
+        ticket.in_flight = True
+        self.in_flight += 1
 
     async def wait(self, ticket: Ticket) -> None:
+        if not self._waiting:
+            now = self.clock.now()
+            grant = self._decide(ticket.key, now)
+            if grant is not None and grant.at <= now:
+                self._grant(ticket, now)  # nothing ahead of it and the pace lets it go
+                return
         loop = asyncio.get_running_loop()
         granted = ticket.granted = loop.create_future()
         self._waiting[ticket.key] = ticket
-        if self._driver is None or self._driver.done():
-            self._driver = asyncio.create_task(self._drive(), name="registration-pace")
+        heapq.heappush(self._heap, ticket.key)
+        self._dispatch()
         try:
-            ticket.at = await asyncio.shield(granted)
+            await asyncio.shield(granted)
         except asyncio.CancelledError:
             if self._waiting.pop(ticket.key, None) is None and granted.done():
                 # Granted as it was cancelled: the moment goes back to the others.
-                self.pace = rp.returned(self.pace, granted.result())
+                self.pace = rp.returned(self.pace, ticket.at)
                 ticket.answered()
+                self._dispatch()
             raise
 
-    async def _drive(self) -> None:
+    def _first(self) -> rp.RegistrationKey | None:
+        heap, waiting = self._heap, self._waiting
+        while heap and heap[0] not in waiting:
+            heapq.heappop(heap)  # cancelled while it waited
+        return heap[0] if heap else None
+
+    def _dispatch(self) -> None:
+        """Grant every turn the decision lets go now; wake up for the next moment it names."""
         while self._waiting:
             now = self.clock.now()
-            self.pace = rp.forgotten(self.pace, now, self.forget_after)
-            grant = rp.next_grant(
-                self._waiting,
-                self.pace,
-                now,
-                in_flight=self.in_flight,
-                most_in_flight=self.most_in_flight,
-            )
+            grant = self._decide(self._first(), now)
             if grant is None:
-                # Every turn is in the air: the next answer frees one.
-                self._landed.clear()
-                await self._landed.wait()
-                continue
+                return  # every turn is in the air: the next answer frees one
             if grant.at > now:
-                await self.clock.sleep(grant.at - now)
-                continue  # a better registration may have come, or a 429 moved the pace
+                self._wake_at(grant.at)
+                return
+            heapq.heappop(self._heap)
             ticket = self._waiting.pop(grant.key)
-            self.pace = rp.granted(self.pace, now)
-            ticket.in_flight = True
-            self.in_flight += 1
+            self._grant(ticket, now)
             if ticket.granted is not None and not ticket.granted.done():
                 ticket.granted.set_result(now)
-            await asyncio.sleep(0)  # let the granted caller send before the next is decided
+
+    def _wake_at(self, at: float) -> None:
+        if self._timer is not None and not self._timer.done():
+            if self._timer_at <= at:
+                return  # it wakes in time and decides again
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = asyncio.create_task(self._sleep_until(at), name="registration-pace")
+
+    async def _sleep_until(self, at: float) -> None:
+        await self.clock.sleep(at - self.clock.now())
+        self._timer = None  # the decision may name a later moment: a timer of its own
+        self._dispatch()
 
     def view(self) -> PaceView:
         pace = self.pace
@@ -179,7 +223,7 @@ class RegistrationQueue:
         )
 
     async def aclose(self) -> None:
-        if self._driver is not None:
-            self._driver.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._driver
+                await self._timer

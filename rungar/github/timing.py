@@ -48,8 +48,12 @@ class GitHubTiming:
     registrations_per_minute: float = 0.0
     registration_pace_margin: float = 0.02
     registration_pace_forget: float = 3600.0
-    # Registrations sent and not yet answered, at most (0: no bound).
+    # Registrations sent and not yet answered, at most (0: no bound), or
+    # ``registrations_in_flight_share`` of those GitHub took in the trailing window, if more.
     registrations_in_flight: int = 4
+    registrations_in_flight_share: float = 0.02
+    # The span GitHub states its registration limit over (a minute).
+    registration_pace_window: float = 60.0
 
     def __post_init__(self) -> None:
         if self.session_recreate_after < 1:

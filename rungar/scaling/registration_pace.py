@@ -10,9 +10,13 @@ the ``Retry-After`` has passed. A configured pace (``registrations_per_minute``)
 start instead; a 429 still lowers it. A learned pace is forgotten after ``forget_after`` without
 a 429, so a limit GitHub raised is found again.
 
-At most ``most_in_flight`` registrations are sent and unanswered at once (4 by default): the
-calls already on their way when GitHub answers its first 429 are refused too, and this keeps
-them few without slowing an unthrottled burst (a registration is answered in milliseconds).
+Few registrations are sent and unanswered at once: the calls already on their way when GitHub
+answers its first 429 are refused too. The bound (:func:`in_flight_bound`) is
+``most_in_flight`` (4 by default) or ``in_flight_share`` (2 %) of the registrations GitHub took
+in the trailing minute, whichever is more: GitHub's limit is at least what it took, so the
+calls refused with the first 429 stay within the pace's margin of it, and a burst GitHub keeps
+up with is not held to 4 calls at a time (which costs a 2,000-job burst about a third more
+CPU a runner: docs/benchmarks.md).
 
 The waiting registrations are served in priority order: runners for assigned jobs before
 refills of the idle reserve (``min_runners``, the warm pool), and within each, the scale set of
@@ -21,11 +25,12 @@ the higher ``priority`` first; equal keys in the order they came.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-WINDOW = 60.0  # GitHub states its throttle per minute
+WINDOW = 60.0  # GitHub states its throttle per minute (``registration_pace_window``)
 
 
 class RegistrationKey(NamedTuple):
@@ -45,12 +50,12 @@ class RegistrationKey(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Pace:
     """The installation's pace: ``per_minute`` 0 sends at once; ``next_at`` is the earliest
-    moment the next registration may be sent; ``accepted`` the times of those GitHub took in
-    the trailing minute; ``learned_at`` when a 429 last set the pace (0: never)."""
+    moment the next registration may be sent; ``learned_at`` when a 429 last set the pace (0:
+    never). The times of the registrations GitHub took are the caller's to keep (a
+    :func:`trailing` deque, appended to at each acceptance): a 429 counts them."""
 
     per_minute: float = 0.0
     next_at: float = 0.0
-    accepted: tuple[float, ...] = ()
     learned_at: float = 0.0
     configured: float = 0.0
     throttled: int = 0  # 429s GitHub answered, all told
@@ -74,21 +79,30 @@ def start(configured: float = 0.0) -> Pace:
 
 
 def next_grant(
-    waiting: Iterable[RegistrationKey],
+    first: RegistrationKey | None,
     pace: Pace,
     now: float,
     *,
     in_flight: int = 0,
     most_in_flight: int = 0,
 ) -> Grant | None:
-    """The registration that goes next and when: the first in priority order, at the pace's
-    next moment (now, when that has passed); None when none waits, or while
-    ``most_in_flight`` registrations (0: no bound) are sent and not answered yet: a 429 comes
-    back to each call already sent, so few are in the air when GitHub first pushes back."""
-    first = min(waiting, default=None)
+    """When the first waiting registration in priority order (the smallest key: the caller
+    keeps them in a heap) goes: at the pace's next moment (now, when that has passed); None
+    when none waits, or while ``most_in_flight`` registrations (0: no bound) are sent and not
+    answered yet: a 429 comes back to each call already sent, so few are in the air when
+    GitHub first pushes back."""
     if first is None or (most_in_flight > 0 and in_flight >= most_in_flight):
         return None
     return Grant(first, max(now, pace.next_at))
+
+
+def in_flight_bound(most_in_flight: int, in_flight_share: float, took: int) -> int:
+    """Registrations that may be sent and unanswered at once, GitHub having taken ``took`` in
+    the trailing minute: ``most_in_flight`` or ``in_flight_share`` of ``took``, whichever is
+    more; 0 (no bound) when ``most_in_flight`` is 0."""
+    if most_in_flight <= 0:
+        return 0
+    return max(most_in_flight, int(in_flight_share * took))
 
 
 def granted(pace: Pace, at: float) -> Pace:
@@ -101,18 +115,42 @@ def returned(pace: Pace, at: float) -> Pace:
     return replace(pace, next_at=min(pace.next_at, at))
 
 
-def accepted(pace: Pace, at: float) -> Pace:
-    """GitHub took a registration sent at ``at``."""
-    kept = tuple(t for t in pace.accepted if t > at - WINDOW)
-    return replace(pace, accepted=(*kept, at))
+def trailing(times: deque[float], at: float, window: float = WINDOW) -> None:
+    """Record that GitHub took a registration sent at ``at``: appended to ``times``, those a
+    ``window`` older than it dropped (:func:`forget`). Constant time a registration, where a
+    tuple rebuilt each time was not."""
+    times.append(at)
+    forget(times, at, window)
 
 
-def throttled(pace: Pace, now: float, retry_after: float, margin: float) -> Pace:
-    """GitHub answered 429: the pace becomes what it took in the trailing minute less
+def forget(times: deque[float], now: float, window: float = WINDOW) -> None:
+    """Drop the times a ``window`` older than ``now`` from the front of ``times``. Answers come
+    back nearly in the order they were sent, so an older one may stay behind a newer one until
+    that goes: ``len(times)`` is what GitHub took in the trailing minute give or take those few
+    (enough for :func:`in_flight_bound`), and :func:`taken` counts exactly."""
+    while times and times[0] <= now - window:
+        times.popleft()
+
+
+def taken(times: Iterable[float], now: float, window: float = WINDOW) -> int:
+    """How many of ``times`` fall in the trailing ``window`` before ``now``."""
+    return sum(1 for t in times if t > now - window)
+
+
+def throttled(
+    pace: Pace,
+    now: float,
+    retry_after: float,
+    margin: float,
+    took: int,
+    window: float = WINDOW,
+) -> Pace:
+    """GitHub answered 429, having taken ``took`` registrations in the trailing ``window``
+    (:func:`taken`; GitHub states its limit per minute, and a shorter window is for runs
+    against an emulator that keeps a shorter one): the pace becomes that a minute less
     ``margin`` (a fraction), never more than the pace already in force, and nothing is sent
     before ``retry_after`` seconds from now."""
-    took = sum(1 for t in pace.accepted if t > now - WINDOW)
-    limit = max(1.0, took * (1.0 - margin))
+    limit = max(1.0, took * (WINDOW / window) * (1.0 - margin))
     if pace.per_minute > 0:
         limit = min(limit, pace.per_minute) if took else pace.per_minute * (1.0 - margin)
     return replace(

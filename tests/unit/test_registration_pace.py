@@ -4,6 +4,7 @@ installation's queue carrying it out on a fake clock against a throttled GitHub.
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections import deque
 
 import pytest
@@ -27,32 +28,48 @@ def test_assigned_jobs_of_the_higher_priority_scale_set_go_first_and_refills_las
         key(False, 5, 3),
     ]
     order = []
-    left = list(waiting)
-    while left:
-        grant = rp.next_grant(left, rp.start(), NOW)
+    heap = list(waiting)
+    heapq.heapify(heap)  # the queue keeps its waiting keys in a heap
+    while heap:
+        grant = rp.next_grant(heap[0], rp.start(), NOW)
         assert grant is not None
-        order.append(grant.key)
-        left.remove(grant.key)
+        order.append(heapq.heappop(heap))
     assert order == [waiting[2], waiting[3], waiting[1], waiting[0]]
+    assert rp.next_grant(None, rp.start(), NOW) is None, "none waits"
 
 
 def test_without_a_pace_registrations_go_at_once() -> None:
     pace = rp.start()
     for _ in range(3):
-        grant = rp.next_grant([key(False, 0, 0)], pace, NOW)
+        grant = rp.next_grant(key(False, 0, 0), pace, NOW)
         assert grant is not None and grant.at == NOW
         pace = rp.granted(pace, NOW)
 
 
+def test_no_registration_goes_while_the_most_in_flight_are_in_the_air() -> None:
+    first = key(False, 0, 0)
+    assert rp.next_grant(first, rp.start(), NOW, in_flight=4, most_in_flight=4) is None
+    assert rp.next_grant(first, rp.start(), NOW, in_flight=3, most_in_flight=4) is not None
+    assert rp.next_grant(first, rp.start(), NOW, in_flight=500, most_in_flight=0) is not None
+
+
+def test_the_trailing_minute_keeps_its_newest_times_and_counts_exactly() -> None:
+    times: deque[float] = deque()
+    for at in (NOW - 90, NOW - 61, NOW - 30, NOW - 31, NOW):
+        rp.trailing(times, at)
+    assert list(times) == [NOW - 30, NOW - 31, NOW], "a minute older than the newest dropped"
+    assert rp.taken(times, NOW + 29.5) == 2
+    assert rp.taken(times, NOW + 31) == 1
+
+
 def test_a_429_sets_the_pace_to_what_github_took_in_the_last_minute_less_the_margin() -> None:
-    pace = rp.start()
+    times: deque[float] = deque([NOW - 70])  # older than a minute: not counted
     for i in range(180):
-        pace = rp.accepted(pace, NOW - 50 + i * 0.1)
-    pace = rp.accepted(pace, NOW - 70)  # older than a minute: not counted
-    pace = rp.throttled(pace, NOW, retry_after=40, margin=0.02)
+        rp.trailing(times, NOW - 50 + i * 0.1)
+    pace = rp.throttled(rp.start(), NOW, retry_after=40, margin=0.02, took=rp.taken(times, NOW))
     assert pace.per_minute == pytest.approx(176.4)
     assert pace.learned and pace.throttled == 1
-    grant = rp.next_grant([key(False, 0, 0)], pace, NOW)
+    grant = rp.next_grant(key(False, 0, 0), pace, NOW)
     assert grant is not None and grant.at == NOW + 40, "nothing goes before Retry-After"
     after = rp.granted(pace, grant.at)
     assert after.next_at == pytest.approx(NOW + 40 + 60 / 176.4)
@@ -60,15 +77,13 @@ def test_a_429_sets_the_pace_to_what_github_took_in_the_last_minute_less_the_mar
 
 def test_a_429_never_raises_a_pace_already_in_force() -> None:
     pace = rp.start(configured=100)
-    for i in range(150):
-        pace = rp.accepted(pace, NOW - 30 + i * 0.1)
-    assert rp.throttled(pace, NOW, 1, 0.02).per_minute == 100
-    bare = rp.throttled(rp.start(configured=100), NOW, 1, 0.1)
+    assert rp.throttled(pace, NOW, 1, 0.02, took=150).per_minute == 100
+    bare = rp.throttled(rp.start(configured=100), NOW, 1, 0.1, took=0)
     assert bare.per_minute == pytest.approx(90), "nothing taken: the pace itself is lowered"
 
 
 def test_a_learned_pace_is_forgotten_after_an_hour_without_a_429() -> None:
-    pace = rp.throttled(rp.accepted(rp.start(), NOW), NOW, 1, 0.0)
+    pace = rp.throttled(rp.start(), NOW, 1, 0.0, took=1)
     assert rp.forgotten(pace, NOW + 3599, 3600).per_minute == 1
     assert rp.forgotten(pace, NOW + 3600, 3600).per_minute == 0
     assert rp.forgotten(pace, NOW + 3600, 0).per_minute == 1, "0 keeps it for ever"
@@ -151,3 +166,79 @@ async def test_the_queue_learns_githubs_limit_and_keeps_to_it_with_the_high_prio
     minute = [t for t, _, ok in github.calls if ok and NOW + 120 <= t < NOW + 180]
     assert len(minute) >= 0.95 * 60
     assert queue.view().waiting == 0
+
+
+def test_the_bound_in_flight_grows_with_what_github_took_in_the_trailing_minute() -> None:
+    assert rp.in_flight_bound(4, 0.02, took=0) == 4
+    assert rp.in_flight_bound(4, 0.02, took=180) == 4, "GitHub's limit: 3 refused with the first"
+    assert rp.in_flight_bound(4, 0.02, took=1000) == 20
+    assert rp.in_flight_bound(0, 0.02, took=1000) == 0, "0: no bound"
+
+
+def test_a_429_over_a_shorter_window_learns_the_same_pace_a_minute() -> None:
+    times: deque[float] = deque([NOW - 15, NOW - 11])  # older than the window: not counted
+    for i in range(100):
+        rp.trailing(times, NOW - 8 + i * 0.05, window=10)
+    took = rp.taken(times, NOW, window=10)
+    assert took == 100
+    pace = rp.throttled(rp.start(), NOW, 1, 0.02, took=took, window=10)
+    assert pace.per_minute == pytest.approx(588)
+
+
+class Answers:
+    """Calls in the air, answered when the test says so."""
+
+    def __init__(self) -> None:
+        self.in_air: list[asyncio.Future[None]] = []
+        self.most = 0
+
+    async def call(self) -> None:
+        answer = asyncio.get_running_loop().create_future()
+        self.in_air.append(answer)
+        self.most = max(self.most, sum(1 for f in self.in_air if not f.done()))
+        await answer
+
+    def answer_all(self) -> None:
+        for f in self.in_air:
+            if not f.done():
+                f.set_result(None)
+
+
+async def accepted_call(
+    queue: RegistrationQueue, answers: Answers, order: list[int], n: int
+) -> None:
+    async with queue.turn(refill=False, priority=n % 3) as ticket:
+        order.append(n)
+        ticket.sent()
+        await answers.call()
+        ticket.accepted()
+
+
+async def test_without_a_bound_an_unthrottled_burst_goes_at_once_and_with_one_four_go() -> None:
+    for bound, most in ((0, 50), (4, 4)):
+        clock = FakeClock(NOW)
+        queue = RegistrationQueue(clock, most_in_flight=bound)
+        answers, order = Answers(), []
+        tasks = [asyncio.create_task(accepted_call(queue, answers, order, n)) for n in range(50)]
+        while not all(t.done() for t in tasks):
+            await clock.run_for(0)
+            answers.answer_all()
+        assert answers.most == most
+        assert queue.in_flight == 0 and queue.view().waiting == 0
+        await queue.aclose()
+
+
+async def test_the_waiting_go_in_priority_order_and_a_cancelled_one_gives_its_place() -> None:
+    clock = FakeClock(NOW)
+    queue = RegistrationQueue(clock, most_in_flight=1)
+    answers, order = Answers(), []
+    tasks = [asyncio.create_task(accepted_call(queue, answers, order, n)) for n in range(9)]
+    await clock.run_for(0)
+    assert order == [0], "the first goes at once; one in the air at most"
+    tasks[2].cancel()  # priority 2, the first to go after 0
+    while not all(t.done() for t in tasks):
+        await clock.run_for(0)
+        answers.answer_all()
+    assert order == [0, 5, 8, 1, 4, 7, 3, 6], "priority 2, then 1, then 0; the cancelled one gone"
+    assert queue.in_flight == 0 and queue.view().waiting == 0
+    await queue.aclose()

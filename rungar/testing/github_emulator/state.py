@@ -61,6 +61,7 @@ class EmulatorOptions:
     strict_capacity: bool = False  # 400 when X-ScaleSetMaxCapacity is missing
     rate_limit: int = 5000
     jit_rate_per_minute: float = 0.0  # GitHub's registration limit on A13 and R4; 0 = none
+    jit_rate_window: float = 60.0  # the seconds that limit is counted over (GitHub's: a minute)
     seed: int | None = None  # None: the lowest scale-set id wins a job; else seeded choice
     webhook_url: str = ""
     webhook_secret: str = ""
@@ -84,7 +85,7 @@ class EmulatorState:
         self.tokens.pats.update(options.pats)
         self.faults = FaultPlan()
         for jit_route in ("A13", "R4"):
-            self.faults.throttle(jit_route, options.jit_rate_per_minute)
+            self.faults.throttle(jit_route, options.jit_rate_per_minute, options.jit_rate_window)
         self.on_webhook = on_webhook
         self.scale_sets: dict[int, ScaleSetRecord] = {}
         self.sessions: dict[str, SessionRecord] = {}
