@@ -22,7 +22,7 @@ It measures, from the emulator's own records (each registration's time, every JI
 
 Usage: ``python benchmarks/burst_throttled.py [--quick]``, or ``python benchmarks/burst.py
 --throttled [--quick]``. The full run is GitHub's throttle as it is: 180 a minute over a
-sliding minute, 100 s. ``--quick`` keeps the same pushback in 30 s: 600 a minute counted over
+sliding minute, 100 s. ``--quick`` keeps the same pushback in 20 s: 900 a minute counted over
 10 s (``--window``; the daemon's ``registration_pace_window`` is set to match), so the first
 429's pause is at most 10 s instead of a minute and about 300 JIT calls are made, as in the
 full run.
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 LIMIT = 180
-QUICK_LIMIT, QUICK_WINDOW = 600.0, 10.0
+QUICK_LIMIT, QUICK_WINDOW = 900.0, 10.0
 LOW, HIGH = "low", "high"
 
 
@@ -225,7 +225,7 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="30 s, 600 a minute over 10 s")
+    parser.add_argument("--quick", action="store_true", help="20 s, 900 a minute over 10 s")
     parser.add_argument("--limit", type=float, default=0, help="registrations a minute (180)")
     parser.add_argument(
         "--window", type=float, default=0, help="seconds GitHub counts them over (60)"
@@ -233,12 +233,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=0, help="the run (100 s)")
     parser.add_argument("--low", type=int, default=0, help="default 300 (quick 400)")
     parser.add_argument(
-        "--high", type=int, default=0, help="default: 20 s of the pace (quick: 6.7 s)"
+        "--high", type=int, default=0, help="default: 20 s of the pace (quick: 6.7 s of it)"
     )
     args = parser.parse_args()
     limit = args.limit or (QUICK_LIMIT if args.quick else LIMIT)
     window = args.window or (QUICK_WINDOW if args.quick else 60.0)
-    seconds = args.seconds or (30.0 if args.quick else 100.0)
+    seconds = args.seconds or (20.0 if args.quick else 100.0)
     low = args.low or (400 if args.quick else 300)
     high = args.high or int(limit / (9 if args.quick else 3))
     return asyncio.run(run(seconds, low, high, limit, window))

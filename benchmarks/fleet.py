@@ -376,8 +376,8 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller histories")
     args = parser.parse_args()
     bench_priority(0.5 if args.quick else 3.0)
-    bench_admission(6000 if args.quick else 8000)
-    bench_pack(3000 if args.quick else 10000)
+    bench_admission(3000 if args.quick else 8000)
+    bench_pack(1500 if args.quick else 10000)
     bench_warm_pool(56)  # fewer days: the first weekend's learning dominates the p95
     bench_cost(10_000 if args.quick else 100_000)
     return 0

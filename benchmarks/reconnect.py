@@ -127,7 +127,7 @@ async def placement_round(root: Path, down: float) -> float:
 
 
 async def run(quick: bool) -> None:
-    rounds, down = (2, 3.0) if quick else (5, 6.0)
+    rounds, down = (1, 3.0) if quick else (5, 6.0)
     params = {"rounds": rounds, "down_s": down}
     reconnects, placements = [], []
     for _ in range(rounds):

@@ -75,7 +75,7 @@ class Size:
 
 
 FULL = Size(200, 50, 10_000, 300.0, 120.0, 65.0, 30.0)
-QUICK = Size(20, 10, 500, 20.0, 15.0, 11.0, 5.0)
+QUICK = Size(20, 10, 500, 20.0, 10.0, 10.5, 5.0)
 
 
 def progress(message: str) -> None:
