@@ -76,14 +76,7 @@ class JobBook:
         has not taken a job yet hears the queue now (UpdateRunner without a job), even when
         the next Create goes elsewhere, so a runner reserved for lighter jobs is re-reserved."""
         ctx = self.ctx
-        waiting: dict[str, str] = {}
-        for record in ctx.runners:
-            if (
-                record.scale_set == name
-                and record.state in (RunnerState.STARTING, RunnerState.IDLE)
-                and not record.job_id
-            ):
-                waiting.setdefault(record.provider, record.name)
+        waiting = ctx.runners.first_on_each_provider(name, _without_a_job)
         for provider_name, runner in waiting.items():
             key = (provider_name, name)
             if key in self._queue_calls:
@@ -220,3 +213,8 @@ class JobBook:
         # An ephemeral runner takes one job; GitHub removes its registration itself.
         self.removals.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
         ctx.spawn(self.removals.settle_leaving(record))
+
+
+def _without_a_job(record: RunnerRecord) -> bool:
+    """A runner that may still take one of its scale set's queued jobs."""
+    return record.state in (RunnerState.STARTING, RunnerState.IDLE) and not record.job_id

@@ -103,6 +103,7 @@ class RunnerTable:
         self._runners: dict[str, RunnerRecord] = {}
         self._by_set: dict[str, dict[str, RunnerRecord]] = {}
         self._by_provider: dict[str, dict[str, RunnerRecord]] = {}
+        self._providers_of: dict[str, dict[str, int]] = {}  # scale set -> provider -> runners
         self.creating = CreatesInFlight()
         self.left: dict[str, float] = {}  # stranded names kept from adoption until this time
 
@@ -126,6 +127,8 @@ class RunnerTable:
         self._runners[record.name] = record
         self._by_set.setdefault(record.scale_set, {})[record.name] = record
         self._by_provider.setdefault(record.provider, {})[record.name] = record
+        on = self._providers_of.setdefault(record.scale_set, {})
+        on[record.provider] = on.get(record.provider, 0) + 1
         if self.on_change is not None:
             self.on_change(record.name, record)
 
@@ -139,6 +142,13 @@ class RunnerTable:
     def _unindex(self, record: RunnerRecord | None) -> None:
         if record is None:
             return
+        on = self._providers_of.get(record.scale_set)
+        if on is not None and record.provider in on:
+            on[record.provider] -= 1
+            if not on[record.provider]:
+                del on[record.provider]
+                if not on:
+                    del self._providers_of[record.scale_set]
         for index, key in ((self._by_set, record.scale_set), (self._by_provider, record.provider)):
             bucket = index.get(key)
             if bucket is not None:
@@ -148,6 +158,22 @@ class RunnerTable:
 
     def of(self, scale_set: str) -> list[RunnerRecord]:
         return list(self._by_set.get(scale_set, {}).values())
+
+    def first_on_each_provider(
+        self, scale_set: str, wanted: Callable[[RunnerRecord], bool]
+    ) -> dict[str, str]:
+        """Provider -> the name of the scale set's first ``wanted`` runner on it, in the order
+        :meth:`of` gives them. The walk stops once every provider holding one of the scale
+        set's runners has its answer: a burst asks this for every job assigned, and its
+        runners nearly all wait for a job still, so it does not walk thousands each time."""
+        found: dict[str, str] = {}
+        holding = len(self._providers_of.get(scale_set, ()))
+        for record in self._by_set.get(scale_set, {}).values():
+            if wanted(record) and record.provider not in found:
+                found[record.provider] = record.name
+                if len(found) == holding:
+                    break
+        return found
 
     def on(self, provider: str) -> list[RunnerRecord]:
         """Every runner whose machine is on ``provider``, leaving ones included."""

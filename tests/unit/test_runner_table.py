@@ -43,3 +43,29 @@ def test_adding_a_name_again_replaces_it_in_every_index() -> None:
     assert table.of("a") == [] and table.on("p") == []
     assert [r.scale_set for r in table.of("b")] == ["b"]
     assert len(table) == 1
+
+
+def test_the_first_wanted_runner_on_each_provider_is_found_without_walking_the_rest() -> None:
+    table = RunnerTable()
+    table.add(record("busy", "a", "p", RunnerState.BUSY))
+    table.add(record("p1", "a", "p", RunnerState.IDLE))
+    table.add(record("q1", "a", "q", RunnerState.STARTING))
+    table.add(record("other", "b", "r", RunnerState.IDLE))
+    for i in range(1000):
+        table.add(record(f"late{i}", "a", "p" if i % 2 else "q", RunnerState.IDLE))
+    asked: list[str] = []
+
+    def idle_or_starting(r: RunnerRecord) -> bool:
+        asked.append(r.name)
+        return r.state in (RunnerState.IDLE, RunnerState.STARTING)
+
+    assert table.first_on_each_provider("a", idle_or_starting) == {"p": "p1", "q": "q1"}
+    assert asked == ["busy", "p1", "q1"], "every provider holding a runner of a has its answer"
+    table.pop("q1")
+    assert table.first_on_each_provider("a", idle_or_starting) == {"p": "p1", "q": "late0"}
+    for name in ["busy", "p1"] + [f"late{i}" for i in range(1, 1000, 2)]:
+        table.pop(name)
+    asked.clear()
+    assert table.first_on_each_provider("a", idle_or_starting) == {"q": "late0"}
+    assert asked == ["late0"], "a provider left with none of a's runners is not waited for"
+    assert table.first_on_each_provider("nope", idle_or_starting) == {}
