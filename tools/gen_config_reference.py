@@ -137,8 +137,7 @@ SETTINGS_NOTES: dict[str, str] = {
         "at once, when more than `registrations_in_flight`."
     ),
     "github.timing.registration_pace_window": (
-        "Seconds GitHub states its registration limit over (a 429 counts what it took in "
-        "them)."
+        "Seconds GitHub states its registration limit over (a 429 counts what it took in them)."
     ),
     "github.timing.budget_check_interval": (
         "The REST budget is read (GET /rate_limit, which costs nothing) at most this often "
