@@ -218,7 +218,7 @@ async def test_without_a_bound_an_unthrottled_burst_goes_at_once_and_with_one_fo
     for bound, most in ((0, 50), (4, 4)):
         clock = FakeClock(NOW)
         queue = RegistrationQueue(clock, most_in_flight=bound)
-        answers, order = Answers(), []
+        answers, order = Answers(), list[int]()
         tasks = [asyncio.create_task(accepted_call(queue, answers, order, n)) for n in range(50)]
         while not all(t.done() for t in tasks):
             await clock.run_for(0)
@@ -231,7 +231,7 @@ async def test_without_a_bound_an_unthrottled_burst_goes_at_once_and_with_one_fo
 async def test_the_waiting_go_in_priority_order_and_a_cancelled_one_gives_its_place() -> None:
     clock = FakeClock(NOW)
     queue = RegistrationQueue(clock, most_in_flight=1)
-    answers, order = Answers(), []
+    answers, order = Answers(), list[int]()
     tasks = [asyncio.create_task(accepted_call(queue, answers, order, n)) for n in range(9)]
     await clock.run_for(0)
     assert order == [0], "the first goes at once; one in the air at most"
