@@ -48,6 +48,9 @@ class Timing:
     lease_renew_interval: float = 10.0
     lease_duration: float = 30.0
     standby_retry: float = 5.0
+    # rerun_lost_jobs: lost jobs and re-runs are remembered this long (GitHub re-runs a run
+    # for 30 days), across restarts.
+    rerun_memory: float = 30 * 86400.0
 
     @property
     def hold_duration(self) -> float:

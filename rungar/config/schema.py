@@ -485,6 +485,7 @@ TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
     "lease_duration": (0.0, True),
     "lease_renew_interval": (0.0, True),
     "standby_retry": (0.0, True),
+    "rerun_memory": (0.0, True),
 }
 TIMING_NOTES = {
     "reconcile_interval": "How often each scale set is reconciled; at least 5s.",
@@ -532,6 +533,11 @@ TIMING_NOTES = {
     "standby_retry": (
         "How often a standby daemon asks GitHub for the lead scale set's message session; it "
         "takes over once GitHub frees it."
+    ),
+    "rerun_memory": (
+        "rerun_lost_jobs: how long the state database remembers a job lost with its machine, "
+        "and a job re-run (so a restart never re-runs it twice); GitHub re-runs a run for "
+        "30 days."
     ),
 }
 

@@ -61,6 +61,7 @@ class RerunBook:
     rerun: set[tuple[str, str, str]] = field(default_factory=set)
     last: str = ""  # the last re-run's sentence, for rungar status
     done: int = 0  # jobs GitHub accepted a re-run of
+    pruned_at: float = 0.0  # when the state database's records were last pruned
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ import structlog
 
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetsFile
+from rungar.config.schema import RUNNER_KEYS
 from rungar.engine.accounting import usage_document
 from rungar.engine.deadlines import call_timeouts, retime
 from rungar.engine.engine import Engine
@@ -28,10 +29,12 @@ from rungar.engine.reconnect import (
     reconnect_line,
     retire,
     runner_problem,
+    undeclared_runner_keys,
 )
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.status import snapshot
 from rungar.errors import Busy, ConfigError, NotFound, ProviderError, RungarError
+from rungar.model.machine import ProviderInfo
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason, RunnerState
 
@@ -426,17 +429,29 @@ class Control:
     async def _validate_runners(
         self, new: ScaleSetsFile, providers: Mapping[str, Provider], text: str, filename: str
     ) -> list[str]:
-        """Each provider's ValidateRunner of each runner block it would run, its refusals told
-        as ``file:line:col: path: what`` at the key they name."""
+        """Each provider's ValidateRunner of each runner block it would run, and for a plugin's
+        own type the keys its Info declares (built-in types' keys are checked offline), its
+        refusals told as ``file:line:col: path: what`` at the key they name."""
         problems = []
+        infos: dict[str, ProviderInfo] = {}
         for scale_set in new.scale_sets:
             for entry in scale_set.providers:
                 provider = providers.get(entry.name)
                 if provider is None:
                     continue  # a new provider is checked once it is connected
-                timeout = call_timeouts(new.provider(entry.name), new.timing).timeout
+                config = new.provider(entry.name)
+                timeout = call_timeouts(config, new.timing).timeout
                 try:
                     found = await asyncio.wait_for(provider.validate_runner(entry.runner), timeout)
+                    if config.type not in RUNNER_KEYS:  # a plugin's: the keys its Info declares
+                        if entry.name not in infos:
+                            infos[entry.name] = await asyncio.wait_for(provider.info(), timeout)
+                        found = [
+                            *found,
+                            *undeclared_runner_keys(
+                                entry.runner, infos[entry.name], entry.name, found
+                            ),
+                        ]
                 except (ProviderError, TimeoutError) as e:
                     problems.append(
                         f"scale set {scale_set.name}: provider {entry.name} cannot check its "

@@ -34,6 +34,7 @@ from typing import Any
 
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetsFile
+from rungar.engine import reruns
 from rungar.engine.acting import ActingGuard
 from rungar.engine.context import EngineContext, Findings
 from rungar.engine.creating import Creations
@@ -99,6 +100,7 @@ class Engine:
         ctx.fleet.restore_state(backoffs, holds)
         ctx.fleet.restore_crash_loops(store.load_crash_loops())
         self.job_history = JobHistory(store, config.scale_sets, clock.now())
+        reruns.restore(ctx)
         # Room opening reaches the scaler and the creations made just below, when it happens.
         self.rooms = Rooms(
             ctx,

@@ -10,8 +10,9 @@ on the new connection finds them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -19,6 +20,7 @@ from rungar.config.model import ProviderConfig
 from rungar.config.problems import START, Mark, Problem, Problems
 from rungar.config.yaml_safe import YMap, YNode, YScalar, YSeq, read_yaml
 from rungar.engine.shipped_plugins import is_shipped
+from rungar.model.machine import ProviderInfo
 from rungar.model.provider import Provider
 
 log = structlog.get_logger("rungar.reconnect")
@@ -110,6 +112,28 @@ def _unusable(keys: tuple[str, ...], path: str, *, pem: bool) -> list[tuple[tupl
     if not pem and not content.strip():
         return [(keys, f"{path} is empty")]
     return []
+
+
+def undeclared_runner_keys(
+    runner: Mapping[str, Any], info: ProviderInfo, provider: str, refused: Sequence[str]
+) -> list[str]:
+    """The keys of a runner block that a plugin's Info does not declare among its capabilities,
+    each as ``key: what`` with the closest declared key; none when it declares no keys (only
+    ``feature:`` words, or nothing), and none for a key its ValidateRunner ``refused`` already."""
+    declared = sorted({c for c in info.capabilities if not c.startswith("feature:")})
+    if not declared:
+        return []
+    named = {p.partition(": ")[0] for p in refused}
+    problems = []
+    for key in runner:
+        if key in declared or key in named:
+            continue
+        near = difflib.get_close_matches(key, declared, 1, 0.6)
+        hint = f"; did you mean {near[0]}?" if near else f"; it declares {', '.join(declared)}"
+        problems.append(
+            f"{key}: not a runner key provider {provider} ({info.kind}) declares in its Info{hint}"
+        )
+    return problems
 
 
 def runner_problem(text: str, filename: str, scale_set: str, provider: str, problem: str) -> str:

@@ -1,7 +1,11 @@
 """SQLite state (WAL): backoffs, crash loops, holds, create intents, the runners the daemon
 tracks, the listeners' last message ids, scale-set and session ids (in a small key-value ``meta``
 table), and when each scale set's recent jobs were assigned (the warm pool's history, pruned by
-age).
+age), and the jobs lost with their machine and those re-run (``rerun_lost_jobs``, pruned by
+age), so a restart never re-runs a job twice.
+
+Tables are created when missing, so a database written by an earlier release gains the new ones
+on its first start and keeps the rest.
 
 The providers' listings are the truth about machines; this store keeps only what they cannot
 tell. The runners are kept for a provider that does not answer when the daemon starts: what it
@@ -65,7 +69,19 @@ CREATE TABLE IF NOT EXISTS job_history (
     scale_set TEXT NOT NULL, job_id TEXT NOT NULL, assigned_at REAL NOT NULL,
     PRIMARY KEY (scale_set, job_id));
 CREATE INDEX IF NOT EXISTS job_history_age ON job_history (assigned_at);
+CREATE TABLE IF NOT EXISTS lost_jobs (
+    job_id TEXT PRIMARY KEY, scale_set TEXT NOT NULL, runner TEXT NOT NULL,
+    repository TEXT NOT NULL, run_id TEXT NOT NULL, job TEXT NOT NULL, lost_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS lost_jobs_age ON lost_jobs (lost_at);
+CREATE TABLE IF NOT EXISTS reruns (
+    repository TEXT NOT NULL, run_id TEXT NOT NULL, job TEXT NOT NULL, rerun_at REAL NOT NULL,
+    PRIMARY KEY (repository, run_id, job));
+CREATE INDEX IF NOT EXISTS reruns_age ON reruns (rerun_at);
 """
+
+
+# A lost job as kept: scale set, runner, repository, run id, job name.
+LostJobRow = tuple[str, str, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +346,56 @@ class SqliteStore:
         """Forget jobs assigned before ``before``; how many were forgotten."""
         with self._tx() as db:
             return db.execute("DELETE FROM job_history WHERE assigned_at < ?", (before,)).rowcount
+
+    # ------------------------------------------------------------ lost jobs and re-runs
+
+    def keep_lost_job(self, job_id: str, lost: LostJobRow, lost_at: float) -> None:
+        """Remember a job whose runner was lost with its machine while it ran it."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO lost_jobs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (job_id, *lost, lost_at),
+            )
+
+    def forget_lost_job(self, job_id: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM lost_jobs WHERE job_id = ?", (job_id,))
+
+    def lost_jobs(self, since: float) -> dict[str, LostJobRow]:
+        """The jobs lost from ``since`` on, by job id: (scale set, runner, repository, run id,
+        job name)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT job_id, scale_set, runner, repository, run_id, job FROM lost_jobs "
+                "WHERE lost_at >= ?",
+                (since,),
+            ).fetchall()
+        return {
+            str(j): (str(s), str(r), str(repo), str(run), str(n)) for j, s, r, repo, run, n in rows
+        }
+
+    def record_rerun(self, repository: str, run_id: str, job: str, rerun_at: float) -> bool:
+        """Keep that a run's job was re-run; False when it was kept already."""
+        with self._tx() as db:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO reruns VALUES (?, ?, ?, ?)",
+                (repository, run_id, job, rerun_at),
+            )
+            return cursor.rowcount > 0
+
+    def reruns(self, since: float) -> set[tuple[str, str, str]]:
+        """The (repository, run id, job name) of every job re-run from ``since`` on."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT repository, run_id, job FROM reruns WHERE rerun_at >= ?", (since,)
+            ).fetchall()
+        return {(str(repo), str(run), str(job)) for repo, run, job in rows}
+
+    def prune_reruns(self, before: float) -> int:
+        """Forget jobs lost, and re-runs made, before ``before``; how many were forgotten."""
+        with self._tx() as db:
+            lost = db.execute("DELETE FROM lost_jobs WHERE lost_at < ?", (before,)).rowcount
+            return lost + db.execute("DELETE FROM reruns WHERE rerun_at < ?", (before,)).rowcount
 
 
 def _row(runner: KeptRunner) -> tuple[str, str, str, str, float, int, str, str]:

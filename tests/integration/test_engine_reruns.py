@@ -26,8 +26,8 @@ from rungar.testing.fake_provider import GIB, FakeProvider
 RUNNER = {"vcpus": 2, "memory": "4GiB"}
 
 
-def engine_for(tmp_path: Path, github: FakeGitHub) -> Engine:
-    clock = FakeClock()
+def engine_for(tmp_path: Path, github: FakeGitHub, clock: FakeClock | None = None) -> Engine:
+    clock = clock or FakeClock()
     sets = tuple(
         ScaleSetConfig(
             name,
@@ -114,3 +114,56 @@ async def test_a_runner_removed_on_purpose_was_not_lost_its_failed_job_is_not_re
     engine.on_job_completed("on", "job-1", "r1", Conclusion.FAILED)
     await engine.drain_tasks()
     assert github.reruns == []
+
+
+async def test_a_restart_between_a_re_run_and_its_loss_does_not_re_run_the_job_again(
+    tmp_path: Path,
+) -> None:
+    github = FakeGitHub()
+    first = engine_for(tmp_path, github)
+    lost = busy(first, "r1", "on", "job-1")
+    first.removals.let_go(lost, RemovalReason.ENDED)
+    first.on_job_completed("on", "job-1", "r1", Conclusion.FAILED)
+    await first.drain_tasks()
+    assert len(github.reruns) == 1
+    first.store.close()
+    # The daemon restarts on the same state database; the re-run attempt is lost too.
+    second = engine_for(tmp_path, github)
+    again = busy(second, "r2", "on", "job-1b")
+    second.removals.let_go(again, RemovalReason.ENDED)
+    second.on_job_completed("on", "job-1b", "r2", Conclusion.FAILED)
+    await second.drain_tasks()
+    assert len(github.reruns) == 1
+    assert not [e for e in second.events.recent() if e.action == "job_rerun"]
+
+
+async def test_a_job_lost_before_a_restart_and_failed_after_it_is_re_run_once(
+    tmp_path: Path,
+) -> None:
+    github = FakeGitHub()
+    first = engine_for(tmp_path, github)
+    lost = busy(first, "r1", "on", "job-1")
+    first.removals.let_go(lost, RemovalReason.ENDED)
+    first.store.close()
+    second = engine_for(tmp_path, github)
+    second.on_job_completed("on", "job-1", "r1", Conclusion.FAILED)
+    second.on_job_completed("on", "job-1", "r1", Conclusion.FAILED)  # told twice
+    await second.drain_tasks()
+    assert github.reruns == [("octo/app", "9000001", "r1")]
+
+
+async def test_re_runs_are_forgotten_after_rerun_memory(tmp_path: Path) -> None:
+    github = FakeGitHub()
+    clock = FakeClock()
+    first = engine_for(tmp_path, github, clock)
+    lost = busy(first, "r1", "on", "job-1")
+    first.removals.let_go(lost, RemovalReason.ENDED)
+    first.on_job_completed("on", "job-1", "r1", Conclusion.FAILED)
+    await first.drain_tasks()
+    assert first.store.reruns(0.0) == {("octo/app", "9000001", "build")}
+    # Past the memory, the next loss prunes the database's records of the old one.
+    clock.advance(first.config.timing.rerun_memory + 3600.0)
+    on = busy(first, "r3", "on", "job-3")
+    first.removals.let_go(on, RemovalReason.ENDED)
+    assert first.store.reruns(0.0) == set()
+    assert set(first.store.lost_jobs(0.0)) == {"job-3"}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rungar.config.model import ProviderConfig
-from rungar.engine.reconnect import connection_changes, reconnect_line
+from rungar.engine.reconnect import connection_changes, reconnect_line, undeclared_runner_keys
+from rungar.model.machine import ProviderInfo
 
 REMOTE = ProviderConfig(
     "compute1",
@@ -46,3 +47,20 @@ def test_the_summary_line_names_what_changed() -> None:
     assert reconnect_line("compute1", ["address", "tls"]) == (
         "~ provider compute1: reconnecting (address, tls changed)"
     )
+
+
+def test_a_plugins_undeclared_runner_key_is_named_with_the_closest_declared_one() -> None:
+    info = ProviderInfo("acme1", "acme", "1", ("vcpus", "memory", "zone", "feature:job-hints"))
+    runner = {"vcpus": 2, "zonee": "z1", "flavour": "x", "memroy": "1GiB"}
+    # memroy was refused by the plugin's own ValidateRunner already: not told twice.
+    assert undeclared_runner_keys(runner, info, "acme1", ["memroy: not a key I know"]) == [
+        "zonee: not a runner key provider acme1 (acme) declares in its Info; did you mean zone?",
+        "flavour: not a runner key provider acme1 (acme) declares in its Info; it declares "
+        "memory, vcpus, zone",
+    ]
+
+
+def test_a_plugin_that_declares_no_runner_keys_has_none_refused() -> None:
+    for capabilities in ((), ("feature:job-hints",)):
+        info = ProviderInfo("acme1", "acme", "1", capabilities)
+        assert undeclared_runner_keys({"anything": 1}, info, "acme1", []) == []
