@@ -14,10 +14,14 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 EXIT_FORCED = 130  # 128 + SIGINT, what a shell reports for a command ended by Ctrl-C
+EXIT_STOP_TIMED_OUT = 1  # the stop did not end within its bound: ended at once, not cleanly
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # rungar demo also stops on SIGHUP: its terminal closed. Its output then goes nowhere.
 WITH_HANGUP = (*SIGNALS, signal.SIGHUP)
@@ -29,14 +33,37 @@ def stop_on_signals(
     at_once: Callable[[], None] | None = None,
     note: str = "",
     signals: tuple[signal.Signals, ...] = SIGNALS,
+    within: float | None = None,
 ) -> None:
     """On the running loop: the first of ``signals`` (SIGINT or SIGTERM) sets ``stop``; a second
     calls ``at_once`` and exits the process with 130. ``note`` is printed to stderr on the first
     (for commands run at a terminal: "stopping; press Ctrl-C again to stop at once"). After a
     SIGHUP the terminal is gone: stdout and stderr go to /dev/null, so what the command still
-    prints on its way out cannot fail it."""
+    prints on its way out cannot fail it.
+
+    ``within`` (seconds) bounds the stop: a command still running that long after the first
+    signal says so, calls ``at_once`` and exits with 1, whatever it was waiting for. The bound
+    is kept by a thread of its own, so a loop that no longer runs cannot hold it up."""
     loop = asyncio.get_running_loop()
     asked = 0
+
+    def end_at_once(code: int) -> None:
+        if at_once is not None:
+            with contextlib.suppress(Exception):
+                at_once()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+    def timed_out() -> None:
+        with contextlib.suppress(Exception):
+            print(
+                f"did not stop within {within:g} s of being asked: stopped at once",
+                file=sys.stderr,
+                flush=True,
+            )
+        end_at_once(EXIT_STOP_TIMED_OUT)
 
     def handle(signum: int) -> None:
         nonlocal asked
@@ -46,19 +73,26 @@ def stop_on_signals(
         if asked == 1:
             if note:
                 print(note, file=sys.stderr, flush=True)
+            if within is not None:
+                watchdog = threading.Timer(within, timed_out)
+                watchdog.daemon = True  # a stop that ends in time ends the process with it
+                watchdog.start()
             stop.set()
             return
-        if at_once is not None:
-            with contextlib.suppress(Exception):
-                at_once()
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(EXIT_FORCED)
+        end_at_once(EXIT_FORCED)
 
     for signum in signals:
         with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
             loop.add_signal_handler(signum, handle, signum)
+
+
+async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
+    """``awaitable``'s answer, or TimeoutError after ``seconds`` (None: no bound). Unlike
+    ``asyncio.wait_for`` of Python 3.11, a task cancelled just as the answer arrives stays
+    cancelled: wait_for returns the answer and drops the cancel, and a loop that runs such a
+    call (the lease keeper) then never ends, holding up the daemon's stop."""
+    async with asyncio.timeout(seconds):
+        return await awaitable
 
 
 def _to_nowhere() -> None:

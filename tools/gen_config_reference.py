@@ -193,6 +193,10 @@ SETTINGS_NOTES: dict[str, str] = {
     "log_level": "Lowest level logged.",
     "log_format": "`auto` = JSON unless stderr is a terminal.",
     "max_parallel_creates": "Creates in flight at once, all scale sets together.",
+    "stop_timeout": (
+        "Seconds `rungar serve` may take to stop after SIGINT or SIGTERM; past them it stops "
+        "the plugins it started, removes its socket and exits 1, whatever it was waiting for."
+    ),
 }
 
 

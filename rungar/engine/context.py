@@ -35,6 +35,7 @@ from rungar.github.registrations import RegistrationQueue
 from rungar.model.machine import Removal
 from rungar.model.provider import Provider
 from rungar.placement import Fleet
+from rungar.stopping import within
 from rungar.store.sqlite import SqliteStore
 
 T = TypeVar("T")
@@ -165,7 +166,7 @@ class EngineContext:
         await self.call(
             provider,
             "delete",
-            asyncio.wait_for(
+            within(
                 self.providers[provider].delete(name, removal), self.config.timing.delete_timeout
             ),
         )

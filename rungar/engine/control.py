@@ -7,7 +7,6 @@ sets start, removed ones drain, changed limits take effect at once.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -37,6 +36,7 @@ from rungar.errors import Busy, ConfigError, NotFound, ProviderError, RungarErro
 from rungar.model.machine import ProviderInfo
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason, RunnerState
+from rungar.stopping import within
 
 if TYPE_CHECKING:
     from rungar.engine.runloop import RunLoop
@@ -442,10 +442,10 @@ class Control:
                 config = new.provider(entry.name)
                 timeout = call_timeouts(config, new.timing).timeout
                 try:
-                    found = await asyncio.wait_for(provider.validate_runner(entry.runner), timeout)
+                    found = await within(provider.validate_runner(entry.runner), timeout)
                     if config.type not in RUNNER_KEYS:  # a plugin's: the keys its Info declares
                         if entry.name not in infos:
-                            infos[entry.name] = await asyncio.wait_for(provider.info(), timeout)
+                            infos[entry.name] = await within(provider.info(), timeout)
                         found = [
                             *found,
                             *undeclared_runner_keys(

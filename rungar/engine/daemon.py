@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -456,9 +457,11 @@ class Daemon:
     async def run(self, stop: asyncio.Event | None = None) -> None:
         settings = self.settings
         plugins: list[Any] = []
+        made: list[str] = []  # the admin socket, once this daemon serves on it
         if stop is None:  # a caller that passes its own event owns the signals
-            # First of all: a signal while starting stops it as cleanly as one later.
-            stop = _stop_on_signals(plugins)
+            # First of all: a signal while starting stops it as cleanly as one later. A stop
+            # that outlasts stop_timeout ends the process all the same (docs/commands.md).
+            stop = _stop_on_signals(plugins, made, settings.stop_timeout)
         config = load_scale_sets(settings.scale_sets)
         webhook_socket = self._bind_webhook()
         dashboard = None
@@ -491,6 +494,7 @@ class Daemon:
         admin = await serve_admin(
             control, settings.socket, mode=settings.socket_mode, clock=self.clock
         )
+        made.append(settings.socket)
         reporter = ReadinessReporter(engine)
         listeners: list[BoundedHttpServer] = []
         if settings.metrics.listen:
@@ -527,16 +531,20 @@ class Daemon:
             store.close()
 
 
-def _stop_on_signals(plugins: list[Any]) -> asyncio.Event:
-    """An event SIGINT or SIGTERM sets; a second signal terminates the plugins at once."""
+def _stop_on_signals(plugins: list[Any], made: list[str], within: float) -> asyncio.Event:
+    """An event SIGINT or SIGTERM sets; a second signal, or a stop still running ``within``
+    seconds after the first, terminates the plugins and removes the files ``made`` at once."""
     from rungar.stopping import stop_on_signals, terminate_group
 
     def plugins_at_once() -> None:
         for plugin in plugins:
             terminate_group(plugin.pid)
+        for path in made:
+            with contextlib.suppress(OSError):  # gone already
+                os.unlink(path)
 
     stop = asyncio.Event()
-    stop_on_signals(stop, at_once=plugins_at_once)
+    stop_on_signals(stop, at_once=plugins_at_once, within=within)
     return stop
 
 

@@ -8,7 +8,6 @@ it runs; a job completed lets its ephemeral runner go, with the job's conclusion
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from dataclasses import replace
 
@@ -24,6 +23,7 @@ from rungar.github.interface import JobTimes
 from rungar.model.machine import QUEUE_HINTS, Conclusion, JobHint
 from rungar.model.provider import Provider
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
+from rungar.stopping import within
 
 
 def _job_times(times: JobTimes | None, waited: float | None) -> dict[str, float]:
@@ -101,7 +101,7 @@ class JobBook:
                     return
                 queued = tuple(state.queued.values())[:QUEUE_HINTS]
                 with contextlib.suppress(RungarError, TimeoutError):
-                    await asyncio.wait_for(follow(runner, queued), ctx.call_timeout(provider_name))
+                    await within(follow(runner, queued), ctx.call_timeout(provider_name))
                 if key not in self._queue_again:
                     return
         finally:
@@ -177,7 +177,7 @@ class JobBook:
         ctx = self.ctx
         timeout = ctx.call_timeout(name)
         with contextlib.suppress(RungarError, TimeoutError):
-            await asyncio.wait_for(provider.update_runner(runner, hint), timeout)
+            await within(provider.update_runner(runner, hint), timeout)
 
     def on_job_completed(
         self,

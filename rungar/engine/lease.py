@@ -39,6 +39,7 @@ from rungar.scaling.lease import (
     observe,
     renewal_due,
 )
+from rungar.stopping import within
 
 log = structlog.get_logger("rungar.lease")
 
@@ -184,9 +185,7 @@ class LeaseKeeper:
             heard, holder = Heard.HELD_ELSEWHERE, phase.holder
         elif renewal_due(self.lease, now, timing):
             try:
-                confirmed = await asyncio.wait_for(
-                    github.renew_session(self.lead), timing.renew_interval
-                )
+                confirmed = await within(github.renew_session(self.lead), timing.renew_interval)
             except (GitHubError, TimeoutError) as e:
                 log.warning("lease.not_renewed", error=str(e) or type(e).__name__)
             else:

@@ -8,7 +8,6 @@ docs/troubleshooting.md); the decisions themselves live in the pure packages
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Any
 
@@ -28,6 +27,7 @@ from rungar.model.sentences import (
     crash_sentence,
 )
 from rungar.scaling import InForce
+from rungar.stopping import within
 
 log = structlog.get_logger("rungar.engine")
 
@@ -100,7 +100,7 @@ async def report_crash(ctx: EngineContext, record: RunnerRecord, provider: Provi
     lines: list[str] = []
     try:
         lines = list(
-            await asyncio.wait_for(
+            await within(
                 provider.last_output(record.name, OUTPUT_LINES), ctx.call_timeout(record.provider)
             )
         )

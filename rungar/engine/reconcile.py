@@ -51,6 +51,7 @@ from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import Machine, MachineState, Removal
 from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
 from rungar.scaling.decide import decide_removal
+from rungar.stopping import within
 
 log = structlog.get_logger("rungar.reconcile")
 
@@ -61,7 +62,7 @@ async def list_provider(ctx: EngineContext, name: str) -> list[Machine] | None:
     selector = L.installation_selector(ctx.installation)
     timeout = ctx.call_timeout(name)
     try:
-        machines = await asyncio.wait_for(ctx.providers[name].list(selector), timeout)
+        machines = await within(ctx.providers[name].list(selector), timeout)
     except (ProviderError, TimeoutError) as e:
         ctx.metrics.provider_calls.labels(name, "list", "error").inc()
         ctx.findings.list_errors[name] = str(e) or type(e).__name__

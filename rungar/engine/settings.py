@@ -108,6 +108,7 @@ class DaemonSettings(_Strict):
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["auto", "text", "json"] = "auto"
     max_parallel_creates: int = Field(default=64, ge=1, le=4096)
+    stop_timeout: float = Field(default=10.0, gt=0)  # docs/commands.md, "Stopping"
 
 
 def load_settings(path: str) -> DaemonSettings:

@@ -9,6 +9,7 @@ ignoring the adoption pass) fails these tests.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,7 @@ from rungar.store.sqlite import CreateIntent, SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
 from rungar.testing.fake_provider import GIB, FakeProvider
+from tests.waiting import WAIT
 
 RUNNER = {"vcpus": 2, "memory": "4GiB"}
 TIMING = Timing(reconcile_interval=30, left_grace=0, lease_duration=30, lease_renew_interval=10)
@@ -221,6 +223,31 @@ async def test_github_saying_the_lead_session_is_gone_ends_the_lease_at_once(pai
     await keeper.look()
     assert not keeper.acts()
     assert keeper.lease.role is Role.STANDBY
+
+
+async def test_a_keeper_stopped_just_as_github_answers_its_renewal_stops(pair: Pair) -> None:
+    # The daemon's stop cancels the keeper once. Python 3.11's asyncio.wait_for dropped a cancel
+    # that arrived once the renewal's answer was in but before the keeper ran again: the keeper
+    # went on keeping the lease and `rungar serve` never ended after SIGTERM.
+    engine = pair.engine("a")
+    keeper = await keeper_for(engine, "host-a/1")
+    answer = pair.github.renew_session
+    loop = asyncio.get_running_loop()
+    running: list[asyncio.Task[None]] = []
+
+    async def renew_as_the_daemon_stops(scale_set: str) -> bool:
+        # Two turns of the loop on: after the answer is handed over, before the keeper resumes.
+        loop.call_soon(running[0].cancel)
+        return await answer(scale_set)
+
+    pair.github.renew_session = renew_as_the_daemon_stops  # type: ignore[method-assign]  # the stop lands mid-call
+    running.append(asyncio.create_task(keeper.run()))
+    # asyncio.wait, not a timeout around awaiting the task: that would cancel it a second time
+    try:
+        await asyncio.wait(running, timeout=WAIT)
+        assert running[0].cancelled(), "the keeper ran on after the daemon's stop cancelled it"
+    finally:
+        running[0].cancel()
 
 
 async def test_the_lead_scale_set_cannot_be_dropped_or_moved_while_the_daemon_runs(

@@ -277,6 +277,38 @@ def test_a_second_signal_while_stopping_ends_the_command_at_once_with_130(second
     assert process.stdout is not None
 
 
+STUCK_STOP = """
+import asyncio, sys
+from rungar.stopping import stop_on_signals
+
+async def main():
+    stop = asyncio.Event()
+    stop_on_signals(stop, at_once=lambda: print("at once", flush=True), within=0.5)
+    print("ready", flush=True)
+    await stop.wait()
+    print("stopping", flush=True)
+    await asyncio.Event().wait()  # a stop stuck for good: nothing else would end it
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=ids)
+def test_a_stop_that_outlasts_its_bound_ends_the_command_with_1_all_the_same(signum: int) -> None:
+    process = start("-c", STUCK_STOP)
+    wait_for_line(process, "ready")
+    process.send_signal(signum)
+    try:
+        out, err = process.communicate(timeout=STOP_WITHIN)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise AssertionError(f"still running {STOP_WITHIN:g}s after {signum!r}") from None
+    assert process.returncode == 1, err
+    assert "did not stop within 0.5 s of being asked: stopped at once" in err
+    assert out.split() == ["stopping", "at", "once"]  # what it started is stopped on the way out
+
+
 def demo_slices(run: str) -> list[Path]:
     """The cgroups a demo run's hosts made, under either cgroup version's hierarchy."""
     return [p for p in Path("/sys/fs/cgroup").glob(f"**/{run}-*.slice") if p.is_dir()]
