@@ -128,13 +128,23 @@ def signal_free_server(config: Any) -> Any:
     return SignalFreeServer(config)
 
 
-def exit_until_serving() -> Callable[[], None]:
+def exit_until_serving(*, unwound: bool = True) -> Callable[[], None]:
     """Before anything is started (settings read, modules imported): SIGINT or SIGTERM ends the
     command at once with 0, as there is nothing to stop yet. :func:`stop_on_signals` takes the
-    signals over once the loop runs. Returns what puts the previous handlers back."""
+    signals over once the loop runs. Returns what puts the previous handlers back.
+
+    ``unwound`` (the default) raises SystemExit where the command stands, so its ``finally``
+    blocks run; a command that makes nothing before its loop runs passes False and leaves
+    without unwinding: SystemExit raised into an import or a class body comes out as another
+    error (a RuntimeError from a dataclass field) and a traceback instead of exit 0."""
 
     def leave(signum: int, frame: object) -> None:
-        raise SystemExit(0)
+        if unwound:
+            raise SystemExit(0)
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0)
 
     before: dict[int, Any] = {}
     for signum in SIGNALS:

@@ -18,7 +18,9 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from rungar.stopping import exit_until_serving
 
-    restore = exit_until_serving()  # a signal before the daemon runs: nothing to stop, exit 0
+    # A signal before the daemon runs: nothing to stop, exit 0. The daemon makes nothing before
+    # its loop takes the signals over, so nothing needs unwinding on the way out.
+    restore = exit_until_serving(unwound=False)
     try:
         return _serve(args)
     finally:
