@@ -4,6 +4,7 @@ service misbehaves."""
 from __future__ import annotations
 
 from rungar.github.interface import Demand, InMemoryCursorStore, JobEvent, JobEventKind
+from rungar.github.service import ScaleSetGitHub
 from rungar.model.machine import Conclusion
 from rungar.testing.github_emulator import Fault, FaultKind, InstantClock, JobSpec, JobState
 from rungar.testing.github_emulator.harness import (
@@ -16,9 +17,15 @@ from rungar.testing.github_emulator.harness import (
 )
 
 JOB = JobSpec(labels=("self-hosted", "rungar"))
+STALE_NEVER = 3600.0  # a session left behind stays until the test ends it (evict_session)
 A = JobEventKind.ASSIGNED
 S = JobEventKind.STARTED
 C = JobEventKind.COMPLETED
+
+
+def conflicts(gh: ScaleSetGitHub) -> int:
+    """How many times GitHub answered 409 (a live session holds the scale set)."""
+    return gh.counter.snapshot().get("409", 0)
 
 
 # why the ignore[no-untyped-def] below: emu is the emulator fixture, untyped in these tests
@@ -117,15 +124,18 @@ async def test_a_session_conflict_stands_by_with_capped_backoff_until_the_stale_
 ):
     rec = Recorder()
     clock = InstantClock(cap=0.05)
-    async with emulator(session_idle_ttl=1.0) as emu, github(emu, clock=clock) as gh:
+    # The stale session ends when the test says so, once the listener has stood by three times,
+    # not after a real second that a busy machine may spend before the listener's first try.
+    async with emulator(session_idle_ttl=STALE_NEVER) as emu, github(emu, clock=clock) as gh:
         scale_set_id = await gh.ensure_scale_set(scale_set())
         await gh.client.create_session(scale_set_id, "crashed-host")  # never deleted, never polled
         async with running_listener(gh, scale_set(), rec):
+            await eventually(lambda: conflicts(gh) >= 3, what="three 409s")
+            assert not rec.demands  # the stale session still holds the scale set
+            emu.state.evict_session(scale_set_id)  # it expires
             await eventually(lambda: bool(rec.demands), what="the listener to get its session")
             job = emu.state.queue_job(JOB)
             await eventually(lambda: rec.kinds(job.job_id) == [A], what="job")
-    conflicts = gh.counter.snapshot().get("409", 0)
-    assert conflicts >= 2
     assert max(clock.sleeps) <= 0.2  # the configured cap
     assert clock.sleeps[:3] == [0.05, 0.05 * 1.5, 0.05 * 1.5**2]
 
@@ -200,8 +210,9 @@ async def test_a_failed_ack_neither_loses_nor_duplicates_job_events() -> None:
 async def test_a_restart_with_a_stale_session_replays_nothing_already_handled() -> None:
     rec = Recorder()
     cursors = InMemoryCursorStore()
-    # 2 s: long enough that the restart meets the stale session even on a loaded machine.
-    async with emulator(session_idle_ttl=2.0) as emu:
+    # The stale session expires when the test says so, once the restart has met it: not after
+    # a real lifetime that a busy machine may outlast before the restart's first try.
+    async with emulator(session_idle_ttl=STALE_NEVER) as emu:
         async with github(emu) as gh, running_listener(gh, scale_set(), rec, cursors) as lis:
             job = emu.state.queue_job(JOB)
             await eventually(lambda: rec.kinds(job.job_id) == [A], what="job")
@@ -210,10 +221,11 @@ async def test_a_restart_with_a_stale_session_replays_nothing_already_handled() 
             emu.state.faults.add(Fault("A10", kind=FaultKind.HANG, delay=0.1, count=10))
         later = emu.state.queue_job(JOB)
         async with github(emu) as gh2, running_listener(gh2, scale_set(), rec, cursors):
+            await eventually(lambda: conflicts(gh2) >= 1, what="the stale session met (409)")
+            emu.state.evict_session(scale_set_id)  # it expires
             await eventually(lambda: rec.kinds(later.job_id) == [A], what="job after restart")
             _run_job(emu, scale_set_id, "linux-9", job.job_id)
             await eventually(lambda: rec.kinds(job.job_id) == [A, S, C], what="first job done")
-        assert gh2.counter.snapshot().get("409", 0) >= 1  # the stale session held it for a while
     assert rec.kinds(job.job_id) == [A, S, C]
     assert rec.kinds(later.job_id) == [A]
 

@@ -325,15 +325,22 @@ async def test_a_restart_deletes_its_own_stale_session_and_opens_at_once() -> No
 
 async def test_a_session_another_installation_holds_is_still_waited_for() -> None:
     rec, rec2 = Recorder(), Recorder()
-    async with emulator(session_idle_ttl=1.0) as emu:
+    # The stale session expires when the test says so, once the other installation has met it,
+    # not after a real second a busy machine may spend before that installation's first try.
+    async with emulator(session_idle_ttl=3600.0) as emu:
         async with github(emu) as gh, running_listener(gh, scale_set(), rec) as lis:
             await eventually(lambda: bool(rec.demands), what="the first session")
+            scale_set_id = lis.scale_set_id
             _crash(lis)
         # Another installation: its own state database, with no record of that session.
         async with (
             github(emu, sessions=InMemorySessionStore()) as other,
             running_listener(other, scale_set(), rec2),
         ):
+            await eventually(
+                lambda: other.counter.snapshot().get("409", 0) >= 1, what="the session waited for"
+            )
+            emu.state.evict_session(scale_set_id)  # it expires
             await eventually(lambda: bool(rec2.demands), what="the session after its expiry")
         assert not _routes(emu, "A10")[:-1]  # nothing deleted but its own session, at the end
         assert len(_routes(emu, "A8")) >= 3  # the first session, 409s, then the new session

@@ -32,7 +32,10 @@ def scale_set(
 
 
 def fast_options(**kw: object) -> EmulatorOptions:
-    defaults: dict[str, object] = {"long_poll_seconds": 0.3, "session_idle_ttl": 2.0}
+    """Short long polls, so a listener stops at once. Sessions keep the emulator's own idle
+    lifetime (two minutes): a listener that a busy machine holds up between two polls keeps its
+    session, and a test that needs a session to expire ends it itself (``evict_session``)."""
+    defaults: dict[str, object] = {"long_poll_seconds": 0.3}
     defaults.update(kw)
     # why the ignore[arg-type] below: defaults holds typed option values
     return EmulatorOptions(**defaults)  # type: ignore[arg-type]
