@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rungar.stopping import within
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     id INTEGER PRIMARY KEY,
@@ -114,7 +116,7 @@ class EventLog:
                 return found
             async with changed:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), min(poll, left))
+                    await within(changed.wait(), min(poll, left))
 
     def _condition(self) -> asyncio.Condition:
         if self._changed is None:

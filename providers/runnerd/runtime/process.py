@@ -41,6 +41,7 @@ from typing import Any
 import structlog
 
 from rungar.model.output import tail_lines
+from rungar.stopping import within
 from runnerd import readers
 from runnerd.runtime.base import Adopted, RunnerSpec, SliceUsage, Usage
 
@@ -328,9 +329,7 @@ class ProcessRuntime:
             if remaining <= 0:
                 return
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    asyncio.shield(child.waiter), min(self.term_every, remaining)
-                )
+                await within(asyncio.shield(child.waiter), min(self.term_every, remaining))
 
     async def close(self) -> None:
         """Stop every child, as a graceful stop of runnerd does (it records their jobs as
