@@ -381,7 +381,6 @@ class Burst:
         from rungar.engine.engine import Engine
         from rungar.engine.events import EventLog
         from rungar.engine.metrics import Metrics
-        from rungar.engine.runloop import RunLoop
         from rungar.engine.settings import DaemonSettings
         from rungar.github.auth import PatAuth
         from rungar.github.registrations import RegistrationQueue
@@ -422,7 +421,7 @@ class Burst:
         limits = {f"provider:{p.name}": p.max_runners for p in config.providers}
         limits[f"scale_set:{SCALE_SET}"] = self.jobs
         self.watch = LimitWatch(limits)
-        self.runloop = RunLoop(self.engine)
+        self.runloop = self.engine.run_loop()
         await self.runloop.start()
         await wait_until(self._listening, 30, "the listener's first poll")
         await wait_until(self._listed, 30, "the first reconcile pass")

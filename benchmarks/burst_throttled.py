@@ -112,7 +112,6 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
     from rungar.engine.engine import Engine
     from rungar.engine.events import EventLog
     from rungar.engine.metrics import Metrics
-    from rungar.engine.runloop import RunLoop
     from rungar.github.auth import PatAuth
     from rungar.github.registrations import RegistrationQueue
     from rungar.github.service import ScaleSetGitHub, http_client
@@ -154,7 +153,7 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
                 installation="rungar-throttled",
                 registrations=RegistrationQueue(clock, window=window),
             )
-            runloop = RunLoop(engine)
+            runloop = engine.run_loop()
             await runloop.start()
             deadline = time.monotonic() + 30
             while (

@@ -41,7 +41,6 @@ from rungar.config.model import (  # noqa: E402
 from rungar.engine.daemon import make_provider  # noqa: E402
 from rungar.engine.engine import Engine  # noqa: E402
 from rungar.engine.events import EventLog  # noqa: E402
-from rungar.engine.runloop import RunLoop  # noqa: E402
 from rungar.errors import ProviderUnavailable  # noqa: E402
 from rungar.store.sqlite import SqliteStore  # noqa: E402
 from rungar.testing.fake_github import FakeGitHub  # noqa: E402
@@ -105,7 +104,7 @@ async def placement_round(root: Path, down: float) -> float:
         installation="gh-bench",
     )
     await provider.stop()
-    runloop = RunLoop(engine)
+    runloop = engine.run_loop()
     await runloop.start()  # its first pass finds the provider unreachable
 
     async def unreachable() -> bool:

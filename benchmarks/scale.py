@@ -449,7 +449,6 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
     from rungar.engine.events import EventLog
     from rungar.engine.metrics import Metrics
     from rungar.engine.reconcile import Reconciler
-    from rungar.engine.runloop import RunLoop
     from rungar.github.auth import PatAuth
     from rungar.github.service import ScaleSetGitHub, http_client
     from rungar.logs import configure
@@ -521,7 +520,7 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
             return real_record(kind, name, action, **kw)
 
         engine.events.record = record  # type: ignore[method-assign]
-        runloop = RunLoop(engine)
+        runloop = engine.run_loop()
         me = os.getpid()
         started = time.monotonic()
         await runloop.start()

@@ -7,16 +7,21 @@ has adopted what the last active daemon left (else those runners would count as 
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Lease(Protocol):
-    """The daemon's side of the lease as the guard asks it
+    """The daemon's side of the lease as the guard, readiness and ``rungar status`` read it
     (:class:`rungar.engine.lease.LeaseKeeper`)."""
+
+    @property
+    def lead(self) -> str: ...
 
     def acts(self) -> bool: ...
 
     def may_create(self) -> bool: ...
+
+    def document(self) -> dict[str, Any]: ...
 
 
 class ActingGuard:

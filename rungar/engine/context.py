@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetsFile
-from rungar.engine.acting import ActingGuard
+from rungar.engine.acting import ActingGuard, Lease
 from rungar.engine.events import EventLog
 from rungar.engine.leftovers import Leftover
 from rungar.engine.metrics import Metrics
@@ -114,6 +114,14 @@ class EngineContext:
     findings: Findings = field(default_factory=Findings)
     # Told of every scale set's phase change; shared by the scale sets `rungar apply` adds.
     phase_watchers: list[Callable[[], None]] = field(default_factory=list)
+    # What rungar status tells of the daemon itself: when it started, which GitHub it serves.
+    started_at: float = 0.0
+    github_url: str = ""
+
+    @property
+    def lease(self) -> Lease | None:
+        """The lease this daemon keeps (:mod:`rungar.engine.lease`); None when it acts alone."""
+        return self.guard.lease
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:
         return self.tasks.spawn(coro)

@@ -3,6 +3,10 @@
 Every answer is a JSON-able value. Changes made here (pause, disable, drain) last until the
 daemon restarts, and the answers say so; ``apply`` changes the configuration live: new scale
 sets start, removed ones drain, changed limits take effect at once.
+
+:class:`Control` reads and changes the engine's context and calls the concerns the engine
+composes (the scaler, the removals, the reconciler, the job history), handed to it
+(``Engine.control`` does), never the engine itself.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetsFile
 from rungar.config.schema import RUNNER_KEYS
 from rungar.engine.accounting import usage_document
+from rungar.engine.context import EngineContext
 from rungar.engine.deadlines import call_timeouts, retime
-from rungar.engine.engine import Engine
+from rungar.engine.job_history import JobHistory
 from rungar.engine.lease import lead_change_refused
+from rungar.engine.reconcile import Reconciler
 from rungar.engine.reconnect import (
     connection_changes,
     connection_file_problems,
@@ -30,9 +36,12 @@ from rungar.engine.reconnect import (
     runner_problem,
     undeclared_runner_keys,
 )
+from rungar.engine.removing import Removals
 from rungar.engine.scale_set_state import ScaleSetState
+from rungar.engine.scaler import Scaler
 from rungar.engine.status import snapshot
 from rungar.errors import Busy, ConfigError, NotFound, ProviderError, RungarError
+from rungar.github.interface import GitHub
 from rungar.model.machine import ProviderInfo
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason, RunnerState
@@ -140,16 +149,25 @@ def _value(value: object) -> str:
 class Control:
     def __init__(
         self,
-        engine: Engine,
+        ctx: EngineContext,
+        *,
+        scaler: Scaler,
+        removals: Removals,
+        reconciler: Reconciler,
+        job_history: JobHistory,
         runloop: RunLoop | None = None,
         provider_factory: ProviderFactory | None = None,
     ) -> None:
-        self.engine = engine
+        self.ctx = ctx
+        self.scaler = scaler
+        self.removals = removals
+        self.reconciler = reconciler
+        self.job_history = job_history
         self.runloop = runloop
         self.provider_factory = provider_factory
         # The file a restart reads again: rungar apply takes only it, so what runs never
         # differs from what a restart would run.
-        self.home = engine.config.path
+        self.home = ctx.config.path
 
     def _wake(self) -> None:
         if self.runloop is not None:
@@ -158,24 +176,24 @@ class Control:
     # ------------------------------------------------------------------ reading
 
     def status(self) -> dict[str, Any]:
-        return snapshot(self.engine)
+        return snapshot(self.ctx)
 
     def usage(self, by: str, since: float) -> dict[str, Any]:
         """``rungar usage``: the jobs served in the last ``since`` seconds, summed ``by`` one key.
         Reads the state database on a connection of its own, so it may run on any thread (months
         of jobs are read off the engine's loop)."""
-        return usage_document(self.engine.store.path, by, since, self.engine.clock.now())
+        return usage_document(self.ctx.store.path, by, since, self.ctx.clock.now())
 
     def events(
         self, *, scale_set: str = "", provider: str = "", since: float = 0.0, limit: int = 0
     ) -> list[dict[str, Any]]:
-        found = self.engine.events.recent(
+        found = self.ctx.events.recent(
             scale_set=scale_set, provider=provider, since=since, limit=limit
         )
         return [asdict(e) for e in found]
 
     async def follow_events(self) -> AsyncIterator[dict[str, Any]]:
-        async for event in self.engine.events.follow():
+        async for event in self.ctx.events.follow():
             yield asdict(event)
 
     def inspect_scale_set(self, name: str) -> dict[str, Any]:
@@ -191,21 +209,21 @@ class Control:
         return dict(found)
 
     def inspect_provider(self, name: str) -> dict[str, Any]:
-        if name not in self.engine.fleet.providers:
+        if name not in self.ctx.fleet.providers:
             raise NotFound(f"no provider named {name}")
         status = self.status()
         found = next(p for p in status["providers"] if p["name"] == name)
         found["skips"] = [s for s in status["skips"] if s["provider"] == name]
         found["runner_list"] = [r for r in status["runners"] if r["provider"] == name]
         found["scale_sets"] = [
-            s.name for s in self.engine.config.scale_sets if name in s.provider_names
+            s.name for s in self.ctx.config.scale_sets if name in s.provider_names
         ]
         return dict(found)
 
     # ------------------------------------------------------------------ scale sets
 
     def _scale_set(self, name: str) -> ScaleSetState:
-        state = self.engine.sets.get(name)
+        state = self.ctx.sets.get(name)
         if state is None:
             raise NotFound(f"no scale set named {name}")
         return state
@@ -213,86 +231,86 @@ class Control:
     async def pause(self, name: str) -> str:
         state = self._scale_set(name)
         state.paused_at_runtime = True
-        self.engine.github.set_max_capacity(name, 0)
-        self.engine.events.record("scale_set", name, "paused", scale_set=name)
-        await self.engine.scale(name)
+        self.ctx.github.set_max_capacity(name, 0)
+        self.ctx.events.record("scale_set", name, "paused", scale_set=name)
+        await self.scaler.scale(name)
         return f"{name} is paused until resumed or the daemon restarts"
 
     async def resume(self, name: str) -> str:
         state = self._scale_set(name)
         state.paused_at_runtime = False
-        self.engine.github.set_max_capacity(name, state.config.max_runners)
-        self.engine.events.record("scale_set", name, "resumed", scale_set=name)
-        await self.engine.scale(name)
+        self.ctx.github.set_max_capacity(name, state.config.max_runners)
+        self.ctx.events.record("scale_set", name, "resumed", scale_set=name)
+        await self.scaler.scale(name)
         self._wake()
         note = "; the configuration has it paused" if state.config.paused else ""
         return f"{name} is resumed until the daemon restarts{note}"
 
     async def remove_scale_set(self, name: str, *, wait: bool = False) -> list[str]:
         self._scale_set(name)
-        kept = [n for n in self.engine.sets if n != name]
-        if refused := lead_change_refused(self.engine.lease, kept):
+        kept = [n for n in self.ctx.sets if n != name]
+        if refused := lead_change_refused(self.ctx.lease, kept):
             raise Busy(refused)
-        busy = [r for r in self.engine.runners.live(name) if r.view().busy]
+        busy = [r for r in self.ctx.runners.live(name) if r.view().busy]
         if busy and not wait:
             raise Busy(
                 f"{name} has {len(busy)} busy runners; run again when they finish, or use --wait"
             )
         lines = []
-        state = self.engine.sets[name]
+        state = self.ctx.sets[name]
         state.removed = True
         state.paused_at_runtime = True
-        self.engine.github.set_max_capacity(name, 0)
+        self.ctx.github.set_max_capacity(name, 0)
         while True:
-            for record in self.engine.runners.live(name):
+            for record in self.ctx.runners.live(name):
                 provider = record.provider
-                if await self.engine.remove(record, RemovalReason.SCALE_SET_REMOVED):
+                if await self.removals.remove(record, RemovalReason.SCALE_SET_REMOVED):
                     lines.append(f"Removed runner {record.name} from {provider}")
-            if not self.engine.runners.live(name) or not wait:
+            if not self.ctx.runners.live(name) or not wait:
                 break
-            await self.engine.clock.sleep(self.engine.config.timing.reconcile_interval / 6)
+            await self.ctx.clock.sleep(self.ctx.config.timing.reconcile_interval / 6)
         if self.runloop is not None:
             self.runloop.stop_scale_set(name)
-        del self.engine.sets[name]
+        del self.ctx.sets[name]
         lines.append(f'Removed scale set "{name}" ({state.id}) from this daemon')
         return lines
 
     # ------------------------------------------------------------------ providers
 
     def _provider(self, name: str) -> None:
-        if name not in self.engine.fleet.providers:
+        if name not in self.ctx.fleet.providers:
             raise NotFound(f"no provider named {name}")
 
     def disable(self, name: str) -> str:
         self._provider(name)
-        self.engine.fleet.set_disabled(name, True)
+        self.ctx.fleet.set_disabled(name, True)
         return f"Provider {name} is disabled until the daemon restarts."
 
     def enable(self, name: str) -> str:
         self._provider(name)
-        self.engine.fleet.set_disabled(name, False)
-        self.engine.draining_providers.discard(name)
+        self.ctx.fleet.set_disabled(name, False)
+        self.ctx.findings.draining_providers.discard(name)
         self._wake()
         return f"Provider {name} is enabled until the daemon restarts."
 
     async def drain(self, name: str, *, wait: bool = True) -> list[str]:
         lines = [self.disable(name)]
-        self.engine.draining_providers.add(name)
-        for record in list(self.engine.runners):
+        self.ctx.findings.draining_providers.add(name)
+        for record in list(self.ctx.runners):
             if record.provider == name and not record.view().busy:
-                await self.engine.remove(record, RemovalReason.DRAINED)
+                await self.removals.remove(record, RemovalReason.DRAINED)
         while wait:
-            left = self.engine.runners.on(name)
+            left = self.ctx.runners.on(name)
             if not left:
                 break
             lines.append(f"Waiting for {len(left)} runners on {name} to finish")
-            await self.engine.clock.sleep(self.engine.config.timing.reconcile_interval / 6)
+            await self.ctx.clock.sleep(self.ctx.config.timing.reconcile_interval / 6)
             for record in left:
                 if record.state is RunnerState.LEAVING:
-                    await self.engine.settle_leaving(record)
+                    await self.removals.settle_leaving(record)
                 elif not record.view().busy:
-                    await self.engine.remove(record, RemovalReason.DRAINED)
-        if not self.engine.runners.on(name):
+                    await self.removals.remove(record, RemovalReason.DRAINED)
+        if not self.ctx.runners.on(name):
             lines.append(f"{name} is drained: no runner is left on it")
         return lines
 
@@ -301,14 +319,14 @@ class Control:
     async def remove_runners(self, names: list[str]) -> list[dict[str, Any]]:
         results = []
         for name in names:
-            record = self.engine.runners.get(name)
+            record = self.ctx.runners.get(name)
             if record is None:
                 results.append({"name": name, "ok": False, "message": f"{name}: no such runner"})
                 continue
             provider = record.provider
-            if await self.engine.remove(record, RemovalReason.REQUESTED):
+            if await self.removals.remove(record, RemovalReason.REQUESTED):
                 message = f"{name}: removed from {provider}"
-                if not self.engine.fleet.is_reachable(provider):
+                if not self.ctx.fleet.is_reachable(provider):
                     message = f"{name}: removed; its machine is deleted once {provider} lists again"
                 results.append({"name": name, "ok": True, "message": message})
             else:
@@ -320,12 +338,12 @@ class Control:
     async def reconcile(self, names: list[str]) -> list[str]:
         for name in names:
             self._scale_set(name)
-        await self.engine.reconcile()
+        await self.reconciler.reconcile()
         lines = []
-        for name, state in self.engine.sets.items():
+        for name, state in self.ctx.sets.items():
             if names and name not in names:
                 continue
-            runners = len(self.engine.runners.live(name))
+            runners = len(self.ctx.runners.live(name))
             lines.append(f"{name}: {runners} runners, {state.desired or 0} desired")
         return lines
 
@@ -344,14 +362,14 @@ class Control:
         except ConfigError as e:
             return {"applied": False, "problems": e.problems, "diff": []}
         changed = self._connection_changes(new)
-        kept = {n: p for n, p in self.engine.providers.items() if n not in changed}
+        kept = {n: p for n, p in self.ctx.providers.items() if n not in changed}
         problems = await self._validate_runners(new, kept, text, filename)
         for config in new.providers:
-            if config.name in changed or config.name not in self.engine.providers:
+            if config.name in changed or config.name not in self.ctx.providers:
                 problems += connection_file_problems(config, text, filename)
-        if refused := lead_change_refused(self.engine.lease, [s.name for s in new.scale_sets]):
+        if refused := lead_change_refused(self.ctx.lease, [s.name for s in new.scale_sets]):
             problems.append(refused)
-        diff = diff_configs(self.engine.config, new)
+        diff = diff_configs(self.ctx.config, new)
         diff = sorted(
             diff + [reconnect_line(n, keys) for n, keys in changed.items()],
             key=lambda line: line[2:],
@@ -365,10 +383,10 @@ class Control:
             await _close_all(added)
             return {"applied": False, "problems": problems, "diff": diff}
         for name, provider in added.items():
-            old = self.engine.providers.get(name)
-            self.engine.providers[name] = provider  # new calls go to the new connection
+            old = self.ctx.providers.get(name)
+            self.ctx.providers[name] = provider  # new calls go to the new connection
             if old is not None:
-                self.engine.events.record(
+                self.ctx.events.record(
                     "provider",
                     name,
                     "reconnected",
@@ -376,7 +394,7 @@ class Control:
                     message=f"{', '.join(changed[name])} changed",
                     changed=changed[name],
                 )
-                self.engine.spawn(retire(name, old))
+                self.ctx.spawn(retire(name, old))
         self._apply(new)
         self._wake()
         return {"applied": True, "problems": [], "diff": diff}
@@ -400,10 +418,10 @@ class Control:
         changed. None without a way to connect (an engine embedded without one)."""
         if self.provider_factory is None:
             return {}
-        old = {p.name: p for p in self.engine.config.providers}
+        old = {p.name: p for p in self.ctx.config.providers}
         found = {}
         for config in new.providers:
-            if config.name not in old or config.name not in self.engine.providers:
+            if config.name not in old or config.name not in self.ctx.providers:
                 continue
             if keys := connection_changes(old[config.name], config):
                 found[config.name] = keys
@@ -418,7 +436,7 @@ class Control:
         if self.provider_factory is None:
             return added, problems
         for config in new.providers:
-            if config.name in self.engine.providers and config.name not in changed:
+            if config.name in self.ctx.providers and config.name not in changed:
                 continue
             try:
                 added[config.name] = await self.provider_factory(config)
@@ -464,47 +482,45 @@ class Control:
         return problems
 
     async def _update_on_github(self, scale_set: ScaleSetConfig) -> None:
-        await _update_github_scale_set(self.engine, scale_set)
+        await _update_github_scale_set(self.ctx.github, scale_set)
 
     def _apply(self, new: ScaleSetsFile) -> None:
-        engine = self.engine
-        old_names = set(engine.sets)
-        engine.config = new
-        engine.fleet.configure(new.providers, new.scale_sets, new.timing)
-        engine.job_history.configure(new.scale_sets)
+        ctx = self.ctx
+        old_names = set(ctx.sets)
+        ctx.config = new
+        ctx.fleet.configure(new.providers, new.scale_sets, new.timing)
+        self.job_history.configure(new.scale_sets)
         for provider_config in new.providers:
-            if provider_config.name in engine.providers:
-                retime(engine.providers[provider_config.name], provider_config, new.timing)
+            if provider_config.name in ctx.providers:
+                retime(ctx.providers[provider_config.name], provider_config, new.timing)
         for scale_set in new.scale_sets:
-            state = engine.sets.get(scale_set.name)
+            state = ctx.sets.get(scale_set.name)
             if state is None:
-                engine.sets[scale_set.name] = ScaleSetState(
-                    scale_set, watchers=engine.phase_watchers
-                )
+                ctx.sets[scale_set.name] = ScaleSetState(scale_set, watchers=ctx.phase_watchers)
                 if self.runloop is not None:
                     self.runloop.start_scale_set(scale_set.name)
             else:
                 if any(getattr(state.config, k) != getattr(scale_set, k) for k in GITHUB_KEYS):
-                    engine.spawn(self._update_on_github(scale_set))
+                    ctx.spawn(self._update_on_github(scale_set))
                 state.config = scale_set
                 if not state.paused:
-                    engine.github.set_max_capacity(scale_set.name, scale_set.max_runners)
+                    ctx.github.set_max_capacity(scale_set.name, scale_set.max_runners)
         for name in old_names - {s.name for s in new.scale_sets}:
-            state = engine.sets.pop(name)
+            state = ctx.sets.pop(name)
             state.removed = True
             if self.runloop is not None:
                 self.runloop.stop_scale_set(name)
-        engine.resync_fleet_counts()
-        for name in list(engine.sets):
-            engine.spawn(engine.scale(name))
-        for watcher in engine.phase_watchers:
+        ctx.resync_fleet_counts()
+        for name in list(ctx.sets):
+            ctx.spawn(self.scaler.scale(name))
+        for watcher in ctx.phase_watchers:
             watcher()  # scale sets came or went: readiness is what they now make it
 
 
-async def _update_github_scale_set(engine: Engine, scale_set: ScaleSetConfig) -> None:
+async def _update_github_scale_set(github: GitHub, scale_set: ScaleSetConfig) -> None:
     """PATCH the scale set's runner group and labels; the listener keeps its id and session."""
     try:
-        await engine.github.ensure_scale_set(scale_set)
+        await github.ensure_scale_set(scale_set)
     except RungarError as e:  # the listener's next ensure tries again
         log.warning("apply.scale_set_not_updated", scale_set=scale_set.name, error=str(e))
 

@@ -1,5 +1,9 @@
 """``rungar serve``: the daemon's wiring — settings, providers, GitHub, state, loops, servers.
 
+This is the composition root: it builds the :class:`~rungar.engine.engine.Engine` and hands
+the parts it serves (the run loop, the admin control, readiness, the webhook) only what each
+reads, so this module alone holds the whole engine.
+
 SIGTERM or SIGINT stops it cleanly: the loops stop, the listeners close their sessions, state
 is saved, and every runner is left in place for the next daemon to adopt.
 """
@@ -452,7 +456,7 @@ class Daemon:
         retry = config.timing.standby_retry
         github.session_retry_for[lead] = (retry, retry)
         lease = LeaseKeeper(engine.ctx, lead=lead, owner=github.owner)
-        return engine, RunLoop(engine, lease, Accounting(engine.ctx))
+        return engine, engine.run_loop(lease, Accounting(engine.ctx))
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         settings = self.settings
@@ -480,8 +484,7 @@ class Daemon:
         caller = Caller(installation, socket.gethostname(), self.started_at)
         providers = await self._providers(config, plugins, installation, caller)
         engine, runloop = self._compose(config, providers, github, store, events, metrics)
-        control = Control(
-            engine,
+        control = engine.control(
             runloop,
             provider_factory=lambda p: connect_provider(
                 p, self.clock, plugins, installation, engine.config.timing, caller, self.kinds
@@ -495,7 +498,7 @@ class Daemon:
             control, settings.socket, mode=settings.socket_mode, clock=self.clock
         )
         made.append(settings.socket)
-        reporter = ReadinessReporter(engine)
+        reporter = ReadinessReporter(engine.ctx)
         listeners: list[BoundedHttpServer] = []
         if settings.metrics.listen:
             listeners.append(serve_metrics(metrics, settings.metrics, ready=reporter.answer))

@@ -35,8 +35,10 @@ from typing import Any
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetsFile
 from rungar.engine import reruns
-from rungar.engine.acting import ActingGuard
+from rungar.engine.accounting import Accounting
+from rungar.engine.acting import ActingGuard, Lease
 from rungar.engine.context import EngineContext, Findings
+from rungar.engine.control import Control, ProviderFactory
 from rungar.engine.creating import Creations
 from rungar.engine.events import EventLog
 from rungar.engine.job_history import JobHistory
@@ -49,6 +51,7 @@ from rungar.engine.reconcile import Reconciler
 from rungar.engine.records import RunnerRecord, RunnerTable
 from rungar.engine.removing import Removals
 from rungar.engine.rooms import Rooms
+from rungar.engine.runloop import RunLoop
 from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.scaler import Scaler
 from rungar.engine.starting_sync import StartingSync
@@ -89,13 +92,12 @@ class Engine:
             fleet=Fleet(config.providers, config.scale_sets, config.timing),
             installation=installation,
             registrations=registrations or RegistrationQueue(clock),
+            started_at=clock.now(),
+            github_url=github_url,
         )
         for scale_set in config.scale_sets:
             ctx.sets[scale_set.name] = ScaleSetState(scale_set, watchers=ctx.phase_watchers)
         self.ctx = ctx
-        self._lease: LeaseKeeper | None = None
-        self.github_url = github_url
-        self.started_at = clock.now()
         backoffs, holds = store.load_placement()
         ctx.fleet.restore_state(backoffs, holds)
         ctx.fleet.restore_crash_loops(store.load_crash_loops())
@@ -116,6 +118,37 @@ class Engine:
         self.runner_keeper = recall(ctx)
         self.reconciler = Reconciler(ctx, self.scaler, self.removals, self.jobs, self.runner_keeper)
         self.starting = StartingSync(ctx, self.jobs, self.removals, self.scaler)
+
+    def run_loop(
+        self, lease: LeaseKeeper | None = None, accounting: Accounting | None = None
+    ) -> RunLoop:
+        """The loops that run this engine's concerns in the daemon (:mod:`rungar.engine.runloop`),
+        with ``lease`` kept (active and standby) and each job served recorded by ``accounting``."""
+        return RunLoop(
+            self.ctx,
+            jobs=self.jobs,
+            scaler=self.scaler,
+            reconciler=self.reconciler,
+            starting=self.starting,
+            lease=lease,
+            accounting=accounting,
+        )
+
+    def control(
+        self, runloop: RunLoop | None = None, provider_factory: ProviderFactory | None = None
+    ) -> Control:
+        """What an operator can ask of this engine (:mod:`rungar.engine.control`), its scale
+        sets started and stopped through ``runloop`` and new providers connected by
+        ``provider_factory``."""
+        return Control(
+            self.ctx,
+            scaler=self.scaler,
+            removals=self.removals,
+            reconciler=self.reconciler,
+            job_history=self.job_history,
+            runloop=runloop,
+            provider_factory=provider_factory,
+        )
 
     # ------------------------------------------------------------------ what it holds
 
@@ -154,6 +187,14 @@ class Engine:
     @property
     def installation(self) -> str:
         return self.ctx.installation
+
+    @property
+    def started_at(self) -> float:
+        return self.ctx.started_at
+
+    @property
+    def github_url(self) -> str:
+        return self.ctx.github_url
 
     @property
     def fleet(self) -> Fleet:
@@ -250,12 +291,11 @@ class Engine:
     # ------------------------------------------------------------------ the lease
 
     @property
-    def lease(self) -> LeaseKeeper | None:
-        return self._lease
+    def lease(self) -> Lease | None:
+        return self.ctx.guard.lease
 
     @lease.setter
-    def lease(self, keeper: LeaseKeeper | None) -> None:
-        self._lease = keeper
+    def lease(self, keeper: Lease | None) -> None:
         self.ctx.guard.lease = keeper
 
     def acting(self) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from rungar.config.model import Timing
+from rungar.engine.acting import Lease as DaemonLease
 from rungar.engine.context import EngineContext
 from rungar.errors import GitHubError
 from rungar.model.phase import Phase
@@ -61,7 +62,7 @@ def forget_runners(ctx: EngineContext) -> int:
     return len(names)
 
 
-def lead_change_refused(keeper: LeaseKeeper | None, scale_sets: Sequence[str]) -> str:
+def lead_change_refused(keeper: DaemonLease | None, scale_sets: Sequence[str]) -> str:
     """Why a configuration applied at runtime (or a scale set removed) cannot be: it moves or
     drops the lead, whose message session is the lease. "" when it keeps the lead first."""
     if keeper is None or (scale_sets and scale_sets[0] == keeper.lead):

@@ -19,17 +19,16 @@ import asyncio
 import contextlib
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import structlog
 
+from rungar.engine.acting import Lease
+from rungar.engine.context import EngineContext
+from rungar.engine.scale_set_state import ScaleSetState
 from rungar.model.phase import Phase
 from rungar.model.sentences import LEAD_NOTE
-
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
-    from rungar.engine.scale_set_state import ScaleSetState
 
 log = structlog.get_logger("rungar.readiness")
 
@@ -51,14 +50,15 @@ class Readiness:
         return f"{self.up} of {self.total} scale sets have their message session; not yet {names}"
 
 
-def readiness(engine: Engine) -> Readiness:
-    """The engine's readiness now (read on its event loop)."""
-    configured = [(n, s) for n, s in list(engine.sets.items()) if not s.removed]
-    down = tuple(name for name, state in configured if not _up(engine, state))
+def readiness(sets: Mapping[str, ScaleSetState], lease: Lease | None) -> Readiness:
+    """The daemon's readiness now, from its scale sets' phases and its lease (None for a
+    daemon that acts alone); read on the engine's event loop."""
+    configured = [(n, s) for n, s in list(sets.items()) if not s.removed]
+    down = tuple(name for name, state in configured if not _up(sets, lease, state))
     return Readiness(not down, len(configured) - len(down), len(configured), down)
 
 
-def _up(engine: Engine, state: ScaleSetState) -> bool:
+def _up(sets: Mapping[str, ScaleSetState], lease: Lease | None, state: ScaleSetState) -> bool:
     """LISTENING; or WAITING because another daemon holds the session. With two daemons of
     one installation, a scale set waiting for this daemon's lease is up only once GitHub has
     said another daemon holds the lead (this one stands by): until the lease is decided, or
@@ -67,10 +67,9 @@ def _up(engine: Engine, state: ScaleSetState) -> bool:
         return True
     if state.phase is not Phase.WAITING:
         return False
-    lease = engine.lease
     if lease is None or state.note != LEAD_NOTE:
         return True
-    lead = engine.sets.get(lease.lead)
+    lead = sets.get(lease.lead)
     return not lease.acts() and lead is not None and lead.phase is Phase.WAITING
 
 
@@ -98,13 +97,13 @@ class ReadinessReporter:
     it for ``/readyz`` without touching the engine.
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.current = readiness(engine)
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.current = readiness(ctx.sets, ctx.lease)
         self.told_ready = False
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        engine.phase_watchers.append(self._changed.set)
+        ctx.phase_watchers.append(self._changed.set)
 
     def answer(self) -> tuple[bool, str]:
         """For ``/readyz``, from any thread."""
@@ -123,7 +122,7 @@ class ReadinessReporter:
                 await self._task
 
     def _report(self, force: bool = False) -> None:
-        now = readiness(self.engine)
+        now = readiness(self.ctx.sets, self.ctx.lease)
         if now == self.current and not force:
             return
         self.current = now

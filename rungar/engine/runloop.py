@@ -2,8 +2,10 @@
 prober that lists unreachable providers between passes, and the sync of starting runners.
 
 Kept apart from :mod:`rungar.engine.engine` so the engine's steps can be driven one by one in
-tests, while the daemon runs them here. Stopping cancels the loops and leaves every runner in
-place: a restart adopts them again.
+tests, while the daemon runs them here. It drives the concerns the engine composes, handed to
+it (``Engine.run_loop`` does): the job book, the scaler, the reconciler, the sync of starting
+runners and the lease, with the engine's context, never the engine itself. Stopping cancels the
+loops and leaves every runner in place: a restart adopts them again.
 
 With a lease (active and standby, :mod:`rungar.engine.lease`), only the lead scale set listens
 from the start; the others listen while this daemon holds the lease, and each term's first
@@ -18,10 +20,14 @@ import contextlib
 import structlog
 
 from rungar.engine.accounting import Accounting
-from rungar.engine.engine import Engine
+from rungar.engine.context import EngineContext
+from rungar.engine.jobs import JobBook
 from rungar.engine.lease import LeaseKeeper, stop_keeper
 from rungar.engine.notices import observe_job_wait
+from rungar.engine.reconcile import Reconciler
 from rungar.engine.scale_set_state import ScaleSetState
+from rungar.engine.scaler import Scaler
+from rungar.engine.starting_sync import StartingSync
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
 from rungar.model.phase import Phase
@@ -33,11 +39,20 @@ log = structlog.get_logger("rungar.runloop")
 class RunLoop:
     def __init__(
         self,
-        engine: Engine,
+        ctx: EngineContext,
+        *,
+        jobs: JobBook,
+        scaler: Scaler,
+        reconciler: Reconciler,
+        starting: StartingSync,
         lease: LeaseKeeper | None = None,
         accounting: Accounting | None = None,
     ) -> None:
-        self.engine = engine
+        self.ctx = ctx
+        self.jobs = jobs
+        self.scaler = scaler
+        self.reconciler = reconciler
+        self.starting = starting
         self.lease = lease
         self.accounting = accounting  # records each job served (rungar usage)
         self._listeners: dict[str, asyncio.Task[None]] = {}
@@ -47,22 +62,22 @@ class RunLoop:
         self._keeper: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         if lease is not None:
-            engine.lease = lease
+            ctx.guard.lease = lease
             lease.on_active = self.wake  # the term's adoption pass, now
             lease.on_standby = self._restart_followers
 
     async def start(self) -> None:
         if self.lease is not None:
             self._keeper = asyncio.create_task(self.lease.run())
-        for name in list(self.engine.sets):
+        for name in list(self.ctx.sets):
             self.start_scale_set(name)
         self._reconciler = asyncio.create_task(self._reconcile_forever())
         self._prober = asyncio.create_task(self._probe_forever())
-        self._starting = asyncio.create_task(self.engine.starting.forever())
+        self._starting = asyncio.create_task(self.starting.forever())
 
     def start_scale_set(self, name: str) -> None:
         if name not in self._listeners:
-            self._listeners[name] = asyncio.create_task(self._serve(self.engine.sets[name]))
+            self._listeners[name] = asyncio.create_task(self._serve(self.ctx.sets[name]))
 
     def stop_scale_set(self, name: str) -> None:
         task = self._listeners.pop(name, None)
@@ -90,11 +105,11 @@ class RunLoop:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._listeners.clear()
-        self.engine.save_placement()
+        self.ctx.save_placement()
 
     async def _serve(self, state: ScaleSetState) -> None:
-        engine = self.engine
-        timing = engine.config.timing
+        ctx = self.ctx
+        timing = ctx.config.timing
         delay = timing.session_retry_first
         lease = self.lease
         if lease is not None and not lease.is_lead(state.config.name):
@@ -103,10 +118,10 @@ class RunLoop:
             await lease.active.wait()
         while True:
             try:
-                state.id = await engine.github.ensure_scale_set(state.config)
+                state.id = await ctx.github.ensure_scale_set(state.config)
                 state.phase, state.note = Phase.LISTENING, ""
                 delay = timing.session_retry_first
-                async for event in engine.github.listen(state.config):
+                async for event in ctx.github.listen(state.config):
                     self._dispatch(state, event)
             except asyncio.CancelledError:
                 raise
@@ -118,37 +133,37 @@ class RunLoop:
                 state.phase = Phase.UNREACHABLE
                 log.exception("listener.crashed", scale_set=state.config.name)
             # A scale-set check that can wait: slowed while the API budget runs low.
-            await engine.clock.sleep(delay * engine.github.budget().stretch)
+            await ctx.clock.sleep(delay * ctx.github.budget().stretch)
             delay = min(delay * 2, timing.session_retry_max)
 
     def _dispatch(self, state: ScaleSetState, event: Demand | JobEvent) -> None:
-        engine = self.engine
+        jobs = self.jobs
         name = state.config.name
         if self.lease is not None and self.lease.is_lead(name) and not self.lease.acts():
             self.lease.poke()  # the lead's session may have just opened: confirm it now
         if isinstance(event, Demand):
-            engine.on_demand(name, event.assigned)
+            jobs.on_demand(name, event.assigned)
         elif event.kind is JobEventKind.ASSIGNED:
-            engine.on_job_assigned(name, event.job_id, event.hint, event.times.assigned or event.at)
+            jobs.on_job_assigned(name, event.job_id, event.hint, event.times.assigned or event.at)
         elif event.kind is JobEventKind.STARTED:
             if self.accounting is not None:
                 self.accounting.job_started(name, event)
-            engine.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
-            observe_job_wait(engine.ctx, name, event.times.queued, event.times.started, event.at)
+            jobs.on_job_started(name, event.job_id, event.runner_name, event.hint, event.times)
+            observe_job_wait(self.ctx, name, event.times.queued, event.times.started, event.at)
         elif event.kind is JobEventKind.COMPLETED:
             if self.accounting is not None:
                 self.accounting.job_completed(name, event)
-            engine.on_job_completed(
+            jobs.on_job_completed(
                 name, event.job_id, event.runner_name, event.conclusion, event.hint
             )
 
     async def _reconcile_forever(self) -> None:
-        engine = self.engine
+        ctx = self.ctx
         while True:
             self._wake.clear()  # cleared before the pass: a wake during it runs another
             term = self.lease.pass_begins() if self.lease is not None else 0
             try:
-                await engine.reconcile()
+                await self.reconciler.reconcile()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -156,11 +171,9 @@ class RunLoop:
             else:
                 if self.lease is not None and self.lease.pass_ended(term):
                     # What the last active daemon left is adopted: now what is missing.
-                    for name in list(engine.sets):
-                        engine.spawn(engine.scale(name))
-            sleeper = asyncio.ensure_future(
-                engine.clock.sleep(engine.config.timing.reconcile_interval)
-            )
+                    for name in list(ctx.sets):
+                        ctx.spawn(self.scaler.scale(name))
+            sleeper = asyncio.ensure_future(ctx.clock.sleep(ctx.config.timing.reconcile_interval))
             waker = asyncio.ensure_future(self._wake.wait())
             try:
                 await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
@@ -171,11 +184,11 @@ class RunLoop:
     async def _probe_forever(self) -> None:
         """Every ``probe_interval``, one List to each unreachable provider: one that answers is
         back in placement then, not at the next pass."""
-        engine = self.engine
+        ctx = self.ctx
         while True:
-            await engine.clock.sleep(engine.config.timing.probe_interval)
+            await ctx.clock.sleep(ctx.config.timing.probe_interval)
             try:
-                await engine.probe_unreachable()
+                await self.reconciler.probe_unreachable()
             except asyncio.CancelledError:
                 raise
             except Exception:

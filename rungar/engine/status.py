@@ -1,4 +1,6 @@
-"""What ``rungar status`` reports, as one JSON-able document built from the engine's state.
+"""What ``rungar status`` reports, as one JSON-able document read from the engine's context
+(:class:`~rungar.engine.context.EngineContext`: the runner table, the fleet, the scale sets,
+the lease, the configuration, the clock, the findings), never from the engine that composes it.
 
 It never claims to know a provider's spare room: only what Rungar itself counts, the skips it
 is applying and why, and the holds in force (docs/troubleshooting.md).
@@ -50,11 +52,13 @@ Document (every time in epoch seconds, every duration in seconds)::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rungar import __version__
 from rungar.config.model import ScaleSetConfig
+from rungar.engine.context import EngineContext
 from rungar.engine.readiness import readiness
+from rungar.engine.scale_set_state import ScaleSetState
 from rungar.model.json_shapes import STATUS_SHAPE
 from rungar.model.phase import Phase
 from rungar.model.runner import GitHubState, RunnerState
@@ -71,11 +75,6 @@ from rungar.model.sentences import (
     skip_sentence,
 )
 from rungar.scaling import in_force
-
-if TYPE_CHECKING:
-    from rungar.engine.engine import Engine
-    from rungar.engine.scale_set_state import ScaleSetState
-
 
 # A runner's word from GitHub, as a stable value: busy, idle, offline, not_registered, unknown.
 GITHUB_STATES = {
@@ -126,19 +125,19 @@ def warm_document(state: ScaleSetState) -> Any:
     }
 
 
-def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
-    state = engine.sets[name]
+def scale_set_status(ctx: EngineContext, name: str, now: float) -> tuple[str, str]:
+    state = ctx.sets[name]
     if state.paused:
-        left = len(engine.runners.live(name))
+        left = len(ctx.runners.live(name))
         return "PAUSED", paused_note(left)
-    holds = engine.fleet.holding_back(name, now)
+    holds = ctx.fleet.holding_back(name, now)
     if holds:
         hold = holds[0]
         return "HOLDING BACK", holding_back(hold.provider, hold.holder)
     if state.phase is Phase.LISTENING:
         # The listener knows when GitHub answers its session create with a conflict, and when
         # GitHub stops answering after the scale set was found.
-        session = engine.github.session_phase(name)
+        session = ctx.github.session_phase(name)
         if session.phase is Phase.WAITING:
             return Phase.WAITING, WAITING_NOTE
         if session.phase is Phase.UNREACHABLE:
@@ -151,13 +150,13 @@ def scale_set_status(engine: Engine, name: str, now: float) -> tuple[str, str]:
     return Phase.STARTING, STARTING_NOTE
 
 
-def provider_status(engine: Engine, name: str, now: float) -> str:
-    fleet = engine.fleet
+def provider_status(ctx: EngineContext, name: str, now: float) -> str:
+    fleet = ctx.fleet
     if not fleet.is_reachable(name):
         return "UNREACHABLE"
     runtime = fleet.disabled_at_runtime(name)
     suffix = " until the daemon restarts" if runtime is not None else ""
-    if name in engine.draining_providers:
+    if name in ctx.findings.draining_providers:
         count = fleet.provider_count(name)
         return f"DRAINING {count} {'runner' if count == 1 else 'runners'} left{suffix}"
     if fleet.is_disabled(name):
@@ -168,23 +167,25 @@ def provider_status(engine: Engine, name: str, now: float) -> str:
     return "OK enabled until the daemon restarts" if runtime is False else "OK"
 
 
-def kept_while_unreachable(engine: Engine, provider: str, now: float) -> tuple[int, float | None]:
+def kept_while_unreachable(
+    ctx: EngineContext, provider: str, now: float
+) -> tuple[int, float | None]:
     """The runners an unreachable provider's limits still count (those a restart recalled from
     the state database among them), and in how many seconds ``unreachable_grace`` writes the
     first off; (0, None) for a reachable provider."""
-    if engine.fleet.is_reachable(provider):
+    if ctx.fleet.is_reachable(provider):
         return 0, None
-    kept = [r for r in engine.runners.on(provider) if r.state is not RunnerState.LEAVING]
+    kept = [r for r in ctx.runners.on(provider) if r.state is not RunnerState.LEAVING]
     if not kept:
         return 0, None
-    grace = engine.config.timing.unreachable_grace
+    grace = ctx.config.timing.unreachable_grace
     since = min((r.unreachable_since or now) for r in kept)
     return len(kept), round(max(0.0, since + grace - now), 1)
 
 
-def registrations_document(engine: Engine) -> dict[str, Any]:
+def registrations_document(ctx: EngineContext) -> dict[str, Any]:
     """The installation's registration pace and queue (docs/github.md, "Registration pace")."""
-    view = engine.registrations.view()
+    view = ctx.registrations.view()
     return {
         "per_minute": round(view.per_minute, 1),
         "waiting": view.waiting,
@@ -194,9 +195,9 @@ def registrations_document(engine: Engine) -> dict[str, Any]:
     }
 
 
-def budget_document(engine: Engine) -> dict[str, Any]:
+def budget_document(ctx: EngineContext) -> dict[str, Any]:
     """GitHub's REST budget as last read, and what it slows (docs/github.md, "API budget")."""
-    budget = engine.github.budget()
+    budget = ctx.github.budget()
     return {
         "remaining": budget.remaining,
         "limit": budget.limit,
@@ -207,12 +208,12 @@ def budget_document(engine: Engine) -> dict[str, Any]:
     }
 
 
-def snapshot(engine: Engine) -> dict[str, Any]:
-    now = engine.clock.now()
+def snapshot(ctx: EngineContext) -> dict[str, Any]:
+    now = ctx.clock.now()
     return {
         "version": STATUS_SHAPE,
-        "daemon": daemon_document(engine, now),
-        "scale_sets": scale_sets_document(engine, now),
+        "daemon": daemon_document(ctx, now),
+        "scale_sets": scale_sets_document(ctx, now),
         "leftovers": [
             {
                 "scale_set": f.scale_set,
@@ -221,41 +222,41 @@ def snapshot(engine: Engine) -> dict[str, Any]:
                 "registrations": f.registrations,
                 "sentence": f.sentence,
             }
-            for f in engine.leftovers
+            for f in ctx.findings.leftovers
         ],
-        "providers": providers_document(engine, now),
-        "skips": skips_document(engine, now),
-        "runners": runners_document(engine, now),
+        "providers": providers_document(ctx, now),
+        "skips": skips_document(ctx, now),
+        "runners": runners_document(ctx, now),
     }
 
 
-def daemon_document(engine: Engine, now: float) -> dict[str, Any]:
-    ready = readiness(engine)
+def daemon_document(ctx: EngineContext, now: float) -> dict[str, Any]:
+    ready = readiness(ctx.sets, ctx.lease)
     return {
         "ready": ready.ready,
         "readiness": ready.sentence,
         "version": __version__,
-        "installation": engine.installation,
-        "started_at": engine.started_at,
+        "installation": ctx.installation,
+        "started_at": ctx.started_at,
         "now": now,
-        "config_path": engine.config.path,
-        "state_moved_aside": str(engine.store.moved_aside or ""),
-        "github": engine.github_url,
-        "lease": engine.lease.document() if engine.lease is not None else None,
-        "registrations": registrations_document(engine),
-        "budget": budget_document(engine),
+        "config_path": ctx.config.path,
+        "state_moved_aside": str(ctx.store.moved_aside or ""),
+        "github": ctx.github_url,
+        "lease": ctx.lease.document() if ctx.lease is not None else None,
+        "registrations": registrations_document(ctx),
+        "budget": budget_document(ctx),
         "reruns": {
-            "count": engine.ctx.findings.reruns.done,
-            "last": engine.ctx.findings.reruns.last,
+            "count": ctx.findings.reruns.done,
+            "last": ctx.findings.reruns.last,
         },
     }
 
 
-def scale_sets_document(engine: Engine, now: float) -> list[dict[str, Any]]:
+def scale_sets_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
     scale_sets = []
-    for name, state in engine.sets.items():
-        status, note = scale_set_status(engine, name, now)
-        live = engine.runners.live(name)
+    for name, state in ctx.sets.items():
+        status, note = scale_set_status(ctx, name, now)
+        live = ctx.runners.live(name)
         ss = state.config
         scale_sets.append(
             {
@@ -264,12 +265,12 @@ def scale_sets_document(engine: Engine, now: float) -> list[dict[str, Any]]:
                 "note": note,
                 # Creates in flight count as runners and as starting alike, so runners is
                 # always busy + idle + starting.
-                "runners": len(live) + engine.runners.creating.count(name),
-                "creating": engine.runners.creating.count(name),
+                "runners": len(live) + ctx.runners.creating.count(name),
+                "creating": ctx.runners.creating.count(name),
                 "busy": sum(1 for r in live if r.state is RunnerState.BUSY),
                 "idle": sum(1 for r in live if r.state is RunnerState.IDLE),
                 "starting": sum(1 for r in live if r.state is RunnerState.STARTING)
-                + engine.runners.creating.count(name),
+                + ctx.runners.creating.count(name),
                 "desired": state.desired,
                 "reserve": state.reserve,
                 "min": in_force(ss, now).min_runners,
@@ -290,27 +291,27 @@ def scale_sets_document(engine: Engine, now: float) -> list[dict[str, Any]]:
     return scale_sets
 
 
-def providers_document(engine: Engine, now: float) -> list[dict[str, Any]]:
-    fleet = engine.fleet
+def providers_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
+    fleet = ctx.fleet
     providers = []
     for name, provider_config in fleet.providers.items():
         hold = fleet.hold_on(name, now)
-        kept, written_off_in = kept_while_unreachable(engine, name, now)
+        kept, written_off_in = kept_while_unreachable(ctx, name, now)
         providers.append(
             {
                 "name": name,
                 "type": provider_config.type,
-                "status": provider_status(engine, name, now),
+                "status": provider_status(ctx, name, now),
                 "runners": fleet.provider_count(name),
                 "max_runners": provider_config.max_runners or None,  # null: no limit
                 "leaving": fleet.leaving_on(name),
                 "weight": provider_config.weight,
                 "reachable": fleet.is_reachable(name),
-                "error": "" if fleet.is_reachable(name) else engine.list_errors.get(name, ""),
+                "error": "" if fleet.is_reachable(name) else ctx.findings.list_errors.get(name, ""),
                 "kept": kept,
                 "written_off_in": written_off_in,
                 "disabled": fleet.is_disabled(name),
-                "draining": name in engine.draining_providers,
+                "draining": name in ctx.findings.draining_providers,
                 "runtime_change": fleet.disabled_at_runtime(name) is not None,
                 "hold": None
                 if hold is None
@@ -324,9 +325,9 @@ def providers_document(engine: Engine, now: float) -> list[dict[str, Any]]:
     return providers
 
 
-def skips_document(engine: Engine, now: float) -> list[dict[str, Any]]:
+def skips_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
     """Every backoff and crash loop in force: which scale set skips which provider, and why."""
-    fleet = engine.fleet
+    fleet = ctx.fleet
     skips = []
     for scale_set, provider, backoff in sorted(fleet.active_backoffs(now)):
         left = backoff.remaining(now)
@@ -346,7 +347,7 @@ def skips_document(engine: Engine, now: float) -> list[dict[str, Any]]:
         )
     for scale_set, provider, loop in sorted(fleet.active_crash_loops(now)):
         left = loop.remaining(now)
-        runner, output = engine.ctx.findings.crash_output.get((scale_set, provider), ("", ()))
+        runner, output = ctx.findings.crash_output.get((scale_set, provider), ("", ()))
         skips.append(
             {
                 "scale_set": scale_set,
@@ -367,9 +368,9 @@ def skips_document(engine: Engine, now: float) -> list[dict[str, Any]]:
     return skips
 
 
-def runners_document(engine: Engine, now: float) -> list[dict[str, Any]]:
+def runners_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
     runners = []
-    for record in sorted(engine.runners, key=lambda r: (r.scale_set, r.created_at, r.name)):
+    for record in sorted(ctx.runners, key=lambda r: (r.scale_set, r.created_at, r.name)):
         runners.append(
             {
                 "name": record.name,

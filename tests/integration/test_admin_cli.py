@@ -20,7 +20,6 @@ import pytest
 
 from rungar.cli import apply, events, providers, reconcile, runners, scale_sets, status
 from rungar.config.loader import parse_scale_sets
-from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.model.machine import Conclusion, JobHint
@@ -84,7 +83,7 @@ class Daemon:
             events=EventLog(self.clock, directory / "events.jsonl"),
             installation="gh-test",
         )
-        self.control = Control(self.engine)
+        self.control = self.engine.control()
         self.server: AdminServer | None = None
 
     async def start(self) -> None:

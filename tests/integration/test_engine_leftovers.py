@@ -59,7 +59,7 @@ async def test_a_leftover_scale_set_is_warned_about_every_pass_and_counted(
     tracked = {r.name for r in world.engine.runners.live("old")}
     assert tracked == {busy}, "the idle runner went; the busy one keeps its job"
     assert gauge(world, "old") == 2
-    text = render_status(snapshot(world.engine))
+    text = render_status(snapshot(world.engine.ctx))
     assert (
         "scale set old is no longer configured; 1 runner of it remains (1 busy) and "
         "1 registration on GitHub with no machine"
@@ -82,5 +82,5 @@ async def test_once_its_runners_are_gone_the_leftover_is_no_longer_counted(
         await world.engine.reconcile()
     assert [e for e in logs if e["event"] == WARNING] == []
     assert gauge(world, "old") == 0
-    assert snapshot(world.engine)["leftovers"] == []
+    assert snapshot(world.engine.ctx)["leftovers"] == []
     assert [r.name for r in world.github.runners.values() if r.name.startswith("old")] == []

@@ -19,7 +19,6 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
-from rungar.engine.control import Control
 from rungar.engine.daemon import StoreCursors
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
@@ -170,7 +169,7 @@ async def test_an_idle_runner_removed_by_a_drain_tells_its_provider_it_ran_no_jo
     (name,) = world.on("compute1")
     world.github.start_runner(name, busy=False)
     await world.engine.reconcile()
-    await Control(world.engine).drain("compute1", wait=False)
+    await world.engine.control().drain("compute1", wait=False)
     removal = world.providers["compute1"].removals[name]
     assert (removal.reason, removal.conclusion, removal.job) == (RemovalReason.DRAINED, None, None)
 
@@ -441,7 +440,7 @@ async def test_status_json_has_its_shape_version_stable_values_and_null_for_no_l
         if listed.name == name:
             del world.github.runners[runner_id]
     await world.engine.reconcile()
-    document = snapshot(world.engine)
+    document = snapshot(world.engine.ctx)
     assert document["version"] == 2
     (runner,) = document["runners"]
     assert (runner["state"], runner["github"]) == ("busy", "busy")
@@ -461,7 +460,7 @@ async def test_creates_in_flight_count_as_runners_and_as_starting_alike(world: W
     world.engine.on_job_started("linux", "j1", name, JobHint("acme/api", "ci", "build", "j1"))
     for _ in range(2):
         world.engine.runners.creating.ask("linux")  # two creates asked, not answered yet
-    document = snapshot(world.engine)
+    document = snapshot(world.engine.ctx)
     (linux,) = document["scale_sets"]
     assert (linux["runners"], linux["busy"], linux["starting"], linux["creating"]) == (3, 1, 2, 2)
     assert linux["runners"] == linux["busy"] + linux["idle"] + linux["starting"]

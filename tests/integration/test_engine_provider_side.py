@@ -24,11 +24,9 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
-from rungar.engine.control import Control
 from rungar.engine.daemon import make_provider
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.runloop import RunLoop
 from rungar.model.machine import JobHint
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
@@ -251,7 +249,7 @@ async def test_a_timing_change_applied_live_sets_the_next_calls_deadlines(
     world = worlds([scale_set("on-a", ["a"])])
     await world.start()
     a = world.side["a"]
-    control = Control(world.engine)
+    control = world.engine.control()
     text = APPLIED.format(address=a.address)
     answer = await control.apply(text, "scale_sets.yaml", dry_run=False)
     assert answer["applied"], answer["problems"]
@@ -345,7 +343,7 @@ async def test_a_runner_removed_by_hand_from_an_unreachable_provider_waits_for_i
     await world.engine.reconcile()
     await world.engine.drain_tasks()
     name = next(iter(a.machines))
-    answer = await Control(world.engine).remove_runners([name])
+    answer = await world.engine.control().remove_runners([name])
     assert answer == [
         {"name": name, "ok": True, "message": f"{name}: removed; its machine is deleted once a "
          "lists again"}
@@ -368,7 +366,7 @@ async def test_an_unreachable_provider_that_answers_is_back_by_the_next_probe_no
     await world.start()
     a = world.side["a"]
     a.script.go_silent("List", times=1)
-    runloop = RunLoop(world.engine)
+    runloop = world.engine.run_loop()
     await runloop.start()
     try:
         await wait_until(lambda: len(a.calls("List")) == 1)

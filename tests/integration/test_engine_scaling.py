@@ -20,7 +20,6 @@ from rungar.config.model import (
     ScheduleWindow,
     Timing,
 )
-from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.status import snapshot
@@ -116,7 +115,7 @@ async def test_status_and_inspect_show_the_window_in_force_and_the_next_change(
     world = World(tmp_path, scale_set("office", min_runners=1, schedule=OFFICE))
     await world.start()
     await world.demand("office", 2)
-    document = snapshot(world.engine)
+    document = snapshot(world.engine.ctx)
     (entry,) = document["scale_sets"]
     assert entry["schedule"]["window"] == "mon-fri 08:00-18:00"
     assert entry["schedule"]["next_change"] == datetime(2026, 12, 1, 18, tzinfo=UTC).timestamp()
@@ -127,7 +126,7 @@ async def test_status_and_inspect_show_the_window_in_force_and_the_next_change(
         "Tue 18:00 (in 9h): min_runners 1, outside every window"
     ) in text
     assert "5 (3 reserve)" in text
-    found = Control(world.engine).inspect_scale_set("office")
+    found = world.engine.control().inspect_scale_set("office")
     lines = "\n".join(inspect_lines(found))
     assert "Schedule:" in lines and "Tue 18:00 (in 9h)" in lines
 
@@ -157,11 +156,11 @@ async def test_runners_that_exit_before_connecting_back_their_provider_off(
         names = {r.name for r in world.github.runners.values()}
         assert crashed not in names, "the registration of a runner that crashed is removed"
         if n == 0:
-            assert snapshot(world.engine)["skips"] == [], "one failure is not a loop"
+            assert snapshot(world.engine.ctx)["skips"] == [], "one failure is not a loop"
         if n == 1:
             world.clock.advance(30)  # the wait is over: the next runner is tried
     assert output, "the provider was asked"
-    document = snapshot(world.engine)
+    document = snapshot(world.engine.ctx)
     text = render_status(document)
     assert (
         "rungar-c4-m8's runners on compute1 exit before connecting (3 in a row); next try in 1m"
@@ -189,7 +188,7 @@ async def test_a_runner_that_connects_forgives_the_crash_loop(tmp_path: Path) ->
     await world.demand("rungar-c4-m8", 1)
     await world.connect_all()
     assert world.engine.fleet.crash_loop("rungar-c4-m8", "compute1") is None
-    assert snapshot(world.engine)["skips"] == []
+    assert snapshot(world.engine.ctx)["skips"] == []
 
 
 async def test_a_runner_that_never_connects_within_start_timeout_counts_too(
@@ -259,7 +258,7 @@ async def test_a_higher_priority_reserve_refill_never_starves_lower_priority_job
     assert world.runners_of("low") == 1, "low's assigned job took the room"
     assert world.runners_of("high") == 1, "high's reserve waits for the next room"
     desired = {
-        s["name"]: (s["desired"], s["reserve"]) for s in snapshot(world.engine)["scale_sets"]
+        s["name"]: (s["desired"], s["reserve"]) for s in snapshot(world.engine.ctx)["scale_sets"]
     }
     assert desired == {"high": (2, 2), "low": (1, 0)}
 
@@ -267,17 +266,17 @@ async def test_a_higher_priority_reserve_refill_never_starves_lower_priority_job
 async def test_status_says_how_old_githubs_numbers_are(tmp_path: Path) -> None:
     world = World(tmp_path, scale_set("rungar-c4-m8"), scale_set("rungar-gpu"))
     await world.start()
-    text = render_status(snapshot(world.engine))
+    text = render_status(snapshot(world.engine.ctx))
     assert "Queue age:     no word from GitHub yet (rungar-c4-m8, rungar-gpu)" in text
     await world.demand("rungar-c4-m8", 0)
     world.clock.advance(30)
     await world.demand("rungar-gpu", 0)
     world.clock.advance(12)
-    document = snapshot(world.engine)
+    document = snapshot(world.engine.ctx)
     now = world.clock.now()
     assert [now - s["polled_at"] for s in document["scale_sets"]] == [42, 12]
     assert "Queue age:     GitHub's numbers 42s old (rungar-c4-m8)" in render_status(document)
-    found = Control(world.engine).inspect_scale_set("rungar-gpu")
+    found = world.engine.control().inspect_scale_set("rungar-gpu")
     assert "Queue age:     GitHub's numbers 12s old" in "\n".join(inspect_lines(found))
 
 
@@ -299,7 +298,7 @@ async def test_a_corrupt_state_database_is_moved_aside_and_the_fleet_adopted_aga
     await world.engine.reconcile()
     assert sorted(r.name for r in world.engine.runners) == names, "adopted from their labels"
     assert all(r.scale_set == "rungar-c4-m8" for r in world.engine.runners)
-    text = render_status(snapshot(world.engine))
+    text = render_status(snapshot(world.engine.ctx))
     assert f"State:         was corrupt; kept as {kept}, started afresh" in text
 
 

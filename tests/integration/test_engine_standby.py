@@ -21,7 +21,6 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
-from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
 from rungar.engine.lease import LeaseKeeper
@@ -255,7 +254,7 @@ async def test_the_lead_scale_set_cannot_be_dropped_or_moved_while_the_daemon_ru
 ) -> None:
     engine = pair.engine("a")
     await keeper_for(engine, "host-a/1")
-    control = Control(engine)
+    control = engine.control()
     moved = """\
 providers: [{name: compute1, type: fake}]
 scale_sets:

@@ -10,8 +10,6 @@ from pathlib import Path
 from rungar.cli.scale_sets import inspect_lines
 from rungar.cli.status import render_status
 from rungar.config.model import WarmPool
-from rungar.engine.control import Control
-from rungar.engine.runloop import RunLoop
 from rungar.engine.status import snapshot
 from rungar.github.interface import JobEvent, JobEventKind, JobTimes
 from rungar.model.machine import JobHint, RefusalKind
@@ -57,7 +55,7 @@ async def test_the_history_survives_a_restart_and_fills_the_pool_ahead_of_the_sl
     state = world.engine.sets["ci"]
     assert (state.desired, state.reserve, state.warm_runners) == (5, 4, 3)
     assert world.runners_of("ci") == 5
-    document = snapshot(world.engine)
+    document = snapshot(world.engine.ctx)
     assert document["scale_sets"][0]["warm"]["reason"] == (
         "p90 of 3 jobs at 08:15 on the last 5 weekdays"
     )
@@ -67,7 +65,7 @@ async def test_the_history_survives_a_restart_and_fills_the_pool_ahead_of_the_sl
         "ci: desired 5 (1 reserve + 3 warm: p90 of 3 jobs at 08:15 on the last 5 weekdays)" in text
     )
 
-    found = Control(world.engine).inspect_scale_set("ci")
+    found = world.engine.control().inspect_scale_set("ci")
     assert "Desired:" in (lines := "\n".join(inspect_lines(found)))
     assert "5 (1 reserve + 3 warm: p90 of 3 jobs at 08:15 on the last 5 weekdays)" in lines
 
@@ -111,7 +109,7 @@ async def test_the_history_keeps_githubs_assignment_time_of_each_job(tmp_path: P
     event = JobEvent(
         JobEventKind.ASSIGNED, "ci", "job-1", JobHint(), at=told + 3, times=JobTimes(told, told)
     )
-    RunLoop(world.engine)._dispatch(world.engine.sets["ci"], event)
+    world.engine.run_loop()._dispatch(world.engine.sets["ci"], event)
     untimed = JobEvent(JobEventKind.ASSIGNED, "ci", "job-2", JobHint(), at=told + 60)
-    RunLoop(world.engine)._dispatch(world.engine.sets["ci"], untimed)
+    world.engine.run_loop()._dispatch(world.engine.sets["ci"], untimed)
     assert world.engine.store.job_history(0.0)["ci"] == [told, told + 60]

@@ -10,7 +10,6 @@ from rungar.clock import SystemClock
 from rungar.config.model import ProviderConfig, ScaleSetsFile, Timing
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.runloop import RunLoop
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.fake_provider import GIB, FakeProvider
@@ -79,7 +78,7 @@ async def test_every_job_runs_once_and_no_surplus_runner_is_registered_despite_f
         ]
         for fault in plan:
             emu.state.faults.add(fault)
-        loop = RunLoop(engine)
+        loop = engine.run_loop()
         await loop.start()
         try:
             await eventually(lambda: config.name in gh.listeners, what="session")

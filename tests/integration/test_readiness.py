@@ -16,7 +16,6 @@ import pytest
 
 from rungar.cli import status
 from rungar.config.loader import parse_scale_sets
-from rungar.engine.control import Control
 from rungar.engine.daemon import serve_metrics
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
@@ -86,9 +85,9 @@ async def settle() -> None:
 def test_a_scale_set_waiting_for_another_daemons_session_counts_as_ready(engine: Engine) -> None:
     engine.sets["linux"].phase = Phase.LISTENING
     engine.sets["arm"].phase = Phase.WAITING
-    assert readiness(engine).ready
+    assert readiness(engine.sets, engine.lease).ready
     engine.sets["arm"].phase = Phase.UNREACHABLE
-    found = readiness(engine)
+    found = readiness(engine.sets, engine.lease)
     assert not found.ready and found.waiting_for == ("arm",)
     assert found.sentence == "1 of 2 scale sets have their message session; not yet arm"
 
@@ -101,17 +100,17 @@ def test_a_daemon_is_not_ready_while_its_lease_is_undecided_nor_while_its_listen
     # The lead's session opened, the lease not yet looked at: arm waits for this daemon's role.
     engine.sets["linux"].phase = Phase.LISTENING
     engine.sets["arm"].phase, engine.sets["arm"].note = Phase.WAITING, LEAD_NOTE
-    assert readiness(engine).waiting_for == ("arm",)
+    assert readiness(engine.sets, engine.lease).waiting_for == ("arm",)
     # GitHub names another holder of the lead: this daemon stands by, and is up as a standby.
     engine.sets["linux"].phase = Phase.WAITING
-    assert readiness(engine).ready
+    assert readiness(engine.sets, engine.lease).ready
     # Holding the lease, it is ready only once arm listens too.
     engine.sets["linux"].phase = Phase.LISTENING
     now = engine.clock.now()
     keeper.apply(observe(Lease(), Heard.CONFIRMED, now, keeper.timing), Heard.CONFIRMED, now)
-    assert engine.acting() and not readiness(engine).ready
+    assert engine.acting() and not readiness(engine.sets, engine.lease).ready
     engine.sets["arm"].phase, engine.sets["arm"].note = Phase.LISTENING, ""
-    assert readiness(engine).ready
+    assert readiness(engine.sets, engine.lease).ready
 
 
 def test_nothing_is_sent_without_a_notify_socket() -> None:
@@ -129,7 +128,7 @@ def test_an_abstract_notify_socket_is_reached() -> None:
 async def test_systemd_hears_each_scale_set_come_up_and_ready_once(
     engine: Engine, notify_socket: socket.socket
 ) -> None:
-    reporter = ReadinessReporter(engine)
+    reporter = ReadinessReporter(engine.ctx)
     reporter.start()
     engine.sets["linux"].phase = Phase.LISTENING
     await settle()
@@ -150,7 +149,7 @@ async def test_systemd_hears_each_scale_set_come_up_and_ready_once(
 async def test_readyz_is_503_naming_what_is_not_up_until_every_scale_set_listens(
     engine: Engine,
 ) -> None:
-    reporter = ReadinessReporter(engine)
+    reporter = ReadinessReporter(engine.ctx)
     reporter.start()
     port = free_port()
     server = serve_metrics(
@@ -179,7 +178,7 @@ async def test_status_wait_ready_gives_up_after_its_timeout_saying_what_is_not_u
 ) -> None:
     engine.sets["linux"].phase = Phase.LISTENING
     path = str(short_dir / "rungar.sock")
-    server = await serve_admin(Control(engine), path, clock=engine.clock, poll_interval=1.0)
+    server = await serve_admin(engine.control(), path, clock=engine.clock, poll_interval=1.0)
     parser = argparse.ArgumentParser(prog="rungar")
     status.add_parser(parser.add_subparsers(dest="command"), "status", "status")
     try:
@@ -204,14 +203,14 @@ async def test_status_wait_ready_gives_up_after_its_timeout_saying_what_is_not_u
 async def test_a_scale_set_added_by_apply_is_waited_for_before_the_daemon_is_ready_again(
     engine: Engine,
 ) -> None:
-    reporter = ReadinessReporter(engine)
+    reporter = ReadinessReporter(engine.ctx)
     reporter.start()
     for state in engine.sets.values():
         state.phase = Phase.LISTENING
     await settle()
     assert reporter.answer()[0]
     added = CONFIG + "  - { name: gpu, max_runners: 1, providers: [host] }\n"
-    answer = await Control(engine).apply(added, "scale_sets.yaml", dry_run=False)
+    answer = await engine.control().apply(added, "scale_sets.yaml", dry_run=False)
     assert answer["applied"], answer["problems"]
     await settle()
     assert reporter.answer() == (

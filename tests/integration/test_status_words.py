@@ -26,10 +26,8 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
-from rungar.engine.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
-from rungar.engine.runloop import RunLoop
 from rungar.engine.status import snapshot
 from rungar.github.interface import GitHub
 from rungar.model.machine import RefusalKind
@@ -126,12 +124,12 @@ async def started(engine: Engine) -> Engine:
 
 
 def scale_set_word(engine: Engine, name: str = "linux") -> tuple[str, str]:
-    row = next(s for s in snapshot(engine)["scale_sets"] if s["name"] == name)
+    row = next(s for s in snapshot(engine.ctx)["scale_sets"] if s["name"] == name)
     return row["status"], row["note"]
 
 
 def provider_word(engine: Engine, name: str = "compute1") -> str:
-    row = next(p for p in snapshot(engine)["providers"] if p["name"] == name)
+    row = next(p for p in snapshot(engine.ctx)["providers"] if p["name"] == name)
     status: str = row["status"]
     return status
 
@@ -143,7 +141,7 @@ async def listening_daemon(tmp_path: Path, emu: GitHubEmulator) -> AsyncIterator
         clock = FakeClock()
         fakes = {"compute1": FakeProvider("compute1", clock=clock)}
         engine = new_engine(tmp_path, gh, (_scale_set("linux", "compute1"),), fakes, clock)
-        loop = RunLoop(engine)
+        loop = engine.run_loop()
         for state in engine.sets.values():
             loop.start_scale_set(state.config.name)
         try:
@@ -230,9 +228,9 @@ async def leftover(tmp_path: Path) -> tuple[str, str]:
         "providers": [{"name": "compute1", "type": "fake", "runner": RUNNER}],
         "scale_sets": [{"name": "linux", "max_runners": 4, "providers": ["compute1"]}],
     }
-    answer = await Control(engine).apply(yaml.safe_dump(kept), "scale_sets.yaml", dry_run=False)
+    answer = await engine.control().apply(yaml.safe_dump(kept), "scale_sets.yaml", dry_run=False)
     assert answer["applied"], answer
-    [entry] = leftovers(snapshot(engine))  # "old" is gone from the file; its busy runner is not
+    [entry] = leftovers(snapshot(engine.ctx))  # "old" is gone from the file; its busy runner is not
     return entry["status"], entry["name"]
 
 
@@ -259,14 +257,14 @@ async def provider_unreachable(tmp_path: Path) -> str:
 
 async def provider_disabled(tmp_path: Path) -> str:
     engine, _ = fake_world(tmp_path)
-    Control(engine).disable("compute1")
+    engine.control().disable("compute1")
     return provider_word(engine)
 
 
 async def provider_draining(tmp_path: Path) -> str:
     engine, _ = fake_world(tmp_path)
     await busy_runner(await started(engine), "linux")  # a busy runner keeps the drain waiting
-    await Control(engine).drain("compute1", wait=False)
+    await engine.control().drain("compute1", wait=False)
     return provider_word(engine)
 
 

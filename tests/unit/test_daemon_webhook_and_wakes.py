@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from rungar.engine.daemon import Daemon
-from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings
 from rungar.errors import ConfigError
 from tests.waiting import WAIT
@@ -84,7 +83,7 @@ async def test_a_wake_during_a_reconcile_pass_runs_another_pass() -> None:
         reconcile=reconcile,
         starting=SimpleNamespace(forever=lambda: asyncio.Event().wait()),  # not this test's
     )
-    loop = RunLoop(engine)
+    loop = engine.run_loop()
     await loop.start()
     try:
         await asyncio.wait_for(slept.wait(), WAIT)  # waits on the event, not on the wall clock

@@ -107,14 +107,14 @@ async def test_a_full_provider_is_skipped_the_jobs_run_on_the_next_and_status_sa
     )
     await fleet.queue("linux", 3, duration=60)
     await fleet.run_for(1)
-    document = snapshot(fleet.engine)
+    document = snapshot(fleet.engine.ctx)
     assert {r["provider"] for r in document["runners"]} == {"roomy"}
     assert len(document["runners"]) == 3
     assert fleet.machines_on("full") == [], "a refused create leaves nothing"
     assert "  linux found full full; tries it again in" in render_status(document)
     await fleet.run_until_done()
     assert fleet.machines_on("roomy") == []
-    assert snapshot(fleet.engine)["runners"] == []
+    assert snapshot(fleet.engine.ctx)["runners"] == []
 
 
 # ---------------------------------------------------------------------- priority holds
@@ -141,7 +141,7 @@ async def test_a_large_runner_refused_full_during_a_burst_holds_the_small_ones_o
     await fleet.run_for(1)
     hold = fleet.engine.fleet.hold_on("a", fleet.clock.now())
     assert hold is not None and hold.holder == "large"
-    text = render_status(snapshot(fleet.engine))
+    text = render_status(snapshot(fleet.engine.ctx))
     assert "HELD for large (priority 10)" in text, text
     burst = await fleet.queue("small", 6, duration=600)  # arrives while the hold stands
     await fleet.run_for(900)  # the first eight end at 600 s
@@ -209,7 +209,7 @@ async def test_a_restart_while_a_provider_does_not_answer_keeps_the_scale_set_wi
     await fleet.restart()
     assert not fleet.engine.fleet.is_reachable("a")
     assert {r.name for r in fleet.engine.runners.on("a")} == set(on_a), "a's runners still count"
-    text = render_status(snapshot(fleet.engine))
+    text = render_status(snapshot(fleet.engine.ctx))
     kept = len(on_a)
     assert f"  a's {kept} runner{'s' if kept > 1 else ''} still count" in text, text
     assert "against the limits until it answers; written off in 5m unless it does" in text, text
@@ -219,7 +219,7 @@ async def test_a_restart_while_a_provider_does_not_answer_keeps_the_scale_set_wi
     assert {r.name for r in fleet.engine.runners.live("linux")} == before, "none created twice"
     adopted = {e.name for e in fleet.engine.events.recent() if e.action == "adopted"}
     assert adopted == before
-    assert "still count" not in render_status(snapshot(fleet.engine))
+    assert "still count" not in render_status(snapshot(fleet.engine.ctx))
 
 
 async def test_a_create_cut_short_by_a_restart_counts_while_its_provider_does_not_answer(
@@ -267,7 +267,7 @@ async def test_runners_recalled_for_a_provider_that_stays_silent_are_written_off
     await fleet.restart()
     await fleet.run_for(270)
     assert {r.name for r in fleet.engine.runners.on("a")} == set(on_a), "kept within the grace"
-    states = {r["name"]: r["state"] for r in snapshot(fleet.engine)["runners"]}
+    states = {r["name"]: r["state"] for r in snapshot(fleet.engine.ctx)["runners"]}
     assert {states[name] for name in on_a} == {"busy"}, "GitHub tells what they do meanwhile"
     await fleet.run_for(90)
     assert fleet.engine.runners.on("a") == [], "written off after unreachable_grace"
