@@ -192,7 +192,7 @@ async def run_example(
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stack.stop_event.wait(), 0.25)
         control = stack.control
-        events = control.engine.events.recent() if control is not None else []
+        events = control.ctx.events.recent() if control is not None else []
         learning = await settled_learning(
             [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts]
         )

@@ -273,7 +273,7 @@ async def _run(
                     await asyncio.wait_for(stop.wait(), 0.5)
         control = stack.control
         # A stop ends the daemon at once: then its events as it stopped, kept by the stack.
-        events = control.engine.events.recent() if control else stack.last_events
+        events = control.ctx.events.recent() if control else stack.last_events
         learning = await settled_learning(
             [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts],
             wait=0.0 if stop.is_set() else 10.0,  # stopped: what the hosts recorded until now

@@ -177,7 +177,7 @@ class Stack:
 
     def _serving(self, control: Control | None) -> None:
         if control is None and self.control is not None:  # the daemon is stopping
-            self.last_events = self.control.engine.events.recent()
+            self.last_events = self.control.ctx.events.recent()
         self.control = control
 
     def _start_host(self, host: Host) -> None:

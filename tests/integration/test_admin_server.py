@@ -124,7 +124,7 @@ async def test_events_follow_hands_over_from_history_with_no_gap_and_no_repeat(
     served: tuple[Control, AdminServer],
 ) -> None:
     control, server = served
-    log = control.engine.events
+    log = control.ctx.events
     for i in range(3):
         log.record("scale_set", "linux", f"before-{i}", scale_set="linux")
 
@@ -150,7 +150,7 @@ async def test_events_follow_applies_the_filters_to_live_events(
     served: tuple[Control, AdminServer],
 ) -> None:
     control, server = served
-    log = control.engine.events
+    log = control.ctx.events
     async with AdminClient(server.path) as client:
         stream = client.events(scale_set="macos", follow=True)
         first = asyncio.ensure_future(stream.__anext__())
@@ -171,7 +171,7 @@ async def test_events_follow_applies_the_filters_to_live_events(
 async def test_a_follower_that_falls_behind_is_cut_off(short_dir: Path) -> None:
     control = make_control(short_dir)
     server = await serve_admin(control, str(short_dir / "rungar.sock"), follow_buffer=2)
-    log = control.engine.events
+    log = control.ctx.events
     try:
         async with AdminClient(server.path) as client:
             stream = client.events(follow=True)

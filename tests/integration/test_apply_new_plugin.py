@@ -83,7 +83,7 @@ async def test_a_provider_added_live_has_its_plugin_started_and_answers(short_di
     try:
         answer = await control.apply(_after(str(script)), "scale_sets.yaml", dry_run=False)
         assert answer["applied"], answer
-        provider = control.engine.providers["plugged"]
+        provider = control.ctx.providers["plugged"]
         assert isinstance(provider, PluginProvider)
         assert (await provider.info()).name == "plugged"  # the name it was handed
         runner = RunnerBlock.from_mapping({"vcpus": 2, "memory": "4GiB"})
@@ -112,8 +112,8 @@ async def test_a_refused_runner_block_leaves_the_config_and_no_plugin_running(
         re.match(r"scale_sets\.yaml:\d+:\d+: .*\[plugged\]\.runner\.memory: ", p)
         for p in answer["problems"]
     ), answer
-    assert set(control.engine.providers) == {"compute1"}
-    assert [p.name for p in control.engine.config.providers] == ["compute1"]
+    assert set(control.ctx.providers) == {"compute1"}
+    assert [p.name for p in control.ctx.config.providers] == ["compute1"]
     assert len(plugins) == 1 and plugins[0].pid is not None
     assert plugins[0]._process.returncode is not None  # stopped, not left running
 
@@ -125,7 +125,7 @@ async def test_a_plugin_that_cannot_start_refuses_the_apply(short_dir: Path) -> 
     )
     assert not answer["applied"]
     assert answer["problems"][0].startswith("provider plugged: cannot be connected"), answer
-    assert set(control.engine.providers) == {"compute1"}
+    assert set(control.ctx.providers) == {"compute1"}
 
 
 async def test_a_plugin_whose_settings_changed_is_restarted_and_the_old_one_stopped(
@@ -143,10 +143,10 @@ async def test_a_plugin_whose_settings_changed_is_restarted_and_the_old_one_stop
         assert answer["applied"], answer
         assert "~ provider plugged: reconnecting (vcpus changed)" in answer["diff"]
         assert len(plugins) == 2  # a new plugin, handed the new settings
-        provider = control.engine.providers["plugged"]
+        provider = control.ctx.providers["plugged"]
         assert isinstance(provider, PluginProvider) and provider.plugin is plugins[1]
         assert (await provider.info()).name == "plugged"
-        await control.engine.drain_tasks()  # the old plugin had no call in flight
+        await control.ctx.tasks.drain()  # the old plugin had no call in flight
         assert plugins[0]._process.returncode is not None  # stopped
         serving = plugins[1]._process
         assert serving is not None and serving.returncode is None  # the new one serves

@@ -41,7 +41,7 @@ def served_job(n: int, repository: str, provider: str, price: float | None) -> J
 @pytest.fixture
 async def served(short_dir: Path) -> AsyncIterator[tuple[Control, AdminServer]]:
     control = make_control(short_dir)
-    book = UsageBook(control.engine.store)
+    book = UsageBook(control.ctx.store)
     book.record(served_job(1, "octo/app", "cloud", 0.5), now=1_800_000_000.0)
     book.record(served_job(2, "octo/app", "host", None), now=1_800_000_000.0)
     book.record(served_job(3, "octo/web", "host", None), now=1_800_000_000.0)
