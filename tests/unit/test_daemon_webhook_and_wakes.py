@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from rungar.engine.daemon import Daemon
+from rungar.engine.runloop import RunLoop
 from rungar.engine.settings import DaemonSettings
 from rungar.errors import ConfigError
 from tests.waiting import WAIT
@@ -75,15 +76,22 @@ async def test_a_wake_during_a_reconcile_pass_runs_another_pass() -> None:
         slept.set()
         await asyncio.sleep(3600)
 
-    engine: Any = SimpleNamespace(
+    ctx: Any = SimpleNamespace(
         sets={},
         clock=SimpleNamespace(sleep=sleep_long),
         config=SimpleNamespace(timing=SimpleNamespace(reconcile_interval=3600.0)),
         save_placement=lambda: None,
-        reconcile=reconcile,
-        starting=SimpleNamespace(forever=lambda: asyncio.Event().wait()),  # not this test's
     )
-    loop = engine.run_loop()
+    unused: Any = SimpleNamespace()
+    reconciler: Any = SimpleNamespace(reconcile=reconcile)
+    starting: Any = SimpleNamespace(forever=lambda: asyncio.Event().wait())  # not this test's
+    loop = RunLoop(
+        ctx,
+        jobs=unused,
+        scaler=unused,
+        reconciler=reconciler,
+        starting=starting,
+    )
     await loop.start()
     try:
         await asyncio.wait_for(slept.wait(), WAIT)  # waits on the event, not on the wall clock
