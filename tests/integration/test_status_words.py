@@ -329,3 +329,26 @@ async def test_a_scale_set_whose_github_stops_answering_mid_session_is_unreachab
         assert note.startswith("GitHub does not answer; trying again for the message session: ")
         emu.state.faults.clear()
         await until_word(engine, "LISTENING")
+
+
+async def test_status_tells_when_the_daemon_started_and_which_github_it_serves(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock(start=1_800_000_123.0)
+    config = ScaleSetsFile(_provider_configs("compute1"), (_scale_set("linux", "compute1"),))
+    fakes = {"compute1": FakeProvider("compute1", vcpus=64, memory_bytes=128 * GIB, clock=clock)}
+    engine = Engine(
+        config,
+        fakes,
+        FakeGitHub(),
+        clock=clock,
+        store=SqliteStore(tmp_path / "state.db"),
+        events=EventLog(clock, tmp_path / "events.jsonl"),
+        installation=INSTALLATION,
+        github_url="https://github.example/acme",
+    )
+    clock.advance(60)
+    daemon = snapshot(engine.ctx)["daemon"]
+    assert (daemon["started_at"], daemon["now"]) == (1_800_000_123.0, 1_800_000_183.0)
+    assert daemon["github"] == "https://github.example/acme"
+    assert daemon["lease"] is None and daemon["ready"] is False  # no scale set listens yet
