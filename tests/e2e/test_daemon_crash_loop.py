@@ -14,6 +14,7 @@ import pytest
 
 from rungar.testing.fake_provider import GIB, FakeProvider
 from tests.e2e.daemon_world import DaemonWorld
+from tests.waiting import until
 
 # The runner prints two lines and exits before it ever connects to GitHub.
 BROKEN_RUNNER = [
@@ -75,12 +76,15 @@ async def test_runners_that_exit_at_once_are_backed_off_at_the_second_and_status
         "Starting Runner listener",
         "Error: the runner config is not valid for this host",
     ]
-    events = [
-        line
-        for line in world.log_lines()
-        if line.get("event") in ("runner.crashed", "provider.crash_loop")
-    ]
-    assert [e["event"] for e in events[:2]] == ["runner.crashed", "provider.crash_loop"]
+
+    # The daemon writes its log apart from the status it answers: wait for both lines.
+    def crash_events() -> list[str]:
+        wanted = ("runner.crashed", "provider.crash_loop")
+        found = [line["event"] for line in world.log_lines() if line.get("event") in wanted]
+        return found if "provider.crash_loop" in found else []
+
+    events = await until(crash_events, "logged the crash loop")
+    assert events[:2] == ["runner.crashed", "provider.crash_loop"]
     shown = await world.rungar("status")
     assert (
         "linux's runners on host exit before connecting (2 in a row); next try in" in shown.stdout
