@@ -12,14 +12,14 @@ waiting goes through the injected :class:`Clock`; the waits are :class:`GitHubTi
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import structlog
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from rungar import __version__
 from rungar.clock import Clock
@@ -60,6 +60,63 @@ class Response:
         return 200 <= self.status < 300
 
 
+class Sender(Protocol):
+    """Sends one HTTP request and reads its answer: no retries, no counting (those are the
+    :class:`Transport`'s). The body is sent as given; ``params`` replace the URL's query.
+    Failures to connect, send or read raise :class:`httpx.HTTPError`'s subclasses.
+
+    The daemon's is :class:`rungar.github.keepalive.KeepAliveSender`; an ``httpx.AsyncClient``
+    (tests with ``httpx.MockTransport``, ``rungar doctor``) is wrapped in :class:`HttpxSender`."""
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes = b"",
+        params: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Response: ...
+
+    async def aclose(self) -> None: ...
+
+
+class HttpxSender:
+    """A :class:`Sender` over an ``httpx.AsyncClient``."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes = b"",
+        params: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> Response:
+        raw = await self.http.request(
+            method,
+            url,
+            headers=headers,
+            content=body or None,
+            params=params,
+            timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
+        )
+        return Response(
+            raw.status_code, {k.lower(): v for k, v in raw.headers.items()}, raw.content
+        )
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+
+def encode_json(value: Any) -> bytes:
+    """A JSON body as httpx encoded one: compact, UTF-8, no NaN."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
 class _Retry(Exception):
     """Internal: this attempt's answer should be retried after ``wait`` seconds."""
 
@@ -74,7 +131,7 @@ class Transport:
 
     def __init__(
         self,
-        http: httpx.AsyncClient,
+        http: Sender | httpx.AsyncClient,
         clock: Clock,
         counter: RequestCounter | None = None,
         *,
@@ -83,7 +140,7 @@ class Transport:
         user_agent: str = USER_AGENT,
         rng: random.Random | None = None,
     ) -> None:
-        self._http = http
+        self._http: Sender = HttpxSender(http) if isinstance(http, httpx.AsyncClient) else http
         self._clock = clock
         self.counter = counter or RequestCounter()
         self._max_retries = max_retries
@@ -114,6 +171,15 @@ class Transport:
 
         With ``rate_limits`` False a rate-limited answer (429, or a 403 that is a rate limit)
         is returned, not waited out: the registration queue paces those calls itself."""
+        if content is not None:
+            body = content
+        elif json_body is not None:
+            body = encode_json(json_body)
+            if not any(name.lower() == "content-type" for name in headers):
+                headers = {**headers, "Content-Type": "application/json"}
+        else:
+            body = b""
+        headers = {"User-Agent": self.user_agent, **headers}
         limit_waits = 0
         while True:
             if rest:
@@ -126,19 +192,10 @@ class Transport:
                     self.rate_limit = None  # the reset happened; the next answer tells the truth
             try:
                 return await self._attempt_with_retries(
-                    method,
-                    url,
-                    headers,
-                    json_body,
-                    content,
-                    params,
-                    timeout,
-                    rest,
-                    retry,
-                    rate_limits,
+                    method, url, headers, body, params, timeout, rest, retry, rate_limits
                 )
             except _Retry as limited:
-                # Only rate limits escape the tenacity loop: they have their own, longer budget.
+                # Only rate limits escape the transient loop: they have their own, longer budget.
                 limit_waits += 1
                 if limit_waits > MAX_RATE_LIMIT_WAITS or limited.response is None:
                     if limited.response is not None:
@@ -159,78 +216,50 @@ class Transport:
         method: str,
         url: str,
         headers: Mapping[str, str],
-        json_body: Any,
-        content: bytes | None,
+        body: bytes,
         params: Mapping[str, str] | None,
         timeout: float,
         rest: bool,
         retry: bool,
-        rate_limits: bool = True,
+        rate_limits: bool,
     ) -> Response:
-        def wait(state: RetryCallState) -> float:
-            exc = state.outcome.exception() if state.outcome else None
-            return exc.wait if isinstance(exc, _Retry) else 1.0
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(1 + (self._max_retries if retry else 0)),
-            wait=wait,
-            retry=retry_if_exception_type(_TransientRetry),
-            sleep=self._clock.sleep,
-            reraise=True,
-        )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    n = attempt.retry_state.attempt_number
-                    return await self._once(
-                        method,
-                        url,
-                        headers,
-                        json_body,
-                        content,
-                        params,
-                        timeout,
-                        rest,
-                        n,
-                        rate_limits,
-                    )
-        except _TransientRetry as exhausted:
-            if exhausted.response is not None:
-                return exhausted.response
-            raise GitHubUnavailable(f"{method} {_path(url)}: {exhausted}") from exhausted
-        raise AssertionError("unreachable: tenacity either returns or raises")
+        """The first attempt, and up to ``max_retries`` more after a transient failure, each
+        after the wait that failure named. The last failure's answer is returned, or, when
+        there was none (a connection error, a timeout), :class:`GitHubUnavailable` raised."""
+        attempts = 1 + (self._max_retries if retry else 0)
+        attempt = 1
+        while True:
+            try:
+                return await self._once(
+                    method, url, headers, body, params, timeout, rest, attempt, rate_limits
+                )
+            except _TransientRetry as failed:
+                if attempt >= attempts:
+                    if failed.response is not None:
+                        return failed.response
+                    raise GitHubUnavailable(f"{method} {_path(url)}: {failed}") from failed
+                await self._clock.sleep(failed.wait)
+                attempt += 1
 
     async def _once(
         self,
         method: str,
         url: str,
         headers: Mapping[str, str],
-        json_body: Any,
-        content: bytes | None,
+        body: bytes,
         params: Mapping[str, str] | None,
         timeout: float,
         rest: bool,
         attempt: int,
-        rate_limits: bool = True,
+        rate_limits: bool,
     ) -> Response:
         t = self.timing
         try:
-            raw = await self._http.request(
-                method,
-                url,
-                headers={"User-Agent": self.user_agent, **headers},
-                json=json_body,
-                content=content,
-                params=params,
-                timeout=timeout,
-            )
+            response = await self._http.send(method, url, headers, body, params, timeout)
         except httpx.HTTPError as e:
             self.counter.count("error")
             wait = transient_wait(None, {}, attempt, first=t.retry_first, cap=t.retry_max)
             raise _TransientRetry(wait, None, type(e).__name__) from e
-        response = Response(
-            raw.status_code, {k.lower(): v for k, v in raw.headers.items()}, raw.content
-        )
         self.counter.count(response.status)
         if rest:
             reading = parse_rate_limit(response.headers)
@@ -269,7 +298,7 @@ class Transport:
 
 
 class _TransientRetry(_Retry):
-    """Internal: a transient failure, retried by tenacity within the transient budget."""
+    """Internal: a transient failure, retried within the transient budget."""
 
 
 def _path(url: str) -> str:
