@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rungar.clock import Clock
-from rungar.config.model import ScaleSetsFile
+from rungar.config.model import ScaleSetConfig, ScaleSetsFile
 from rungar.engine.acting import ActingGuard, Lease
 from rungar.engine.events import EventLog
 from rungar.engine.leftovers import Leftover
@@ -117,6 +117,11 @@ class EngineContext:
     # What rungar status tells of the daemon itself: when it started, which GitHub it serves.
     started_at: float = 0.0
     github_url: str = ""
+    # Each scale set's providers' runner blocks and revisions, for the configuration they were
+    # worked out from (a new one, from `rungar apply`, works them out again).
+    _blocks: dict[str, tuple[ScaleSetConfig, dict[str, ProviderBlock]]] = field(
+        default_factory=dict, init=False, repr=False
+    )
 
     @property
     def lease(self) -> Lease | None:
@@ -141,11 +146,24 @@ class EngineContext:
                 break
         return ProviderBlock(block, revision(block))
 
+    def runner_blocks(self, scale_set: str) -> dict[str, ProviderBlock]:
+        """Each of the scale set's providers' runner block with its revision, worked out once
+        per configuration of the scale set (a create asks for them all). Shared: read only."""
+        config = self.sets[scale_set].config
+        known = self._blocks.get(scale_set)
+        if known is not None and known[0] is config:
+            return known[1]
+        blocks: dict[str, ProviderBlock] = {}
+        for entry in config.providers:
+            if entry.name not in blocks:  # the first of a name, as runner_block() finds it
+                block = dict(entry.runner)
+                blocks[entry.name] = ProviderBlock(block, revision(block))
+        self._blocks[scale_set] = (config, blocks)
+        return blocks
+
     def revisions(self, scale_set: str) -> dict[str, str]:
         """Each of the scale set's providers' current revision of its runner block."""
-        return {
-            entry.name: revision(entry.runner) for entry in self.sets[scale_set].config.providers
-        }
+        return {name: b.revision for name, b in self.runner_blocks(scale_set).items()}
 
     def resync_fleet_counts(self) -> None:
         self.fleet.set_runners(self.runners.counts())

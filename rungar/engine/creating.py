@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import uuid
 from dataclasses import dataclass, replace
+from itertools import islice
 
 import structlog
 
@@ -109,9 +110,7 @@ class Creations:
             # transaction, before that call (or before the registration is removed, below):
             # nothing is awaited in between, so the store is never behind at a crash.
             intent = replace(intent, runner_id=runner_id)
-            blocks = {
-                entry.name: ctx.runner_block(config.name, entry.name) for entry in config.providers
-            }
+            blocks = ctx.runner_blocks(config.name)
             result = await self._place(
                 state,
                 name,
@@ -153,8 +152,9 @@ class Creations:
             runner_id=runner_id,
             machine=placed.machine.state,
         )
-        ctx.runners.add(record)
-        ctx.store.clear_intent(name)
+        with ctx.store.batch():  # kept as a runner and its intent cleared: one transaction
+            ctx.runners.add(record)
+            ctx.store.clear_intent(name)
         elapsed = budget.elapsed(ctx.clock.now())
         ctx.metrics.created.labels(scale_set, placed.provider).inc()
         ctx.metrics.create_duration.labels(scale_set, placed.provider).observe(elapsed)
@@ -214,7 +214,7 @@ class Creations:
             intent,
             jit_config,
             blocks,
-            hints=tuple(state.queued.values())[:QUEUE_HINTS],
+            hints=tuple(islice(state.queued.values(), QUEUE_HINTS)),
             deadline=_deadline(ctx, state, ctx.clock.now()),
             budget=budget,
         )

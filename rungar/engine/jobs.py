@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
+from itertools import islice
 
 from rungar.engine import reruns
 from rungar.engine.context import EngineContext
@@ -99,7 +100,7 @@ class JobBook:
                 follow = getattr(provider, "queue_changed", None)
                 if state is None or follow is None:
                     return
-                queued = tuple(state.queued.values())[:QUEUE_HINTS]
+                queued = tuple(islice(state.queued.values(), QUEUE_HINTS))
                 with contextlib.suppress(RungarError, TimeoutError):
                     await within(follow(runner, queued), ctx.call_timeout(provider_name))
                 if key not in self._queue_again:

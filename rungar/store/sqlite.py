@@ -100,12 +100,16 @@ class KeptRunner:
 
 
 class SqliteStore:
-    """One writer (the daemon); every write is its own short transaction."""
+    """One writer (the daemon); every write is its own short transaction, or a part of the
+    one :meth:`batch` holds open."""
 
     def __init__(self, path: str | Path, *, now: Callable[[], float] = time.time) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        # Reentrant: a write within batch() joins the batch's transaction on the same thread.
+        self._lock = threading.RLock()
+        self._depth = 0  # batch() blocks open on the lock's thread (0: none)
+        self._failed = False  # a write within the open batch failed
         self.moved_aside: Path | None = None  # where a corrupt database was kept, if it was
         try:
             self._db = self._open()
@@ -171,9 +175,50 @@ class SqliteStore:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._depth:  # within batch(): its transaction commits or rolls back
+                try:
+                    yield self._db
+                except sqlite3.Error as e:
+                    self._failed = True
+                    raise StateError(f"state database {self.path}: {e}") from e
+                return
             try:
                 self._db.execute("BEGIN IMMEDIATE")
                 yield self._db
+                self._db.execute("COMMIT")
+            except sqlite3.Error as e:
+                self._db.execute("ROLLBACK")
+                raise StateError(f"state database {self.path}: {e}") from e
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every write within one transaction: all of them on disk, or (on an error) none.
+        For writes that belong together and have no outside call between them; the store's
+        lock is held throughout, so nothing in the block may wait on another thread's write."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise StateError(f"state database {self.path}: {e}") from e
+            self._depth, self._failed = 1, False
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            finally:
+                self._depth = 0
+            if self._failed:  # a write failed and its caller carried on: keep none of them
+                self._db.execute("ROLLBACK")
+                raise StateError(f"state database {self.path}: a write in a batch failed")
+            try:
                 self._db.execute("COMMIT")
             except sqlite3.Error as e:
                 self._db.execute("ROLLBACK")

@@ -323,3 +323,21 @@ async def test_a_min_runners_change_on_a_scale_set_without_a_schedule_says_it_wa
     await world.demand("plain", 0)
     (change,) = [e for e in world.engine.events.recent() if e.action == "min_runners_changed"]
     assert change.message == "min_runners 1 -> 2 (as configured)"
+
+
+async def test_a_runner_created_after_its_block_changes_carries_the_new_revision(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, scale_set("plain"))
+    await world.start()
+    await world.demand("plain", 1)
+    (first,) = world.engine.runners.live("plain")
+    state = world.engine.sets["plain"]
+    bigger = {"vcpus": 4, "memory": "8GiB"}
+    # as an apply of the file does: a new configuration with a new runner block
+    state.config = replace(state.config, providers=(ScaleSetProvider("compute1", bigger),))
+    await world.demand("plain", 2)
+    second = next(r for r in world.engine.runners.live("plain") if r.name != first.name)
+    assert second.revision == world.engine.current_revisions("plain")["compute1"]
+    assert second.revision != first.revision
+    assert world.providers["compute1"].used()[0] == 2 + 4  # the second machine's new size
