@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import httpx
 import pytest
+import trustme
 
 from rungar.github.keepalive import KeepAliveSender
 from rungar.github.service import http_client
@@ -51,12 +53,14 @@ class Server:
 
 
 @asynccontextmanager
-async def serving(answer: Answer) -> AsyncIterator[tuple[Server, str]]:
+async def serving(
+    answer: Answer, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[tuple[Server, str]]:
     server = Server(answer)
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=tls)
     port = listener.sockets[0].getsockname()[1]
     try:
-        yield server, f"http://127.0.0.1:{port}"
+        yield server, f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     finally:
         for writer in server.writers:
             writer.close()
@@ -318,3 +322,19 @@ async def test_a_header_with_a_line_break_is_refused_before_anything_is_sent() -
         with pytest.raises(httpx.LocalProtocolError):
             await client.send("GET", url, {"Authorization": "Bearer t\r\nX-Evil: 1"})
     assert server.requests == []
+
+
+async def test_tls_is_verified_against_the_configured_trust() -> None:
+    ca = trustme.CA()
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(served)
+    trusting = ssl.create_default_context()
+    ca.configure_trust(trusting)
+    async with serving(_json(b'{"ok": 1}'), served) as (server, url):
+        async with sending(KeepAliveSender(verify=trusting)) as client:
+            for _ in range(2):
+                assert (await client.send("GET", url, {})).json() == {"ok": 1}
+        assert server.connections == 1
+        async with sending() as default:  # the system's trust does not know this CA
+            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                await default.send("GET", url, {})
