@@ -157,17 +157,31 @@ def quiet_structlog(file: TextIO) -> None:
     )
 
 
-async def read_commands() -> Any:
-    """Lines from stdin, one at a time, without blocking the loop; '' at EOF."""
+async def read_commands(profile: str = "") -> Any:
+    """Lines from stdin, one at a time, without blocking the loop; '' at EOF.
+
+    ``profile on`` and ``profile off`` are answered here: they start and stop a cProfile of
+    this process's CPU (written to ``profile`` when it stops; nothing without ``--profile``).
+    """
     loop = asyncio.get_running_loop()
+    profiler = cProfile.Profile(time.process_time) if profile else None
     while True:
         line = await loop.run_in_executor(None, sys.stdin.readline)
-        yield line.strip()
+        command = line.strip()
+        if command in ("profile on", "profile off"):
+            if profiler is not None and command == "profile on":
+                profiler.enable()
+            elif profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(profile)
+            print("{}", flush=True)
+            continue
+        yield command
         if not line:
             return
 
 
-async def run_provider(plan: ProviderPlan, address: str) -> None:
+async def run_provider(plan: ProviderPlan, address: str, profile: str) -> None:
     from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
     from rungar.rpc.server import serve
     from rungar.testing.fake_provider import FakeProvider
@@ -196,7 +210,7 @@ async def run_provider(plan: ProviderPlan, address: str) -> None:
         )
     server = await serve(fake, address)
     print("ready", flush=True)
-    async for command in read_commands():
+    async for command in read_commands(profile):
         if command == "stats":
             stats = {
                 "peak": fake.peak,
@@ -214,7 +228,7 @@ async def run_provider(plan: ProviderPlan, address: str) -> None:
 # --- the emulator process --------------------------------------------------------------------
 
 
-async def run_emulator() -> None:
+async def run_emulator(profile: str) -> None:
     from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator, JobSpec
 
     options = EmulatorOptions(
@@ -225,7 +239,7 @@ async def run_emulator() -> None:
     async with GitHubEmulator(options) as emu:
         state = emu.state
         print(f"ready {emu.org_url}", flush=True)
-        async for command in read_commands():
+        async for command in read_commands(profile):
             words = command.split()
             if not words or words[0] == "quit":
                 break
@@ -345,16 +359,20 @@ def report(m: Measured) -> list[tuple[str, float | None, str, dict[str, Any]]]:
 class Burst:
     """The daemon's engine wired as ``rungar serve`` wires it, and its helper processes."""
 
-    def __init__(self, jobs: int, folder: Path, log: TextIO, in_flight: int) -> None:
+    def __init__(
+        self, jobs: int, folder: Path, log: TextIO, in_flight: int, profile: str = ""
+    ) -> None:
         self.jobs = jobs
         self.in_flight = in_flight  # registrations sent and unanswered, at most (0: no bound)
         self.folder = folder
         self.log = log
         self.plans = fleet_plan(jobs)
         self.children: list[Child] = []
-        self.emulator = self._child("--role", "emulator")
+        self.profile = profile
+        self.emulator = self._child("emulator", "--role", "emulator")
         self.providers = {
             plan.name: self._child(
+                f"provider-{plan.name}",
                 "--role",
                 "provider",
                 "--name",
@@ -367,7 +385,10 @@ class Burst:
             for plan in self.plans
         }
 
-    def _child(self, *args: str) -> Child:
+    def _child(self, who: str, *args: str) -> Child:
+        """A helper process; with a profile, it profiles itself into ``<profile>.<who>``."""
+        if self.profile:
+            args = (*args, "--profile", f"{self.profile}.{who}")
         child = Child(__file__, *args, stop_wait=10)
         self.children.append(child)
         return child
@@ -450,13 +471,17 @@ class Burst:
             counts[f"scale_set:{SCALE_SET}"] = max(counts[f"scale_set:{SCALE_SET}"], live)
         self.watch.observe(counts)
 
-    async def measure(self, profile: str) -> Measured:
+    async def measure(self) -> Measured:
         engine, state = self.engine, self.engine.sets[SCALE_SET]
+        profile = self.profile
         pids = {"daemon": os.getpid(), "emulator": self.emulator.process.pid}
         pids.update({f"provider {n}": c.process.pid for n, c in self.providers.items()})
         rss_before = rss_mib_now()
         calls_before = self.github.counter.total
         profiler = cProfile.Profile(time.process_time) if profile else None  # CPU, not wall
+        if profile:
+            for child in self.children:
+                await child.ask("profile on")
         cpu_before = {who: cpu_seconds(pid) for who, pid in pids.items()}
         if profiler is not None:
             profiler.enable()
@@ -485,6 +510,9 @@ class Burst:
             profiler.dump_stats(profile)
         cpu = {who: round(cpu_seconds(pid) - cpu_before[who], 2) for who, pid in pids.items()}
         calls_in_burst = self.github.counter.total - calls_before
+        if profile:
+            for child in self.children:
+                await child.ask("profile off")
         for _ in range(100):  # a surplus create still in flight would show now
             self.sample(records=True)
             await asyncio.sleep(SAMPLE_EVERY)
@@ -547,10 +575,10 @@ async def run_burst(jobs: int, profile: str, in_flight: int) -> int:
     folder = Path(tempfile.mkdtemp(prefix="rungar-burst-"))
     try:
         with open(folder / "rungar.log", "w") as log:
-            burst = Burst(jobs, folder, log, in_flight)
+            burst = Burst(jobs, folder, log, in_flight, profile)
             try:
                 await burst.start()
-                measured = await burst.measure(profile)
+                measured = await burst.measure()
             finally:
                 burst.stop_children()
     finally:
@@ -567,7 +595,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="300 jobs")
     parser.add_argument("--jobs", type=int, nargs="*", help="burst sizes (default 500 2000)")
-    parser.add_argument("--profile", default="", help="cProfile the burst into this file")
+    parser.add_argument(
+        "--profile",
+        default="",
+        help="cProfile the burst into this file (PATH.JOBS), the emulator's and each provider's "
+        "CPU beside it (PATH.JOBS.emulator, PATH.JOBS.provider-NAME)",
+    )
     parser.add_argument(
         "--registrations-in-flight",
         type=int,
@@ -590,10 +623,11 @@ def main() -> int:
         ).returncode
     if args.role == "provider":
         plan = next(p for p in fleet_plan(args.jobs[0]) if p.name == args.name)
-        asyncio.run(run_provider(plan, f"unix://{Path(args.socket_dir) / plan.name}.sock"))
+        address = f"unix://{Path(args.socket_dir) / plan.name}.sock"
+        asyncio.run(run_provider(plan, address, args.profile))
         return 0
     if args.role == "emulator":
-        asyncio.run(run_emulator())
+        asyncio.run(run_emulator(args.profile))
         return 0
     if args.role == "burst":
         return asyncio.run(run_burst(args.jobs[0], args.profile, args.registrations_in_flight))

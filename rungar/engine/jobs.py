@@ -18,6 +18,7 @@ from rungar.engine.job_history import JobHistory
 from rungar.engine.notices import note_connected
 from rungar.engine.records import RunnerRecord
 from rungar.engine.removing import Removals
+from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.scaler import Scaler
 from rungar.errors import RungarError
 from rungar.github.interface import JobTimes
@@ -75,10 +76,24 @@ class JobBook:
     def tell_queues(self, name: str) -> None:
         """A job queued for scale set ``name``: each provider holding one of its runners that
         has not taken a job yet hears the queue now (UpdateRunner without a job), even when
-        the next Create goes elsewhere, so a runner reserved for lighter jobs is re-reserved."""
+        the next Create goes elsewhere, so a runner reserved for lighter jobs is re-reserved.
+
+        A call carries the queue's first ``QUEUE_HINTS`` jobs; a provider already told those
+        very jobs, none of which has left the queue since, is not told them again: a burst
+        queues thousands of jobs behind the same first ones. Its runners created since were
+        created with those hints too (the front only grew, or stayed, meanwhile).
+        """
         ctx = self.ctx
+        state = ctx.sets.get(name)
+        if state is None:
+            return
         waiting = ctx.runners.first_on_each_provider(name, _without_a_job)
+        if not waiting:
+            return
+        front = _front(state)
         for provider_name, runner in waiting.items():
+            if state.queue_told.get(provider_name) == front:
+                continue  # it knows this queue already
             key = (provider_name, name)
             if key in self._queue_calls:
                 self._queue_again.add(key)  # the call in flight is followed by the latest queue
@@ -100,9 +115,11 @@ class JobBook:
                 follow = getattr(provider, "queue_changed", None)
                 if state is None or follow is None:
                     return
-                queued = tuple(islice(state.queued.values(), QUEUE_HINTS))
-                with contextlib.suppress(RungarError, TimeoutError):
-                    await within(follow(runner, queued), ctx.call_timeout(provider_name))
+                queued = _front(state)
+                if state.queue_told.get(provider_name) != queued:
+                    with contextlib.suppress(RungarError, TimeoutError):
+                        await within(follow(runner, queued), ctx.call_timeout(provider_name))
+                        state.queue_told[provider_name] = queued  # only once it answered
                 if key not in self._queue_again:
                     return
         finally:
@@ -138,7 +155,7 @@ class JobBook:
         github_wait = times.runner_wait if times is not None else None
         waited: float | None = None
         if state is not None:
-            was_queued = state.queued.pop(job_id, None)
+            was_queued = _left_queue(state, job_id)
             if was_queued is not None and not hint.queued_at and was_queued.queued_at:
                 hint = replace(hint, queued_at=was_queued.queued_at)
             assigned_at = state.assigned_at.pop(job_id, None)
@@ -195,7 +212,7 @@ class JobBook:
         ctx.metrics.jobs_completed.labels(name, conclusion.value if conclusion else "unknown").inc()
         state = ctx.sets.get(name)
         if state is not None:
-            state.queued.pop(job_id, None)
+            _left_queue(state, job_id)
             state.assigned_at.pop(job_id, None)
         reruns.job_completed(ctx, job_id, runner, conclusion)
         record = ctx.runners.get(runner)
@@ -214,6 +231,23 @@ class JobBook:
         # An ephemeral runner takes one job; GitHub removes its registration itself.
         self.removals.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
         ctx.spawn(self.removals.settle_leaving(record))
+
+
+def _front(state: ScaleSetState) -> tuple[JobHint, ...]:
+    """The queued jobs a queue update carries: the first ``QUEUE_HINTS``, oldest first."""
+    return tuple(islice(state.queued.values(), QUEUE_HINTS))
+
+
+def _left_queue(state: ScaleSetState, job_id: str) -> JobHint | None:
+    """``job_id`` leaves the scale set's queue; a provider told a front holding it is told
+    the next front, even one equal to what it was told before (the job queued again): its
+    runners created meanwhile were not created with that job among their hints."""
+    hint = state.queued.pop(job_id, None)
+    if hint is not None and state.queue_told:
+        for provider, told in list(state.queue_told.items()):
+            if hint in told:
+                del state.queue_told[provider]
+    return hint
 
 
 def _without_a_job(record: RunnerRecord) -> bool:

@@ -22,9 +22,17 @@ from rungar.config.model import (
 from rungar.engine.daemon import StoreCursors
 from rungar.engine.engine import Engine
 from rungar.engine.events import EventLog
+from rungar.errors import ProviderUnavailable
 from rungar.github.interface import JobTimes
 from rungar.model.create_intent import CreateIntent
-from rungar.model.machine import Conclusion, JobHint, Machine, MachineState, RefusalKind
+from rungar.model.machine import (
+    QUEUE_HINTS,
+    Conclusion,
+    JobHint,
+    Machine,
+    MachineState,
+    RefusalKind,
+)
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
@@ -424,6 +432,74 @@ async def test_a_provider_holding_a_waiting_runner_hears_each_job_queued_for_its
     world.engine.on_job_assigned("linux", "j3", JobHint("acme/api", "ci", "e2e", "j3"))
     await world.engine.drain_tasks()
     assert heard == []
+
+
+async def test_a_burst_tells_a_provider_the_queue_front_once_and_again_only_when_it_changes(
+    world: World,
+) -> None:
+    heard: list[tuple[str, ...]] = []
+    failing = [False]
+
+    async def queue_changed(name: str, queued: tuple[JobHint, ...]) -> None:
+        if failing[0]:
+            raise ProviderUnavailable("compute1 did not answer")
+        heard.append(tuple(h.job_id for h in queued))
+
+    world.providers["compute1"].queue_changed = queue_changed  # type: ignore[attr-defined]  # a provider that follows queues
+    await world.demand(1)
+
+    def assign(first: int, last: int) -> None:
+        for n in range(first, last + 1):
+            job = f"j{n}"
+            world.engine.on_job_assigned("linux", job, JobHint("acme/api", "ci", "build", job))
+
+    # A burst queues far more jobs than a queue update carries, a few at a time.
+    for first in range(1, 3 * QUEUE_HINTS, 5):
+        assign(first, first + 4)
+        await world.engine.drain_tasks()
+    front = tuple(f"j{n}" for n in range(1, QUEUE_HINTS + 1))
+    assert heard[-1] == front, "the provider learns the final front of the queue"
+    assert heard.count(front) == 1, "and is not told that same front again"
+    assert len(heard) <= QUEUE_HINTS // 5 + 1, "one call per change of the front at most"
+
+    # A job of the front leaves the queue: the next job queued tells the new front.
+    world.engine.on_job_completed("linux", "j1", "", None)
+    heard.clear()
+    assign(100, 100)
+    await world.engine.drain_tasks()
+    assert heard == [(*front[1:], f"j{QUEUE_HINTS + 1}")]
+
+    # A call that fails is made again at the next job queued, though the front is the same.
+    world.engine.on_job_completed("linux", "j2", "", None)
+    failing[0] = True
+    assign(101, 101)
+    await world.engine.drain_tasks()
+    failing[0] = False
+    heard.clear()
+    assign(102, 102)
+    await world.engine.drain_tasks()
+    assert heard == [(*front[2:], f"j{QUEUE_HINTS + 1}", f"j{QUEUE_HINTS + 2}")]
+
+
+async def test_a_job_that_left_the_queue_and_queued_again_is_told_again(world: World) -> None:
+    heard: list[tuple[str, ...]] = []
+
+    async def queue_changed(name: str, queued: tuple[JobHint, ...]) -> None:
+        heard.append(tuple(h.job_id for h in queued))
+
+    world.providers["compute1"].queue_changed = queue_changed  # type: ignore[attr-defined]  # a provider that follows queues
+    await world.demand(1)
+    hints = {job: JobHint("acme/api", "ci", "build", job) for job in ("j1", "j2")}
+    for job, hint in hints.items():
+        world.engine.on_job_assigned("linux", job, hint)
+    await world.engine.drain_tasks()
+    assert heard == [("j1", "j2")]
+    # j2 ran elsewhere and was withdrawn; GitHub assigns it again: the same front as told, but
+    # runners created while j2 was gone were not created with it.
+    world.engine.on_job_completed("linux", "j2", "", None)
+    world.engine.on_job_assigned("linux", "j2", hints["j2"])
+    await world.engine.drain_tasks()
+    assert heard == [("j1", "j2"), ("j1", "j2")]
 
 
 async def test_status_json_has_its_shape_version_stable_values_and_null_for_no_limit(
