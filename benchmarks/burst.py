@@ -182,7 +182,7 @@ async def read_commands(profile: str = "") -> Any:
 
 
 async def run_provider(plan: ProviderPlan, address: str, profile: str) -> None:
-    from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
+    from rungar.model.machine import Created, CreateRequest, Refusal, RefusalKind
     from rungar.rpc.server import serve
     from rungar.testing.fake_provider import FakeProvider
 
@@ -195,8 +195,7 @@ async def run_provider(plan: ProviderPlan, address: str, profile: str) -> None:
         async def create(self, request: CreateRequest) -> Created | Refusal:
             answer = await super().create(request)
             self.refused += isinstance(answer, Refusal)
-            live = sum(1 for m in self.machines if m.state is not MachineState.STOPPED)
-            self.peak = max(self.peak, live)
+            self.peak = max(self.peak, self.live)
             return answer
 
     quiet_structlog(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the process

@@ -205,17 +205,58 @@ def hint_to_pb(hint: JobHint) -> Any:
 
 
 def hint_from_pb(message: Any) -> JobHint:
+    # An unset Timestamp reads as zeros, the model's "unset": no HasField needed.
+    queued, started, completed = message.queued_at, message.started_at, message.completed_at
     return JobHint(
-        repository=str(message.repository),
-        workflow=str(message.workflow),
-        job=str(message.job),
-        job_id=str(message.job_id),
-        branch=str(message.branch),
-        run_id=str(message.run_id),
-        queued_at=timestamp_from_pb(message.queued_at, message.HasField("queued_at")),
-        started_at=timestamp_from_pb(message.started_at, message.HasField("started_at")),
-        completed_at=timestamp_from_pb(message.completed_at, message.HasField("completed_at")),
+        message.repository,
+        message.workflow,
+        message.job,
+        message.job_id,
+        message.branch,
+        message.run_id,
+        queued.seconds + queued.nanos / 1e9,
+        started.seconds + started.nanos / 1e9,
+        completed.seconds + completed.nanos / 1e9,
     )
+
+
+class _LastHints:
+    """The hints last converted each way, kept for the next call: a burst's Creates (and queue
+    updates) carry the same queued jobs, which cost more to convert than all else a Create
+    carries. Encoding keeps them serialized (checked by identity of the same JobHint values,
+    then equality), decoding keeps the decoded tuple beside its messages (checked by equality
+    of the messages, done in C). One entry each way, replaced whole, so it is never stale."""
+
+    def __init__(self) -> None:
+        self._encoded: tuple[tuple[JobHint, ...], bytes] = ((), b"")
+        self._decoded: tuple[Any, tuple[JobHint, ...]] = (None, ())
+
+    def fill(self, message: Any, hints: tuple[JobHint, ...]) -> None:
+        """Append ``hints`` to a CreateRequest's ``hints``, as ``hints.extend`` would."""
+        last, encoded = self._encoded
+        if hints != last:
+            only = pb.CreateRequest()
+            only.hints.extend([hint_to_pb(h) for h in hints])
+            encoded = only.SerializeToString()
+            self._encoded = (hints, encoded)
+        message.MergeFromString(encoded)  # a repeated field's entries are appended
+
+    def read(self, field: Any) -> tuple[JobHint, ...]:
+        """The JobHints of a repeated JobHint field."""
+        last, decoded = self._decoded
+        if last is not None and len(last) == len(field) and last == field:
+            return decoded
+        decoded = tuple(map(hint_from_pb, field))
+        self._decoded = (field, decoded)
+        return decoded
+
+
+_last_hints = _LastHints()
+
+
+def hints_from_pb(field: Any) -> tuple[JobHint, ...]:
+    """A repeated JobHint field (a Create's hints, a queue update's queued) as values."""
+    return _last_hints.read(field)
 
 
 def delete_request_to_pb(name: str, removal: Removal | None) -> Any:
@@ -257,7 +298,7 @@ def create_request_to_pb(request: CreateRequest) -> Any:
     _fill_labels(message.labels, request.labels)
     _fill_runner(message.runner, request.runner)
     if request.job_hints:
-        message.hints.extend([hint_to_pb(h) for h in request.job_hints])
+        _last_hints.fill(message, request.job_hints)
     if request.deadline > 0:  # reading message.deadline would build a wrapper for nothing
         _set_timestamp(message.deadline, request.deadline)
     return message
@@ -271,7 +312,7 @@ def create_request_from_pb(message: Any) -> CreateRequest:
         labels=_labels(message.labels),
         runner=runner_from_pb(message.runner),
         jit_config=message.jit_config,
-        job_hints=tuple(map(hint_from_pb, message.hints)),
+        job_hints=hints_from_pb(message.hints),
         deadline=(
             timestamp_from_pb(message.deadline, True) if message.HasField("deadline") else 0.0
         ),

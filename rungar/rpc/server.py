@@ -23,6 +23,7 @@ and message only (a rendered traceback could show frame locals holding the reque
 from __future__ import annotations
 
 import contextvars
+import functools
 import hmac
 import os
 import stat
@@ -92,6 +93,14 @@ _call_log = _CallLog()
 _Token = tuple[contextvars.Token[Caller | None], Mapping[str, contextvars.Token[Any]]]
 # The result words of a refused Create, made once rather than formatted on every call.
 _REFUSED = {kind: f"refused {kind}" for kind in RefusalKind}
+
+
+@functools.lru_cache(maxsize=64)
+def _caller_of(metadata: tuple[tuple[str, str | bytes], ...]) -> tuple[Caller | None, str]:
+    """The caller a call's metadata names, and its description for the log: read once for
+    each daemon, whose calls all carry the same metadata."""
+    caller = Caller.from_metadata(metadata)
+    return caller, caller.describe() if caller is not None else ""
 
 
 class ProviderServer:
@@ -200,8 +209,8 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
 
     def _begin(self, context: grpc.aio.ServicerContext[Any, Any]) -> tuple[float, _Token]:
         """When the call started, and its caller made current (provider.proto's metadata)."""
-        caller = Caller.from_metadata(context.invocation_metadata() or ())
-        tokens = structlog.contextvars.bind_contextvars(caller=caller.describe()) if caller else {}
+        caller, described = _caller_of(tuple(context.invocation_metadata() or ()))
+        tokens = structlog.contextvars.bind_contextvars(caller=described) if caller else {}
         return self._clock.now(), (set_current_caller(caller), tokens)
 
     def _log_call(self, call: str, runner: str, result: str, started: float, token: _Token) -> None:
@@ -310,7 +319,7 @@ class _Servicer(pb_grpc.ProviderServicer):  # type: ignore[misc]  # generated ba
                 # (it has queue_changed) reads it; the others answer OK.
                 follow = getattr(self._provider, "queue_changed", None)
                 if follow is not None:
-                    await follow(runner, tuple(map(convert.hint_from_pb, request.queued)))
+                    await follow(runner, convert.hints_from_pb(request.queued))
             result = "ok"
             return pb.UpdateRunnerResponse()
         except Exception as e:

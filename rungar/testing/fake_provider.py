@@ -11,7 +11,7 @@ gRPC.
 
 Faults are scripted for the next N calls or for every call: refusals of a chosen kind, no
 answer (optionally after creating the machine: an *uncertain* create), failing deletes and
-failing lists. Calls are counted by name in ``calls``; ``set_state`` moves a machine (to
+failing lists. ``live`` counts the machines not stopped. Calls are counted by name in ``calls``; ``set_state`` moves a machine (to
 STOPPED, say) as its host would, and the job hints of ``update_runner`` are kept in ``jobs``;
 ``output[name]`` is what ``last_output`` answers for a machine.
 """
@@ -110,6 +110,11 @@ class FakeProvider:
         self.removals: dict[str, Removal] = {}  # why each machine was deleted, when told
         self._clock: Clock = clock or SystemClock()
         self._held: dict[str, _Held] = {}
+        # What the machines that are not stopped take, kept as they change rather than summed
+        # over every machine at each create (a burst's creates would each walk hundreds).
+        self.live = 0
+        self._used_vcpus = 0.0
+        self._used_memory = 0
         self._refuse = _RefusalScript()
         self._unanswered = Script()
         self._unanswered_after_create = False
@@ -165,7 +170,16 @@ class FakeProvider:
         """Move a held machine to ``state`` (a runner that ended is STOPPED)."""
         held = self._held[name]
         m = held.machine
+        self._count(held, -1)
         held.machine = Machine(m.name, state, m.labels, m.size, m.created_at, m.provider)
+        self._count(held, +1)
+
+    def _count(self, held: _Held, sign: int) -> None:
+        """Add (+1) or take away (-1) what ``held`` takes, when it is not stopped."""
+        if held.machine.state is not MachineState.STOPPED:
+            self.live += sign
+            self._used_vcpus += sign * held.runner.vcpus
+            self._used_memory += sign * held.runner.memory_bytes
 
     # --- the sync core ---------------------------------------------------------------------
 
@@ -175,8 +189,7 @@ class FakeProvider:
 
     def used(self) -> tuple[float, int]:
         """vCPUs and memory taken by machines that are not stopped."""
-        live = [h.runner for h in self._held.values() if h.machine.state != MachineState.STOPPED]
-        return sum(r.vcpus for r in live), sum(r.memory_bytes for r in live)
+        return self._used_vcpus, self._used_memory
 
     def create_now(self, request: CreateRequest, now: float) -> Created | Refusal:
         """Create or refuse at ``now``; raises ProviderUnavailable when scripted to not answer."""
@@ -223,7 +236,9 @@ class FakeProvider:
             created_at=now,
             provider=self.name,
         )
-        self._held[request.runner_name] = _Held(machine, request.request_id, request.runner)
+        held = _Held(machine, request.request_id, request.runner)
+        self._held[request.runner_name] = held
+        self._count(held, +1)
         return machine
 
     def _too_big(self, runner: RunnerBlock) -> str:
@@ -239,8 +254,7 @@ class FakeProvider:
         return ""
 
     def _out_of_room(self, runner: RunnerBlock) -> Refusal | None:
-        live = sum(1 for h in self._held.values() if h.machine.state != MachineState.STOPPED)
-        if self.max_machines is not None and live >= self.max_machines:
+        if self.max_machines is not None and self.live >= self.max_machines:
             return Refusal(
                 RefusalKind.FULL, f"all {self.max_machines} slots of {self.name} are taken", "slots"
             )
@@ -268,7 +282,9 @@ class FakeProvider:
             if self._deletes_unanswered:
                 raise ProviderUnavailable(f"{self.name}: no answer to delete (scripted)")
             raise ProviderError(f"{self.name}: delete of {name} failed (scripted)")
-        self._held.pop(name, None)
+        held = self._held.pop(name, None)
+        if held is not None:
+            self._count(held, -1)
 
     def list_now(self, selector: Mapping[str, str]) -> list[Machine]:
         self.calls["list"] += 1

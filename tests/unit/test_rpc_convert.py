@@ -48,6 +48,35 @@ def test_a_job_hint_carries_githubs_times_and_leaves_unknown_ones_unset() -> Non
     assert (untimed.queued_at, untimed.started_at, untimed.completed_at) == (0.0, 0.0, 0.0)
 
 
+def test_creates_in_a_row_carry_their_own_hints_whether_alike_or_not() -> None:
+    def hints(*jobs: str, at: float = 1_700_000_000.5) -> tuple[JobHint, ...]:
+        return tuple(JobHint("o/r", "ci", "test", job, "main", "7", at) for job in jobs)
+
+    def create(job_hints: tuple[JobHint, ...]) -> CreateRequest:
+        return CreateRequest("a", "k", "s", {}, RunnerBlock(), "j", job_hints)
+
+    front = hints("1", "2", "3")
+    sequence = [
+        front,
+        front,  # the very same values
+        hints("1", "2", "3"),  # equal values, other objects
+        hints("1", "2", "3", at=1_700_000_001.0),  # the same jobs, another time
+        hints("2", "3"),
+        (),
+        front,
+        hints("1", "2", "3", "4"),
+    ]
+    for job_hints in sequence:
+        wire = convert.create_request_to_pb(create(job_hints)).SerializeToString()
+        alone = pb.CreateRequest()
+        alone.hints.extend([convert.hint_to_pb(h) for h in job_hints])
+        assert pb.CreateRequest.FromString(wire).hints == alone.hints, job_hints
+        decoded = convert.create_request_from_pb(pb.CreateRequest.FromString(wire))
+        assert decoded.job_hints == job_hints
+        update = pb.UpdateRunnerRequest(queued=[convert.hint_to_pb(h) for h in job_hints])
+        assert convert.hints_from_pb(update.queued) == job_hints
+
+
 def test_an_unset_deadline_stays_unset() -> None:
     request = CreateRequest("a", "k", "s", {}, RunnerBlock(), "j")
     message = convert.create_request_to_pb(request)

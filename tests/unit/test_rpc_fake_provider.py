@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from rungar.errors import ProviderError, ProviderUnavailable
@@ -73,6 +75,28 @@ def test_stopped_and_deleted_machines_free_their_room() -> None:
     fake.delete_now("a")
     fake.delete_now("never-was")
     assert [m.name for m in fake.list_now({})] == ["b"]
+
+
+def test_the_room_kept_as_machines_change_matches_a_count_of_the_machines() -> None:
+    rng = random.Random(7)
+    fake = FakeProvider(vcpus=16, memory_bytes=16 * GIB)
+    for step in range(400):
+        name = f"r{rng.randrange(12)}"
+        action = rng.randrange(5)
+        if action == 0:
+            fake.create_now(request(name, key=f"k{step}"), step)
+        elif action == 1:
+            fake.refuse(RefusalKind.FAILED, leave_machine=True)  # held, stopped
+            fake.create_now(request(name, key=f"k{step}"), step)
+        elif action == 2 and name in {m.name for m in fake.machines}:
+            fake.set_state(name, rng.choice(list(MachineState)))
+        elif action == 3:
+            fake.delete_now(name)
+        else:
+            fake.create_now(request(name), step)  # a repeat of the same key, when held
+        live = sum(1 for m in fake.machines if m.state is not MachineState.STOPPED)
+        assert (fake.live, fake.used()) == (live, (2.0 * live, 2 * GIB * live)), step
+    assert fake.live > 0 and any(m.state is MachineState.STOPPED for m in fake.machines)
 
 
 def test_scripted_refusals_apply_to_the_next_n_creates_then_stop() -> None:
