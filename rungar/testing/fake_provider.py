@@ -11,9 +11,10 @@ gRPC.
 
 Faults are scripted for the next N calls or for every call: refusals of a chosen kind, no
 answer (optionally after creating the machine: an *uncertain* create), failing deletes and
-failing lists. ``live`` counts the machines not stopped. Calls are counted by name in ``calls``; ``set_state`` moves a machine (to
+failing lists. Calls are counted by name in ``calls``; ``set_state`` moves a machine (to
 STOPPED, say) as its host would, and the job hints of ``update_runner`` are kept in ``jobs``;
-``output[name]`` is what ``last_output`` answers for a machine.
+``output[name]`` is what ``last_output`` answers for a machine; ``live`` counts the machines
+that are not stopped.
 """
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ event loop, never shared with Rungar's code. Rungar's values stay frozen.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from collections.abc import ItemsView, Iterator, MutableMapping, ValuesView
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -189,3 +191,51 @@ class Runner:
             "disableUpdate": True,
             "labels": [{"name": label, "type": "System"} for label in self.labels],
         }
+
+
+class RunnerTable(MutableMapping[int, Runner]):
+    """The registered runners by id, knowing which names are taken: every registration asks
+    (409 AgentExists), and a burst's thousands would each walk every runner. Every way in and
+    out goes through ``__setitem__`` and ``__delitem__``, which keep the names; a runner's name
+    never changes."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[int, Runner] = {}
+        self._names: Counter[str] = Counter()
+
+    def has_name(self, name: str) -> bool:
+        return self._names[name] > 0
+
+    def __getitem__(self, key: int) -> Runner:
+        return self._by_id[key]
+
+    def __setitem__(self, key: int, runner: Runner) -> None:
+        old = self._by_id.get(key)
+        if old is not None:
+            self._forget(old.name)
+        self._by_id[key] = runner
+        self._names[runner.name] += 1
+
+    def __delitem__(self, key: int) -> None:
+        self._forget(self._by_id.pop(key).name)
+
+    def _forget(self, name: str) -> None:
+        self._names[name] -= 1
+        if self._names[name] <= 0:
+            del self._names[name]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._by_id
+
+    # The walks the emulator makes at every request read the dict itself.
+    def values(self) -> ValuesView[Runner]:
+        return self._by_id.values()
+
+    def items(self) -> ItemsView[int, Runner]:
+        return self._by_id.items()

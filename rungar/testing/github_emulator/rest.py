@@ -187,7 +187,7 @@ class RestRoutes:
             )
         name = str(body.get("name", ""))
         s = self.state
-        if any(r.name == name for r in s.runners.values()):
+        if s.runners.has_name(name):
             return self._answer(
                 {"message": "Already exists - A runner with the same name already exists"}, 409
             )

@@ -27,6 +27,7 @@ from rungar.testing.github_emulator.model import (
     JobState,
     Message,
     Runner,
+    RunnerTable,
     ScaleSetRecord,
     SessionRecord,
 )
@@ -89,7 +90,7 @@ class EmulatorState:
         self.on_webhook = on_webhook
         self.scale_sets: dict[int, ScaleSetRecord] = {}
         self.sessions: dict[str, SessionRecord] = {}
-        self.runners: dict[int, Runner] = {}
+        self.runners = RunnerTable()
         self.jobs: dict[str, Job] = {}
         self.requests: list[dict[str, Any]] = []
         self.rate_remaining = options.rate_limit
@@ -283,30 +284,39 @@ class EmulatorState:
             self.webhook(job, "queued")
             self.dispatch()
 
-    def _capacity_left(self, record: ScaleSetRecord) -> bool:
-        if record.max_capacity is None:
-            return True
-        holding = sum(
-            1 for j in self.jobs.values() if j.scale_set_id == record.id and j.state in HOLDING
-        )
-        return holding < record.max_capacity
+    def _holding(self) -> dict[int, int]:
+        """Scale set id -> the jobs it holds (offered, assigned or running)."""
+        holding: dict[int, int] = {}
+        for job in self.jobs.values():
+            if job.scale_set_id and job.state in HOLDING:
+                holding[job.scale_set_id] = holding.get(job.scale_set_id, 0) + 1
+        return holding
 
     def dispatch(self) -> None:
-        """Offer or assign every queued job a scale set can take now."""
-        for job in sorted(self.jobs.values(), key=lambda j: j.created_at):
-            if job.state is not JobState.QUEUED:
-                continue
+        """Offer or assign every queued job a scale set can take now.
+
+        Each scale set takes jobs within its last reported capacity: what it holds is counted
+        once here and followed as jobs are assigned, not counted again for every job (a burst
+        queues thousands at once), and only the queued jobs are sorted, oldest first.
+        """
+        queued = [j for j in self.jobs.values() if j.state is JobState.QUEUED]
+        if not queued:
+            return
+        holding = self._holding()
+        by_id = sorted(self.scale_sets.values(), key=lambda r: r.id)
+        for job in sorted(queued, key=lambda j: j.created_at):
             candidates = [
                 r
-                for r in sorted(self.scale_sets.values(), key=lambda r: r.id)
+                for r in by_id
                 if labels_match(job.spec.labels, r.labels)
                 and r.polled
                 and self.live_session(r.id) is not None
-                and self._capacity_left(r)
+                and (r.max_capacity is None or holding.get(r.id, 0) < r.max_capacity)
             ]
             if not candidates:
                 continue
             record = candidates[0] if self.options.seed is None else self._rng.choice(candidates)
+            holding[record.id] = holding.get(record.id, 0) + 1
             job.scale_set_id = record.id
             job.assigned_at = self.clock.now()
             if self.options.acquire_mode == "legacy":
@@ -375,7 +385,7 @@ class EmulatorState:
 
     def register_runner(self, scale_set_id: int, name: str) -> Runner | None:
         """A13: None when the name is taken (409 AgentExists)."""
-        if any(r.name == name for r in self.runners.values()):
+        if self.runners.has_name(name):
             return None
         record = self.scale_sets[scale_set_id]
         runner = Runner(

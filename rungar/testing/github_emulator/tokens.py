@@ -38,6 +38,11 @@ class TokenAuthority:
         self.installation_tokens: dict[str, Issued] = {}
         self.registration_tokens: dict[str, Issued] = {}
         self.revoked: set[str] = set()
+        # Service JWTs already decoded: a client sends the same one with every call, and
+        # decoding one costs more than the rest of a registration. Its signature is checked
+        # when first seen; expiry and revocation at every call.
+        self._verified: dict[str, dict[str, Any]] = {}
+        self._sessions: dict[str, str] = {}
 
     # ---- REST credentials ---------------------------------------------------------------
 
@@ -106,27 +111,44 @@ class TokenAuthority:
     def check_jwt(self, token: str, kind: str) -> dict[str, Any] | None:
         if token in self.revoked:
             return None
-        try:
-            claims: dict[str, Any] = jwt.decode(
-                token,
-                self._key,
-                algorithms=["HS256"],
-                options={"verify_exp": False, "verify_iat": False},
-            )
-        except jwt.PyJWTError:
-            return None
+        claims = self._verified.get(token)
+        if claims is None:
+            try:
+                claims = jwt.decode(
+                    token,
+                    self._key,
+                    algorithms=["HS256"],
+                    options={"verify_exp": False, "verify_iat": False},
+                )
+            except jwt.PyJWTError:
+                return None
+            _keep(self._verified, token, claims)
         if claims.get("kind") != kind or float(claims.get("exp", 0)) <= self._clock.wall():
             return None
-        return claims
+        return dict(claims)
 
     def session_of(self, token: str) -> str:
         """The message session a token names (its ``sid``), checked or not: for the request
         log, which records who called even with an expired or revoked token."""
+        sid = self._sessions.get(token)
+        if sid is not None:
+            return sid
         try:
             claims = jwt.decode(token, options={"verify_signature": False})
         except jwt.PyJWTError:
             return ""
-        return str(claims.get("sid", "")) if isinstance(claims, dict) else ""
+        sid = str(claims.get("sid", "")) if isinstance(claims, dict) else ""
+        _keep(self._sessions, token, sid)
+        return sid
 
     def revoke(self, token: str) -> None:
         self.revoked.add(token)
+
+
+KEPT_TOKENS = 1024  # decoded tokens kept, at most; the oldest go first
+
+
+def _keep(kept: dict[str, Any], token: str, value: Any) -> None:
+    if len(kept) >= KEPT_TOKENS:
+        del kept[next(iter(kept))]
+    kept[token] = value
