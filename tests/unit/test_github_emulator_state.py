@@ -79,3 +79,38 @@ def test_a_service_token_is_checked_at_every_call_after_the_first() -> None:
     forged = fresh[:-4] + ("AAAA" if not fresh.endswith("AAAA") else "BBBB")
     assert tokens.check_jwt(forged, "admin") is None, "a signature that does not verify"
     assert tokens.session_of("not a token") == ""
+
+
+def test_every_job_no_runner_took_is_withdrawn_once_its_own_timeout_passes() -> None:
+    s, real = state()
+    s.options.assignment_timeout = 100.0
+    s.options.session_idle_ttl = 10_000.0  # the session stays live without polls
+    record = s.create_scale_set("linux", 1, ["linux"])
+    assert s.open_session(record.id, "rungar") is not None
+    record.polled, record.max_capacity = True, 1
+
+    def withdrawn() -> int:
+        return sum(1 for e in record.pending if e.get("messageType") == "JobCompleted")
+
+    first = s.queue_job(JobSpec(labels=("linux",)))
+    s.tick()
+    real.advance(60)
+    s.tick()
+    assert (first.state, withdrawn()) == (JobState.ASSIGNED, 0)
+    real.advance(40)
+    s.tick()  # withdrawn and offered again at once: the same job, a new wait
+    assert (first.reassignments, first.state, withdrawn()) == (1, JobState.ASSIGNED, 1)
+    s.cancel(first)
+    real.advance(10)
+    second = s.queue_job(JobSpec(labels=("linux",)))  # offered between two walks of the jobs
+    for _ in range(9):
+        real.advance(10)
+        s.tick()
+    assert second.reassignments == 0
+    real.advance(10)
+    s.tick()
+    assert second.reassignments == 1
+    s.options.assignment_timeout = 5.0  # a shorter wait holds from the next tick
+    real.advance(5)
+    s.tick()
+    assert second.reassignments == 2

@@ -99,6 +99,8 @@ class EmulatorState:
         self._message_ids = itertools.count(FIRST_MESSAGE_ID)
         self._rng = random.Random(options.seed)
         self.runners_created = 0
+        self._withdraw_due = 0.0  # when tick next walks the jobs (see tick)
+        self._withdraw_timeout = options.assignment_timeout
         self.closing = False  # set on shutdown: long polls answer at once
 
     def close(self) -> None:
@@ -342,12 +344,24 @@ class EmulatorState:
         return acquired
 
     def tick(self) -> None:
-        """Withdraw jobs no runner took in time; re-queue them up to ``max_reassignments``."""
+        """Withdraw jobs no runner took in time; re-queue them up to ``max_reassignments``.
+
+        The jobs are walked only once one may be due: a walk notes when the next held job
+        comes due, and a job offered after it cannot come due sooner (it waits the whole
+        ``assignment_timeout`` from then)."""
         now = self.clock.now()
+        timeout = self.options.assignment_timeout
+        if now >= self._withdraw_due or timeout != self._withdraw_timeout:
+            self._withdraw(now, timeout)
+        self.dispatch()
+
+    def _withdraw(self, now: float, timeout: float) -> None:
+        due = now + timeout
         for job in list(self.jobs.values()):
             if job.state not in (JobState.AVAILABLE, JobState.ASSIGNED):
                 continue
-            if now - job.assigned_at < self.options.assignment_timeout:
+            if now - job.assigned_at < timeout:
+                due = min(due, job.assigned_at + timeout)
                 continue
             scale_set_id = job.scale_set_id
             job.reassignments += 1
@@ -360,7 +374,7 @@ class EmulatorState:
                 self._finish(job, "canceled")
             else:
                 job.state = JobState.QUEUED
-        self.dispatch()
+        self._withdraw_due, self._withdraw_timeout = due, timeout
 
     def cancel(self, job: Job) -> None:
         if job.state is JobState.COMPLETED:
