@@ -28,12 +28,17 @@ from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import (
     QUEUE_HINTS,
     Conclusion,
+    Created,
+    CreateRequest,
     JobHint,
     Machine,
     MachineState,
+    Refusal,
     RefusalKind,
 )
 from rungar.model.runner import RemovalReason, RunnerState
+from rungar.rpc.client import GrpcProvider
+from rungar.rpc.server import serve
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
@@ -479,6 +484,49 @@ async def test_a_burst_tells_a_provider_the_queue_front_once_and_again_only_when
     assign(102, 102)
     await world.engine.drain_tasks()
     assert heard == [(*front[2:], f"j{QUEUE_HINTS + 1}", f"j{QUEUE_HINTS + 2}")]
+
+
+async def test_over_grpc_a_burst_tells_the_provider_the_final_front_in_a_few_calls(
+    tmp_path: Path,
+) -> None:
+    class Following(FakeProvider):
+        """Records each queue update as the server hands it over, and each Create's hints."""
+
+        def __init__(self) -> None:
+            super().__init__("compute1", vcpus=64, memory_bytes=128 * GIB)
+            self.heard: list[tuple[str, ...]] = []
+            self.create_hints: list[tuple[str, ...]] = []
+
+        async def queue_changed(self, name: str, queued: tuple[JobHint, ...]) -> None:
+            self.heard.append(tuple(h.job_id for h in queued))
+
+        async def create(self, request: CreateRequest) -> Created | Refusal:
+            self.create_hints.append(tuple(h.job_id for h in request.job_hints))
+            return await super().create(request)
+
+    following = Following()
+    server = await serve(following, f"unix://{tmp_path}/compute1.sock")
+    client = GrpcProvider("compute1", server.address)
+    try:
+        world = World(tmp_path)
+        world.providers["compute1"] = client  # type: ignore[assignment]  # the provider over gRPC
+        world.engine = world.new_engine()
+        await world.start()
+        await world.demand(1)
+        for first in range(1, 3 * QUEUE_HINTS, 5):
+            for n in range(first, first + 5):
+                hint = JobHint("acme/api", "ci", "build", f"j{n}", queued_at=1_700_000_000.0 + n)
+                world.engine.on_job_assigned("linux", f"j{n}", hint)
+            await world.engine.drain_tasks()
+        front = tuple(f"j{n}" for n in range(1, QUEUE_HINTS + 1))
+        assert following.heard[-1] == front, "the provider learns the final front"
+        assert len(following.heard) <= QUEUE_HINTS // 5, following.heard
+        # The next creates carry the same front, decoded as sent.
+        await world.demand(3)
+        assert following.create_hints[-2:] == [front, front]
+    finally:
+        await client.close()
+        await server.stop(0)
 
 
 async def test_a_job_that_left_the_queue_and_queued_again_is_told_again(world: World) -> None:
