@@ -67,6 +67,7 @@ def test_a_service_token_is_checked_at_every_call_after_the_first() -> None:
         assert claims is not None and claims["sid"] == "session-1"
         assert tokens.check_jwt(token, "mq") is None, "another kind of token"
         assert tokens.session_of(token) == "session-1"
+    assert claims is not None
     claims["sid"] = "changed by a caller"
     assert tokens.check_jwt(token, "admin") == {**claims, "sid": "session-1"}
     real.advance(61)
