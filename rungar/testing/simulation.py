@@ -13,7 +13,8 @@ reasons of their own. After every step it checks the invariants:
 4. a runner is not placed only when every provider of its scale set was skipped for a reason or
    refused it: none that had room and could be tried was passed over.
 
-A failure raises :class:`InvariantBroken` naming the seed and step; ``simulate(seed)`` replays it.
+A failure raises :class:`InvariantBroken` naming the seed and step; ``simulate(seed, steps)``
+replays it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from rungar.errors import ProviderError, ProviderUnavailable
 from rungar.model.machine import Created, Machine, MachineState, Refusal, RefusalKind
 from rungar.placement import Fleet, RoomOpened
 from rungar.placement.backoff import backoff_wait
-from rungar.placement.plan import NotPlaced, Outcome, Placed
+from rungar.placement.plan import NotPlaced, Outcome, Placed, Try
 
 
 class InvariantBroken(AssertionError):
@@ -44,7 +45,7 @@ class InvariantBroken(AssertionError):
         self.seed, self.step = seed, step
         super().__init__(
             f"seed {seed}, step {step}: {message} "
-            f"(replay: rungar.testing.simulation.simulate(seed={seed}))"
+            f"(replay: rungar.testing.simulation.simulate(seed={seed}, steps={step}))"
         )
 
 
@@ -257,6 +258,7 @@ class Simulation:
             (vcpus, memory),
             self.now,
             before_create=before_create,
+            observe=self.refusal_seen,
             on_room=self.room_opened,
         )
         if isinstance(result, Placed):
@@ -269,12 +271,15 @@ class Simulation:
             self.check_no_room_passed_over(
                 scale_set, result, room_before, tryable_before, tried, concurrent
             )
-        for attempt in result.tries:
-            if attempt.outcome in (Outcome.REFUSED, Outcome.TIMED_OUT):
-                self.stats.refusals += 1
-                n, _ = self.streaks.get((scale_set, attempt.provider), (0, 0.0))
-                wait = backoff_wait(n + 1, self.timing.backoff_first, self.timing.backoff_max)
-                self.streaks[(scale_set, attempt.provider)] = (n + 1, self.now + wait)
+
+    def refusal_seen(self, scale_set: str, attempt: Try) -> None:
+        """The model's streak grows the moment a refusal is recorded, not when its placement
+        ends: room a placement beside it opens in between lifts the wait (the fleet's order)."""
+        if attempt.outcome in (Outcome.REFUSED, Outcome.TIMED_OUT):
+            self.stats.refusals += 1
+            n, _ = self.streaks.get((scale_set, attempt.provider), (0, 0.0))
+            wait = backoff_wait(n + 1, self.timing.backoff_first, self.timing.backoff_max)
+            self.streaks[(scale_set, attempt.provider)] = (n + 1, self.now + wait)
 
     def check_no_room_passed_over(
         self,
