@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import replace
 
 from runnerd.admission import host as hostguard
-from runnerd.admission.admit import cpu_line, decide
+from runnerd.admission.admit import (
+    _totals,  # decide()'s counting pass, held to counted_memory and counted_cpu below
+    counted_cpu,
+    counted_memory,
+    cpu_line,
+    decide,
+    memory_reserved,
+)
 from runnerd.admission.model import (
     AdmissionRecord,
     Admit,
@@ -379,3 +388,38 @@ def test_free_disk_must_stay_above_the_reserve_plus_the_runners_footprint() -> N
         == "The disk is short: the runner needs 8G beside the 10G reserve; 17G is free"
     )
     admitted(run(cand, [], disk=18 * G))
+
+
+# ---- counting -------------------------------------------------------------------------------
+
+
+def test_a_decision_counts_every_runner_as_counted_memory_and_counted_cpu_count_it() -> None:
+    # decide()'s one pass writes the two rules out (runnerd simulate calls it hundreds of
+    # thousands of times): it must agree with them on every runner, at the freshness edge too,
+    # where ``now - used_at > fresh_for`` and ``used_at < now - fresh_for`` can part in floats.
+    rng = random.Random(7)
+    for limits in (CAPS, MEASURED, replace(MEASURED, fresh_for=0.3)):
+        edge = NOW - limits.fresh_for
+        near = [edge, *(math.nextafter(edge, edge + k) for k in (-1, 1))]
+        near += [math.nextafter(x, x + k) for x in near[1:] for k in (-1, 1)]
+        running = [
+            runner(
+                n,
+                cap=rng.choice((4, 7)),
+                reserved=rng.uniform(0.5, 6),
+                used=rng.uniform(0, 7),
+                used_at=rng.choice((*near, NOW - 1, edge - 1)),
+                profile=rng.choice(("node", "jvm")),
+                cpus=rng.choice((2.0, 8.0)),
+                reserved_cpu=rng.uniform(0.1, 3),
+            )
+            for n in range(400)
+        ]
+        for fresh in (True, False):
+            expected = (
+                sum(r.profile == "node" for r in running),
+                sum(counted_memory(r, limits, fresh, NOW) for r in running),
+                sum(counted_cpu(r, limits) for r in running),
+            )
+            assert _totals(running, "node", limits, fresh, NOW) == expected
+            assert memory_reserved(running, limits, fresh, NOW) == expected[1]
