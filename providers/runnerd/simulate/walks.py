@@ -189,15 +189,17 @@ class Walks(Replayer):
         its prediction is past the free memory."""
         if self.per_profile[kq.profile] >= self.slots[kq.profile]:
             return False
-        if self.measured:  # _reach, when the cached prediction still holds
+        if self.measured:  # _reach, with the figures _profile answers for the whole walk
             due = kq.cached[kq.present > 1]
             stats = current.get(kq.profile)
             if stats is None:
                 stats = current[kq.profile] = self._profile(kq.profile, now)
-            if due.stats is stats and due.finished == kq.finished and due.hour == hour:
-                kq.due = due
-            else:
-                self._reach(kq, now, hour)
+            finished = kq.finished
+            if not (
+                due.stats is stats and due.finished == finished and due.hour == hour
+            ) and not due.holds(finished, stats, hour):
+                due.renew(finished, stats, hour, now)
+            kq.due = due
         if free is not None and kq.memory > free and self._short(kq, free, now):
             return False
         kq.done_to = 0
