@@ -416,10 +416,13 @@ def test_a_decision_counts_every_runner_as_counted_memory_and_counted_cpu_count_
             for n in range(400)
         ]
         for fresh in (True, False):
+            cpu = 0.0  # added one by one in order, as the pass adds them (not sum()'s way)
+            for r in running:
+                cpu += counted_cpu(r, limits)
             expected = (
                 sum(r.profile == "node" for r in running),
                 sum(counted_memory(r, limits, fresh, NOW) for r in running),
-                sum(counted_cpu(r, limits) for r in running),
+                cpu,
             )
             assert _totals(running, "node", limits, fresh, NOW) == expected
             assert memory_reserved(running, limits, fresh, NOW) == expected[1]
