@@ -80,7 +80,8 @@ def test_the_simulation_catches_a_provider_with_room_passed_over(
             simulate(seed=seed, steps=500)
 
 
-def test_a_broken_invariant_names_the_seed_to_replay() -> None:
+def test_a_broken_invariant_names_the_seed_and_the_steps_to_replay() -> None:
     sim = Simulation(seed=3)
-    with pytest.raises(InvariantBroken, match=r"simulate\(seed=3\)"):
+    sim.step = 41
+    with pytest.raises(InvariantBroken, match=r"simulate\(seed=3, steps=41\)"):
         sim.fail("example")
