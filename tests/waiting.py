@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -57,3 +59,14 @@ def until_sync(check: Callable[[], T], what: str, seconds: float = WAIT, every: 
         if time.monotonic() > deadline:
             raise AssertionError(f"never {what} (within {seconds:g} s)")
         pause.wait(every)
+
+
+def accepting(path: Path) -> bool:
+    """Whether a server takes connections on the unix socket at ``path``. Its file alone says
+    less: a server binds it before it listens, and a connection in between is refused."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError):
+            return False
+    return True

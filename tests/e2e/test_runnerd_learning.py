@@ -31,7 +31,7 @@ import pytest
 from rungar.model.machine import conclusion_from_github
 from rungar.testing.github_emulator.model import JobState
 from tests.e2e.daemon_world import DaemonWorld
-from tests.waiting import WAIT, until
+from tests.waiting import WAIT, accepting, until
 
 MIB = 1024**2
 LABEL = "e2e-learn"
@@ -116,7 +116,7 @@ class Host:
 
         def ready() -> bool:
             assert self.process is not None and self.process.poll() is None, self.log()
-            return (self.dir / "provider.sock").exists() and (self.dir / "runnerd.sock").exists()
+            return accepting(self.dir / "provider.sock") and accepting(self.dir / "runnerd.sock")
 
         await until(ready, "started runnerd", every=0.1)
 

@@ -17,15 +17,15 @@ from rungar.model.labels import installation_selector
 from rungar.rpc.client import GrpcProvider
 from rungar.rpc.plugin import SETTINGS_ENV
 from rungar.testing.gce_fake import GceFake
-from tests.waiting import WAIT, until
+from tests.waiting import WAIT, accepting, until
 
 
 async def listening(proc: asyncio.subprocess.Process, sock: Path) -> None:
-    """Until the server's socket is there (its imports take a while on a busy machine)."""
+    """Until the server takes connections (its imports take a while on a busy machine)."""
 
     def ready() -> bool:
         assert proc.returncode is None, f"the server ended ({proc.returncode}) before listening"
-        return sock.exists()
+        return accepting(sock)
 
     await until(ready, f"listened on {sock}")
 

@@ -21,7 +21,7 @@ from runnerd import ctl, sentences
 from rungar.model.machine import Created, CreateRequest, JobHint, Refusal
 from rungar.model.runner_block import RunnerBlock
 from rungar.rpc.client import GrpcProvider
-from tests.waiting import WAIT, until, until_awaited
+from tests.waiting import WAIT, accepting, until, until_awaited
 
 M = 1024**2
 SLEEP = "import time\ntime.sleep(60)\n"
@@ -77,7 +77,7 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
     socket = tmp_path / "state" / "provider.sock"
     try:
         await until(
-            lambda: socket.exists() and (tmp_path / "state" / "runnerd.sock").exists(),
+            lambda: accepting(socket) and accepting(tmp_path / "state" / "runnerd.sock"),
             "listened on both sockets",
         )
         client = GrpcProvider("host-a", f"unix://{socket}", timeout=WAIT)
