@@ -146,7 +146,13 @@ def decide(
     limits: Limits,
     state: GuardState,
     now: float,
+    counted: tuple[int, int, float] | None = None,
 ) -> Decided:
+    """Admit the candidate or say what holds it back. ``counted`` is what the running runners
+    count at, as :func:`_totals` counts them for the candidate's profile (runners of the
+    profile, memory, CPU): ``runnerd simulate`` keeps these up to date as runners start and
+    finish, rather than have each of its hundreds of thousands of decisions pass over every
+    running runner again; the daemon leaves it out and it is counted here."""
     state = _forget_old_waiters(state, bool(running), now, limits)
 
     def refuse(resource: str, message: str, wait: str, new: GuardState | None = None) -> Decided:
@@ -155,7 +161,9 @@ def decide(
         return Decided(NoRoom(resource, message, wait), _asked(kept, candidate.scale_set, now))
 
     slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
-    same_profile, reserved, taken = _totals(running, candidate.profile, limits, slice_fresh, now)
+    if counted is None:
+        counted = _totals(running, candidate.profile, limits, slice_fresh, now)
+    same_profile, reserved, taken = counted
     if same_profile >= candidate.slots:
         busy = (
             f"The one slot of profile {candidate.profile} is busy"

@@ -100,8 +100,16 @@ class Replayer:
             self.queue_of.append(kq)
         self.nonempty: dict[KeyQueue, None] = {}  # keys with waiting jobs
         self.waiters = CpuWaiters()
-        self.cpu_taken = 0.0  # what running runners reserve of the CPU budget
-        self.cpu_summed: float | None = 0.0  # the same summed as decide() sums it, or not yet
+        self.cpu_taken = 0.0  # what decide() counts running runners at of the CPU budget
+        # What decide() counts the running runners' CPUs at (under caps their cpus, else what
+        # they reserved), summed as it sums them, or None: not summed since the last finish.
+        self.cpu_summed: float | None = 0.0
+        self.cpu_of = operator.attrgetter(
+            "cpus" if limits.policy is Policy.CAPS else "reserved_cpu"
+        )
+        # decide() is handed the running runners' counts (see _ask) rather than pass over them:
+        # the slice is read at the instant asked, so always fresh (is_fresh: 0 <= fresh_for).
+        self.keeps_counts = shortcuts and 0.0 <= limits.fresh_for
         self.state = GuardState()  # what decide() keeps; its CPU waiters also in ``waiters``
         self.reading = SliceReading(NEVER, 0)  # the slice as decide() was last shown it
         # Profile figures as last read, good until a run of the profile finishes (see _finish)
@@ -178,7 +186,7 @@ class Replayer:
         kq = self.queue_of[i]
         runner = self.running.pop(i)
         self.running_list = None  # rebuilt when next read: finishes often come together
-        self.cpu_taken -= runner.reserved_cpu
+        self.cpu_taken -= self.cpu_of(runner)
         self.cpu_summed = None
         self.per_profile[kq.profile] -= 1
         peak = job.peak
@@ -235,7 +243,16 @@ class Replayer:
         running = self.running_list
         if running is None:
             running = self._running()
-        outcome = decide(candidate, running, reading, None, None, self.limits, asked, now)
+        # What decide() would count running: per_profile, counted_sum and the CPUs summed in
+        # its order are kept as runners start and finish, by its rules (see _start, _finish).
+        counted = (
+            (self.per_profile[kq.profile], self.counted_sum, self._summed_cpu())
+            if self.keeps_counts
+            else None
+        )
+        outcome = decide(
+            candidate, running, reading, None, None, self.limits, asked, now, counted
+        )
         new = outcome.state
         if new is not asked:
             if whole:
@@ -264,7 +281,7 @@ class Replayer:
         runner last, so the sum moves along with it; a finish has it summed again."""
         summed = self.cpu_summed
         if summed is None:
-            summed = self.cpu_summed = sum(map(_RESERVED_CPU, self._running()))
+            summed = self.cpu_summed = sum(map(self.cpu_of, self._running()))
         return summed
 
     def _start(self, i: int, name: str, kq: KeyQueue, admit: Admit, now: float) -> None:
@@ -281,9 +298,9 @@ class Replayer:
         self.events += 1
         running = self.running
         running[i] = runner
-        self.cpu_taken += admit.cpu
+        self.cpu_taken += self.cpu_of(runner)
         if self.cpu_summed is not None:
-            self.cpu_summed += admit.cpu
+            self.cpu_summed += self.cpu_of(runner)
         self._running().append(runner)
         self.per_profile[kq.profile] += 1
         if self.measured:  # the replay samples continuously: it counts at max(reserved, peak)
@@ -312,5 +329,3 @@ class Replayer:
             return True
         return False
 
-
-_RESERVED_CPU = operator.attrgetter("reserved_cpu")
