@@ -4,7 +4,11 @@ Prints JSON lines only: the wall seconds to replay 100,000 jobs (``--quick``: 10
 every policy (caps, the candidate slots under caps, measured, cpu ×1 and cpu ×1.5) as the command
 does, its rows side by side in worker processes, with each row's own seconds: on the generated
 host's slice, on one whose CPU budget holds jobs back at the day's peaks, and on one it overloads
-all day (thousands of jobs wait for CPU); and the seconds to compute advice for 50 profiles."""
+all day (thousands of jobs wait for CPU); and the seconds to compute advice for 50 profiles.
+
+``--row NAME`` and ``--slice CPUS`` (either or both) replay only those rows, one after another in
+this process, and print each one's process CPU seconds (``replay_cpu_s``): what to compare, side by
+side with another tree's, on a busy machine, and what to profile."""
 
 from __future__ import annotations
 
@@ -14,15 +18,17 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 
+from runnerd.admission import Limits, PredictionRules  # noqa: E402
 from runnerd.config import parse_config  # noqa: E402
 from runnerd.history_generate import example_config, generate, write_history  # noqa: E402
 from runnerd.simulate.command import limits_of, rules_of  # noqa: E402
 from runnerd.simulate.parallel import replay_all, usable_cpus  # noqa: E402
-from runnerd.simulate.replay import ProfileShape, replayable  # noqa: E402
+from runnerd.simulate.replay import ProfileShape, Scenario, replay, replayable  # noqa: E402
 from runnerd.simulate.table import candidate_slots, scenarios  # noqa: E402
 from runnerd.sizing.advise import advise  # noqa: E402
 from runnerd.sizing.runs import SizingRun, open_read_only, read_runs  # noqa: E402
@@ -44,9 +50,11 @@ def emit(metric: str, value: float, unit: str, **params: object) -> None:
     print(json.dumps({**line, "params": params}), flush=True)
 
 
-def bench_replay(jobs: int, until: float) -> None:
+def bench_replay(jobs: int, until: float, row: str | None, slice_cpus: int | None) -> list[str]:
     """Replay ``jobs`` through every policy as ``runnerd simulate`` does (its rows side by side
-    in worker processes), once per slice: the wall time, and each row's own time."""
+    in worker processes), once per slice: the wall time, and each row's own time. With ``row``
+    or ``slice_cpus``, only those rows, here, one after another: each one's CPU seconds. Answers
+    the rows and slices there were, when none matched."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "history.db"
         write_history(db, generate(jobs, 30, 1, until))
@@ -63,8 +71,16 @@ def bench_replay(jobs: int, until: float) -> None:
     candidate = candidate_slots(shapes, configured, memory_max, mirror, {})
     rows = scenarios(shapes, configured, candidate, memory_max, mirror, (1.0, 1.5))
     limits, rules = limits_of(config, memory_max), rules_of(config)
+    matched, offered = False, []
     for load, share in SLICES:
         cpus = round((config.host.cpus or 0) * share)
+        if row is not None or slice_cpus is not None:
+            offered.append(f"slice {cpus}")
+            for scenario in rows if slice_cpus is None or slice_cpus == cpus else ():
+                if row is None or scenario.name == row:
+                    replay_cpu(scenario, shapes, replayed, limits, rules, cpus, load)
+                    matched = True
+            continue
         started = time.perf_counter()
         results = replay_all(rows, shapes, replayed, limits, rules, cpus)
         wall = time.perf_counter() - started
@@ -75,6 +91,25 @@ def bench_replay(jobs: int, until: float) -> None:
         emit("replay_all_policies_s", wall, "s", jobs=len(replayed), days=30, slice_cpus=cpus,
              load=load, workers=min(len(rows), usable_cpus()),
              one_after_another_s=round(sum(r.seconds for r in results), 2))  # fmt: skip
+    return [] if matched or not offered else offered + [f"row {r.name!r}" for r in rows]
+
+
+def replay_cpu(
+    scenario: Scenario,
+    shapes: Mapping[str, ProfileShape],
+    jobs: Sequence[SizingRun],
+    limits: Limits,
+    rules: PredictionRules,
+    cpus: int,
+    load: str,
+) -> None:
+    """One row replayed here: its process CPU seconds, which the neighbours' load moves far less
+    than its wall time."""
+    started = time.process_time()
+    result = replay(scenario, shapes, jobs, limits, rules, cpus)
+    emit("replay_cpu_s", time.process_time() - started, "s", jobs=len(jobs),
+         policy=scenario.name, slice_cpus=cpus, load=load,
+         wait_p95_s=round(result.wait_p95), cpu_held=result.cpu_held)  # fmt: skip
 
 
 def bench_advice(profiles: int, until: float) -> None:
@@ -99,10 +134,15 @@ def bench_advice(profiles: int, until: float) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--row", help="replay only this row (caps, measured, 'cpu ×1', ...)")
+    parser.add_argument("--slice", type=int, help="replay only the slice of this many CPUs")
     args = parser.parse_args()
     until = 1_800_000_000.0
-    bench_replay(10_000 if args.quick else 100_000, until)
-    bench_advice(50, until)
+    unmatched = bench_replay(10_000 if args.quick else 100_000, until, args.row, args.slice)
+    if unmatched:
+        parser.error("no such row or slice; there are " + ", ".join(unmatched))
+    if args.row is None and args.slice is None:
+        bench_advice(50, until)
     return 0
 
 

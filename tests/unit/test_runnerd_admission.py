@@ -426,3 +426,46 @@ def test_a_decision_counts_every_runner_as_counted_memory_and_counted_cpu_count_
             )
             assert _totals(running, "node", limits, fresh, NOW) == expected
             assert memory_reserved(running, limits, fresh, NOW) == expected[1]
+
+
+def test_a_decision_handed_the_running_runners_counts_decides_as_one_that_counts_them() -> None:
+    # runnerd simulate keeps the counts as runners start and finish and hands them to decide()
+    # rather than have it pass over every running runner at each of its decisions.
+    rng = random.Random(11)
+    budgeted = replace(MEASURED, cpu_budget=6.0)
+    for limits in (CAPS, MEASURED, budgeted, replace(CAPS, cpu_budget=9.0)):
+        for _ in range(200):
+            running = [
+                runner(
+                    n,
+                    reserved=rng.uniform(0.5, 6),
+                    used=rng.uniform(0, 7),
+                    used_at=rng.choice((NOW - 1, NOW - 60)),
+                    profile=rng.choice(("node", "jvm")),
+                    reserved_cpu=rng.uniform(0.1, 3),
+                )
+                for n in range(rng.randrange(6))
+            ]
+            asking = candidate(predicted=rng.uniform(0.5, 6), cpu=rng.uniform(0.1, 4), slots=3)
+            reading = rng.choice((FRESH_SLICE, SliceReading(NOW - 60, 10 * G), None))
+            fresh = reading is not None and reading.at >= NOW - limits.fresh_for
+            counted = _totals(running, "node", limits, fresh, NOW)
+            alone = decide(asking, running, reading, None, None, limits, GuardState(), NOW)
+            handed = decide(
+                asking, running, reading, None, None, limits, GuardState(), NOW, counted
+            )
+            assert handed == alone
+
+
+def test_a_decision_reads_the_counts_it_is_handed_rather_than_the_running_runners() -> None:
+    one = [runner(1)]  # counted alone: one node runner at its 2G, far from the slots and budget
+    full = (8, 0, 0.0)  # handed: all 8 slots of profile node busy
+    decided = decide(candidate(), one, FRESH_SLICE, None, None, MEASURED, GuardState(), NOW, full)
+    assert isinstance(decided.decision, NoRoom) and decided.decision.resource == "slots"
+    short = (1, 32 * G, 0.0)  # handed: the slice's memory all but taken
+    decided = decide(candidate(), one, FRESH_SLICE, None, None, MEASURED, GuardState(), NOW, short)
+    assert isinstance(decided.decision, NoRoom) and decided.decision.resource == "memory"
+    assert isinstance(
+        decide(candidate(), one, FRESH_SLICE, None, None, MEASURED, GuardState(), NOW).decision,
+        Admit,
+    )
