@@ -109,7 +109,7 @@ class Replayer:
         )
         # decide() is handed the running runners' counts (see _ask) rather than pass over them:
         # the slice is read at the instant asked, so always fresh (is_fresh: 0 <= fresh_for).
-        self.keeps_counts = shortcuts and 0.0 <= limits.fresh_for
+        self.keeps_counts = shortcuts and limits.fresh_for >= 0.0
         self.state = GuardState()  # what decide() keeps; its CPU waiters also in ``waiters``
         self.reading = SliceReading(NEVER, 0)  # the slice as decide() was last shown it
         # Profile figures as last read, good until a run of the profile finishes (see _finish)
@@ -250,9 +250,7 @@ class Replayer:
             if self.keeps_counts
             else None
         )
-        outcome = decide(
-            candidate, running, reading, None, None, self.limits, asked, now, counted
-        )
+        outcome = decide(candidate, running, reading, None, None, self.limits, asked, now, counted)
         new = outcome.state
         if new is not asked:
             if whole:
@@ -328,4 +326,3 @@ class Replayer:
             self.held += 1  # the predictions had room: the high-water mark held it
             return True
         return False
-
