@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import uuid
 from dataclasses import dataclass, replace
-from itertools import islice
 
 import structlog
 
@@ -35,7 +34,6 @@ from rungar.model import sentences
 from rungar.model.create_intent import CreateIntent
 from rungar.model.labels import machine_labels
 from rungar.model.machine import (
-    QUEUE_HINTS,
     Created,
     CreateRequest,
     JobHint,
@@ -214,7 +212,7 @@ class Creations:
             intent,
             jit_config,
             blocks,
-            hints=tuple(islice(state.queued.values(), QUEUE_HINTS)),
+            hints=state.queue_front(),
             deadline=_deadline(ctx, state, ctx.clock.now()),
             budget=budget,
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import replace
-from itertools import islice
 
 from rungar.engine import reruns
 from rungar.engine.context import EngineContext
@@ -22,7 +21,7 @@ from rungar.engine.scale_set_state import ScaleSetState
 from rungar.engine.scaler import Scaler
 from rungar.errors import RungarError
 from rungar.github.interface import JobTimes
-from rungar.model.machine import QUEUE_HINTS, Conclusion, JobHint
+from rungar.model.machine import Conclusion, JobHint
 from rungar.model.provider import Provider
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 from rungar.stopping import within
@@ -90,7 +89,7 @@ class JobBook:
         waiting = ctx.runners.first_on_each_provider(name, _without_a_job)
         if not waiting:
             return
-        front = _front(state)
+        front = state.queue_front()
         for provider_name, runner in waiting.items():
             if state.queue_told.get(provider_name) == front:
                 continue  # it knows this queue already
@@ -115,7 +114,7 @@ class JobBook:
                 follow = getattr(provider, "queue_changed", None)
                 if state is None or follow is None:
                     return
-                queued = _front(state)
+                queued = state.queue_front()
                 if state.queue_told.get(provider_name) != queued:
                     with contextlib.suppress(RungarError, TimeoutError):
                         await within(follow(runner, queued), ctx.call_timeout(provider_name))
@@ -231,11 +230,6 @@ class JobBook:
         # An ephemeral runner takes one job; GitHub removes its registration itself.
         self.removals.let_go(record, RemovalReason.JOB_COMPLETED, conclusion)
         ctx.spawn(self.removals.settle_leaving(record))
-
-
-def _front(state: ScaleSetState) -> tuple[JobHint, ...]:
-    """The queued jobs a queue update carries: the first ``QUEUE_HINTS``, oldest first."""
-    return tuple(islice(state.queued.values(), QUEUE_HINTS))
 
 
 def _left_queue(state: ScaleSetState, job_id: str) -> JobHint | None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import islice
 
 from rungar.config.model import ScaleSetConfig
-from rungar.model.machine import JobHint
+from rungar.model.machine import QUEUE_HINTS, JobHint
 from rungar.model.phase import Phase
 from rungar.scaling import InForce, Warm
 
@@ -37,6 +38,11 @@ class ScaleSetState:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     removed: bool = False  # no longer configured: drains, then is forgotten
     watchers: list[Callable[[], None]] = field(default_factory=list, repr=False)
+
+    def queue_front(self) -> tuple[JobHint, ...]:
+        """The queued jobs a Create or a queue update carries: the first ``QUEUE_HINTS``,
+        oldest first."""
+        return tuple(islice(self.queued.values(), QUEUE_HINTS))
 
     @property
     def paused(self) -> bool:
