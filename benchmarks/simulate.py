@@ -8,7 +8,10 @@ all day (thousands of jobs wait for CPU); and the seconds to compute advice for 
 
 ``--row NAME`` and ``--slice CPUS`` (either or both) replay only those rows, one after another in
 this process, and print each one's process CPU seconds (``replay_cpu_s``): what to compare, side by
-side with another tree's, on a busy machine, and what to profile."""
+side with another tree's, on a busy machine, and what to profile.
+
+The replay runs compiled where ``make bench`` built its engine, else from the Python sources
+(``RUNNERD_SIMULATE_COMPILED=0`` asks for them): each line's ``engine`` says which."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 from runnerd.admission import Limits, PredictionRules  # noqa: E402
 from runnerd.config import parse_config  # noqa: E402
 from runnerd.history_generate import example_config, generate, write_history  # noqa: E402
+from runnerd.simulate import compiled  # noqa: E402
 from runnerd.simulate.command import limits_of, rules_of  # noqa: E402
 from runnerd.simulate.parallel import replay_all, usable_cpus  # noqa: E402
 from runnerd.simulate.replay import ProfileShape, Scenario, replay, replayable  # noqa: E402
@@ -46,6 +50,8 @@ SLICES = (("as generated", 1.0), ("contended", 1 / 5), ("overloaded", 1 / 15))
 
 
 def emit(metric: str, value: float, unit: str, **params: object) -> None:
+    if metric != "advice_s":  # which engine replayed: compiled where it is built (make bench)
+        params["engine"] = "compiled" if compiled.running() else "python"
     line = {"bench": "simulate", "metric": metric, "value": round(value, 4), "unit": unit}
     print(json.dumps({**line, "params": params}), flush=True)
 

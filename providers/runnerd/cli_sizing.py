@@ -219,6 +219,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"runnerd simulate: {e}", file=sys.stderr)
         return 1
     print(report.text)
+    from runnerd.simulate.compiled import engine_note
+
+    print(engine_note(), file=sys.stderr)
     return 0
 
 
@@ -233,6 +236,8 @@ def run_generate(args: argparse.Namespace) -> int:
     count = write_history(args.db, jobs)
     print(f"wrote {count} jobs over {args.days:g} days to {args.db}")
     if args.write_config:
-        Path(args.write_config).write_text(example_config(args.db, args.jobs, args.days))
+        # The history's absolute path: the config resolves a relative one from its own folder.
+        db = str(Path(args.db).resolve())
+        Path(args.write_config).write_text(example_config(db, args.jobs, args.days))
         print(f"wrote {args.write_config}")
     return 0

@@ -16,7 +16,6 @@ import heapq
 import math
 import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from runnerd.admission import (
     Admit,
@@ -30,29 +29,12 @@ from runnerd.admission import (
 )
 from runnerd.admission.model import Prediction, Run
 from runnerd.admission.predict import ProfileStats
+from runnerd.simulate.rows import ProfileShape, Scenario
 from runnerd.simulate.waiting import NEVER, CpuWaiters, KeyQueue
 from runnerd.simulate.window import WindowPredictor
 from runnerd.sizing.runs import SizingRun
 
 FINISH, WAKE = 0, 2  # finishes first at the same instant: they free room; arrivals are 1
-
-
-@dataclass(frozen=True, slots=True)
-class ProfileShape:
-    """A profile as the replay needs it: each runner's cap and CPUs."""
-
-    memory: int
-    cpus: float
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    """One row of the table: a policy and slots, with a CPU budget factor or none."""
-
-    name: str
-    policy: Policy
-    slots: Mapping[str, int]
-    cpu_factor: float | None = None
 
 
 class Replayer:

@@ -28,10 +28,11 @@ import heapq
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from runnerd.admission import Limits, PredictionRules
-from runnerd.simulate.engine import FINISH, WAKE, ProfileShape, Scenario
+from runnerd.simulate.engine import FINISH, WAKE
+from runnerd.simulate.rows import ProfileShape, ReplayResult, Scenario
 from runnerd.simulate.walks import Walks
 from runnerd.simulate.window import WindowPredictor
 from runnerd.sizing.runs import SizingRun
@@ -39,25 +40,6 @@ from runnerd.sizing.runs import SizingRun
 __all__ = ["ProfileShape", "ReplayResult", "Scenario", "replay", "replayable"]
 
 TICK = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayResult:
-    scenario: Scenario
-    jobs: int
-    never_started: int
-    wait_p50: float
-    wait_p95: float
-    wait_max: float
-    wait_mean: float
-    at_once: int
-    peaks: int  # every running job's peak plus the mirror at the busiest moment
-    under: int  # jobs that peaked above what admission reserved for them
-    held: int  # times the high-water mark held back a job the predictions had room for
-    cpu: float  # the most the running jobs' average CPUs added up to at once
-    cpu_held: int | None  # times the CPU budget held back a job memory and slots had room for
-    makespan: float
-    seconds: float = field(default=0.0, compare=False)  # what the replay took, for benchmarks
 
 
 def _nearest_rank(ordered: Sequence[float], share: float) -> float:
@@ -78,7 +60,7 @@ class _Replay(Walks):
         shortcuts: bool = True,
     ) -> None:
         predictor = WindowPredictor(rules)
-        predictor.load(((r.key, r.as_run()) for r in warm), 0.0)
+        predictor.load([(r.key, r.as_run()) for r in warm], 0.0)
         super().__init__(scenario, profiles, jobs, limits, predictor, shortcuts)
 
     # ---- the loop ---------------------------------------------------------------------

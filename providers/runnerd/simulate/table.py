@@ -90,7 +90,7 @@ def row(result: ReplayResult, memory_max: int) -> str:
         f"{wait_text(result.wait_p50):>8}{wait_text(result.wait_p95):>10}"
         f"{wait_text(result.wait_max):>10}{wait_text(result.wait_mean):>10}"
         f"{result.at_once:>8}{peaks:>9}{result.under:>8}{result.held:>6}"
-        f"{cpu_text(result.cpu):>7}{cpu_held:>9}"
+        f"{cpu_text(result.cpu):>7} {cpu_held:>8}"  # apart however many holds
     )
 
 
