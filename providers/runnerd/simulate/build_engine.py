@@ -37,19 +37,25 @@ def build(quiet: bool = False) -> Path:
     if shutil.which(os.environ.get("CC", "cc")) is None:
         raise RuntimeError("compiling the replay needs a C compiler (cc): apt-get install gcc")
     expected = stamp()
-    root = folder().parent.parent.parent  # holds the runnerd package: module names from paths
-    # mypy reads the types of rungar's modules too, wherever that package is installed
+    package = folder().parent.parent  # the runnerd package
+    # mypy reads the types of rungar's modules too, wherever that package is installed: an
+    # editable checkout's folder goes on its path; it finds an installed copy in site-packages
+    # itself, and refuses site-packages on its path.
     rungar = importlib.util.find_spec("rungar")
     if rungar is None or not rungar.submodule_search_locations:
         raise RuntimeError("compiling the replay needs the rungar package importable")
-    # An editable checkout's folders; mypy finds an installed copy in site-packages itself and
-    # refuses site-packages on its path.
-    folders = {str(Path(rungar.submodule_search_locations[0]).parent), str(root)}
-    search = os.pathsep.join(sorted(f for f in folders if not f.endswith("-packages")))
+    rungar_parent = str(Path(rungar.submodule_search_locations[0]).parent)
+    search = "" if rungar_parent.endswith("-packages") else rungar_parent
     with tempfile.TemporaryDirectory(prefix="runnerd-compile-") as tmp:
         work = Path(tmp)
+        # Compiled from a copy of the package, so that mypy's module names come from its paths
+        # and it never reads the other modules of the folder the package is installed in.
+        source = work / "src"
+        shutil.copytree(
+            package, source / "runnerd", ignore=shutil.ignore_patterns("build", "__pycache__")
+        )
         previous, mypy_path = Path.cwd(), os.environ.get("MYPYPATH")
-        os.chdir(root)
+        os.chdir(source)
         os.environ["MYPYPATH"] = search
         try:
             paths = [f"runnerd/simulate/{name}.py" for name in ENGINE]

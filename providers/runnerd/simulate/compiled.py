@@ -1,12 +1,13 @@
-"""The replay's engine compiled to native code by mypyc: the same code, two to three times faster.
+"""The replay's engine compiled to native code by mypyc: the same code, 1.4 to 2.4 times faster.
 
-docs/admission.md, "Try it first: runnerd simulate". ``python -m runnerd.simulate.build_engine``
-(``make compiled-replay`` in a checkout; it needs mypy and a C compiler) builds the engine's
-modules into ``build/`` beside this file, with a stamp of every source the build read and the
-Python it was built for. :mod:`runnerd.simulate` puts that folder first on its path only while the
-stamp still matches, so ``import runnerd.simulate.walks`` loads the compiled module. Otherwise
-(never built, a source changed since, another Python, or ``RUNNERD_SIMULATE_COMPILED=0``) the
-Python sources run. The tables are the same either way: tests compare them.
+docs/admission.md, "Try it first: runnerd simulate"; docs/benchmarks.md has the figures.
+``python -m runnerd.simulate.build_engine`` (``make compiled-replay`` in a checkout; it needs mypy
+and a C compiler) builds the engine's modules into ``build/`` beside this file, with a stamp of
+every source the build read and the Python it was built for. :mod:`runnerd.simulate` puts that
+folder first on its path only while the stamp still matches, so ``import runnerd.simulate.walks``
+loads the compiled module. Otherwise (never built, a source changed since, another Python, or
+``RUNNERD_SIMULATE_COMPILED=0``) the Python sources run. The tables are the same either way:
+tests compare them.
 
 What crosses between processes (:mod:`runnerd.simulate.rows`) stays plain Python, and so do the
 daemon's admission and predictions, which the engine calls as any caller does.
@@ -94,5 +95,5 @@ def engine_note() -> str:
         why = "it is not compiled here"
     return (
         f"runnerd simulate: replayed by the Python engine, as {why}; "
-        "python -m runnerd.simulate.build_engine compiles it (replays two to three times faster)"
+        "python -m runnerd.simulate.build_engine compiles it (replays about twice as fast)"
     )
