@@ -81,4 +81,4 @@ dist: $(STAMP)
 	$(BIN)/python tools/build_dist.py dist
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info providers/runnerd/simulate/build
