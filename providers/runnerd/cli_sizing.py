@@ -180,6 +180,7 @@ def cpu_factors(config: RunnerdConfig, asked: list[float]) -> list[float]:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from runnerd.simulate.command import SimulateRequest, simulate
+    from runnerd.simulate.compiled import engine_note
 
     try:
         config, db = _load(args)
@@ -219,8 +220,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"runnerd simulate: {e}", file=sys.stderr)
         return 1
     print(report.text)
-    from runnerd.simulate.compiled import engine_note
-
     print(engine_note(), file=sys.stderr)
     return 0
 
