@@ -29,7 +29,7 @@ import pytest
 
 from rungar.demo.sweep import cgroups
 from rungar.rpc.plugin import SOCKET_ENV
-from tests.waiting import WAIT, until_sync
+from tests.waiting import WAIT, accepting, until_sync
 
 RUNGAR = str(Path(sys.executable).parent / "rungar")
 # The quick start's burst: its runners run for half a minute or so, so some are running when the
@@ -159,7 +159,7 @@ def test_the_demos_links_open_and_two_ctrl_cs_end_it_at_once_leaving_nothing(
         assert httpx.get(link, follow_redirects=True, timeout=WAIT).status_code == 200, link
     # Its files pass its own checks, with nothing to warn about (once its daemon's admin
     # socket is up: runners can come before it on a busy machine).
-    until_sync(lambda: (demo.folder / "rungar.sock").exists(), "the daemon's socket")
+    until_sync(lambda: accepting(demo.folder / "rungar.sock"), "the daemon's socket listening")
     doctor = checked(RUNGAR, "doctor", "-c", str(demo.folder / "rungar.yaml"))
     assert doctor.returncode == 0 and " 0 warn, 0 fail" in doctor.stdout, doctor.stdout
     valid = checked(RUNGAR, "validate", "--verbose", str(demo.folder / "scale_sets.yaml"))
