@@ -32,7 +32,8 @@ from runnerd.history_generate import example_config, generate, write_history  # 
 from runnerd.simulate import compiled  # noqa: E402
 from runnerd.simulate.command import limits_of, rules_of  # noqa: E402
 from runnerd.simulate.parallel import replay_all, usable_cpus  # noqa: E402
-from runnerd.simulate.replay import ProfileShape, Scenario, replay, replayable  # noqa: E402
+from runnerd.simulate.replay import replay, replayable  # noqa: E402
+from runnerd.simulate.rows import ProfileShape, Scenario  # noqa: E402
 from runnerd.simulate.table import candidate_slots, scenarios  # noqa: E402
 from runnerd.sizing.advise import advise  # noqa: E402
 from runnerd.sizing.runs import SizingRun, open_read_only, read_runs  # noqa: E402

@@ -131,7 +131,7 @@ def generated_fleet(
     profiles, memory_max = host_for(max(1, int(jobs * slots_share / max(1, hosts))), days)
     if admission == "measured":  # the slots the slice holds once runners reserve predictions
         from runnerd.history_generate import MIRROR
-        from runnerd.simulate.replay import ProfileShape
+        from runnerd.simulate.rows import ProfileShape
         from runnerd.simulate.table import candidate_slots
 
         shapes = {p.name: ProfileShape(p.memory, p.cpus) for p in profiles}

@@ -15,7 +15,8 @@ from runnerd.admission import Policy
 from runnerd.config import parse_config
 from runnerd.history_generate import example_config, generate, write_history
 from runnerd.simulate.command import limits_of, rules_of
-from runnerd.simulate.replay import ProfileShape, ReplayResult, Scenario, replay, replayable
+from runnerd.simulate.replay import replay, replayable
+from runnerd.simulate.rows import ProfileShape, ReplayResult, Scenario
 from runnerd.sizing.runs import open_read_only, read_runs
 
 from tests.unit.sizing_fixtures import NOW, G
@@ -30,7 +31,8 @@ WORKERS_SCRIPT = textwrap.dedent(
     from runnerd.admission import Policy
     from runnerd.config import parse_config
     from runnerd.simulate.command import limits_of, rules_of
-    from runnerd.simulate.replay import ProfileShape, Scenario, replayable
+    from runnerd.simulate.replay import replayable
+    from runnerd.simulate.rows import ProfileShape, Scenario
     from runnerd.sizing.runs import open_read_only, read_runs
 
     db, config_text, pids_file = sys.argv[1:4]

@@ -15,7 +15,8 @@ from runnerd.config import parse_config
 from runnerd.history import JobKey
 from runnerd.history_generate import example_config, generate, write_history
 from runnerd.simulate.command import SimulateRequest, simulate
-from runnerd.simulate.replay import ProfileShape, Scenario, replay, replayable
+from runnerd.simulate.replay import replay, replayable
+from runnerd.simulate.rows import ProfileShape, Scenario
 from runnerd.simulate.table import HEADER, row, wait_text
 from runnerd.simulate.window import WindowPredictor
 

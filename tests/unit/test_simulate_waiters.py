@@ -30,7 +30,8 @@ from runnerd.config import parse_config
 from runnerd.history import JobKey
 from runnerd.history_generate import example_config, generate, write_history
 from runnerd.simulate.command import limits_of, rules_of
-from runnerd.simulate.replay import ProfileShape, ReplayResult, Scenario, replayable
+from runnerd.simulate.replay import replayable
+from runnerd.simulate.rows import ProfileShape, ReplayResult, Scenario
 from runnerd.simulate.waiting import CpuWaiters
 from runnerd.simulate.window import WindowPredictor
 from runnerd.sizing.runs import SizingRun, open_read_only, read_runs

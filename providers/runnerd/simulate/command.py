@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from runnerd.admission import Limits, PredictionRules
 from runnerd.config import RunnerdConfig
 from runnerd.simulate.parallel import replay_all
-from runnerd.simulate.replay import ProfileShape, ReplayResult, replayable
+from runnerd.simulate.replay import replayable
+from runnerd.simulate.rows import ProfileShape, ReplayResult
 from runnerd.simulate.table import candidate_slots, render, scenarios
 from runnerd.sizing.runs import DAY, open_read_only, read_runs
 

@@ -21,7 +21,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 
 from runnerd.admission import Limits, Policy, PredictionRules
-from runnerd.simulate.replay import ProfileShape, ReplayResult, Scenario, replay
+from runnerd.simulate.replay import replay
+from runnerd.simulate.rows import ProfileShape, ReplayResult, Scenario
 from runnerd.sizing.runs import SizingRun
 
 

@@ -37,7 +37,7 @@ from runnerd.simulate.walks import Walks
 from runnerd.simulate.window import WindowPredictor
 from runnerd.sizing.runs import SizingRun
 
-__all__ = ["ProfileShape", "ReplayResult", "Scenario", "replay", "replayable"]
+__all__ = ["replay", "replayable"]
 
 TICK = 30.0
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from rungar.model.units import format_bytes
 from runnerd.admission import Policy
-from runnerd.simulate.replay import ProfileShape, ReplayResult, Scenario
+from runnerd.simulate.rows import ProfileShape, ReplayResult, Scenario
 
 HEADER = (
     "POLICY    SLOTS                   WAIT P50  WAIT P95  WAIT MAX      MEAN AT ONCE    PEAKS"
