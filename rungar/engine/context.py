@@ -138,13 +138,12 @@ class EngineContext:
         return self.guard.may_create()
 
     def runner_block(self, scale_set: str, provider: str) -> ProviderBlock:
-        """The provider's runner block in the scale set's configuration, with its revision."""
-        block: dict[str, object] = {}
-        for entry in self.sets[scale_set].config.providers:
-            if entry.name == provider:
-                block = dict(entry.runner)
-                break
-        return ProviderBlock(block, revision(block))
+        """The provider's runner block in the scale set's configuration, with its revision (an
+        empty block for a provider the scale set does not name); the caller's own copy."""
+        known = self.runner_blocks(scale_set).get(provider)
+        if known is None:
+            return ProviderBlock({}, revision({}))
+        return ProviderBlock(dict(known.block), known.revision)
 
     def runner_blocks(self, scale_set: str) -> dict[str, ProviderBlock]:
         """Each of the scale set's providers' runner block with its revision, worked out once
@@ -155,7 +154,7 @@ class EngineContext:
             return known[1]
         blocks: dict[str, ProviderBlock] = {}
         for entry in config.providers:
-            if entry.name not in blocks:  # the first of a name, as runner_block() finds it
+            if entry.name not in blocks:  # a name given twice: its first entry counts
                 block = dict(entry.runner)
                 blocks[entry.name] = ProviderBlock(block, revision(block))
         self._blocks[scale_set] = (config, blocks)
