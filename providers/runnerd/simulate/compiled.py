@@ -69,9 +69,13 @@ def built() -> bool:
         return False
 
 
+def _switched_off() -> bool:
+    return os.environ.get(SWITCH, "1") == "0"
+
+
 def search_path(path: Sequence[str]) -> list[str]:
     """The package's path, with the build first when it may be used."""
-    if os.environ.get(SWITCH, "1") == "0" or not built():
+    if _switched_off() or not built():
         return list(path)
     return [str(folder()), *path]
 
@@ -87,7 +91,7 @@ def engine_note() -> str:
     """One line for ``runnerd simulate``: which engine replayed, and how to compile it if not."""
     if running():
         return "runnerd simulate: replayed by the compiled engine"
-    if os.environ.get(SWITCH, "1") == "0":
+    if _switched_off():
         why = f"{SWITCH}=0"
     elif (folder() / STAMP).exists():
         why = "its compiled build was made from other sources or another Python"

@@ -129,16 +129,18 @@ class Replayer:
             self.oldest[name] = self.predictor.oldest(name)
         return stats
 
-    def _reach(self, kq: KeyQueue, now: float, hour: int) -> None:
+    def _reach(
+        self, kq: KeyQueue, now: float, hour: int, stats: ProfileStats | None = None
+    ) -> None:
         """A walk reached the key: where the daemon's cache of predictions would look. A
         prediction changes only with its job's runs, its profile's figures, or time passing a
         hold's or the window's edge: a new one is due when any of them moved (time by the
         hour), and computed when read (:meth:`_predicted`)."""
         if not self.measured:
             return
-        beside = kq.present > 1
-        stats = self._profile(kq.profile, now)
-        due = kq.cached[beside]
+        if stats is None:  # else the walk's, read once for each profile (see Walks._reached)
+            stats = self._profile(kq.profile, now)
+        due = kq.cached[kq.present > 1]  # alone, or beside another copy
         if not due.holds(kq.finished, stats, hour):
             due.renew(kq.finished, stats, hour, now)
         kq.due = due

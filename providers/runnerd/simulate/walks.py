@@ -189,17 +189,11 @@ class Walks(Replayer):
         its prediction is past the free memory."""
         if self.per_profile[kq.profile] >= self.slots[kq.profile]:
             return False
-        if self.measured:  # _reach, with the figures _profile answers for the whole walk
-            due = kq.cached[kq.present > 1]
+        if self.measured:  # the figures _profile answers are read once for the whole walk
             stats = current.get(kq.profile)
             if stats is None:
                 stats = current[kq.profile] = self._profile(kq.profile, now)
-            finished = kq.finished
-            if not (
-                due.stats is stats and due.finished == finished and due.hour == hour
-            ) and not due.holds(finished, stats, hour):
-                due.renew(finished, stats, hour, now)
-            kq.due = due
+            self._reach(kq, now, hour, stats)
         if free is not None and kq.memory > free and self._short(kq, free, now):
             return False
         kq.done_to = 0
