@@ -52,6 +52,11 @@ def limit_reason(limit: int) -> str:
     return f"at its limit of {limit} runners"
 
 
+# A scale set removed from the configuration while one of its creates was on its way: it
+# places nothing more.
+SCALE_SET_GONE = "the scale set is no longer configured"
+
+
 def scale_set_limit_reason(limit: int) -> str:
     return f"the scale set is at its limit of {limit} runners"
 

@@ -66,6 +66,7 @@ from rungar.model.runner import RunnerView
 from rungar.model.sentences import (
     DISABLED,
     FULL,
+    SCALE_SET_GONE,
     UNREACHABLE,
     crash_reason,
     failing_reason,
@@ -101,12 +102,15 @@ class Candidates:
     order: tuple[str, ...]
     skips: tuple[Skip, ...]
     scale_set_limit: int = 0  # > 0: the scale set itself is at this limit; nothing is tried
+    gone: bool = False  # the scale set is no longer configured; nothing is tried
 
     @property
     def any(self) -> bool:
         return bool(self.order)
 
     def why_none(self) -> str:
+        if self.gone:
+            return SCALE_SET_GONE
         if self.scale_set_limit:
             return scale_set_limit_reason(self.scale_set_limit)
         if not self.skips:
@@ -183,7 +187,12 @@ class Fleet:
                 self._lowest_priority[p.name] = min(lowest, s.priority)
         self._backoffs = {k: v for k, v in self._backoffs.items() if k in pairs}
         self._crash_loops = {k: v for k, v in self._crash_loops.items() if k in pairs}
-        self._holds = {k: v for k, v in self._holds.items() if k in self.providers}
+        # A removed scale set asks no more: its holds end with it.
+        self._holds = {
+            k: v
+            for k, v in self._holds.items()
+            if k in self.providers and v.holder in self.scale_sets
+        }
         self._work_waits = {
             p: {s: t for s, t in waits.items() if (s, p) in pairs}
             for p, waits in self._work_waits.items()
@@ -331,7 +340,9 @@ class Fleet:
         """Why ``scale_set`` will not try ``provider`` now, or None; in the order above.
 
         ``reserve``: the runner would refill the idle reserve, not serve an assigned job."""
-        config = self.scale_sets[scale_set]
+        config = self.scale_sets.get(scale_set)
+        if config is None:
+            return SCALE_SET_GONE
         if self.is_disabled(provider):
             return DISABLED
         if provider in self._unreachable:
@@ -363,7 +374,9 @@ class Fleet:
 
     def candidates(self, scale_set: str, now: float, *, reserve: bool = False) -> Candidates:
         """Providers this scale set may try now, in its placement's order, without asking any."""
-        config = self.scale_sets[scale_set]
+        config = self.scale_sets.get(scale_set)
+        if config is None:  # removed by a new configuration while a create was on its way
+            return Candidates((), (), gone=True)
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
             return Candidates((), (), scale_set_limit=config.max_runners)
         reasons: dict[str, str | None] = {}
@@ -386,7 +399,9 @@ class Fleet:
         placement order as counts change (:class:`rungar.placement.index.ProviderOrder`), so
         this walks from the front and stops once it has them. Why the others are skipped is
         :meth:`candidates`' to say, when asked."""
-        config = self.scale_sets[scale_set]
+        config = self.scale_sets.get(scale_set)
+        if config is None:
+            return []
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
             return []
         found: list[str] = []
@@ -414,7 +429,9 @@ class Fleet:
         can be tried rather than ordering them all, as the create that follows orders them
         afresh when it tries them. A query: when nothing can be tried, the holds that follow
         are the caller's to decide (:meth:`plan_holds`)."""
-        config = self.scale_sets[scale_set]
+        config = self.scale_sets.get(scale_set)
+        if config is None:
+            return SCALE_SET_GONE
         if self.runners_of(scale_set) + self.creating_of(scale_set) < config.max_runners:
             for entry in config.providers:
                 if self.skip_reason(scale_set, entry.name, now, reserve=reserve) is None:
@@ -425,7 +442,9 @@ class Fleet:
         self, scale_set: str, provider: str, now: float, *, reserve: bool = False
     ) -> Claim | Skip:
         """Take a place on ``provider`` for one create, or say why it cannot be tried now."""
-        config = self.scale_sets[scale_set]
+        config = self.scale_sets.get(scale_set)
+        if config is None:
+            return Skip(provider, SCALE_SET_GONE)
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
             return Skip(provider, scale_set_limit_reason(config.max_runners))
         reason = self.skip_reason(scale_set, provider, now, reserve=reserve)
@@ -545,7 +564,9 @@ class Fleet:
         Under :attr:`HoldRule.ONE` (comparison only) one of them is held: the one it already
         holds, else the one with the fewest runners counted on it, the first in its order on a
         tie."""
-        config = self.scale_sets[scale_set]
+        config = self.scale_sets.get(scale_set)
+        if config is None:  # no longer configured: it waits for nothing
+            return HoldDecision(scale_set, now, waiting=False)
         if self.runners_of(scale_set) + self.creating_of(scale_set) >= config.max_runners:
             # At its own limit: it waits for no provider.
             return HoldDecision(scale_set, now, waiting=False)
@@ -647,12 +668,11 @@ class Fleet:
         return self._lowest_priority.get(provider, priority) < priority
 
     def release_holds(self, scale_set: str) -> None:
-        """Lift holds of this scale set's priority or lower on all of its providers."""
-        priority = self.scale_sets[scale_set].priority
-        for entry in self.scale_sets[scale_set].providers:
-            hold = self._holds.get(entry.name)
-            if hold is not None and hold.priority <= priority:
-                del self._holds[entry.name]
+        """The scale set placed its runner: every hold it has ends, on whichever provider.
+        Another scale set's hold stays, whatever the priorities: it ends when its holder places
+        its runner or stops asking (it then lapses after ``hold_duration``)."""
+        for provider in [p for p, hold in self._holds.items() if hold.holder == scale_set]:
+            del self._holds[provider]
 
     # ----------------------------------------------------------------- views
 
@@ -670,9 +690,12 @@ class Fleet:
 
     def holding_back(self, scale_set: str, now: float) -> list[Hold]:
         """Active holds that keep this scale set off one of its providers."""
-        priority = self.scale_sets[scale_set].priority
+        config = self.scale_sets.get(scale_set)
+        if config is None:
+            return []
+        priority = config.priority
         found = []
-        for entry in self.scale_sets[scale_set].providers:
+        for entry in config.providers:
             hold = self.hold_on(entry.name, now)
             if hold is not None and hold.holder != scale_set and priority < hold.priority:
                 found.append(hold)

@@ -4,8 +4,9 @@ A scale set whose assigned work finds providers full, and then has no provider l
 holds *every* provider it found full against scale sets of strictly lower priority, so that the
 next room on any of them is its own (:meth:`rungar.placement.Fleet.plan_holds`). The hold lasts
 ``hold_duration`` (2 × reconcile_interval) from its last renewal; it is renewed each time the
-holder again finds nothing to try, and released when a scale set of equal or higher priority
-places a runner. Equal priorities never hold each other back. It is not a reservation.
+holder again finds nothing to try, and it ends when its holder places its runner (on any
+provider) or stops asking: another scale set placing a runner, whatever its priority, ends no
+hold but its own. Equal priorities never hold each other back. It is not a reservation.
 
 Room that opens on a held provider goes to its holder at once: the holder's backoff there is
 lifted and the caller is told to try it (:class:`RoomOpened`).

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rungar.config.model import Placement
 from rungar.model.runner import RunnerState, RunnerView
-from rungar.placement import Fleet, HoldRule, RoomOpened
-from rungar.placement.plan import NotPlaced, Placed, plan_placement
+from rungar.placement import Fleet, HoldRule, RoomOpened, Skip
+from rungar.placement.plan import NotPlaced, Placed, PlacementPlan, plan_placement
 from tests.unit.placement_helpers import FAILED, FULL, Script, fleet, provider, scale_set, try_place
 
 T0 = 1000.0
@@ -41,13 +41,92 @@ async def test_equal_priorities_never_hold_each_other_back() -> None:
     assert f.skip_reason("peer", "a", T0 + 1) is None
 
 
-async def test_a_peer_placing_on_the_provider_lifts_the_hold() -> None:
+# "The hold lasts two reconcile_intervals ... so it holds while the scale set keeps asking, and
+# ends when it places its runner or stops asking." (docs/placement.md, "Priority holds")
+
+
+async def test_a_peer_of_equal_priority_placing_on_the_held_provider_does_not_end_the_hold() -> (
+    None
+):
     f = priority_fleet()
     await try_place(f, "big", Script(answers={"a": FULL}), T0)
     placed = await try_place(f, "peer", Script(), T0 + 1)
-    assert isinstance(placed, Placed)
+    assert isinstance(placed, Placed) and placed.provider == "a", "peers never hold each other"
+    hold = f.hold_on("a", T0 + 1)
+    assert hold is not None and hold.holder == "big", "only the holder's runner ends its hold"
+    assert f.skip_reason("small", "a", T0 + 1) == "held for scale set big"
+
+
+async def test_a_higher_priority_placing_a_runner_does_not_end_a_lower_ones_hold() -> None:
+    f = fleet(
+        [provider("a"), provider("b")],
+        [
+            scale_set("mid", ["a"], priority=5),
+            scale_set("top", ["b", "a"], priority=10, placement=Placement.PACK),
+            scale_set("low", ["a"]),
+        ],
+    )
+    await try_place(f, "mid", Script(answers={"a": FULL}), T0)
+    placed = await try_place(f, "top", Script(), T0 + 1)
+    assert isinstance(placed, Placed) and placed.provider == "b"
+    assert f.skip_reason("low", "a", T0 + 1) == "held for scale set mid"
+
+
+async def test_the_hold_ends_when_its_holder_places_its_runner_on_another_provider() -> None:
+    f = fleet(
+        [provider("a"), provider("b")],
+        [scale_set("big", ["a", "b"], priority=10), scale_set("small", ["a"])],
+    )
+    result = await try_place(f, "big", Script(answers={"a": FULL, "b": FULL}), T0)
+    assert isinstance(result, NotPlaced) and f.hold_on("a", T0) is not None
+    f.record_refusal("big", "b", FULL, T0)  # b's wait is lifted by room there, a's is not
+    f.open_room("b", T0 + 5)
+    placed = await try_place(f, "big", Script(), T0 + 5)
+    assert isinstance(placed, Placed) and placed.provider == "b"
+    assert f.hold_on("a", T0 + 5) is None, "its runner is placed: it asks for nothing more"
+    assert f.skip_reason("small", "a", T0 + 5) is None
+
+
+async def test_a_hold_holds_while_its_holder_keeps_asking_whoever_else_places() -> None:
+    f = priority_fleet()
+    await try_place(f, "big", Script(answers={"a": FULL}), T0)
+    for step in range(1, 6):  # asking every reconcile_interval (30 s) for two and a half minutes
+        now = T0 + 30 * step
+        assert isinstance(await try_place(f, "peer", Script(answers={"a": "ok"}), now), Placed)
+        assert f.skip_reason("small", "a", now) == "held for scale set big"
+        f.record_refusal("big", "a", FULL, now)
+        f.hold_full_providers("big", now)
+        assert f.skip_reason("small", "a", now + 1) == "held for scale set big"
+
+
+def test_a_removed_holder_stops_asking_and_its_holds_end() -> None:
+    f = priority_fleet()
+    f.record_refusal("big", "a", FULL, T0)
+    f.hold_full_providers("big", T0)
+    f.configure(
+        list(f.providers.values()),
+        [c for name, c in f.scale_sets.items() if name != "big"],
+        f.timing,
+    )
     assert f.hold_on("a", T0 + 1) is None
     assert f.skip_reason("small", "a", T0 + 1) is None
+
+
+def test_a_scale_set_removed_while_its_create_was_on_its_way_places_nothing() -> None:
+    f = priority_fleet()
+    f.configure(
+        list(f.providers.values()),
+        [c for name, c in f.scale_sets.items() if name != "small"],
+        f.timing,
+    )
+    gone = "the scale set is no longer configured"
+    assert f.cannot_place("small", T0) == gone
+    assert f.candidates("small", T0).why_none() == gone
+    assert f.first_tryable("small", T0) == []
+    assert f.claim("small", "b", T0) == Skip("b", gone)
+    assert f.plan_holds("small", T0).holds == () and f.holding_back("small", T0) == []
+    assert isinstance(plan_placement(f, "small", T0), PlacementPlan)
+    assert plan_placement(f, "small", T0).why_none == gone
 
 
 async def test_a_hold_lapses_when_not_renewed() -> None:
