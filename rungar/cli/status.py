@@ -391,6 +391,8 @@ def provider_lines(
             if p.get("kept"):
                 kept, off_in = p["kept"], p.get("written_off_in")
                 lines.append(f"  {sentences.kept_while_unreachable(p['name'], kept, off_in)}")
+    for p in providers:
+        lines += [f"  {sentence}" for sentence in p.get("listing_faults") or []]
     for skip in skips:
         lines.append(f"  {skip['sentence']}")
         output = skip.get("output") or []

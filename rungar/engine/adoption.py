@@ -49,18 +49,23 @@ def plan_adoption(
     kept_until: Mapping[str, float],
     installation: str,
     now: float,
+    doubtful: Container[str] = frozenset(),
+    dropped: Container[str] = frozenset(),
 ) -> AdoptionPlan:
     """``machines`` by runner name (with their provider) from this pass's listings;
     ``every_listed``: every provider answered; ``tracked``: runners the daemon has records of;
     ``creating``: names of creates in flight; ``kept_until``: names kept from adoption (a
-    stranded create's) until then."""
+    stranded create's) until then; ``doubtful``: names listed in a way not believed this pass
+    (neither adopted nor settled); ``dropped``: names tracked or being created when the
+    listings were asked for and let go since: a listing older than that is not believed about
+    them (their machine may be deleted since), so they are not adopted."""
     adopt: list[Adopt] = []
     cleared: list[str] = []
     settled: list[CreateIntent] = []
     taken = set(tracked)
     # Intents left by a crash (never those of creates in flight now).
     for intent in intents:
-        if intent.runner in creating:
+        if intent.runner in creating or intent.runner in doubtful:
             continue
         if intent.runner in machines:
             cleared.append(intent.runner)
@@ -73,7 +78,7 @@ def plan_adoption(
     # What nobody tracks.
     forgotten: list[str] = []
     for name, (provider, machine) in machines.items():
-        if name in taken or name in creating:
+        if name in taken or name in creating or name in dropped:
             continue
         if name in kept_until:
             if kept_until[name] > now:

@@ -92,6 +92,9 @@ class Findings:
     crashes_to_report: dict[str, tuple[str, int]] = field(default_factory=dict)
     crash_output: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     reruns: RerunBook = field(default_factory=lambda: RerunBook())
+    # What a provider listed that could not be believed, each (provider, fault kind, machine)
+    # reported once: its sentence, shown by rungar status (rungar.engine.ownership).
+    listing_faults: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
 @dataclass(eq=False, slots=True)

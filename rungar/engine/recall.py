@@ -15,7 +15,7 @@ count the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 
 import structlog
 
@@ -125,6 +125,7 @@ def settle_recalled(
     machines: dict[str, tuple[str, Machine]],
     now: float,
     adopt: Adopt,
+    doubtful: Container[str] = frozenset(),
 ) -> None:
     """Recalled runners whose provider answered this pass: adopted (``adopt``, as any runner
     found after a restart) if listed, forgotten if not. Synchronous, so no create sees the
@@ -133,6 +134,8 @@ def settle_recalled(
     for record in ctx.runners:
         if not record.recalled or listings.get(record.provider) is None:
             continue
+        if record.name in doubtful:
+            continue  # its listing is not believed this pass: it stays as it was recalled
         listed = machines.get(record.name)
         if listed is None or listed[0] != record.provider:
             ctx.runners.pop(record.name)

@@ -38,6 +38,8 @@ from rungar.engine.context import EngineContext
 from rungar.engine.jobs import JobBook
 from rungar.engine.leftovers import find_leftovers, note_leftovers
 from rungar.engine.naming import belongs_to
+from rungar.engine.notices import note_listing_faults
+from rungar.engine.ownership import SortedListings, sort_listings
 from rungar.engine.recall import RunnerKeeper, settle_recalled
 from rungar.engine.records import RunnerRecord
 from rungar.engine.removing import Removals
@@ -379,22 +381,25 @@ class Reconciler:
         if not ctx.acting():
             return  # a standby adopts, removes and sweeps nothing: the active daemon does
         started = pass_began = ctx.clock.now()
+        # What the daemon tracked when the listings were asked for: whatever of it is let go
+        # while they are awaited is not adopted again from them (step 3).
+        known_before = ctx.runners.names() | ctx.runners.creating.names()
         listings = await list_providers(ctx)
         every_listed = all(m is not None for m in listings.values())
-        machines: dict[str, tuple[str, Machine]] = {}
-        for provider, found in listings.items():
-            for machine in found or []:
-                # Two providers on one backend (one AWS region, say) list each other's
-                # machines: a machine belongs to the provider that made it.
-                owner = machine.labels.get(L.PROVIDER, provider)
-                if owner == provider:
-                    machines[machine.name] = (provider, machine)
+        # Each runner is judged by its own provider's listing only (rungar.engine.ownership).
+        holders = {record.name: record.provider for record in ctx.runners}
+        listed = sort_listings(listings, holders, ctx.installation)
+        note_listing_faults(ctx, listed.faults)
+        machines = listed.machines
         now = ctx.clock.now()
         # runners recalled from the state database, on providers that answered
-        settle_recalled(ctx, listings, machines, now, partial(_adopt, ctx))
+        settle_recalled(ctx, listings, machines, now, partial(_adopt, ctx), listed.doubtful)
         registrations = await github_view(ctx)
-        await self._adopt_and_settle(machines, every_listed, registrations, now)
-        await self._sightings(listings, machines, registrations, pass_began, now)
+        dropped = known_before - ctx.runners.names() - ctx.runners.creating.names()
+        await self._adopt_and_settle(
+            machines, every_listed, registrations, now, listed.doubtful, frozenset(dropped)
+        )
+        await self._sightings(listings, listed, registrations, pass_began, now)
         await self._remove_what_cannot_serve(now)
         if registrations is not None:
             self._note_leftovers()
@@ -422,6 +427,8 @@ class Reconciler:
         every_listed: bool,
         registrations: dict[str, dict[str, RunnerStatus]] | None,
         now: float,
+        doubtful: frozenset[str],
+        dropped: frozenset[str],
     ) -> None:
         """2. intents left by a crash (never those of creates in flight now), and 3. what
         nobody tracks: decided in one step, then carried out. An intent without the
@@ -437,6 +444,8 @@ class Reconciler:
             kept_until=ctx.runners.left,
             installation=ctx.installation,
             now=now,
+            doubtful=doubtful,
+            dropped=dropped,
         )
         for name in plan.cleared:
             ctx.store.clear_intent(name)
@@ -466,7 +475,7 @@ class Reconciler:
     async def _sightings(
         self,
         listings: dict[str, list[Machine] | None],
-        machines: dict[str, tuple[str, Machine]],
+        listed: SortedListings,
         registrations: dict[str, dict[str, RunnerStatus]] | None,
         pass_began: float,
         now: float,
@@ -478,7 +487,8 @@ class Reconciler:
         sightings = plan_sightings(
             list(ctx.runners),
             listings=listings,
-            machines=machines,
+            machines=listed.machines,
+            doubtful=listed.doubtful,
             registrations=registrations,
             pass_began=pass_began,
             now=now,

@@ -88,6 +88,10 @@ class CreatesInFlight:
     def __contains__(self, runner: object) -> bool:
         return runner in self._names
 
+    def names(self) -> set[str]:
+        """The runner names of the creates named and not yet done."""
+        return set(self._names)
+
 
 class RunnerTable:
     """Every runner the daemon knows, by name, and indexed by scale set and by provider (a

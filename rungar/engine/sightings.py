@@ -15,13 +15,14 @@ Each runner gets one :class:`Sighting`, with the reason as its kind:
 - ``left_registered``: a leaving runner GitHub still lists, idle or offline (a stopped machine
   adopted after a crash, say): its registration goes now, not at the next orphan sweep.
 
-Other leaving runners and runners created after the pass began are left out (their provider's
-reachability is still noted).
+Other leaving runners, runners created after the pass began and runners whose listing could
+not be believed this pass (``doubtful``: named twice with different states, say) are left out
+(their provider's reachability is still noted).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from rungar.engine.records import RunnerRecord
@@ -60,16 +61,22 @@ def plan_sightings(
     now: float,
     unreachable_grace: float,
     reconcile_interval: float,
+    doubtful: Container[str] = frozenset(),
 ) -> list[Sighting]:
     """``listings``: each provider's answer this pass (None: it did not answer); ``machines``:
-    the listed machines by runner name, with their provider; ``registrations``: GitHub's
-    registrations by scale set and runner name, None when GitHub could not be asked."""
+    the listed machines by runner name, with their provider, each from its own runner's
+    provider's listing only (:func:`rungar.engine.ownership.sort_listings`);
+    ``registrations``: GitHub's registrations by scale set and runner name, None when GitHub
+    could not be asked; ``doubtful``: names whose listing is not believed this pass."""
     plan: list[Sighting] = []
     for record in records:
         if record.provider in listings and listings[record.provider] is None:
             since = record.unreachable_since or now
             kind = WRITTEN_OFF if now - since > unreachable_grace else UNREACHABLE
             plan.append(Sighting(record.name, kind, since=since))
+            continue
+        if record.name in doubtful:
+            plan.append(Sighting(record.name, REACHABLE))
             continue
         listed = machines.get(record.name)
         if record.state is RunnerState.LEAVING:

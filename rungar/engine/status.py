@@ -36,9 +36,11 @@ Document (every time in epoch seconds, every duration in seconds)::
      (scale sets no longer configured whose runners or registrations remain)
      "providers": [{"name", "type", "status", "runners", "max_runners", "leaving", "weight",
                     "reachable", "disabled", "draining", "runtime_change", "kept",
-                    "written_off_in", "hold": null | {"holder", "priority", "left"}}],
+                    "written_off_in", "listing_faults", "hold": null | {"holder",
+                    "priority", "left"}}],
      (kept: runners of an unreachable provider still counted; written_off_in: seconds until
-     unreachable_grace writes the first off, null when none is kept)
+     unreachable_grace writes the first off, null when none is kept; listing_faults: the
+     latest sentences saying what its listings said that was not believed)
      "skips": [{"scale_set", "provider", "full", "refusals", "left", "error", "resource",
                 "sentence", "crash_loop"?, "runner"?, "output"?}],
      (crash_loop: runners that end before connecting; runner: the last of them, output: its
@@ -75,6 +77,8 @@ from rungar.model.sentences import (
     skip_sentence,
 )
 from rungar.scaling import in_force
+
+LISTING_FAULTS_SHOWN = 5  # per provider, the latest
 
 # A runner's word from GitHub, as a stable value: busy, idle, offline, not_registered, unknown.
 GITHUB_STATES = {
@@ -312,6 +316,12 @@ def providers_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
                 "written_off_in": written_off_in,
                 "disabled": fleet.is_disabled(name),
                 "draining": name in ctx.findings.draining_providers,
+                # What its listings said that was not believed (rungar.engine.ownership).
+                "listing_faults": [
+                    sentence
+                    for (lister, _, _), sentence in ctx.findings.listing_faults.items()
+                    if lister == name
+                ][-LISTING_FAULTS_SHOWN:],
                 "runtime_change": fleet.disabled_at_runtime(name) is not None,
                 "hold": None
                 if hold is None

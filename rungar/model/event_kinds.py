@@ -34,6 +34,10 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
         "rungar apply changed how it is reached; new calls go to the new connection, its "
         "runners are kept (changed)"
     ),
+    ("provider", "listing_fault"): (
+        "its listing said something not believed, once per machine (fault: held_elsewhere, "
+        "a machine another provider holds; listed_twice; other_installation; machine, holder)"
+    ),
     ("provider", "held"): "a higher-priority scale set holds it (priority)",
     ("provider", "crash_loop"): (
         "a scale set's runners there ended before they ever connected, the second in a row or "

@@ -1,0 +1,156 @@
+"""A provider is trusted only with what it holds: another provider's listing never ends, changes
+or backs off a runner, and a listing that cannot be believed is reported, not acted on (the
+engine with two fake providers, one of them lying in its List answers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from rungar.cli.status import render_status
+from rungar.engine.status import snapshot
+from rungar.model import labels as L
+from rungar.model.machine import Conclusion, JobHint, Machine, MachineState
+from rungar.model.runner import RunnerState
+from rungar.testing.fake_provider import FakeProvider
+from tests.integration.test_engine_lifecycle import World
+
+
+def lie(provider: FakeProvider, extra: Callable[[], list[Machine]]) -> None:
+    """``provider`` answers List with its own machines and then ``extra()``."""
+    original = provider.list
+
+    async def lying(selector: Mapping[str, str]) -> list[Machine]:
+        return [*await original(selector), *extra()]
+
+    provider.list = lying  # type: ignore[method-assign]  # the hostile provider's answer
+
+
+def faults(world: World, kind: str) -> list[tuple[str, str]]:
+    return [
+        (e.provider, e.attributes["machine"])
+        for e in world.engine.events.recent()
+        if e.action == "listing_fault" and e.attributes["fault"] == kind
+    ]
+
+
+def without_provider(machine: Machine) -> dict[str, str]:
+    return {k: v for k, v in machine.labels.items() if k != L.PROVIDER}
+
+
+async def world_of(tmp_path: Path, runners: int) -> World:
+    world = World(tmp_path)
+    await world.start()
+    await world.demand(runners)
+    return world
+
+
+async def test_another_providers_stopped_listing_of_a_machine_removes_none_of_its_runners(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 2)
+    held = world.on("compute1")
+    assert len(held) == 2
+    for name in held:
+        world.github.start_runner(name)
+    # compute2 names compute1's machines, stopped and without compute1's provider label.
+    lie(
+        world.providers["compute2"],
+        lambda: [
+            replace(m, state=MachineState.STOPPED, labels=without_provider(m))
+            for m in world.providers["compute1"].machines
+        ],
+    )
+    for _ in range(3):
+        await world.engine.reconcile()
+        world.clock.advance(30)
+    assert world.on("compute1") == held, "none of compute1's machines deleted"
+    assert world.providers["compute1"].calls["delete"] == 0
+    for name in held:
+        record = world.engine.runners.get(name)
+        assert record is not None and record.provider == "compute1"
+        assert record.state is not RunnerState.LEAVING
+        assert record.machine is MachineState.RUNNING, "no state taken from compute2"
+    now = world.clock.now()
+    assert not world.engine.fleet.active_crash_loops(now), "compute1 not backed off"
+    assert not world.engine.fleet.active_backoffs(now)
+    assert sorted(faults(world, "held_elsewhere")) == [("compute2", n) for n in held], (
+        "reported once per provider and machine, over three passes"
+    )
+    text = render_status(snapshot(world.engine.ctx))
+    assert f"provider compute2 listed machine {held[0]}, which provider compute1 holds: " in text
+    assert "ignored" in text
+
+
+async def test_a_machine_listed_twice_with_different_states_is_not_acted_on(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    compute1 = world.providers["compute1"]
+    lie(compute1, lambda: [replace(compute1.machines[0], state=MachineState.STOPPED)])
+    await world.engine.reconcile()
+    record = world.engine.runners.get(name)
+    assert record is not None and record.state is not RunnerState.LEAVING
+    assert world.on("compute1") == [name]
+    assert faults(world, "listed_twice") == [("compute1", name)]
+
+
+async def test_a_machine_of_another_installation_is_flagged_and_never_adopted(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 1)
+    compute2 = world.providers["compute2"]
+    stranger = Machine(
+        "linux-stranger",
+        MachineState.RUNNING,
+        labels=L.machine_labels("gh-other", "linux", "linux-stranger", "r", "compute2"),
+    )
+    lie(compute2, lambda: [stranger])
+    await world.engine.reconcile()
+    assert "linux-stranger" not in world.engine.runners
+    assert faults(world, "other_installation") == [("compute2", "linux-stranger")]
+
+
+async def test_an_untracked_machine_two_providers_list_is_adopted_by_the_first_only(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 0)
+    orphan = Machine(
+        "linux-orphan",
+        MachineState.RUNNING,
+        labels=L.machine_labels("gh-test", "linux", "linux-orphan", "r"),
+    )
+    lie(world.providers["compute1"], lambda: [orphan])
+    lie(world.providers["compute2"], lambda: [orphan])
+    await world.engine.reconcile()
+    adopted = [e.provider for e in world.engine.events.recent() if e.action == "adopted"]
+    assert adopted == ["compute1"]
+    assert faults(world, "held_elsewhere") == [("compute2", "linux-orphan")]
+
+
+async def test_a_runner_removed_while_the_listing_was_in_flight_is_not_adopted_again(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 1)
+    (name,) = world.on("compute1")
+    world.github.start_runner(name)
+    world.engine.on_job_started("linux", "j1", name, JobHint("octo/app", "ci.yml", "build"))
+    compute1 = world.providers["compute1"]
+    original = compute1.list
+
+    async def slow(selector: Mapping[str, str]) -> list[Machine]:
+        listed = await original(selector)  # taken before the job completes...
+        world.github.finish_runner(name)
+        world.engine.on_job_completed("linux", "j1", name, Conclusion.SUCCEEDED)
+        await world.engine.drain_tasks()  # ...which removes the runner and deletes its machine
+        return listed
+
+    compute1.list = slow  # type: ignore[method-assign]  # a listing older than the removal
+    await world.engine.reconcile()
+    assert world.on("compute1") == []
+    assert name not in world.engine.runners, "not adopted from the older listing"
+    assert not [e for e in world.engine.events.recent() if e.action == "adopted"]
