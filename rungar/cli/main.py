@@ -10,13 +10,19 @@ Every parser is a :class:`Parser`: its help is plain text (the modules' docstrin
 as descriptions are written for Sphinx-style readers, their markup is dropped), and a mistyped
 subcommand, at any depth, gets the closest name as a suggestion. The global flags (``--color``)
 are taken from anywhere on the command line, before or after the subcommand.
+
+A reader that stops reading (``rungar events | head -2``) ends the command quietly, with the exit
+code of a program ended by SIGPIPE (141), whichever command was writing: :func:`main` is the one
+place that catches it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -54,11 +60,14 @@ EPILOG = """exit codes:
   2    a configuration or usage error
   130  stopped at once by a second Ctrl-C
 
+  141  its output was closed before it was all written (rungar events | head)
+
 colour: --color never|auto|always (auto: on a terminal, unless NO_COLOR is set)
 """
 
 
 COLORS = ("never", "auto", "always")
+EXIT_CLOSED_OUTPUT = 141  # 128 + SIGPIPE, as a shell reports a program SIGPIPE ended
 # argparse's words for a subcommand that is not one of its choices (Python 3.11 to 3.13).
 INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$", re.S)
 ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|obj|exc|ref):`~?([^`]+)`")
@@ -145,7 +154,24 @@ def build_parser(chosen: str | None = None, *, full: bool = False) -> argparse.A
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result = run_command(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # here, not at exit: a reader gone is found while it can be caught
+        return result
+    except BrokenPipeError:
+        return output_closed()
+
+
+def output_closed() -> int:
+    """stdout's reader is gone: say nothing more. What is still buffered goes to /dev/null, so
+    the interpreter's last flush at exit does not raise the same error again."""
+    # A stdout with no descriptor (a test's capture) has nothing to redirect.
+    with open(os.devnull, "w") as devnull, contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull.fileno(), sys.stdout.fileno())
+    return EXIT_CLOSED_OUTPUT
+
+
+def run_command(words: list[str]) -> int:
     if words[:1] == ["__complete"]:  # the completion scripts' question, not a command
         from rungar.cli.complete_names import complete_names
 

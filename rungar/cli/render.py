@@ -19,7 +19,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,10 +63,12 @@ def table(
     *,
     width: int | None = None,
     fit: Fit | None = None,
+    paint: Callable[[str, str], str] | None = None,
 ) -> list[str]:
     """Lines of a table: the header row then one line per row, every column aligned. With a
     ``width`` and a ``fit``, the table gives way to that width (module docstring) and a last
-    line names what it left out."""
+    line names what it left out. ``paint(header, cell)`` gives a body cell its colour (the
+    cell as it is when colour is off); columns are aligned on the text alone."""
     body = [[cell(v) for v in row] for row in rows]
     keep, names = fitting_columns(
         headers,
@@ -77,9 +79,17 @@ def table(
     )
     cells = [names] + [[r[i] for i in keep] for r in body]
     widths = [max(len(r[k]) for r in cells) for k in range(len(keep))]
+    kept_headers = [headers[i] for i in keep]
+
+    def shown(row: int, k: int, text: str) -> str:
+        padding = " " * (widths[k] - len(text))
+        if paint is None or row == 0:
+            return text + padding
+        return paint(kept_headers[k], text) + padding
+
     lines = [
-        (indent + GAP.join(c.ljust(w) for c, w in zip(r, widths, strict=True))).rstrip()
-        for r in cells
+        (indent + GAP.join(shown(n, k, c) for k, c in enumerate(r))).rstrip()
+        for n, r in enumerate(cells)
     ]
     left_out = [h for i, h in enumerate(headers) if i not in keep]
     if left_out:

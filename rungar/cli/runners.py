@@ -20,7 +20,8 @@ from rungar.cli.render import (
     table,
     terminal_width,
 )
-from rungar.cli.socket import EXIT_OK, EXIT_RUNTIME, add_socket_argument, ask
+from rungar.cli.socket import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, add_socket_argument, ask
+from rungar.model.sentences import no_such_name
 
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
@@ -51,10 +52,28 @@ def select(runners: list[dict[str, Any]], scale_set: str, provider: str) -> list
     ]
 
 
+def unknown_filter(status: dict[str, Any], scale_set: str, provider: str) -> str:
+    """What is wrong with ``--scale-set``/``--provider``: a name neither configured nor on any
+    runner (a scale set removed since whose runners remain is known), with the closest; or ""."""
+    runners = status.get("runners", [])
+    for kind, name, configured, key in (
+        ("scale set", scale_set, [s["name"] for s in status.get("scale_sets", [])], "scale_set"),
+        ("provider", provider, [p["name"] for p in status.get("providers", [])], "provider"),
+    ):
+        known = set(configured) | {str(r.get(key) or "") for r in runners} - {""}
+        if name and name not in known:
+            return no_such_name(kind, name, known)
+    return ""
+
+
 def run(args: argparse.Namespace) -> int:
     async def work(client: AdminClient) -> int:
         if args.action == "ls":
             status = await client.status()
+            wrong = unknown_filter(status, args.scale_set, args.provider)
+            if wrong:
+                print(f"rungar: {wrong}", file=sys.stderr)
+                return EXIT_USAGE
             found = select(status["runners"], args.scale_set, args.provider)
             if args.json:
                 print_json(found)

@@ -11,6 +11,7 @@ shows as LEFTOVER a scale set no longer configured whose runners are still on th
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ from rungar.cli.render import (
     terminal_width,
 )
 from rungar.cli.socket import EXIT_OK, add_socket_argument, ask
-from rungar.cli.status import desired_cell, queue_age_text, schedule_sentence
+from rungar.cli.status import desired_cell, queue_age_text, schedule_sentence, status_painter
 
 if TYPE_CHECKING:
     from rungar.rpc.admin_client import AdminClient
@@ -90,7 +91,9 @@ async def list_scale_sets(client: AdminClient, *, as_json: bool) -> int:
         print_json(entries)
         return EXIT_OK
     rows = [ls_row(e) for e in entries]
-    print("\n".join(table(LS_HEADERS, rows, indent="", width=terminal_width(), fit=LS_FIT)))
+    painter = status_painter(sys.stdout)
+    lines = table(LS_HEADERS, rows, indent="", width=terminal_width(), fit=LS_FIT, paint=painter)
+    print("\n".join(lines))
     return EXIT_OK
 
 

@@ -3,7 +3,8 @@
 The socket is ``--socket PATH``, else ``$RUNGAR_SOCKET``, else ``/run/rungar/rungar.sock``.
 :func:`ask` runs one command's conversation with the daemon and turns its failures into exit
 codes: 1 when the daemon cannot be asked or refuses at runtime, 2 when it says the request is
-malformed. grpc is imported only here, when a command actually runs, so ``rungar --help``
+malformed or names a scale set, provider or runner it does not know (its answer names the
+closest one). grpc is imported only here, when a command actually runs, so ``rungar --help``
 stays quick.
 """
 
@@ -25,6 +26,9 @@ EXIT_OK = 0
 EXIT_RUNTIME = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+# The daemon's refusals that are the command line's mistake: a malformed request, a name it
+# does not know.
+USAGE_CODES = ("invalid_argument", "not_found")
 
 
 def add_socket_argument(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +59,6 @@ def ask(args: argparse.Namespace, work: Callable[[AdminClient], Awaitable[int]])
         return EXIT_RUNTIME
     except AdminError as e:
         print(f"rungar: {e}", file=sys.stderr)
-        return EXIT_USAGE if e.code == "invalid_argument" else EXIT_RUNTIME
+        return EXIT_USAGE if e.code in USAGE_CODES else EXIT_RUNTIME
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

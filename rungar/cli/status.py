@@ -17,8 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlparse
 from zoneinfo import ZoneInfo
 
@@ -69,6 +70,7 @@ SCALE_SET_FIT = Fit(
     drop=("LABELS", "PRIORITY", "RUNNER", "MIN", "MAX", "PROVIDERS", "DESIRED"),
     short={"PRIORITY": "PRIO", "PROVIDERS": "VIA"},
 )
+Painter = Callable[[str, str], str]  # (column header, cell) -> the cell, coloured or not
 READY_POLL = 0.2  # seconds between two questions of --wait-ready: a local socket, cheap
 PROVIDER_HEADERS = ("PROVIDER", "TYPE", "STATUS", "RUNNERS")
 PROVIDER_FIT = Fit(drop=("TYPE",))
@@ -143,7 +145,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(shape_one(document) if args.shape == 1 else document)
         else:
-            print(render_status(document, terminal_width()), end="")
+            painter = status_painter(sys.stdout)
+            print(render_status(document, terminal_width(), painter), end="")
         return EXIT_OK
 
     return ask(args, work)
@@ -268,7 +271,8 @@ def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
         fields.append(("Queue age", queue_age))
     reruns = daemon.get("reruns") or {}
     if reruns.get("count"):
-        fields.append(("Re-run", f"{reruns['count']} lost job(s); last: {reruns.get('last', '')}"))
+        lost = plural(int(reruns["count"]), "lost job")
+        fields.append(("Re-run", f"{lost}; last: {reruns.get('last', '')}"))
     budget_note = (daemon.get("budget") or {}).get("note")
     if budget_note:
         fields.append(("API budget", str(budget_note).removeprefix("API budget ")))
@@ -335,8 +339,21 @@ def scale_set_note(scale_set: dict[str, Any]) -> str:
     return note or DEFAULT_NOTES.get(status, status.lower())
 
 
+def status_painter(stream: TextIO) -> Painter | None:
+    """Colour for the tables' STATUS cells when ``stream`` takes colour (``--color``, docs/cli.md),
+    else None."""
+    from rungar.cli.style import paint_status, use_color
+
+    if not use_color(stream):
+        return None
+    return lambda header, text: paint_status(text, stream) if header == "STATUS" else text
+
+
 def scale_set_lines(
-    scale_sets: list[dict[str, Any]], now: float | None = None, width: int | None = None
+    scale_sets: list[dict[str, Any]],
+    now: float | None = None,
+    width: int | None = None,
+    paint: Painter | None = None,
 ) -> list[str]:
     rows = []
     for s in scale_sets:
@@ -361,7 +378,7 @@ def scale_set_lines(
         )
     lines = [f"Scale sets ({len(scale_sets)})"]
     if rows:
-        lines += table(SCALE_SET_HEADERS, rows, width=width, fit=SCALE_SET_FIT)
+        lines += table(SCALE_SET_HEADERS, rows, width=width, fit=SCALE_SET_FIT, paint=paint)
     for s in scale_sets:
         note = scale_set_note(s)
         if note:
@@ -375,7 +392,10 @@ def scale_set_lines(
 
 
 def provider_lines(
-    providers: list[dict[str, Any]], skips: list[dict[str, Any]], width: int | None = None
+    providers: list[dict[str, Any]],
+    skips: list[dict[str, Any]],
+    width: int | None = None,
+    paint: Painter | None = None,
 ) -> list[str]:
     rows = [
         [p["name"], p.get("type"), p["status"], count_of_max(p["runners"], p.get("max_runners"))]
@@ -383,7 +403,7 @@ def provider_lines(
     ]
     lines = [f"Providers ({len(providers)})"]
     if rows:
-        lines += table(PROVIDER_HEADERS, rows, width=width, fit=PROVIDER_FIT)
+        lines += table(PROVIDER_HEADERS, rows, width=width, fit=PROVIDER_FIT, paint=paint)
     for p in providers:
         if p.get("reachable") is False:
             why = p.get("error") or p.get("unreachable_reason") or ""
@@ -409,8 +429,11 @@ def runner_lines(runners: list[dict[str, Any]], width: int | None = None) -> lis
     return lines
 
 
-def render_status(document: dict[str, Any], width: int | None = None) -> str:
-    """The status as text; with a ``width``, each table fits it (``render.table``)."""
+def render_status(
+    document: dict[str, Any], width: int | None = None, paint: Painter | None = None
+) -> str:
+    """The status as text; with a ``width``, each table fits it (``render.table``); ``paint``
+    colours the status words (:func:`status_painter`)."""
     scale_sets = document.get("scale_sets", [])
     runners = document.get("runners", [])
     allowed = sum(int(s.get("max") or 0) for s in scale_sets)
@@ -422,9 +445,9 @@ def render_status(document: dict[str, Any], width: int | None = None) -> str:
             document.get("daemon", {}),
             queue_age_text(scale_sets, document.get("daemon", {}).get("now")),
         ),
-        scale_set_lines(scale_sets, document.get("daemon", {}).get("now"), width)
+        scale_set_lines(scale_sets, document.get("daemon", {}).get("now"), width, paint)
         + [f"  {f['sentence']}" for f in document.get("leftovers", [])],
-        provider_lines(document.get("providers", []), document.get("skips", []), width),
+        provider_lines(document.get("providers", []), document.get("skips", []), width, paint),
         runner_lines(runners, width),
         [
             f"{plural(counted, 'runner')}{being_created}; the scale sets allow {allowed} "

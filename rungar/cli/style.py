@@ -46,3 +46,35 @@ def set_mode(chosen: str) -> None:
     elif chosen == "always":
         os.environ.pop("NO_COLOR", None)
         os.environ["FORCE_COLOR"] = "1"
+
+
+# A status word's colour (docs/cli.md, "One word per state"): green when all is well, yellow
+# for a state that passes or was asked for, red for one that needs a person.
+STATUS_STYLES = {
+    "LISTENING": "ok",
+    "OK": "ok",
+    "STARTING": "warn",
+    "WAITING": "warn",
+    "PAUSED": "warn",
+    "HOLDING": "warn",
+    "HELD": "warn",
+    "DISABLED": "warn",
+    "DRAINING": "warn",
+    "LEFTOVER": "warn",
+    "UNREACHABLE": "fail",
+    "CRASH": "fail",
+}
+
+
+def paint_status(text: str, stream: TextIO) -> str:
+    """A status cell (``HELD for big (priority 10), …``) with its word, the leading capitals,
+    in the word's colour."""
+    words = text.split(" ")
+    style = STATUS_STYLES.get(words[0], "")
+    if not style:
+        return text
+    n = 1
+    while n < len(words) and words[n].isalpha() and words[n].isupper():
+        n += 1
+    capitals = " ".join(words[:n])
+    return paint(capitals, style, stream) + text[len(capitals) :]

@@ -45,6 +45,7 @@ from rungar.github.interface import GitHub
 from rungar.model.machine import ProviderInfo
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason, RunnerState
+from rungar.model.sentences import no_such_name
 from rungar.stopping import within
 
 if TYPE_CHECKING:
@@ -192,6 +193,19 @@ class Control:
         )
         return [asdict(e) for e in found]
 
+    def check_event_names(self, *, scale_set: str = "", provider: str = "") -> None:
+        """An events filter names a scale set or provider that is configured, or that kept
+        events name (one removed since); else NotFound, with the closest name."""
+        for kind, name, configured, key in (
+            ("scale set", scale_set, self.ctx.sets, "scale_set"),
+            ("provider", provider, self.ctx.fleet.providers, "provider"),
+        ):
+            if not name or name in configured:
+                continue
+            kept = {str(getattr(e, key)) for e in self.ctx.events.recent()} - {""}
+            if name not in kept:
+                raise NotFound(no_such_name(kind, name, set(configured) | kept))
+
     async def follow_events(self) -> AsyncIterator[dict[str, Any]]:
         async for event in self.ctx.events.follow():
             yield asdict(event)
@@ -209,8 +223,7 @@ class Control:
         return dict(found)
 
     def inspect_provider(self, name: str) -> dict[str, Any]:
-        if name not in self.ctx.fleet.providers:
-            raise NotFound(f"no provider named {name}")
+        self._provider(name)
         status = self.status()
         found = next(p for p in status["providers"] if p["name"] == name)
         found["skips"] = [s for s in status["skips"] if s["provider"] == name]
@@ -225,7 +238,7 @@ class Control:
     def _scale_set(self, name: str) -> ScaleSetState:
         state = self.ctx.sets.get(name)
         if state is None:
-            raise NotFound(f"no scale set named {name}")
+            raise NotFound(no_such_name("scale set", name, self.ctx.sets))
         return state
 
     async def pause(self, name: str) -> str:
@@ -279,7 +292,7 @@ class Control:
 
     def _provider(self, name: str) -> None:
         if name not in self.ctx.fleet.providers:
-            raise NotFound(f"no provider named {name}")
+            raise NotFound(no_such_name("provider", name, self.ctx.fleet.providers))
 
     def disable(self, name: str) -> str:
         self._provider(name)
@@ -321,7 +334,8 @@ class Control:
         for name in names:
             record = self.ctx.runners.get(name)
             if record is None:
-                results.append({"name": name, "ok": False, "message": f"{name}: no such runner"})
+                said = no_such_name("runner", name, self.ctx.runners.names())
+                results.append({"name": name, "ok": False, "message": said})
                 continue
             provider = record.provider
             if await self.removals.remove(record, RemovalReason.REQUESTED):

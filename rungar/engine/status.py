@@ -34,7 +34,8 @@ Document (every time in epoch seconds, every duration in seconds)::
      reserve), "predicted", "max", "reason"}; min: the min_runners in force now)
      "leftovers": [{"scale_set", "runners", "busy", "registrations", "sentence"}],
      (scale sets no longer configured whose runners or registrations remain)
-     "providers": [{"name", "type", "status", "runners", "max_runners", "leaving", "weight",
+     "providers": [{"name", "type", "status" (a display sentence), "state" (ok | unreachable |
+                    draining | disabled | held), "runners", "max_runners", "leaving", "weight",
                     "reachable", "disabled", "draining", "runtime_change", "kept",
                     "written_off_in", "listing_faults", "hold": null | {"holder",
                     "priority", "left"}}],
@@ -79,6 +80,9 @@ from rungar.model.sentences import (
 from rungar.scaling import in_force
 
 LISTING_FAULTS_SHOWN = 5  # per provider, the latest
+
+# A scale set listening whose runners end before they connect (docs/cli.md, status words).
+CRASH_LOOP_STATUS = "CRASH LOOP"
 
 # A runner's word from GitHub, as a stable value: busy, idle, offline, not_registered, unknown.
 GITHUB_STATES = {
@@ -146,6 +150,14 @@ def scale_set_status(ctx: EngineContext, name: str, now: float) -> tuple[str, st
             return Phase.WAITING, WAITING_NOTE
         if session.phase is Phase.UNREACHABLE:
             return Phase.UNREACHABLE, f"{UNREACHABLE_NOTE}: {session.error}"
+        # Listening, but its runners end before they connect: not a healthy scale set.
+        loops = [
+            crash_sentence(name, provider, loop.last_error, loop.refusals, loop.remaining(now))
+            for scale_set, provider, loop in sorted(ctx.fleet.active_crash_loops(now))
+            if scale_set == name
+        ]
+        if loops:
+            return CRASH_LOOP_STATUS, "; ".join(loops)
         return Phase.LISTENING, ""
     if state.phase is Phase.UNREACHABLE:
         return Phase.UNREACHABLE, state.note or "GitHub does not answer"
@@ -154,7 +166,23 @@ def scale_set_status(ctx: EngineContext, name: str, now: float) -> tuple[str, st
     return Phase.STARTING, STARTING_NOTE
 
 
+def provider_state(ctx: EngineContext, name: str, now: float) -> str:
+    """The provider's state as a stable value for scripts: ``ok``, ``unreachable``,
+    ``draining``, ``disabled`` or ``held`` (what :func:`provider_status` words)."""
+    fleet = ctx.fleet
+    if not fleet.is_reachable(name):
+        return "unreachable"
+    if name in ctx.findings.draining_providers:
+        return "draining"
+    if fleet.is_disabled(name):
+        return "disabled"
+    if fleet.hold_on(name, now) is not None:
+        return "held"
+    return "ok"
+
+
 def provider_status(ctx: EngineContext, name: str, now: float) -> str:
+    """The provider's state as ``rungar status`` shows it: ``HELD for big (priority 10), …``."""
     fleet = ctx.fleet
     if not fleet.is_reachable(name):
         return "UNREACHABLE"
@@ -306,6 +334,7 @@ def providers_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
                 "name": name,
                 "type": provider_config.type,
                 "status": provider_status(ctx, name, now),
+                "state": provider_state(ctx, name, now),
                 "runners": fleet.provider_count(name),
                 "max_runners": provider_config.max_runners or None,  # null: no limit
                 "leaving": fleet.leaving_on(name),

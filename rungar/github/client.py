@@ -214,7 +214,8 @@ class ScaleSetClient:
         count, groups = list_answer(self._object(r, "get runner group"))
         if count != 1 or not groups:
             found = "no" if not count else str(count)
-            raise GitHubError(f"runner group {name!r}: {found} group(s) of that name", r.status)
+            many = "group" if count == 1 else "groups"
+            raise GitHubError(f"runner group {name!r}: {found} {many} of that name", r.status)
         return RunnerGroup.from_json(groups[0])
 
     async def get_scale_set(self, runner_group_id: int, name: str) -> ScaleSet | None:

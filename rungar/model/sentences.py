@@ -184,3 +184,26 @@ def paused_note(runners_left: int) -> str:
         f"taking no jobs, which wait on GitHub; {runners_left} runners left; "
         "until resumed or the daemon restarts"
     )
+
+
+# ---------------------------------------------------------------- a name that is not there
+
+
+CLOSE_ENOUGH = 0.6
+
+
+def no_such_name(kind: str, name: str, known: Iterable[str]) -> str:
+    """``no scale set named demo-lrage; did you mean demo-large?``, or with nothing close, the
+    names there are (a few): a mistyped name is told what it was meant to be."""
+    import difflib
+
+    names = sorted(set(known))
+    scored = [(difflib.SequenceMatcher(None, name, n).ratio(), n) for n in names]
+    best = max((score for score, _ in scored), default=0.0)
+    if best >= CLOSE_ENOUGH:  # difflib's own cutoff; a tie goes to the first in order
+        close = next(n for score, n in scored if score == best)
+        return f"no {kind} named {name}; did you mean {close}?"
+    if not names:
+        return f"no {kind} named {name}"
+    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
+    return f"no {kind} named {name} (known: {shown})"

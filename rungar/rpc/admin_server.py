@@ -105,6 +105,8 @@ class AdminControl(Protocol):
 
     def follow_events(self) -> AsyncIterator[dict[str, Any]]: ...
 
+    def check_event_names(self, *, scale_set: str = "", provider: str = "") -> None: ...
+
     def inspect_scale_set(self, name: str) -> dict[str, Any]: ...
 
     def inspect_provider(self, name: str) -> dict[str, Any]: ...
@@ -204,6 +206,14 @@ class _Servicer(pb_grpc.AdminServicer):  # type: ignore[misc]  # generated base 
 
     async def Events(self, request: pb.EventsRequest, context: Context) -> AsyncIterator[pb.Event]:
         scale_set, provider = str(request.scale_set), str(request.provider)
+        # A filter naming nothing known is refused (with the closest name), not answered empty.
+        await self._guard(
+            context,
+            "Events",
+            self._call(
+                lambda: self._control.check_event_names(scale_set=scale_set, provider=provider)
+            ),
+        )
 
         def history() -> list[dict[str, Any]]:
             return self._control.events(

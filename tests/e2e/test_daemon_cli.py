@@ -186,3 +186,34 @@ async def test_status_fits_an_80_column_terminal_and_keeps_every_column_without_
     )  # fmt: skip
     assert piped.returncode == 0 and "left out" not in piped.stdout
     assert "PRIORITY" in piped.stdout and "MACHINE" in piped.stdout
+
+
+def into_a_closed_pipe(socket: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``rungar ARGV`` writing into a pipe whose reader is already gone, as ``| head -2`` leaves
+    it once head has its lines: every write fails."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "rungar.cli.main", *argv, "--socket", socket],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+
+
+async def test_a_closed_output_ends_every_command_quietly_with_sigpipes_code(
+    world: DaemonWorld,
+) -> None:
+    await queue(world, 1, duration=600)
+    await world.wait_for(lambda s: bool(s and s["runners"]), "a runner", 60)
+    for argv in (
+        ("events",),  # one line at a time
+        ("events", "--json"),
+        ("status",),  # one write, flushed at the end
+        ("scale-sets", "ls"),
+        ("runners", "ls"),
+        ("usage",),
+    ):
+        done = await asyncio.to_thread(into_a_closed_pipe, world.socket, *argv)
+        assert (done.returncode, done.stderr) == (141, ""), argv

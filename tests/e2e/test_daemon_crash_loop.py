@@ -4,6 +4,7 @@ with the runner's own last lines of output, read from the provider over gRPC (``
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import tempfile
@@ -14,6 +15,7 @@ import pytest
 
 from rungar.testing.fake_provider import GIB, FakeProvider
 from tests.e2e.daemon_world import DaemonWorld
+from tests.json_doc import mismatches, read_schema
 from tests.waiting import until
 
 # The runner prints two lines and exits before it ever connects to GitHub.
@@ -90,3 +92,26 @@ async def test_runners_that_exit_at_once_are_backed_off_at_the_second_and_status
         "linux's runners on host exit before connecting (2 in a row); next try in" in shown.stdout
     )
     assert "    | Error: the runner config is not valid for this host" in shown.stdout
+
+
+async def test_a_crash_looping_scale_set_shows_crash_loop_in_red_and_its_json_is_documented(
+    world: DaemonWorld,
+) -> None:
+    await world.wait_for(lambda d: bool(crash_skips(d)), "the provider backed off", 90)
+    shown = await world.rungar("--color", "never", "status")
+    row = next(line for line in shown.stdout.splitlines() if line.startswith("  linux "))
+    assert row.split()[1:3] == ["CRASH", "LOOP"], shown.stdout
+    assert "  linux: linux's runners on host exit before connecting (2 in a row)" in shown.stdout
+    assert "\033[" not in shown.stdout
+    painted = await world.rungar("status", "--color", "always")
+    assert "\033[31mCRASH LOOP\033[0m" in painted.stdout, painted.stdout
+    assert "\033[32mOK\033[0m" in painted.stdout  # the provider's own word: green
+    piped = await world.rungar("status")  # auto, and no terminal: no colour
+    assert piped.returncode == 0 and "\033[" not in piped.stdout
+
+    # Every key of the real document is on docs/json.md, and every key it promises is there.
+    printed = await world.rungar("status", "--json")
+    document = json.loads(printed.stdout)
+    assert crash_skips(document), "the crash loop's skip, with its own keys"
+    found = mismatches(document, read_schema())
+    assert found == [], "\n".join(found)

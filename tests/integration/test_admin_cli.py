@@ -228,13 +228,22 @@ async def test_removing_a_scale_set_with_busy_runners_needs_wait(
     assert "linux" in daemon.engine.sets
 
 
-async def test_an_unknown_name_is_a_runtime_error_naming_it(
+async def test_an_unknown_name_is_a_usage_error_naming_the_closest_one(
     daemon: Daemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert await daemon.cli("scale-sets", "pause", "nope") == 1
-    assert outputs(capsys)[1] == "rungar: no scale set named nope\n"
-    assert await daemon.cli("providers", "inspect", "nope") == 1
-    assert outputs(capsys)[1] == "rungar: no provider named nope\n"
+    assert await daemon.cli("scale-sets", "pause", "linx") == 2
+    assert outputs(capsys)[1] == "rungar: no scale set named linx; did you mean linux?\n"
+    assert await daemon.cli("scale-sets", "inspect", "nope") == 2
+    assert outputs(capsys)[1] == "rungar: no scale set named nope (known: linux)\n"
+    assert await daemon.cli("providers", "inspect", "compute") == 2
+    assert outputs(capsys)[1] == "rungar: no provider named compute; did you mean compute1?\n"
+    assert await daemon.cli("events", "--provider", "comptue2") == 2
+    assert outputs(capsys) == ("", "rungar: no provider named comptue2; did you mean compute2?\n")
+    assert await daemon.cli("events", "--scale-set", "linx") == 2
+    assert outputs(capsys)[1] == "rungar: no scale set named linx; did you mean linux?\n"
+    assert await daemon.cli("runners", "ls", "--provider", "comptue1") == 2
+    assert outputs(capsys) == ("", "rungar: no provider named comptue1; did you mean compute1?\n")
+    assert await daemon.cli("events", "--provider", "compute1") == 0
 
 
 async def test_scale_sets_ls_and_inspect(
@@ -317,7 +326,7 @@ async def test_runners_rm_reports_each_and_fails_if_any_failed(
     assert await daemon.cli("runners", "rm", first, "ghost") == 1
     out, err = outputs(capsys)
     assert out == f"{first}: removed from {provider}\n"
-    assert err == "rungar: ghost: no such runner\n"
+    assert err == f"rungar: no runner named ghost (known: {second})\n"
     assert daemon.runner_names() == [second]
     assert await daemon.cli("runners", "rm", second) == 0
 
@@ -404,7 +413,7 @@ async def test_reconcile_reports_each_scale_set(
     await daemon.demand(3)
     assert await daemon.cli("reconcile") == 0
     assert outputs(capsys)[0] == "linux: 3 runners, 3 desired\n"
-    assert await daemon.cli("reconcile", "nope") == 1
+    assert await daemon.cli("reconcile", "nope") == 2
 
 
 async def test_no_daemon_means_cannot_reach_and_exit_1(

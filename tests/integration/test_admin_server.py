@@ -114,7 +114,7 @@ async def test_errors_arrive_as_codes(served: tuple[Control, AdminServer]) -> No
         with pytest.raises(AdminError) as found:
             await client.inspect_scale_set("nope")
         assert found.value.code == "not_found"
-        assert str(found.value) == "no scale set named nope"
+        assert str(found.value) == "no scale set named nope (known: linux, macos)"
         with pytest.raises(AdminError) as found:
             await client.remove_runners([])
         assert found.value.code == "invalid_argument"
