@@ -189,6 +189,9 @@ SETTINGS_NOTES: dict[str, str] = {
         "to this file's folder."
     ),
     "events.max_count": "Events kept.",
+    "events.max_bytes": (
+        "Bytes of events kept (16 MiB), in memory and in the file; the oldest go first."
+    ),
     "events.max_age": "Seconds an event is kept; unset = by count only.",
     "log_level": "Lowest level logged.",
     "log_format": "`auto` = JSON unless stderr is a terminal.",

@@ -228,11 +228,14 @@ class Creations:
                 raise TimeoutError  # nothing is asked, so nothing is left behind
             # The one place the create timeout is enforced: on the engine's clock, which a
             # simulation winds by hand; a gRPC provider's own deadline comes later (rpc.client).
-            return await ctx.call(
+            answer = await ctx.call(
                 provider,
                 "create",
                 within(ctx.clock, asked.budget, ctx.providers[provider].create(asked)),
             )
+            if isinstance(answer, Created) and answer.machine.name != name:
+                return await self._misnamed(provider, name, answer.machine.name)
+            return answer
 
         async def delete(provider: str) -> None:
             await self._delete_leftover(provider, name)
@@ -248,8 +251,11 @@ class Creations:
                 first_delay=0.5,
             )
             if isinstance(answer, Created):
-                return answer
-            if isinstance(answer, Unsettled):
+                if answer.machine.name == name:
+                    return answer
+                # Not believed: not settled, and the runner's own machine is deleted below.
+                await self._misnamed(provider, name, answer.machine.name)
+            elif isinstance(answer, Unsettled):
                 return None
             with contextlib.suppress(ProviderError, TimeoutError):
                 await delete(provider)
@@ -293,6 +299,19 @@ class Creations:
                 raise
             ticket.accepted()
             return answer
+
+    async def _misnamed(self, provider: str, name: str, answered: str) -> Refusal:
+        """A Create for ``name`` answered with another machine, ``answered``: not believed. It
+        is the provider's FAILED refusal; the machine it named is deleted there (unless a runner
+        of ours holds that name) and kept from adoption, and the caller deletes ``name``'s
+        as any refused create's leftover."""
+        ctx = self.ctx
+        ctx.runners.left[answered] = ctx.clock.now() + ctx.config.timing.left_grace
+        if answered not in ctx.runners and answered not in ctx.runners.creating:
+            with contextlib.suppress(ProviderError, TimeoutError):
+                await self._delete_leftover(provider, answered)
+        log.warning("provider.misnamed_create", provider=provider, runner=name, answered=answered)
+        return Refusal(RefusalKind.FAILED, f"answered with machine {answered} for {name}")
 
     async def _delete_leftover(self, provider: str, name: str) -> None:
         """Delete what a create given up on may have left on ``provider``; a Delete that gets

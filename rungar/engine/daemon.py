@@ -399,6 +399,7 @@ class Daemon:
             self.clock,
             Path(settings.events.file) if settings.events.file else state_dir / "events.jsonl",
             max_count=settings.events.max_count,
+            max_bytes=settings.events.max_bytes,
             max_age=settings.events.max_age,
         )
         return store, events

@@ -1,4 +1,5 @@
-"""The event log: JSONL on disk with retention by count and age, and a live feed for followers.
+"""The event log: JSONL on disk with retention by count, bytes and age, and a live feed for
+followers.
 
 One object per line: ``time, kind, name, action, scale_set, provider, message, attributes``
 (docs/events.md). History only: never read back for decisions. No secret is ever written.
@@ -19,6 +20,7 @@ from typing import Any, TextIO
 
 from rungar.clock import Clock
 from rungar.errors import FollowerBehind
+from rungar.model.bounded import cut
 from rungar.model.event_kinds import EVENT_ACTIONS
 from rungar.store.files import private_file
 
@@ -56,6 +58,10 @@ class Event:
         return json.dumps(record, sort_keys=True, default=str)
 
 
+MAX_BYTES = 16 * 1024 * 1024  # events kept, in memory and in the file between compactions
+MESSAGE_MAX = 4096  # an event's message, cut past this (rungar.model.bounded)
+
+
 class EventLog:
     def __init__(
         self,
@@ -64,11 +70,15 @@ class EventLog:
         *,
         max_count: int = 10_000,
         max_age: float | None = None,
+        max_bytes: int = MAX_BYTES,
     ) -> None:
         self.clock = clock
         self.path = path
         self.max_count = max_count
         self.max_age = max_age
+        self.max_bytes = max_bytes
+        self._bytes = 0  # the kept events' size, as written (or as estimated without a file)
+        self._sizes: deque[int] = deque()  # each kept event's, oldest first
         self._recent: deque[Event] = deque(maxlen=max_count)
         # Each recent event's line as written, so a compaction rewrites the file without
         # serialising every kept event again.
@@ -76,6 +86,7 @@ class EventLog:
         self._followers: set[asyncio.Queue[Event | None]] = set()
         self.follow_buffer = 1000
         self._written = 0
+        self._written_bytes = 0  # written to the file since it was last compacted
         self._file: TextIO | None = None  # kept open: an event is on the create path
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,8 +98,7 @@ class EventLog:
             return
         for line in self.path.read_text(errors="replace").splitlines():
             with contextlib.suppress(ValueError, TypeError):
-                self._recent.append(Event(**json.loads(line)))
-                self._lines.append(line + "\n")
+                self._keep(Event(**json.loads(line)), line + "\n")
 
     def record(
         self,
@@ -101,20 +111,24 @@ class EventLog:
         message: str = "",
         **attributes: Any,
     ) -> Event:
+        if len(message) > MESSAGE_MAX:
+            message = cut(message, MESSAGE_MAX)
         event = Event(
             self.clock.now(), kind, name, action, scale_set, provider, message, attributes
         )
-        self._recent.append(event)
         if self.path is not None:
             if self._file is None:
                 private_file(self.path)  # 0600 whatever the umask: events name jobs and repos
                 self._file = self.path.open("a", buffering=1)  # line-buffered: whole lines
             line = event.to_json() + "\n"
-            self._lines.append(line)
+            self._keep(event, line)
             self._file.write(line)
             self._written += 1
-            if self._written % 500 == 0:
+            self._written_bytes += len(line)
+            if self._written % 500 == 0 or self._written_bytes > self.max_bytes // 4:
                 self.compact()
+        else:
+            self._keep(event, None)
         for queue in list(self._followers):
             if queue.qsize() >= self.follow_buffer:
                 self._followers.discard(queue)  # a slow follower is cut off, and told so
@@ -123,19 +137,39 @@ class EventLog:
                 queue.put_nowait(event)
         return event
 
+    def _keep(self, event: Event, line: str | None) -> None:
+        """Keep ``event`` (and its line, when there is a file) among the recent ones; the
+        oldest go once there are ``max_count`` or they take more than ``max_bytes``."""
+        if len(self._recent) == self.max_count:
+            self._drop_oldest()
+        size = len(line) if line is not None else len(event.message) + 256
+        self._recent.append(event)
+        if line is not None:
+            self._lines.append(line)
+        self._sizes.append(size)
+        self._bytes += size
+        while self._bytes > self.max_bytes and len(self._recent) > 1:
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        self._recent.popleft()
+        if self._lines:
+            self._lines.popleft()
+        if self._sizes:
+            self._bytes -= self._sizes.popleft()
+
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
             self._file = None
 
     def compact(self) -> None:
-        """Keep at most ``max_count`` events, none older than ``max_age``."""
+        """Keep at most ``max_count`` events and ``max_bytes``, none older than ``max_age``."""
         if self.max_age is not None:
             horizon = self.clock.now() - self.max_age
             while self._recent and self._recent[0].time < horizon:
-                self._recent.popleft()
-                if self._lines:
-                    self._lines.popleft()
+                self._drop_oldest()
+        self._written_bytes = 0
         if self.path is not None:
             tmp = private_file(self.path.with_suffix(".tmp"))
             tmp.write_text("".join(self._lines))

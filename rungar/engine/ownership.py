@@ -9,7 +9,8 @@ believed as well:
 
 - a machine named twice in one listing is not acted on this pass (which entry is true is not
   known; one that says ``RUNNING`` then ``STOPPED`` must not end a busy runner);
-- a machine with another installation's labels (the listing ignored the selector) is left out;
+- a machine with another installation's labels (the listing ignored the selector), or with a
+  name no machine can have (empty, a space, past its bound), is left out;
 - a machine whose provider label names another of our providers is left out without a word:
   two providers on one backend (one AWS region, say) list each other's machines.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from rungar.model import bounded
 from rungar.model import labels as L
 from rungar.model.machine import Machine
 
@@ -29,13 +31,14 @@ from rungar.model.machine import Machine
 HELD_ELSEWHERE = "held_elsewhere"
 LISTED_TWICE = "listed_twice"
 OTHER_INSTALLATION = "other_installation"
+NOT_A_NAME = "not_a_name"
 
 
 @dataclass(frozen=True, slots=True)
 class ListingFault:
     provider: str  # whose listing is at fault
     machine: str
-    kind: str  # HELD_ELSEWHERE, LISTED_TWICE or OTHER_INSTALLATION
+    kind: str  # HELD_ELSEWHERE, LISTED_TWICE, OTHER_INSTALLATION or NOT_A_NAME
     holder: str = ""  # HELD_ELSEWHERE: the provider that holds the machine
 
     def sentence(self) -> str:
@@ -49,9 +52,14 @@ class ListingFault:
                 f"provider {self.provider} listed machine {self.machine} more than once, "
                 "with different states: not acted on"
             )
+        if self.kind == OTHER_INSTALLATION:
+            return (
+                f"provider {self.provider} listed machine {self.machine}, "
+                "which carries another installation's labels: ignored"
+            )
         return (
-            f"provider {self.provider} listed machine {self.machine}, "
-            "which carries another installation's labels: ignored"
+            f"provider {self.provider} listed a machine named {self.machine!r}, "
+            "not a machine name: ignored"
         )
 
 
@@ -78,6 +86,9 @@ def sort_listings(
         seen: dict[str, Machine] = {}
         for machine in found or ():
             name = machine.name
+            if not bounded.is_name(name):
+                faults.append(ListingFault(provider, bounded.sentence(name, 64), NOT_A_NAME))
+                continue
             # Made by another of our providers on a shared backend: not this one's to judge.
             if (machine.labels.get(L.PROVIDER) or provider) != provider:
                 continue

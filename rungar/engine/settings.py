@@ -92,6 +92,7 @@ class WebhookSettings(ListenerLimits):
 class EventsSettings(_Strict):
     file: str = ""  # default: <state_dir>/events.jsonl
     max_count: int = Field(default=10_000, ge=1)
+    max_bytes: int = Field(default=16 * 1024 * 1024, ge=65_536)
     max_age: float | None = None
 
 

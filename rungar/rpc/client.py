@@ -34,6 +34,7 @@ import grpc
 import grpc.aio
 
 from rungar.errors import ConfigError, ProviderError, ProviderUnavailable
+from rungar.model import bounded
 from rungar.model.caller import Caller
 from rungar.model.machine import (
     Created,
@@ -79,7 +80,7 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
 def map_rpc_error(provider: str, call: str, error: grpc.aio.AioRpcError) -> ProviderError:
     """The one conversion of a gRPC failure into Rungar's error tree."""
     code = error.code()
-    details = error.details() or code.name
+    details = bounded.sentence(error.details() or "") or code.name
     if code in NO_ANSWER:
         return ProviderUnavailable(f"provider {provider} did not answer {call}: {details}")
     return ProviderError(f"provider {provider}: {call} failed: {code.name}: {details}")
@@ -195,7 +196,7 @@ class GrpcProvider:
             return [str(e)]  # not even expressible in the protocol; nothing to ask
         request = pb.ValidateRunnerRequest(runner=convert.runner_to_pb(block))
         answer = await self._call("ValidateRunner", request, self._timeout)
-        return [str(p) for p in answer.problems]
+        return [bounded.sentence(str(p)) for p in answer.problems[: bounded.LINES_MAX]]
 
     async def create(self, request: CreateRequest) -> Created | Refusal:
         """Create or refuse. The call's deadline tells the provider how long it has: the
@@ -242,7 +243,8 @@ class GrpcProvider:
             raise map_rpc_error(self.name, "LastOutput", e) from e
         finally:
             self._ended()
-        return [str(line) for line in answer.lines]
+        kept = answer.lines[-min(bounded.LINES_MAX, lines or 20) :]  # the last ones asked for
+        return [bounded.sentence(str(line)) for line in kept]
 
     async def queue_changed(self, name: str, queued: tuple[JobHint, ...]) -> None:
         """The jobs queued now for the scale set of ``name``, a runner that has not taken a

@@ -4,7 +4,9 @@ Protobuf messages never travel past ``rungar/rpc/``: the client converts answers
 :mod:`rungar.model` values and the server converts requests back, here and only here.
 Conversions are total: an unknown enum number from a newer peer falls back to the safe
 meaning the proto documents (an unspecified refusal kind is FAILED, an unspecified state is
-STARTING), never to an exception.
+STARTING), never to an exception. What a provider answers is bounded here, before anything
+stores, logs or shows it (:mod:`rungar.model.bounded`): texts cut to their documented length,
+a refusal's resource kept only when it is one lowercase word.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from google.protobuf import struct_pb2
 
+from rungar.model import bounded
 from rungar.model.machine import (
     Conclusion,
     Created,
@@ -336,11 +339,14 @@ def machine_to_pb(machine: Machine) -> Any:
 
 def machine_from_pb(message: Any, provider: str = "") -> Machine:
     created_at = message.created_at if message.HasField("created_at") else None
+    name, size = message.name, message.size
     return Machine(
-        name=message.name,
+        # A name past the bound is cut, so it matches no runner of ours (the engine reports
+        # a listed name of the wrong form: rungar.engine.ownership).
+        name=name if len(name) <= bounded.NAME_MAX else bounded.cut(name, bounded.NAME_MAX),
         state=_STATE_FROM_PB.get(message.state, MachineState.STARTING),
-        labels=_labels(message.labels),
-        size=message.size,
+        labels=bounded.labels(_labels(message.labels)),
+        size=size if len(size) <= bounded.SIZE_MAX else bounded.sentence(size, bounded.SIZE_MAX),
         created_at=0.0 if created_at is None else timestamp_from_pb(created_at, True),
         provider=provider,
     )
@@ -369,8 +375,8 @@ def create_response_from_pb(message: Any, provider: str = "") -> Created | Refus
     if which == "refused":
         refused = message.refused
         kind = _KIND_FROM_PB.get(refused.kind, RefusalKind.FAILED)
-        text = refused.message or f"refused ({kind.value}) without a message"
-        return Refusal(kind=kind, message=text, resource=refused.resource)
+        text = bounded.sentence(refused.message) or f"refused ({kind.value}) without a message"
+        return Refusal(kind=kind, message=text, resource=bounded.resource(refused.resource))
     return Refusal(RefusalKind.FAILED, "the provider answered Create with neither outcome")
 
 
@@ -381,9 +387,12 @@ def info_to_pb(info: ProviderInfo) -> Any:
 
 
 def info_from_pb(message: Any) -> ProviderInfo:
+    def short(text: str) -> str:
+        return bounded.sentence(str(text), bounded.NAME_MAX)
+
     return ProviderInfo(
-        name=str(message.name),
-        kind=str(message.kind),
-        version=str(message.version),
-        capabilities=tuple(str(c) for c in message.capabilities),
+        name=short(message.name),
+        kind=short(message.kind),
+        version=short(message.version),
+        capabilities=tuple(short(c) for c in message.capabilities[: bounded.LABELS_MAX]),
     )

@@ -1,6 +1,7 @@
-"""A provider is trusted only with what it holds: another provider's listing never ends, changes
-or backs off a runner, and a listing that cannot be believed is reported, not acted on (the
-engine with two fake providers, one of them lying in its List answers).
+"""A provider is trusted only with what it holds, and its answers are checked before they are
+believed: another provider's listing never ends, changes or backs off a runner, a listing that
+cannot be believed is reported and not acted on, and a Create answered with another machine's
+name is a refusal (the engine with two fake providers, one of them lying in its answers).
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ from pathlib import Path
 from rungar.cli.status import render_status
 from rungar.engine.status import snapshot
 from rungar.model import labels as L
-from rungar.model.machine import Conclusion, JobHint, Machine, MachineState
+from rungar.model.machine import (
+    Conclusion,
+    Created,
+    CreateRequest,
+    JobHint,
+    Machine,
+    MachineState,
+    Refusal,
+    RefusalKind,
+)
 from rungar.model.runner import RunnerState
 from rungar.testing.fake_provider import FakeProvider
 from tests.integration.test_engine_lifecycle import World
@@ -154,3 +164,47 @@ async def test_a_runner_removed_while_the_listing_was_in_flight_is_not_adopted_a
     assert world.on("compute1") == []
     assert name not in world.engine.runners, "not adopted from the older listing"
     assert not [e for e in world.engine.events.recent() if e.action == "adopted"]
+
+
+def misnaming(provider: FakeProvider) -> None:
+    """``provider`` makes the machine asked for and another one, and answers with the other."""
+    original = provider.create
+
+    async def misnamed(request: CreateRequest) -> Created | Refusal:
+        await original(request)
+        other = replace(request, runner_name="linux-evil", request_id="other")
+        made = provider.create_now(other, provider._clock.now())
+        assert isinstance(made, Created)
+        return Created(replace(made.machine, name="linux-evil"))
+
+    provider.create = misnamed  # type: ignore[method-assign]  # the hostile provider's answer
+
+
+async def test_a_create_answered_with_another_machines_name_is_a_failed_refusal(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 0)
+    misnaming(world.providers["compute1"])
+    await world.demand(1)
+    assert world.on("compute1") == [], "both the asked-for and the named machine deleted"
+    (name,) = world.on("compute2")
+    assert set(world.engine.runners.names()) == {name}, "placed on compute2, nothing adopted"
+    (failing,) = [e for e in world.engine.events.recent() if e.action == "failing"]
+    assert failing.provider == "compute1"
+    assert f"answered with machine linux-evil for {name}" in failing.message
+    await world.engine.reconcile()
+    assert "linux-evil" not in world.engine.runners
+
+
+async def test_a_misnamed_create_with_nowhere_else_to_go_leaves_no_registration(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 0)
+    misnaming(world.providers["compute1"])
+    world.providers["compute2"].refuse(RefusalKind.FULL, always=True, resource="memory")
+    await world.demand(1)
+    assert world.on("compute1") == [] and world.on("compute2") == []
+    assert world.github.runners == {}, "its registration removed"
+    world.clock.advance(120)
+    await world.engine.reconcile()
+    assert len(world.engine.runners) == 0, "nothing adopted"

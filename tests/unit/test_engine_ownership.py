@@ -85,3 +85,12 @@ def test_a_doubtful_runner_is_neither_ended_nor_judged_gone() -> None:
         reconcile_interval=30.0,
     )
     assert sighting.kind == S.REACHABLE
+
+
+def test_a_machine_with_a_name_no_machine_can_have_is_reported_and_left_out() -> None:
+    found = sort_listings({"a": [machine("a b"), machine("")]}, {}, OURS)
+    assert found.machines == {}
+    assert [f.kind for f in found.faults] == [O.NOT_A_NAME, O.NOT_A_NAME]
+    assert found.faults[0].sentence() == (
+        "provider a listed a machine named 'a b', not a machine name: ignored"
+    )

@@ -1,0 +1,96 @@
+"""A provider that misbehaves on purpose, one named scenario at a time: the faults a plugin can
+have (docs/architecture.md, "What Rungar believes of a provider"), for tests of the daemon and
+for a plugin author who wants to see how Rungar answers each one.
+
+:class:`HostileProvider` is a :class:`~rungar.testing.fake_provider.FakeProvider` (it creates,
+lists and deletes machines as one would) with the scenarios in :data:`SCENARIOS` switched on by
+name; serve it with :func:`rungar.rpc.server.serve` to put it behind a real gRPC connection::
+
+    hostile = HostileProvider("b", scenarios={"lists_others", "huge_texts"})
+    hostile.others = lambda: healthy.machines  # what "lists_others" lists
+    server = await serve(hostile, "unix:///tmp/b.sock")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
+from typing import Any
+
+from rungar.model import labels as L
+from rungar.model.machine import Created, CreateRequest, Machine, MachineState, Refusal, RefusalKind
+from rungar.testing.fake_provider import FakeProvider
+
+HUGE = 200 * 1024  # the size of a hostile text: 200 KB
+
+# Every scenario, with what the provider does; the daemon's answer to each is in
+# docs/architecture.md ("What Rungar believes of a provider").
+SCENARIOS: dict[str, str] = {
+    "lists_others": (
+        "List also names another provider's machines (``others``), stopped and without their "
+        "provider label"
+    ),
+    "lists_twice": "List names each of its machines twice: as it is, then stopped",
+    "misnames_creates": "Create makes the machine asked for and answers with another's name",
+    "huge_texts": (
+        "Create refuses FULL with a 200 KB resource and a 200 KB message full of control characters"
+    ),
+    "other_installation": "List also names a machine with another installation's labels",
+    "bad_names": "List also names a machine whose name is 200 KB long",
+}
+
+
+class HostileProvider(FakeProvider):
+    """A fake provider with some of :data:`SCENARIOS` switched on (``scenarios``)."""
+
+    def __init__(self, name: str = "hostile", *, scenarios: Collection[str] = (), **kw: Any):
+        unknown = set(scenarios) - set(SCENARIOS)
+        if unknown:
+            raise ValueError(f"unknown scenarios: {sorted(unknown)}; known: {sorted(SCENARIOS)}")
+        super().__init__(name, **kw)
+        self.scenarios = set(scenarios)
+        self.others: Callable[[], list[Machine]] = list  # what "lists_others" lists
+        self.misnamed: list[str] = []  # the names "misnames_creates" answered with
+
+    async def create(self, request: CreateRequest) -> Created | Refusal:
+        if "huge_texts" in self.scenarios:
+            await super().create(request)  # counted; its answer is replaced
+            self.delete_now(request.runner_name)
+            text = "\n\x1b[2J" + "x" * HUGE
+            return Refusal(RefusalKind.FULL, text, resource="r" * HUGE)
+        answer = await super().create(request)
+        if "misnames_creates" not in self.scenarios or not isinstance(answer, Created):
+            return answer
+        other = f"{request.runner_name}-other"
+        labels = dict(request.labels) | {L.RUNNER: other}
+        made = self.create_now(
+            replace(
+                request, runner_name=other, request_id=f"{request.request_id}-other", labels=labels
+            ),
+            self._clock.now(),
+        )
+        self.misnamed.append(other)
+        machine = made.machine if isinstance(made, Created) else answer.machine
+        return Created(replace(machine, name=other))
+
+    async def list(self, selector: Mapping[str, str]) -> list[Machine]:
+        own = await super().list(selector)
+        found = list(own)
+        if "lists_twice" in self.scenarios:
+            found += [replace(m, state=MachineState.STOPPED) for m in own]
+        if "lists_others" in self.scenarios:
+            found += [
+                replace(
+                    m,
+                    state=MachineState.STOPPED,
+                    labels={k: v for k, v in m.labels.items() if k != L.PROVIDER},
+                )
+                for m in self.others()
+            ]
+        if "other_installation" in self.scenarios:
+            labels = L.machine_labels("another-installation", "linux", "stranger-1", "r")
+            found.append(Machine("stranger-1", MachineState.RUNNING, labels))
+        if "bad_names" in self.scenarios:
+            labels = L.machine_labels(selector.get(L.INSTALLATION, ""), "linux", "long", "r")
+            found.append(Machine("n" * HUGE, MachineState.RUNNING, labels))
+        return found
