@@ -86,13 +86,24 @@ def stop_on_signals(
             loop.add_signal_handler(signum, handle, signum)
 
 
-async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
-    """``awaitable``'s answer, or TimeoutError after ``seconds`` (None: no bound). Unlike
-    ``asyncio.wait_for`` of Python 3.11, a task cancelled just as the answer arrives stays
-    cancelled: wait_for returns the answer and drops the cancel, and a loop that runs such a
-    call (the lease keeper) then never ends, holding up the daemon's stop."""
-    async with asyncio.timeout(seconds):
-        return await awaitable
+async def within(awaitable: Awaitable[T], seconds: float | None, what: str = "") -> T:
+    """``awaitable``'s answer, or TimeoutError after ``seconds`` (None: no bound); with
+    ``what``, the error says what timed out and after how long ("List timed out after 10 s").
+    Unlike ``asyncio.wait_for`` of Python 3.11, a task cancelled just as the answer arrives
+    stays cancelled: wait_for returns the answer and drops the cancel, and a loop that runs
+    such a call (the lease keeper) then never ends, holding up the daemon's stop."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    except TimeoutError as e:
+        if not what or seconds is None:
+            raise
+        raise TimeoutError(timed_out(what, seconds)) from e
+
+
+def timed_out(what: str, seconds: float) -> str:
+    """ "List timed out after 10 s": what timed out, and after how long."""
+    return f"{what} timed out after {seconds:g} s"
 
 
 def _to_nowhere() -> None:

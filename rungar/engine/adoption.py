@@ -26,6 +26,7 @@ class Adopt:
     machine: Machine
     why: str  # INTERRUPTED_CREATE or UNTRACKED: the ``why`` of its ``adopted`` event
     runner_id: int = 0  # the registration its create intent recorded, when it had one
+    asked_at: float = 0.0  # INTERRUPTED_CREATE: when its create was asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +72,11 @@ def plan_adoption(
             cleared.append(intent.runner)
             if intent.runner not in taken:
                 provider, machine = machines[intent.runner]
-                adopt.append(Adopt(provider, machine, INTERRUPTED_CREATE, intent.runner_id))
+                adopt.append(
+                    Adopt(
+                        provider, machine, INTERRUPTED_CREATE, intent.runner_id, intent.created_at
+                    )
+                )
                 taken.add(intent.runner)
         elif every_listed:
             settled.append(intent)

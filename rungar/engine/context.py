@@ -195,6 +195,8 @@ class EngineContext:
             provider,
             "delete",
             within(
-                self.providers[provider].delete(name, removal), self.config.timing.delete_timeout
+                self.providers[provider].delete(name, removal),
+                self.config.timing.delete_timeout,
+                "Delete",
             ),
         )

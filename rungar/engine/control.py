@@ -474,10 +474,12 @@ class Control:
                 config = new.provider(entry.name)
                 timeout = call_timeouts(config, new.timing).timeout
                 try:
-                    found = await within(provider.validate_runner(entry.runner), timeout)
+                    found = await within(
+                        provider.validate_runner(entry.runner), timeout, "ValidateRunner"
+                    )
                     if config.type not in RUNNER_KEYS:  # a plugin's: the keys its Info declares
                         if entry.name not in infos:
-                            infos[entry.name] = await within(provider.info(), timeout)
+                            infos[entry.name] = await within(provider.info(), timeout, "Info")
                         found = [
                             *found,
                             *undeclared_runner_keys(

@@ -484,13 +484,17 @@ class Daemon:
         installation = settings.installation or installation_id(settings.github.url)
         caller = Caller(installation, socket.gethostname(), self.started_at)
         providers = await self._providers(config, plugins, installation, caller)
+        _tell_exits(plugins, events)
         engine, runloop = self._compose(config, providers, github, store, events, metrics)
-        control = engine.control(
-            runloop,
-            provider_factory=lambda p: connect_provider(
+
+        async def connect(p: ProviderConfig) -> Provider:
+            provider = await connect_provider(
                 p, self.clock, plugins, installation, engine.config.timing, caller, self.kinds
-            ),
-        )
+            )
+            _tell_exits(plugins, events)  # the plugin `rungar apply` added
+            return provider
+
+        control = engine.control(runloop, provider_factory=connect)
         from rungar.rpc.admin_server import serve_admin
 
         if self.on_control is not None:
@@ -533,6 +537,18 @@ class Daemon:
             await _close_providers(plugins, engine.providers.values())
             events.close()
             store.close()
+
+
+def _tell_exits(plugins: list[Any], events: EventLog) -> None:
+    """Each plugin that exits on its own says so in an event ("plugin gcp exited (code 1);
+    restarting in 2 s"): the plugin stopped, not the daemon."""
+
+    def exited(name: str, sentence: str) -> None:
+        events.record("provider", name, "plugin_exited", provider=name, message=sentence)
+
+    for plugin in plugins:
+        if getattr(plugin, "on_exit", False) is None:
+            plugin.on_exit = exited
 
 
 def _stop_on_signals(plugins: list[Any], made: list[str], within: float) -> asyncio.Event:

@@ -194,7 +194,7 @@ class JobBook:
         ctx = self.ctx
         timeout = ctx.call_timeout(name)
         with contextlib.suppress(RungarError, TimeoutError):
-            await within(provider.update_runner(runner, hint), timeout)
+            await within(provider.update_runner(runner, hint), timeout, "UpdateRunner")
 
     def on_job_completed(
         self,

@@ -102,7 +102,9 @@ async def report_crash(ctx: EngineContext, record: RunnerRecord, provider: Provi
     try:
         lines = list(
             await within(
-                provider.last_output(record.name, OUTPUT_LINES), ctx.call_timeout(record.provider)
+                provider.last_output(record.name, OUTPUT_LINES),
+                ctx.call_timeout(record.provider),
+                "LastOutput",
             )
         )
     except (ProviderError, TimeoutError) as e:

@@ -64,7 +64,7 @@ async def list_provider(ctx: EngineContext, name: str) -> list[Machine] | None:
     selector = L.installation_selector(ctx.installation)
     timeout = ctx.call_timeout(name)
     try:
-        machines = await within(ctx.providers[name].list(selector), timeout)
+        machines = await within(ctx.providers[name].list(selector), timeout, "List")
     except (ProviderError, TimeoutError) as e:
         ctx.metrics.provider_calls.labels(name, "list", "error").inc()
         ctx.findings.list_errors[name] = str(e) or type(e).__name__
@@ -134,7 +134,21 @@ ADOPTED_WHY = {
 }
 
 
-def _adopt(ctx: EngineContext, provider: str, machine: Machine, now: float, why: str) -> None:
+# A create of this daemon's own that got no clear answer (its provider did not answer, or a
+# plugin restarted mid-call): the daemon did not stop.
+UNANSWERED_CREATE = (
+    "its create got no clear answer from {provider}; the machine was found on the fleet"
+)
+
+
+def _adopt(
+    ctx: EngineContext,
+    provider: str,
+    machine: Machine,
+    now: float,
+    why: str,
+    message: str = "",
+) -> None:
     if not ctx.acting():
         return  # the lease ran out during the pass
     scale_set = machine.labels.get(L.SCALE_SET, "")
@@ -165,7 +179,7 @@ def _adopt(ctx: EngineContext, provider: str, machine: Machine, now: float, why:
         "adopted",
         scale_set=scale_set,
         provider=provider,
-        message=ADOPTED_WHY[why],
+        message=message or ADOPTED_WHY[why],
         why=why,
         machine_state=machine.state.value,
     )
@@ -186,6 +200,11 @@ def _settled_without_machine(ctx: EngineContext, intent: CreateIntent) -> None:
         "its create was cut short (the daemon stopped between asking and hearing back) and "
         "no provider lists its machine; its registration was removed"
     )
+    if intent.created_at >= ctx.started_at:  # asked by this daemon: it did not stop
+        message = (
+            f"its create got no clear answer from {intent.provider or 'its provider'} and no "
+            "provider lists its machine; its registration was removed"
+        )
     ctx.events.record(
         "runner",
         intent.runner,
@@ -452,7 +471,10 @@ class Reconciler:
         for name in plan.forgotten:
             ctx.runners.left.pop(name, None)
         for adoption in plan.adopt:
-            _adopt(ctx, adoption.provider, adoption.machine, now, adoption.why)
+            message = ""
+            if adoption.why == INTERRUPTED_CREATE and adoption.asked_at >= ctx.started_at:
+                message = UNANSWERED_CREATE.format(provider=adoption.provider)
+            _adopt(ctx, adoption.provider, adoption.machine, now, adoption.why, message)
             record = ctx.runners.get(adoption.machine.name)
             if record is not None and adoption.runner_id:
                 record.runner_id = adoption.runner_id

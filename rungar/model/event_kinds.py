@@ -38,6 +38,10 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
         "its listing said something not believed, once per machine (fault: held_elsewhere, "
         "a machine another provider holds; listed_twice; other_installation; machine, holder)"
     ),
+    ("provider", "plugin_exited"): (
+        "the provider's plugin process exited on its own and is restarted after a backoff "
+        "(the message says its exit code and when)"
+    ),
     ("provider", "held"): "a higher-priority scale set holds it (priority)",
     ("provider", "crash_loop"): (
         "a scale set's runners there ended before they ever connected, the second in a row or "

@@ -50,6 +50,7 @@ from rungar.rpc import convert
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2_grpc as pb_grpc
 from rungar.rpc.tls import ClientTls, channel_credentials, check_address, is_unix
+from rungar.stopping import timed_out
 
 MAX_MESSAGE_BYTES = 1024 * 1024
 # How much later than the request's budget a Create's gRPC deadline falls: the caller's own
@@ -77,9 +78,14 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
 )
 
 
-def map_rpc_error(provider: str, call: str, error: grpc.aio.AioRpcError) -> ProviderError:
-    """The one conversion of a gRPC failure into Rungar's error tree."""
+def map_rpc_error(
+    provider: str, call: str, error: grpc.aio.AioRpcError, timeout: float | None = None
+) -> ProviderError:
+    """The one conversion of a gRPC failure into Rungar's error tree; a deadline that passed
+    says which call timed out and after how long (``timeout``, the call's deadline)."""
     code = error.code()
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED and timeout is not None:
+        return ProviderUnavailable(f"provider {provider}: {timed_out(call, timeout)}")
     details = bounded.sentence(error.details() or "") or code.name
     if code in NO_ANSWER:
         return ProviderUnavailable(f"provider {provider} did not answer {call}: {details}")
@@ -182,7 +188,7 @@ class GrpcProvider:
         try:
             return await getattr(stub, call)(request, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
-            raise map_rpc_error(self.name, call, e) from e
+            raise map_rpc_error(self.name, call, e, timeout) from e
         finally:
             self._ended()
 
@@ -210,7 +216,7 @@ class GrpcProvider:
         try:
             answer = await stub.Create(message, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
-            raise map_rpc_error(self.name, "Create", e) from e
+            raise map_rpc_error(self.name, "Create", e, timeout) from e
         finally:
             self._ended()
         return convert.create_response_from_pb(answer, provider=self.name)

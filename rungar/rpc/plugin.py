@@ -34,7 +34,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import structlog
@@ -80,6 +80,12 @@ def next_backoff(
     return min(maximum, current * 2)
 
 
+def exited_sentence(name: str, code: int, restart_in: float) -> str:
+    """ "plugin gcp exited (code 1); restarting in 2 s": the plugin, not the daemon, stopped."""
+    how = f"code {code}" if code >= 0 else f"killed by signal {-code}"
+    return f"plugin {name} exited ({how}); restarting in {restart_in:g} s"
+
+
 class PluginProcess:
     """One local plugin: started, watched, restarted and stopped by Rungar."""
 
@@ -120,6 +126,8 @@ class PluginProcess:
         self._supervisor: asyncio.Task[None] | None = None
         self._drain: asyncio.Task[None] | None = None
         self._stopping = False
+        # Told each time the plugin exits on its own: its name and the sentence saying so.
+        self.on_exit: Callable[[str, str], None] | None = None
 
     @property
     def address(self) -> str:
@@ -247,7 +255,16 @@ class PluginProcess:
                 self._clock.now() - started,
                 self._stable_after,
             )
-            log.warning("plugin.exited", provider=self.name, code=code, restart_in=backoff)
+            sentence = exited_sentence(self.name, code, backoff)
+            log.warning(
+                "plugin.exited",
+                sentence=sentence,
+                provider=self.name,
+                code=code,
+                restart_in=backoff,
+            )
+            if self.on_exit is not None:
+                self.on_exit(self.name, sentence)
             while not self._stopping:
                 await self._clock.sleep(backoff)
                 if self._stopping:

@@ -6,6 +6,7 @@ name is a refusal (the engine with two fake providers, one of them lying in its 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -208,3 +209,23 @@ async def test_a_misnamed_create_with_nowhere_else_to_go_leaves_no_registration(
     world.clock.advance(120)
     await world.engine.reconcile()
     assert len(world.engine.runners) == 0, "nothing adopted"
+
+
+async def test_a_list_that_times_out_says_what_timed_out_and_after_how_long(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 0)
+
+    async def hangs(selector: Mapping[str, str]) -> list[Machine]:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    world.providers["compute2"].list = hangs  # type: ignore[method-assign]  # never answers
+    world.cfg = replace(world.cfg, timing=replace(world.cfg.timing, provider_timeout=0.1))
+    world.engine = world.new_engine()
+    await world.start()
+    await world.engine.reconcile()
+    [event] = [e for e in world.engine.events.recent() if e.action == "unreachable"]
+    assert (event.provider, event.message) == ("compute2", "List timed out after 0.1 s")
+    text = render_status(snapshot(world.engine.ctx))
+    assert "List timed out after 0.1 s" in text

@@ -150,12 +150,15 @@ async def test_nothing_listening_is_no_answer(tmp_path: Path) -> None:
     await client.close()
 
 
-async def test_a_call_past_its_deadline_is_no_answer(tmp_path: Path) -> None:
+async def test_a_call_past_its_deadline_is_no_answer_saying_what_timed_out_and_when(
+    tmp_path: Path,
+) -> None:
     server = await _served(StuckProvider(), tmp_path)
     client = GrpcProvider("stuck", server.address, timeout=0.2)
     try:
-        with pytest.raises(ProviderUnavailable, match=r"(?i)deadline"):
+        with pytest.raises(ProviderUnavailable) as caught:
             await client.list({})
+        assert str(caught.value) == "provider stuck: List timed out after 0.2 s"
     finally:
         await client.close()
         await server.stop(None)

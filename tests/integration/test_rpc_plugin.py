@@ -24,6 +24,7 @@ from rungar.rpc.plugin import (
     SETTINGS_ENV,
     PluginError,
     PluginProcess,
+    exited_sentence,
     next_backoff,
     parse_handshake,
 )
@@ -82,6 +83,10 @@ def test_a_handshake_line_names_the_address() -> None:
         parse_handshake("RUNGAR_PLUGIN 2 unix:///x")
 
 
+def test_a_plugin_that_exits_says_so_never_that_the_daemon_stopped() -> None:
+    assert exited_sentence("gcp", 1, 2.0) == "plugin gcp exited (code 1); restarting in 2 s"
+
+
 def test_restart_backoff_doubles_and_resets_after_a_stable_run() -> None:
     assert next_backoff(0, 1, 60, ran_for=0.1, stable=60) == 1
     assert next_backoff(1, 1, 60, ran_for=0.1, stable=60) == 2
@@ -108,11 +113,14 @@ async def test_a_plugin_that_dies_is_restarted_and_reached_again(plugin_script: 
     plugin = PluginProcess(
         [sys.executable, str(plugin_script)], name="fake", ready_timeout=WAIT, backoff_first=0.05
     )
+    told: list[tuple[str, str]] = []
+    plugin.on_exit = lambda name, sentence: told.append((name, sentence))
     address = await plugin.start()
     client = GrpcProvider("fake", address, timeout=WAIT)
     try:
         await client.list({})
         await _kill_and_await_restart(plugin)
+        assert told == [("fake", "plugin fake exited (killed by signal 9); restarting in 0.05 s")]
         assert await until_awaited(
             lambda: answered(client.list({})), "reached the restarted plugin"
         ) == [[]]
