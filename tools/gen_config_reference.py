@@ -128,6 +128,10 @@ SETTINGS_NOTES: dict[str, str] = {
     "github.timing.registration_pace_forget": (
         "A learned pace is forgotten after this many seconds without a 429; 0 = never."
     ),
+    "github.timing.registration_pace_relax": (
+        "Each whole span of this many seconds with no 429 and no registration waiting for it "
+        "halves a learned pace's wait between registrations; 0 = never."
+    ),
     "github.timing.registrations_in_flight": (
         "Registrations sent and not yet answered, at most, or `registrations_in_flight_share` "
         "of those GitHub took in the trailing window if that is more; 0 = no bound."

@@ -438,8 +438,9 @@ SCALE_SET = Obj(
             "start_timeout",
             Duration(30.0),
             (
-                "Time a runner has to connect; its Create calls get what is left of it as their "
-                "deadline; unset = timing.start_timeout."
+                "Time a runner has to connect, counted from its registration with GitHub (a "
+                "wait for GitHub's pace before it does not count); its Create calls get what is "
+                "left of it as their deadline; unset = timing.start_timeout."
             ),
         ),
         Field(

@@ -5,9 +5,12 @@ once; its plan (:func:`rungar.placement.plan.plan_placement`) is carried out in 
 (:func:`rungar.engine.placing.try_plan`); a refused
 create's leftover is deleted; when no provider takes it its registration is removed; the whole
 attempt is bounded by the scale set's ``start_timeout``, on the engine's clock (the one create
-timeout). Each create's intent is written to the store before any call, so a crash at any
-moment is settled by the next reconcile pass. Creates for different runners run in parallel,
-bounded by a semaphore this module owns, so a slow provider slows only its own runner.
+timeout), counted from the registration: the wait for GitHub's pace before it is the queue's, not
+a provider's. A create whose turn comes when its scale set no longer wants it is dropped before
+it registers (:meth:`Creations.needed`). Each create's intent is written to the store before
+any call, so a crash at any moment is settled by the next reconcile pass. Creates for different
+runners run in parallel, bounded by a semaphore this module owns, so a slow provider slows only
+its own runner.
 """
 
 from __future__ import annotations
@@ -62,11 +65,31 @@ class Creations:
         try:
             turn = ctx.registrations.turn(refill=reserve, priority=state.config.priority)
             async with turn as ticket, self._slots:
-                await self.create_runner(state, reserve=reserve, ticket=ticket)
+                if self.needed(state):  # else its turn goes back to the queue, unused
+                    await self.create_runner(state, reserve=reserve, ticket=ticket)
         except Exception:
             log.exception("runner.create_crashed", scale_set=state.config.name)
         finally:
             ctx.runners.creating.done_asking(state.config.name)
+
+    def needed(self, state: ScaleSetState) -> bool:
+        """Whether a queued create is still wanted when its turn comes, before it registers: its
+        scale set is still configured and its last decision still wants more runners than it
+        has live, counting the creates asked and not done (this one among them). One that is
+        not is dropped, so a registration of GitHub's limit is not spent on a runner that would
+        be removed as surplus once created."""
+        ctx = self.ctx
+        name = state.config.name
+        if state.removed or ctx.sets.get(name) is not state:
+            log.debug("runner.create_dropped", scale_set=name, reason="scale set removed")
+            return False
+        if state.desired is None:
+            return True  # no decision yet: the one that asked for it stands
+        have = len(ctx.runners.live(name)) + ctx.runners.creating.count(name)
+        if have <= state.desired:
+            return True
+        log.info("runner.create_dropped", scale_set=name, desired=state.desired, have=have)
+        return False
 
     async def create_runner(
         self,
@@ -95,13 +118,24 @@ class Creations:
         ctx.runners.creating.name(config.name, name)
         intent = CreateIntent(name, config.name, str(uuid.uuid4()), created_at=now)
         ctx.store.write_intent(intent)
-        budget = CreateBudget(now, config.start_timeout)
         try:
             try:
-                runner_id, jit_config = await self._register(state.id, name, ticket)
+                registered = await self._register(state, name, ticket)
             except GitHubError as e:
                 log.warning("runner.register_failed", scale_set=config.name, error=str(e))
                 ctx.metrics.scale_up_failures.labels(config.name, "error").inc()
+                ctx.store.clear_intent(name)
+                return None
+            if registered is None:  # no longer needed while it waited for GitHub's pace
+                ctx.store.clear_intent(name)
+                return None
+            runner_id, jit_config = registered
+            # start_timeout counts from the registration: the wait for GitHub's pace before it
+            # is the queue's, and no provider's to be blamed for.
+            budget = CreateBudget(ctx.clock.now(), config.start_timeout)
+            if state.removed:  # removed while it registered: the registration goes, quietly
+                with contextlib.suppress(GitHubError):
+                    await ctx.github.remove_runner(runner_id)
                 ctx.store.clear_intent(name)
                 return None
             # The registration's id is written with the first Create's provider, in the same
@@ -279,14 +313,22 @@ class Creations:
         )
 
     async def _register(
-        self, scale_set_id: int, name: str, ticket: Ticket | None
-    ) -> tuple[int, str]:
+        self, state: ScaleSetState, name: str, ticket: Ticket | None
+    ) -> tuple[int, str] | None:
         """Register with GitHub on this create's turn; throttled (429), the queue learns the
-        pace and the create waits for its next turn, ahead of those that came after it."""
+        pace and the create waits for its next turn, ahead of those that came after it. None:
+        by that next turn the runner was no longer needed (:meth:`needed`), and the turn went
+        back unused."""
         github = self.ctx.github
+        scale_set_id = state.id
         if ticket is None:
             return await github.generate_jit_config(scale_set_id, name)
+        first = True
         while True:
+            if not first and not self.needed(state):
+                ticket.give_back()
+                return None
+            first = False
             ticket.sent()
             try:
                 answer = await github.generate_jit_config(scale_set_id, name)

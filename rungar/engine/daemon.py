@@ -448,6 +448,7 @@ class Daemon:
                 per_minute=timing.registrations_per_minute,
                 margin=timing.registration_pace_margin,
                 forget_after=timing.registration_pace_forget,
+                relax_every=timing.registration_pace_relax,
                 most_in_flight=timing.registrations_in_flight,
                 in_flight_share=timing.registrations_in_flight_share,
                 window=timing.registration_pace_window,

@@ -49,6 +49,7 @@ class GitHubTimingSettings(_Strict):
     registrations_per_minute: float = Field(default=0.0, ge=0)
     registration_pace_margin: float = Field(default=0.02, ge=0, lt=1)
     registration_pace_forget: float = Field(default=3600.0, ge=0)
+    registration_pace_relax: float = Field(default=60.0, ge=0)
     registrations_in_flight: int = Field(default=4, ge=0)
     registrations_in_flight_share: float = Field(default=0.02, ge=0, le=1)
     registration_pace_window: float = Field(default=60.0, gt=0)

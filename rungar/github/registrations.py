@@ -71,6 +71,12 @@ class Ticket:
             self.in_flight = False
             self.queue.landed()
 
+    def give_back(self) -> None:
+        """The turn granted after a 429 is not used (the runner is no longer wanted): its moment
+        goes to the next waiting registration."""
+        self.answered()
+        self.queue.give_back(self.at)
+
     async def throttled(self, retry_after: float) -> None:
         """GitHub answered 429: learn the pace, then wait for another turn."""
         self.used = True
@@ -102,6 +108,7 @@ class RegistrationQueue:
         per_minute: float = 0.0,
         margin: float = 0.02,
         forget_after: float = 3600.0,
+        relax_every: float = 60.0,
         most_in_flight: int = 4,
         in_flight_share: float = 0.02,
         window: float = rp.WINDOW,
@@ -113,6 +120,7 @@ class RegistrationQueue:
         self.in_flight = 0
         self.margin = margin
         self.forget_after = forget_after
+        self.relax_every = relax_every
         self.pace = rp.start(per_minute)
         self.accepted: deque[float] = deque()  # times GitHub took, the trailing minute's
         self._waiting: dict[rp.RegistrationKey, Ticket] = {}
@@ -137,13 +145,20 @@ class RegistrationQueue:
                 self.pace = rp.returned(self.pace, ticket.at)
                 self._dispatch()
 
+    def give_back(self, at: float) -> None:
+        """A moment granted at ``at`` and not used goes to the next waiting registration."""
+        self.pace = rp.returned(self.pace, at)
+        self._dispatch()
+
     def landed(self) -> None:
         self.in_flight -= 1
         if self._waiting:
             self._dispatch()
 
     def _decide(self, first: rp.RegistrationKey | None, now: float) -> rp.Grant | None:
-        self.pace = rp.forgotten(self.pace, now, self.forget_after)
+        self.pace = rp.forgotten(
+            rp.relaxed(self.pace, now, self.relax_every), now, self.forget_after
+        )
         rp.forget(self.accepted, now, self.window)
         bound = rp.in_flight_bound(self.most_in_flight, self.in_flight_share, len(self.accepted))
         return rp.next_grant(first, self.pace, now, in_flight=self.in_flight, most_in_flight=bound)
@@ -190,6 +205,7 @@ class RegistrationQueue:
             if grant is None:
                 return  # every turn is in the air: the next answer frees one
             if grant.at > now:
+                self.pace = rp.binding(self.pace, grant.at)  # the pace holds one back
                 self._wake_at(grant.at)
                 return
             heapq.heappop(self._heap)
@@ -212,7 +228,10 @@ class RegistrationQueue:
         self._dispatch()
 
     def view(self) -> PaceView:
-        pace = self.pace
+        now = self.clock.now()
+        pace = self.pace = rp.forgotten(
+            rp.relaxed(self.pace, now, self.relax_every), now, self.forget_after
+        )
         source = "github" if pace.learned else ("configured" if pace.configured > 0 else "")
         return PaceView(
             per_minute=pace.per_minute,

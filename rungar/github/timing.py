@@ -44,10 +44,13 @@ class GitHubTiming:
     budget_check_interval: float = 60.0
     # Registration pace (GitHub's JIT-config limit): 0 = at once until GitHub answers 429, then
     # what it took in the trailing minute less ``registration_pace_margin``; a learned pace is
-    # forgotten after ``registration_pace_forget`` seconds without a 429.
+    # forgotten after ``registration_pace_forget`` seconds without a 429. Each whole
+    # ``registration_pace_relax`` with no 429 and no registration held back by it halves its
+    # wait (0: it never relaxes).
     registrations_per_minute: float = 0.0
     registration_pace_margin: float = 0.02
     registration_pace_forget: float = 3600.0
+    registration_pace_relax: float = 60.0
     # Registrations sent and not yet answered, at most (0: no bound), or
     # ``registrations_in_flight_share`` of those GitHub took in the trailing window, if more.
     registrations_in_flight: int = 4

@@ -7,8 +7,17 @@ never pushed back, registrations go at once (the daemon's parallel-create bound 
 limit). After a 429, the pace is what GitHub let through in the trailing minute, less a small
 margin so jitter in the arrival times does not trip the limit again, and nothing is sent before
 the ``Retry-After`` has passed. A configured pace (``registrations_per_minute``) is used from the
-start instead; a 429 still lowers it. A learned pace is forgotten after ``forget_after`` without
-a 429, so a limit GitHub raised is found again.
+start instead; a 429 still lowers it.
+
+Once GitHub stops answering 429 and the pace holds nothing back, the learned pace relaxes: each
+whole ``relax_every`` (a minute) with no 429 and no registration waiting for the pace halves
+the wait between registrations (:func:`relaxed`), up to the configured pace if there is one. So
+a burst minutes after a throttle is not held to that throttle's pace (after five quiet minutes
+it goes 32 times as fast, and a 429 past GitHub's limit sets the pace anew). While registrations
+do wait for the pace, it is the pace that keeps GitHub from answering 429, which says nothing of
+a raised limit; relaxing then would only probe the limit and stall the queue for each probe's
+``Retry-After`` (:func:`binding`). A learned pace is forgotten altogether after ``forget_after``
+without a 429, so a limit GitHub raised during a long burst is found again too.
 
 Few registrations are sent and unanswered at once: the calls already on their way when GitHub
 answers its first 429 are refused too. The bound (:func:`in_flight_bound`) is
@@ -59,6 +68,9 @@ class Pace:
     learned_at: float = 0.0
     configured: float = 0.0
     throttled: int = 0  # 429s GitHub answered, all told
+    # When the learned pace last relaxed, last held a registration back, or its 429's
+    # Retry-After ended, whichever is latest: relaxing counts from it.
+    relaxed_at: float = 0.0
 
     @property
     def learned(self) -> bool:
@@ -159,6 +171,40 @@ def throttled(
         next_at=max(pace.next_at, now + max(0.0, retry_after)),
         learned_at=now,
         throttled=pace.throttled + 1,
+        relaxed_at=now + max(0.0, retry_after),
+    )
+
+
+def binding(pace: Pace, until: float) -> Pace:
+    """A registration waits for the pace until ``until``: a learned pace relaxes only a whole
+    ``relax_every`` after that (:func:`relaxed`)."""
+    if not pace.learned or until <= pace.relaxed_at:
+        return pace
+    return replace(pace, relaxed_at=until)
+
+
+MOST_RELAX_STEPS = 32  # a pace doubled this often is no bound at all (and stays a finite float)
+
+
+def relaxed(pace: Pace, now: float, every: float) -> Pace:
+    """A learned pace with no 429 and no registration held back by it for ``every`` seconds
+    (counted from the latest of the end of the last 429's ``Retry-After``, the last moment it
+    held one back, and its last relaxation) doubles, once for each whole ``every`` gone: the
+    wait between registrations halves. Never above a configured pace;
+    ``every`` 0 never relaxes. The next registration's moment comes no later than one new
+    interval from now."""
+    if not pace.learned or every <= 0 or pace.per_minute <= 0 or now < pace.relaxed_at + every:
+        return pace
+    steps = int((now - pace.relaxed_at) // every)
+    per_minute = pace.per_minute * 2.0 ** min(steps, MOST_RELAX_STEPS)
+    if pace.configured > 0:
+        per_minute = min(per_minute, max(pace.configured, pace.per_minute))
+    interval = WINDOW / per_minute
+    return replace(
+        pace,
+        per_minute=per_minute,
+        next_at=min(pace.next_at, now + interval),
+        relaxed_at=pace.relaxed_at + steps * every,
     )
 
 
@@ -167,4 +213,4 @@ def forgotten(pace: Pace, now: float, forget_after: float) -> Pace:
     one (or none): GitHub may have raised its limit."""
     if not pace.learned or forget_after <= 0 or now - pace.learned_at < forget_after:
         return pace
-    return replace(pace, per_minute=pace.configured, learned_at=0.0)
+    return replace(pace, per_minute=pace.configured, learned_at=0.0, relaxed_at=0.0)

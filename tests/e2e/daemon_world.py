@@ -148,6 +148,8 @@ class DaemonWorld:
         boot_runners: bool = True,
         dashboard: bool = False,
         runner_command: list[str] | None = None,
+        github_timing: Mapping[str, Any] | None = None,
+        emulator_options: Mapping[str, Any] | None = None,
     ):
         self.root = root
         # Write every path in rungar.yaml and scale_sets.yaml relative to root, and start the
@@ -164,8 +166,10 @@ class DaemonWorld:
         self.webhook_secret = webhook_secret
         self.dashboard_port = free_port() if dashboard else 0  # the fleet page's
         self.open_files = open_files  # the daemon's RLIMIT_NOFILE; 0 = inherited
+        self.github_timing = dict(github_timing or {})  # rungar.yaml's github.timing
         self.emulator = GitHubEmulator(
             EmulatorOptions(
+                **dict(emulator_options or {}),
                 long_poll_seconds=1.0,
                 session_idle_ttl=600.0,
                 assignment_timeout=600.0,
@@ -196,6 +200,7 @@ class DaemonWorld:
                 "url": self.emulator.org_url,
                 "token_path": str(self.root / "token"),
                 "long_poll_timeout": 3,
+                **({"timing": self.github_timing} if self.github_timing else {}),
             },
             "scale_sets": str(self.root / "scale_sets.yaml"),
             "installation": "gh-e2e",

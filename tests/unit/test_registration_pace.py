@@ -242,3 +242,55 @@ async def test_the_waiting_go_in_priority_order_and_a_cancelled_one_gives_its_pl
     assert order == [0, 5, 8, 1, 4, 7, 3, 6], "priority 2, then 1, then 0; the cancelled one gone"
     assert queue.in_flight == 0 and queue.view().waiting == 0
     await queue.aclose()
+
+
+def test_a_learned_pace_halves_its_wait_for_each_quiet_minute_after_retry_after() -> None:
+    pace = rp.throttled(rp.start(), NOW, retry_after=30, margin=0.0, took=6)
+    assert pace.per_minute == 6
+    assert rp.relaxed(pace, NOW + 89, 60).per_minute == 6, "a minute counts from Retry-After's end"
+    assert rp.relaxed(pace, NOW + 90, 60).per_minute == 12
+    five = rp.relaxed(pace, NOW + 30 + 300, 60)
+    assert five.per_minute == 6 * 32 and five.interval() == pytest.approx(60 / 192)
+    stepwise = rp.relaxed(rp.relaxed(pace, NOW + 150, 60), NOW + 330, 60)
+    assert stepwise.per_minute == five.per_minute, "the same pace however often it is asked"
+    assert rp.relaxed(pace, NOW + 10_000, 0).per_minute == 6, "0 never relaxes"
+
+
+def test_a_relaxed_pace_never_passes_the_configured_one_and_brings_the_next_moment_nearer() -> None:
+    pace = rp.granted(rp.throttled(rp.start(configured=100), NOW, 1, 0.0, took=10), NOW + 1)
+    assert pace.next_at == NOW + 7
+    later = rp.relaxed(pace, NOW + 1 + 600, 60)
+    assert later.per_minute == 100
+    assert later.next_at == NOW + 7, "the next moment never moves later"
+    waiting = rp.granted(pace, NOW + 120)  # next moment at NOW + 126, at 10 a minute
+    quick = rp.relaxed(waiting, NOW + 121, 60)
+    assert quick.per_minute == 40 and quick.next_at == NOW + 121 + 1.5
+
+
+def test_a_pace_that_holds_a_registration_back_does_not_relax() -> None:
+    pace = rp.throttled(rp.start(), NOW, retry_after=1, margin=0.0, took=6)
+    pace = rp.binding(pace, NOW + 100)  # registrations waited for it until then
+    assert rp.relaxed(pace, NOW + 159, 60).per_minute == 6
+    assert rp.relaxed(pace, NOW + 160, 60).per_minute == 12
+    assert rp.binding(rp.start(), NOW) == rp.start(), "no learned pace: nothing to count"
+
+
+async def test_a_burst_five_minutes_after_a_throttle_is_not_held_to_its_pace() -> None:
+    clock = FakeClock(NOW)
+    github = ThrottledGitHub(clock, per_minute=6)
+    queue = RegistrationQueue(clock)
+    first = [asyncio.create_task(register(queue, github, f"a{i}", 0)) for i in range(12)]
+    await clock.run_for(180, step=0.5)
+    await asyncio.gather(*first)
+    assert queue.view().source == "github" and github.calls[-1][2]
+    await clock.run_for(300, step=1)  # nothing asked for five minutes; GitHub stops throttling
+    github.per_minute = 1000
+    began = clock.now()
+    second = [asyncio.create_task(register(queue, github, f"b{i}", 0)) for i in range(12)]
+    await clock.run_for(20, step=0.1)
+    took = [t for t, who, ok in github.calls if ok and who.startswith("b")]
+    for task in second:
+        task.cancel()
+    await asyncio.gather(*second, return_exceptions=True)
+    await queue.aclose()
+    assert len(took) == 12 and max(took) - began < 10, "held to one every 10 s it takes 110 s"
