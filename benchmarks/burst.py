@@ -397,11 +397,11 @@ class Burst:
 
         from rungar.clock import SystemClock
         from rungar.config.loader import load_scale_sets
-        from rungar.engine.daemon import StoreCursors, make_provider
+        from rungar.daemon.daemon import StoreCursors, make_provider
+        from rungar.daemon.settings import DaemonSettings
         from rungar.engine.engine import Engine
-        from rungar.engine.events import EventLog
-        from rungar.engine.metrics import Metrics
-        from rungar.engine.settings import DaemonSettings
+        from rungar.engine.report.events import EventLog
+        from rungar.engine.report.metrics import Metrics
         from rungar.github.auth import PatAuth
         from rungar.github.registrations import RegistrationQueue
         from rungar.github.service import ScaleSetGitHub, http_client

@@ -110,8 +110,8 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
     from rungar.clock import SystemClock
     from rungar.config.loader import load_scale_sets
     from rungar.engine.engine import Engine
-    from rungar.engine.events import EventLog
-    from rungar.engine.metrics import Metrics
+    from rungar.engine.report.events import EventLog
+    from rungar.engine.report.metrics import Metrics
     from rungar.github.auth import PatAuth
     from rungar.github.registrations import RegistrationQueue
     from rungar.github.service import ScaleSetGitHub, http_client

@@ -38,9 +38,9 @@ from rungar.config.model import (  # noqa: E402
     ScaleSetsFile,
     Timing,
 )
-from rungar.engine.daemon import make_provider  # noqa: E402
+from rungar.daemon.daemon import make_provider  # noqa: E402
 from rungar.engine.engine import Engine  # noqa: E402
-from rungar.engine.events import EventLog  # noqa: E402
+from rungar.engine.report.events import EventLog  # noqa: E402
 from rungar.errors import ProviderUnavailable  # noqa: E402
 from rungar.store.sqlite import SqliteStore  # noqa: E402
 from rungar.testing.fake_github import FakeGitHub  # noqa: E402

@@ -444,11 +444,11 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
 
     from rungar.clock import SystemClock
     from rungar.config.loader import load_scale_sets
-    from rungar.engine.daemon import StoreCursors, make_provider
+    from rungar.daemon.daemon import StoreCursors, make_provider
     from rungar.engine.engine import Engine
-    from rungar.engine.events import EventLog
-    from rungar.engine.metrics import Metrics
-    from rungar.engine.reconcile import Reconciler
+    from rungar.engine.reconcile.reconciler import Reconciler
+    from rungar.engine.report.events import EventLog
+    from rungar.engine.report.metrics import Metrics
     from rungar.github.auth import PatAuth
     from rungar.github.service import ScaleSetGitHub, http_client
     from rungar.logs import configure

@@ -93,12 +93,12 @@ def _show(file: str, settings_path: str, *, as_json: bool) -> int:
 
     from rungar.config.effective import PER_SCALE_SET, effective_scale_sets, in_force, redact
     from rungar.config.loader import load_scale_sets
-    from rungar.engine.shipped_plugins import SHIPPED, shipped_command
+    from rungar.daemon.shipped_plugins import SHIPPED, shipped_command
 
     out: dict[str, Any] = {"version": 1}
     settings: dict[str, Any] | None = None
     if settings_path:
-        from rungar.engine.settings import load_settings
+        from rungar.daemon.settings import load_settings
 
         loaded = load_settings(settings_path)
         settings = redact(loaded.model_dump(mode="json"))

@@ -29,8 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     from rungar import logs
-    from rungar.engine.daemon import Daemon
-    from rungar.engine.settings import load_settings
+    from rungar.daemon.daemon import Daemon
+    from rungar.daemon.settings import load_settings
     from rungar.testing.fake_provider import with_fake
 
     try:

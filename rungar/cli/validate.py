@@ -65,7 +65,7 @@ def _load(path: str) -> tuple[ScaleSetsFile, list[tuple[str, str]]]:
             *(kv for p in config.providers for kv in provider_paths(p)),
             *dashboard_paths(config),
         ]
-    from rungar.engine.settings import load_settings, settings_paths
+    from rungar.daemon.settings import load_settings, settings_paths
 
     settings = load_settings(path)
     config = load_scale_sets(settings.scale_sets)

@@ -29,7 +29,7 @@ from rich.text import Text
 
 from rungar.demo.learning import HostLearning, settled_learning
 from rungar.demo.stack import Stack, StackStopped
-from rungar.engine.events import Event
+from rungar.engine.report.events import Event
 from rungar.testing.github_emulator.model import JobSpec, JobState
 from rungar.usage.summary import percentile
 

@@ -35,11 +35,11 @@ from typing import Any, ClassVar
 
 import yaml
 
+from rungar.daemon.control import Control
+from rungar.daemon.daemon import Daemon
+from rungar.daemon.settings import DaemonSettings, load_settings
 from rungar.demo.files import examples_root
-from rungar.engine.control import Control
-from rungar.engine.daemon import Daemon
-from rungar.engine.events import Event
-from rungar.engine.settings import DaemonSettings, load_settings
+from rungar.engine.report.events import Event
 from rungar.stopping import terminate_group
 from rungar.testing.fake_provider import with_fake
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rungar.config.model import ProviderConfig, ScaleSetsFile
-from rungar.engine.settings import DaemonSettings
+from rungar.daemon.settings import DaemonSettings
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SKEW_WARN = 10.0  # seconds: GitHub's Date has whole seconds, a few are noise
@@ -338,7 +338,7 @@ def _answer_checks(
 async def provider_check(config: ProviderConfig, installation: str, timeout: float) -> list[Check]:
     """Info through the provider protocol: reachable, over what, and who answers."""
     from rungar.clock import SystemClock
-    from rungar.engine.daemon import PluginProvider, make_provider
+    from rungar.daemon.daemon import PluginProvider, make_provider
 
     area = f"provider {config.name}"
     if config.type == "fake" and not config.address and not config.command:

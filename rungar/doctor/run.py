@@ -22,8 +22,8 @@ async def diagnose(settings_path: str, *, provider_timeout: float = 10.0) -> lis
     """Every finding, in the order they are printed; a file that does not load is the first."""
     from rungar.config.loader import load_scale_sets
     from rungar.config.model import ScaleSetsFile
-    from rungar.engine.naming import installation_id
-    from rungar.engine.settings import load_settings
+    from rungar.daemon.settings import load_settings
+    from rungar.engine.core.naming import installation_id
     from rungar.errors import ConfigError
 
     try:

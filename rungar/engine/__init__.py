@@ -1,1 +1,5 @@
-"""The running system: scaling, the actuator, reconciliation and the daemon's wiring."""
+"""The engine: turns demand into runners through placement, and keeps the fleet honest.
+
+One room per concern (docs/architecture.md): `core` (the shared context and state), `report`
+(the event log, metrics, provider calls counted), `create`, `remove`, `jobs` (GitHub's news and
+the scaling step) and `reconcile` (the pass and its pure plans); `engine.py` composes them."""

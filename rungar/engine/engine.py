@@ -1,22 +1,22 @@
 """The engine: turns demand into runners through placement, and keeps the fleet honest.
 
 ``Engine`` only composes. What every concern shares is one explicit
-:class:`~rungar.engine.context.EngineContext` (the configuration, the providers, GitHub, the
+:class:`~rungar.engine.core.context.EngineContext` (the configuration, the providers, GitHub, the
 clock, the store, the event log, the metrics, the runner table, the scale sets, the placement
 :class:`Fleet`, the work in flight, the acting guard); each concern receives it and the other
 concerns it calls, never the engine:
 
-- :mod:`rungar.engine.jobs`: GitHub's news of jobs assigned, started and completed; demand
+- :mod:`rungar.engine.jobs.book`: GitHub's news of jobs assigned, started and completed; demand
   goes to the scaler;
-- :mod:`rungar.engine.scaler`: a scale set's scaling step, decided (the pure plan) then
+- :mod:`rungar.engine.jobs.scaler`: a scale set's scaling step, decided (the pure plan) then
   carried out: creates to the creations, idle surplus to the removals;
-- :mod:`rungar.engine.creating`: creating runners (placement attempt, Creates, intents), each
-  recorded in the runner table;
-- :mod:`rungar.engine.removing`: removing runners and deleting their machines;
-- :mod:`rungar.engine.rooms`: room opening on a provider, and who gets it (its holder at once;
-  an idle runner on a dearer provider moved to it);
-- :mod:`rungar.engine.reconcile`: the reconcile pass;
-- :mod:`rungar.engine.acting`: whether this daemon may act (the lease).
+- :mod:`rungar.engine.create.creating`: creating runners (placement attempt, Creates,
+  intents), each recorded in the runner table;
+- :mod:`rungar.engine.remove.removing`: removing runners and deleting their machines;
+- :mod:`rungar.engine.create.rooms`: room opening on a provider, and who gets it (its holder
+  at once; an idle runner on a dearer provider moved to it);
+- :mod:`rungar.engine.reconcile.reconciler`: the reconcile pass;
+- :mod:`rungar.engine.core.acting`: whether this daemon may act (the lease).
 
 So a runner reads straight down from its job to its Create: ``JobBook.on_demand`` →
 ``Scaler.scale`` (plan) → ``Creations.create_one`` (act) → the runner table (record).
@@ -34,28 +34,28 @@ from typing import Any
 
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetsFile
-from rungar.engine import reruns
-from rungar.engine.accounting import Accounting
-from rungar.engine.acting import ActingGuard, Lease
-from rungar.engine.context import EngineContext, Findings
-from rungar.engine.control import Control, ProviderFactory
-from rungar.engine.creating import Creations
-from rungar.engine.events import EventLog
-from rungar.engine.job_history import JobHistory
-from rungar.engine.jobs import JobBook
-from rungar.engine.lease import LeaseKeeper
-from rungar.engine.leftovers import Leftover
-from rungar.engine.metrics import Metrics
-from rungar.engine.recall import recall
-from rungar.engine.reconcile import Reconciler
-from rungar.engine.records import RunnerRecord, RunnerTable
-from rungar.engine.removing import Removals
-from rungar.engine.rooms import Rooms
-from rungar.engine.runloop import RunLoop
-from rungar.engine.scale_set_state import ScaleSetState
-from rungar.engine.scaler import Scaler
-from rungar.engine.starting_sync import StartingSync
-from rungar.engine.tasks import Tasks
+from rungar.daemon.control import Control, ProviderFactory
+from rungar.daemon.lease import LeaseKeeper
+from rungar.daemon.runloop import RunLoop
+from rungar.engine.core.acting import ActingGuard, Lease
+from rungar.engine.core.context import EngineContext, Findings
+from rungar.engine.core.leftovers import Leftover
+from rungar.engine.core.records import RunnerRecord, RunnerTable
+from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.core.tasks import Tasks
+from rungar.engine.create.creating import Creations
+from rungar.engine.create.rooms import Rooms
+from rungar.engine.jobs.accounting import Accounting
+from rungar.engine.jobs.book import JobBook
+from rungar.engine.jobs.job_history import JobHistory
+from rungar.engine.jobs.scaler import Scaler
+from rungar.engine.reconcile.recall import recall
+from rungar.engine.reconcile.reconciler import Reconciler
+from rungar.engine.reconcile.starting_sync import StartingSync
+from rungar.engine.remove import reruns
+from rungar.engine.remove.removing import Removals
+from rungar.engine.report.events import EventLog
+from rungar.engine.report.metrics import Metrics
 from rungar.github.interface import GitHub, JobTimes, RunnerStatus
 from rungar.github.registrations import RegistrationQueue
 from rungar.model.machine import Conclusion, JobHint
@@ -122,7 +122,7 @@ class Engine:
     def run_loop(
         self, lease: LeaseKeeper | None = None, accounting: Accounting | None = None
     ) -> RunLoop:
-        """The loops that run this engine's concerns in the daemon (:mod:`rungar.engine.runloop`),
+        """The loops that run this engine's concerns in the daemon (:mod:`rungar.daemon.runloop`),
         with ``lease`` kept (active and standby) and each job served recorded by ``accounting``."""
         return RunLoop(
             self.ctx,
@@ -137,7 +137,7 @@ class Engine:
     def control(
         self, runloop: RunLoop | None = None, provider_factory: ProviderFactory | None = None
     ) -> Control:
-        """What an operator can ask of this engine (:mod:`rungar.engine.control`), its scale
+        """What an operator can ask of this engine (:mod:`rungar.daemon.control`), its scale
         sets started and stopped through ``runloop`` and new providers connected by
         ``provider_factory``."""
         return Control(
@@ -278,14 +278,15 @@ class Engine:
         self.ctx.resync_fleet_counts()
 
     async def reconcile(self) -> None:
-        """One reconcile pass (:mod:`rungar.engine.reconcile`)."""
+        """One reconcile pass (:mod:`rungar.engine.reconcile.reconciler`)."""
         await self.reconciler.reconcile()
 
     async def probe_unreachable(self) -> list[str]:
         return await self.reconciler.probe_unreachable()
 
     async def sync_starting(self) -> list[str]:
-        """Check the starting runners against GitHub once (:mod:`rungar.engine.starting_sync`)."""
+        """Check the starting runners against GitHub once
+        (:mod:`rungar.engine.reconcile.starting_sync`)."""
         return await self.starting.sync()
 
     # ------------------------------------------------------------------ the lease

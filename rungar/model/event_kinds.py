@@ -1,6 +1,6 @@
 """What the daemon's event log records: every ``(kind, action)`` and what it means.
 
-Kept apart from :mod:`rungar.engine.events` (the log itself) so ``rungar events --help`` can
+Kept apart from :mod:`rungar.engine.report.events` (the log itself) so ``rungar events --help`` can
 list the catalogue without loading the engine. docs/events.md documents the same list; a test
 keeps the three (this table, the code that records events, the docs) in step.
 """

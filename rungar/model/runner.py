@@ -8,7 +8,7 @@ from enum import StrEnum
 
 class RunnerState(StrEnum):
     """A tracked runner's state. A runner being created is not tracked yet: the engine keeps
-    its name in ``RunnerTable.creating`` (:class:`~rungar.engine.records.CreatesInFlight`)
+    its name in ``RunnerTable.creating`` (:class:`~rungar.engine.core.records.CreatesInFlight`)
     until its machine exists."""
 
     STARTING = "starting"  # machine created, not yet connected to GitHub

@@ -2,7 +2,7 @@
 
 Pure decisions over :class:`Fleet` state (docs/architecture.md; the ``placement`` key in
 docs/configuration.md): :func:`rungar.placement.plan.plan_placement` says what to try for one
-runner; the engine carries the plan out (:mod:`rungar.engine.placing`).
+runner; the engine carries the plan out (:mod:`rungar.engine.create.placing`).
 """
 
 from rungar.model.sentences import (

@@ -4,7 +4,7 @@
 without changing it: the providers to try, in the scale set's placement order, and why each
 other one is skipped (a reason of :mod:`rungar.model.sentences`); when nothing can be tried
 for assigned work, the holds that follow (:class:`rungar.placement.HoldDecision`). The engine
-carries a plan out (:mod:`rungar.engine.placing`), deciding nothing but what a provider's
+carries a plan out (:mod:`rungar.engine.create.placing`), deciding nothing but what a provider's
 answer forces; how that ends:
 
 - A refusal of any kind: the leftover is deleted, the scale set backs off that provider, and

@@ -342,7 +342,7 @@ def machine_from_pb(message: Any, provider: str = "") -> Machine:
     name, size = message.name, message.size
     return Machine(
         # A name past the bound is cut, so it matches no runner of ours (the engine reports
-        # a listed name of the wrong form: rungar.engine.ownership).
+        # a listed name of the wrong form: rungar.engine.reconcile.ownership).
         name=name if len(name) <= bounded.NAME_MAX else bounded.cut(name, bounded.NAME_MAX),
         state=_STATE_FROM_PB.get(message.state, MachineState.STARTING),
         labels=bounded.labels(_labels(message.labels)),

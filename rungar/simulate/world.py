@@ -8,9 +8,9 @@ runs is the real code where the daemon decides, and a model where it talks:
   which idle ones go), the warm
   pool's :func:`rungar.scaling.predict` fed each job as it is assigned; the placement
   :class:`Fleet`, its plan and the engine's loop that carries it out
-  (:func:`rungar.engine.placing.place`: order, spread/pack, weights, limits, backoffs,
+  (:func:`rungar.engine.create.placing.place`: order, spread/pack, weights, limits, backoffs,
   priority holds, unreachable providers), room opening (a holder tried at once, an idle runner
-  on a dearer provider replaced, as :mod:`rungar.engine.rooms` does); runnerd's
+  on a dearer provider replaced, as :mod:`rungar.engine.create.rooms` does); runnerd's
   ``decide()`` and predictor on runnerd hosts (:mod:`rungar.simulate.backends`).
 - modelled: GitHub (a first-come queue per scale set; a connected idle runner takes the oldest
   job at once; assigned jobs are the queued and running ones); the engine's triggers (a scale
@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from rungar.config.model import ScaleSetsFile
-from rungar.engine.placing import place
+from rungar.engine.create.placing import place
 from rungar.model.machine import Created, JobHint, Refusal
 from rungar.model.runner import RunnerState, RunnerView
 from rungar.placement import Fleet, Hold, HoldRule, RoomOpened
@@ -403,7 +403,7 @@ class World:
     # ------------------------------------------------------------------ room opening
 
     def room_opened(self, opened: RoomOpened) -> None:
-        """As the engine (:mod:`rungar.engine.rooms`): the holder is tried there at once (an
+        """As the engine (:mod:`rungar.engine.create.rooms`): the holder is tried there at once (an
         event at this instant), and an idle runner on a dearer provider may be replaced."""
         if opened.holder:
             self.room_waits.setdefault((opened.holder, opened.provider), opened.at)

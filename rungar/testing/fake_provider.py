@@ -43,7 +43,7 @@ from rungar.model.runner_block import TYPED_KEYS, RunnerBlock
 from rungar.model.units import format_bytes, parse_bytes
 
 if TYPE_CHECKING:
-    from rungar.engine.provider_kinds import ProviderKinds
+    from rungar.daemon.provider_kinds import ProviderKinds
 
 GIB = 1024**3
 
@@ -366,7 +366,7 @@ def fake_from_config(config: ProviderConfig, clock: Clock) -> FakeProvider:
 
 def with_fake(kinds: ProviderKinds | None = None) -> ProviderKinds:
     """``kinds`` (a new set when None) serving ``type: fake`` in process."""
-    from rungar.engine.provider_kinds import ProviderKinds
+    from rungar.daemon.provider_kinds import ProviderKinds
 
     kinds = kinds if kinds is not None else ProviderKinds()
     kinds.register(FAKE_TYPE, fake_from_config)

@@ -103,8 +103,8 @@ async def test_apply_of_another_file_than_the_daemon_runs_from_is_refused_and_ch
 async def test_doctor_says_when_the_daemon_runs_another_file_than_rungar_yaml_names(
     world: DaemonWorld,
 ) -> None:
+    from rungar.daemon.settings import load_settings
     from rungar.doctor.checks import daemon_file_checks
-    from rungar.engine.settings import load_settings
 
     settings = load_settings(str(world.root / "rungar.yaml"))
     (same,) = await daemon_file_checks(settings)

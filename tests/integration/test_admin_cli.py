@@ -21,7 +21,7 @@ import pytest
 from rungar.cli import apply, events, providers, reconcile, runners, scale_sets, status
 from rungar.config.loader import parse_scale_sets
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model.machine import Conclusion, JobHint
 from rungar.model.phase import Phase
 from rungar.rpc.admin_server import AdminServer, serve_admin

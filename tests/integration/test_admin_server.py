@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from rungar.config.loader import parse_scale_sets
-from rungar.engine.control import Control
+from rungar.daemon.control import Control
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.errors import ConfigError
 from rungar.rpc.admin_client import AdminClient, AdminError
 from rungar.rpc.admin_server import AdminServer, serve_admin

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from rungar.config.loader import parse_scale_sets
-from rungar.engine.control import Control
-from rungar.engine.daemon import PluginProvider, connect_provider
+from rungar.daemon.control import Control
+from rungar.daemon.daemon import PluginProvider, connect_provider
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model.machine import Created, CreateRequest
 from rungar.model.runner_block import RunnerBlock
 from rungar.store.sqlite import SqliteStore

@@ -21,9 +21,9 @@ import pytest
 from rungar.cli import apply
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig
-from rungar.engine.daemon import connect_provider, make_provider
+from rungar.daemon.daemon import connect_provider, make_provider
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model.machine import (
     Created,
     CreateRequest,

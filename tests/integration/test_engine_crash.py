@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-import rungar.engine.reconcile as reconcile_module
+import rungar.engine.reconcile.reconciler as reconcile_module
 from rungar.config.model import (
     Placement,
     ProviderConfig,
@@ -44,7 +44,7 @@ from rungar.config.model import (
     Timing,
 )
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model.create_intent import CreateIntent
 from rungar.model.machine import RefusalKind
 from rungar.store.sqlite import SqliteStore

@@ -16,8 +16,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from rungar.cli.main import build_parser
-from rungar.engine.events import EVENT_ACTIONS, Event
-from rungar.engine.naming import runner_name
+from rungar.engine.core.naming import runner_name
+from rungar.engine.report.events import EVENT_ACTIONS, Event
 from rungar.model.create_intent import CreateIntent
 from tests.integration.test_engine_lifecycle import World
 

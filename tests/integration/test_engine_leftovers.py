@@ -11,7 +11,7 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from rungar.cli.status import render_status
-from rungar.engine.status import snapshot
+from rungar.daemon.status import snapshot
 from rungar.model.machine import MachineState
 from tests.integration.test_engine_scaling import World, scale_set
 

@@ -19,9 +19,9 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
-from rungar.engine.daemon import StoreCursors
+from rungar.daemon.daemon import StoreCursors
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.errors import ProviderUnavailable
 from rungar.github.interface import JobTimes
 from rungar.model.create_intent import CreateIntent
@@ -553,7 +553,7 @@ async def test_a_job_that_left_the_queue_and_queued_again_is_told_again(world: W
 async def test_status_json_has_its_shape_version_stable_values_and_null_for_no_limit(
     world: World,
 ) -> None:
-    from rungar.engine.status import snapshot
+    from rungar.daemon.status import snapshot
 
     await world.demand(1)
     (name,) = world.on("compute1")
@@ -577,7 +577,7 @@ async def test_status_json_has_its_shape_version_stable_values_and_null_for_no_l
 
 async def test_creates_in_flight_count_as_runners_and_as_starting_alike(world: World) -> None:
     from rungar.cli.status import render_status
-    from rungar.engine.status import snapshot
+    from rungar.daemon.status import snapshot
 
     await world.demand(1)
     (name,) = world.on("compute1")

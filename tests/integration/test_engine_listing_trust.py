@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rungar.cli.status import render_status
-from rungar.engine.status import snapshot
+from rungar.daemon.status import snapshot
 from rungar.model import labels as L
 from rungar.model.machine import (
     Conclusion,

@@ -24,9 +24,9 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
-from rungar.engine.daemon import make_provider
+from rungar.daemon.daemon import make_provider
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model.machine import JobHint
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason

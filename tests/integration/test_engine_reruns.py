@@ -13,9 +13,9 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.engine.core.records import RunnerRecord
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.records import RunnerRecord
+from rungar.engine.report.events import EventLog
 from rungar.model.machine import Conclusion, JobHint
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.store.sqlite import SqliteStore

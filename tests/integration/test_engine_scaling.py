@@ -20,9 +20,9 @@ from rungar.config.model import (
     ScheduleWindow,
     Timing,
 )
+from rungar.daemon.status import snapshot
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.status import snapshot
+from rungar.engine.report.events import EventLog
 from rungar.model.machine import Conclusion, MachineState
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock

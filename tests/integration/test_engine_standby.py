@@ -21,11 +21,11 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.daemon.lease import LeaseKeeper
+from rungar.engine.core.naming import runner_name
+from rungar.engine.core.records import RunnerRecord
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.lease import LeaseKeeper
-from rungar.engine.naming import runner_name
-from rungar.engine.records import RunnerRecord
+from rungar.engine.report.events import EventLog
 from rungar.errors import Busy, GitHubError
 from rungar.github.interface import SessionPhase
 from rungar.model.phase import Phase

@@ -10,7 +10,7 @@ from pathlib import Path
 from rungar.cli.scale_sets import inspect_lines
 from rungar.cli.status import render_status
 from rungar.config.model import WarmPool
-from rungar.engine.status import snapshot
+from rungar.daemon.status import snapshot
 from rungar.github.interface import JobEvent, JobEventKind, JobTimes
 from rungar.model.machine import JobHint, RefusalKind
 from tests.integration.test_engine_scaling import World, scale_set

@@ -9,7 +9,7 @@ from pathlib import Path
 from rungar.clock import SystemClock
 from rungar.config.model import ProviderConfig, ScaleSetsFile, Timing
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.fake_provider import GIB, FakeProvider

@@ -16,13 +16,13 @@ import pytest
 
 from rungar.cli import status
 from rungar.config.loader import parse_scale_sets
-from rungar.engine.daemon import serve_metrics
+from rungar.daemon.daemon import serve_metrics
+from rungar.daemon.lease import LeaseKeeper
+from rungar.daemon.readiness import ReadinessReporter, notify, readiness
+from rungar.daemon.settings import MetricsSettings
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.lease import LeaseKeeper
-from rungar.engine.metrics import Metrics
-from rungar.engine.readiness import ReadinessReporter, notify, readiness
-from rungar.engine.settings import MetricsSettings
+from rungar.engine.report.events import EventLog
+from rungar.engine.report.metrics import Metrics
 from rungar.model.phase import Phase
 from rungar.model.sentences import LEAD_NOTE
 from rungar.rpc.admin_server import serve_admin

@@ -19,7 +19,7 @@ from rungar.config.model import (
     Timing,
 )
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model import bounded
 from rungar.model import labels as L
 from rungar.model.machine import Refusal, RefusalKind

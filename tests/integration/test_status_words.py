@@ -26,9 +26,9 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.daemon.status import snapshot
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.status import snapshot
+from rungar.engine.report.events import EventLog
 from rungar.github.interface import GitHub
 from rungar.model.machine import RefusalKind
 from rungar.model.phase import Phase

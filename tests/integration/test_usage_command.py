@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rungar.cli.main import main
-from rungar.engine.control import Control
+from rungar.daemon.control import Control
 from rungar.rpc.admin_client import AdminClient, AdminError
 from rungar.rpc.admin_server import AdminServer, serve_admin
 from rungar.store.usage import UsageBook

@@ -12,7 +12,7 @@ from rungar.config.model import (
     ScaleSetProvider,
     Timing,
 )
-from rungar.engine.placing import RoomFn, place
+from rungar.engine.create.placing import RoomFn, place
 from rungar.errors import ProviderError, ProviderUnavailable
 from rungar.model.machine import Created, Machine, MachineState, Refusal, RefusalKind
 from rungar.placement import Fleet, HoldRule

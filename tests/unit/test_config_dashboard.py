@@ -90,7 +90,7 @@ def test_a_price_per_hour_must_be_positive() -> None:
 
 
 def test_applying_a_changed_dashboard_says_it_waits_for_a_restart() -> None:
-    from rungar.engine.control import diff_configs
+    from rungar.daemon.control import diff_configs
 
     old = parse_scale_sets(BASE, "/etc/rungar/s.yaml")
     new = parse_scale_sets(
@@ -121,7 +121,7 @@ def test_validate_verbose_lists_the_fleet_pages_files_as_they_will_be_opened(
 
 
 def test_a_dry_run_names_each_changed_key_by_its_path_with_its_values_in_full() -> None:
-    from rungar.engine.control import diff_configs
+    from rungar.daemon.control import diff_configs
 
     text = """version: 1
 providers:

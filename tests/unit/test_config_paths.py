@@ -19,7 +19,7 @@ from runnerd.config import load_config
 
 from rungar.cli.main import main as rungar
 from rungar.config.loader import load_scale_sets
-from rungar.engine.settings import load_settings
+from rungar.daemon.settings import load_settings
 
 SCALE_SETS = {
     "version": 1,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from rungar.engine.daemon import Daemon
-from rungar.engine.runloop import RunLoop
-from rungar.engine.settings import DaemonSettings
+from rungar.daemon.daemon import Daemon
+from rungar.daemon.runloop import RunLoop
+from rungar.daemon.settings import DaemonSettings
 from rungar.errors import ConfigError
 from tests.waiting import WAIT
 

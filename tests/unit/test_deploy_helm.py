@@ -81,7 +81,7 @@ def test_every_probe_asks_the_daemon_through_its_admin_socket() -> None:
 
 def test_the_settings_and_scale_sets_reach_the_pod_as_rungar_reads_them(tmp_path: Path) -> None:
     from rungar.config.loader import parse_scale_sets
-    from rungar.engine.settings import load_settings
+    from rungar.daemon.settings import load_settings
 
     config = rendered()["ConfigMap"]["data"]
     assert yaml.safe_load(config["rungar.yaml"]) == values()["settings"]

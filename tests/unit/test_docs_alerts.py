@@ -10,7 +10,7 @@ import pytest
 import yaml
 from prometheus_client.metrics import MetricWrapperBase
 
-from rungar.engine.metrics import Metrics
+from rungar.engine.report.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "config" / "alerts" / "rungar.rules.yaml"

@@ -264,7 +264,7 @@ def test_the_guides_scale_sets_examples_are_valid() -> None:
 
 
 def test_the_guides_daemon_settings_example_is_valid(tmp_path: Path) -> None:
-    from rungar.engine.settings import load_settings
+    from rungar.daemon.settings import load_settings
 
     [body] = [b for b in _examples("yaml") if b.startswith("github:")]
     path = tmp_path / "rungar.yaml"

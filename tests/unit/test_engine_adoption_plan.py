@@ -4,7 +4,7 @@ adopting a name in flight, fails these.)"""
 
 from __future__ import annotations
 
-from rungar.engine.adoption import (
+from rungar.engine.reconcile.adoption import (
     INTERRUPTED_CREATE,
     UNTRACKED,
     Adopt,

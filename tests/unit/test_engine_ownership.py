@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rungar.engine import ownership as O
-from rungar.engine import sightings as S
-from rungar.engine.ownership import ListingFault, sort_listings
-from rungar.engine.records import RunnerRecord
-from rungar.engine.sightings import plan_sightings
+from rungar.engine.core.records import RunnerRecord
+from rungar.engine.reconcile import ownership as O
+from rungar.engine.reconcile import sightings as S
+from rungar.engine.reconcile.ownership import ListingFault, sort_listings
+from rungar.engine.reconcile.sightings import plan_sightings
 from rungar.model import labels as L
 from rungar.model.machine import Machine, MachineState
 from rungar.model.runner import RunnerState

@@ -4,9 +4,9 @@ the stopped runner's registration although it took a job, or writing off a runne
 
 from __future__ import annotations
 
-from rungar.engine import sightings as S
-from rungar.engine.records import RunnerRecord
-from rungar.engine.sightings import Sighting, plan_sightings
+from rungar.engine.core.records import RunnerRecord
+from rungar.engine.reconcile import sightings as S
+from rungar.engine.reconcile.sightings import Sighting, plan_sightings
 from rungar.github.interface import RunnerStatus
 from rungar.model.machine import Machine, MachineState
 from rungar.model.runner import RunnerState

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from rungar.engine.events import Event, EventLog
+from rungar.engine.report.events import Event, EventLog
 from rungar.testing.clock import FakeClock
 
 

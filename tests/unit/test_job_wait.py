@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetProvider, ScaleSetsFile
+from rungar.engine.core.notices import observe_job_wait
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.notices import observe_job_wait
+from rungar.engine.report.events import EventLog
 from rungar.github.wire import JobMessage
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model import bounded
 from rungar.testing.clock import FakeClock
 

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 
 from rungar.config.model import Placement
-from rungar.engine.placing import place
+from rungar.engine.create.placing import place
 from rungar.model.machine import Created, Machine, MachineState, Refusal
 from rungar.placement import Skip
 from rungar.placement.plan import NotPlaced, Outcome, Placed

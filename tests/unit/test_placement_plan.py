@@ -4,7 +4,7 @@ value computed without changing the fleet; the actuator tries exactly that plan.
 from __future__ import annotations
 
 from rungar.config.model import Placement
-from rungar.engine.placing import try_plan
+from rungar.engine.create.placing import try_plan
 from rungar.placement import Skip
 from rungar.placement.plan import NotPlaced, Outcome, Placed, PlacementPlan, plan_placement
 from tests.unit.placement_helpers import FULL, Script, fleet, provider, scale_set

@@ -1,11 +1,11 @@
-"""Which edits of a provider entry ``rungar apply`` reconnects for (rungar/engine/reconnect.py)."""
+"""Which edits of a provider entry ``rungar apply`` reconnects for (rungar/daemon/reconnect.py)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from rungar.config.model import ProviderConfig
-from rungar.engine.reconnect import connection_changes, reconnect_line, undeclared_runner_keys
+from rungar.daemon.reconnect import connection_changes, reconnect_line, undeclared_runner_keys
 from rungar.model.machine import ProviderInfo
 
 REMOTE = ProviderConfig(

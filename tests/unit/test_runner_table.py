@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rungar.engine.records import RunnerRecord, RunnerTable
+from rungar.engine.core.records import RunnerRecord, RunnerTable
 from rungar.model.runner import RunnerState
 
 

@@ -10,7 +10,7 @@ jobs are waiting on, so a higher-priority reserve never starves lower-priority w
 from __future__ import annotations
 
 from rungar.config.model import ScaleSetConfig, ScaleSetProvider
-from rungar.engine.placing import place
+from rungar.engine.create.placing import place
 from rungar.placement import Fleet
 from rungar.placement.plan import NotPlaced, Placed
 from rungar.scaling import desired

@@ -9,8 +9,8 @@ from typing import Any
 
 from rungar.clock import SystemClock
 from rungar.config.loader import parse_scale_sets
-from rungar.engine.daemon import PluginProvider, make_provider
-from rungar.engine.shipped_plugins import shipped_command
+from rungar.daemon.daemon import PluginProvider, make_provider
+from rungar.daemon.shipped_plugins import shipped_command
 
 SCALE_SETS = """
 providers:

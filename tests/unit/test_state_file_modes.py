@@ -11,7 +11,7 @@ import pytest
 from runnerd.history import History
 
 from rungar.clock import SystemClock
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.store.files import GROUP_READABLE, private_database, private_file
 from rungar.store.sqlite import SqliteStore
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetProvider, ScaleSetsFile
-from rungar.engine.accounting import Accounting, usage_document
+from rungar.engine.core.records import RunnerRecord
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.records import RunnerRecord
+from rungar.engine.jobs.accounting import Accounting, usage_document
+from rungar.engine.report.events import EventLog
 from rungar.github.interface import JobEvent, JobEventKind, JobTimes
 from rungar.model.machine import Conclusion, JobHint
 from rungar.model.runner import RunnerState

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from rungar.config.model import ScaleSetsFile
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model import labels as L
 from rungar.model.machine import Conclusion, JobHint, Machine, MachineState
 from rungar.model.phase import Phase

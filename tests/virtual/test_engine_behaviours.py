@@ -15,7 +15,7 @@ import pytest
 from rungar.cli.status import render_status
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ScaleSetsFile
-from rungar.engine.status import snapshot
+from rungar.daemon.status import snapshot
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind
 from tests.virtual.harness import Host, VirtualFleet, seeds
 

@@ -17,7 +17,7 @@ from rungar.config.model import (
     Timing,
 )
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model.machine import Conclusion
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock

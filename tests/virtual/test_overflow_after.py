@@ -14,7 +14,7 @@ from rungar.config.model import (
     Timing,
 )
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
+from rungar.engine.report.events import EventLog
 from rungar.model.sentences import overflow_reason
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock

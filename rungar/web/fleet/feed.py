@@ -176,7 +176,7 @@ def message(kind: str, data: dict[str, Any]) -> bytes:
 
 
 def engine_read(control: Any) -> EngineRead:
-    """What the sampler asks of the daemon's :class:`~rungar.engine.control.Control`: the status
+    """What the sampler asks of the daemon's :class:`~rungar.daemon.control.Control`: the status
     document (``rungar status --json``) and the events since the last sample
     (``rungar events``). Runs on the engine's loop."""
 

@@ -6,11 +6,11 @@ runner that goes to :class:`Removals`."""
 
 from __future__ import annotations
 
-from rungar.engine.context import EngineContext
-from rungar.engine.creating import Creations
-from rungar.engine.job_history import JobHistory
-from rungar.engine.notices import note_minimum
-from rungar.engine.removing import Removals
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.notices import note_minimum
+from rungar.engine.create.creating import Creations
+from rungar.engine.jobs.job_history import JobHistory
+from rungar.engine.remove.removing import Removals
 from rungar.model.runner import RemovalReason
 from rungar.scaling import desired
 from rungar.scaling.step import plan_scale

@@ -1,7 +1,7 @@
 """Whether this daemon may touch the fleet: the one guard every concern that acts asks.
 
 A daemon that acts alone always may. With active and standby daemons
-(:mod:`rungar.engine.lease`) only the holder of the lease acts, and it creates only once it
+(:mod:`rungar.daemon.lease`) only the holder of the lease acts, and it creates only once it
 has adopted what the last active daemon left (else those runners would count as missing).
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 class Lease(Protocol):
     """The daemon's side of the lease as the guard, readiness and ``rungar status`` read it
-    (:class:`rungar.engine.lease.LeaseKeeper`)."""
+    (:class:`rungar.daemon.lease.LeaseKeeper`)."""
 
     @property
     def lead(self) -> str: ...
@@ -26,7 +26,7 @@ class Lease(Protocol):
 
 class ActingGuard:
     def __init__(self) -> None:
-        # Active and standby (rungar.engine.lease): None for a daemon that acts alone.
+        # Active and standby (rungar.daemon.lease): None for a daemon that acts alone.
         self.lease: Lease | None = None
 
     def acting(self) -> bool:

@@ -12,11 +12,11 @@ import asyncio
 
 import structlog
 
-from rungar.engine import reruns
-from rungar.engine.context import EngineContext
-from rungar.engine.notices import note_crash, note_unanswered, report_crash
-from rungar.engine.records import RunnerRecord
-from rungar.engine.rooms import Rooms
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.notices import note_crash, note_unanswered, report_crash
+from rungar.engine.core.records import RunnerRecord
+from rungar.engine.create.rooms import Rooms
+from rungar.engine.remove import reruns
 from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
 from rungar.github.interface import RemoveOutcome
 from rungar.model.machine import Conclusion, Removal

@@ -14,12 +14,12 @@
    until it lists again (a pass's List or a probe's), so a dead provider never stalls a pass.
 6. Offline registrations with no machine, named like our runners, are swept after start_timeout
    (those of leftover scale sets too: no longer configured, their id recorded); leftover scale
-   sets are warned about (:mod:`rungar.engine.leftovers`).
+   sets are warned about (:mod:`rungar.engine.core.leftovers`).
 7. Counts are re-synced into placement, backoffs and holds saved, and every decision retried.
 
-Steps 2 and 3 are one pure plan (:func:`rungar.engine.adoption.plan_adoption`), step 4's
-machines another (:func:`rungar.engine.sightings.plan_sightings`), each carried out after it
-is made; in the later steps too each decision is taken before the awaits that carry it out,
+Steps 2 and 3 are one pure plan (:func:`rungar.engine.reconcile.adoption.plan_adoption`), step
+4's machines another (:func:`rungar.engine.reconcile.sightings.plan_sightings`), each carried out
+after it is made; in the later steps too each decision is taken before the awaits that carry it out,
 never between two of them.
 """
 
@@ -32,19 +32,19 @@ from functools import partial
 
 import structlog
 
-from rungar.engine import sightings as S
-from rungar.engine.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
-from rungar.engine.context import EngineContext
-from rungar.engine.jobs import JobBook
-from rungar.engine.leftovers import find_leftovers, note_leftovers
-from rungar.engine.naming import belongs_to
-from rungar.engine.notices import note_listing_faults
-from rungar.engine.ownership import SortedListings, sort_listings
-from rungar.engine.recall import RunnerKeeper, settle_recalled
-from rungar.engine.records import RunnerRecord
-from rungar.engine.removing import Removals
-from rungar.engine.scaler import Scaler
-from rungar.engine.sightings import plan_sightings
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.leftovers import find_leftovers, note_leftovers
+from rungar.engine.core.naming import belongs_to
+from rungar.engine.core.notices import note_listing_faults
+from rungar.engine.core.records import RunnerRecord
+from rungar.engine.jobs.book import JobBook
+from rungar.engine.jobs.scaler import Scaler
+from rungar.engine.reconcile import sightings as S
+from rungar.engine.reconcile.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
+from rungar.engine.reconcile.ownership import SortedListings, sort_listings
+from rungar.engine.reconcile.recall import RunnerKeeper, settle_recalled
+from rungar.engine.reconcile.sightings import plan_sightings
+from rungar.engine.remove.removing import Removals
 from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
 from rungar.model import labels as L
@@ -405,7 +405,8 @@ class Reconciler:
         known_before = ctx.runners.names() | ctx.runners.creating.names()
         listings = await list_providers(ctx)
         every_listed = all(m is not None for m in listings.values())
-        # Each runner is judged by its own provider's listing only (rungar.engine.ownership).
+        # Each runner is judged by its own provider's listing only
+        # (rungar.engine.reconcile.ownership).
         holders = {record.name: record.provider for record in ctx.runners}
         listed = sort_listings(listings, holders, ctx.installation)
         note_listing_faults(ctx, listed.faults)

@@ -19,7 +19,7 @@ import structlog
 from rungar.config.model import ProviderConfig
 from rungar.config.problems import START, Mark, Problem, Problems
 from rungar.config.yaml_safe import YMap, YNode, YScalar, YSeq, read_yaml
-from rungar.engine.shipped_plugins import is_shipped
+from rungar.daemon.shipped_plugins import is_shipped
 from rungar.model.machine import ProviderInfo
 from rungar.model.provider import Provider
 

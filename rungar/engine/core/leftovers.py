@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from rungar.engine.metrics import Metrics
+from rungar.engine.report.metrics import Metrics
 from rungar.github.interface import RunnerStatus
 from rungar.model.runner import RunnerState
 
 if TYPE_CHECKING:
-    from rungar.engine.records import RunnerRecord
+    from rungar.engine.core.records import RunnerRecord
 
 log = structlog.get_logger("rungar.engine")
 

@@ -7,7 +7,7 @@ it (``Engine.run_loop`` does): the job book, the scaler, the reconciler, the syn
 runners and the lease, with the engine's context, never the engine itself. Stopping cancels the
 loops and leaves every runner in place: a restart adopts them again.
 
-With a lease (active and standby, :mod:`rungar.engine.lease`), only the lead scale set listens
+With a lease (active and standby, :mod:`rungar.daemon.lease`), only the lead scale set listens
 from the start; the others listen while this daemon holds the lease, and each term's first
 reconcile pass adopts before anything is created.
 """
@@ -19,15 +19,15 @@ import contextlib
 
 import structlog
 
-from rungar.engine.accounting import Accounting
-from rungar.engine.context import EngineContext
-from rungar.engine.jobs import JobBook
-from rungar.engine.lease import LeaseKeeper, stop_keeper
-from rungar.engine.notices import observe_job_wait
-from rungar.engine.reconcile import Reconciler
-from rungar.engine.scale_set_state import ScaleSetState
-from rungar.engine.scaler import Scaler
-from rungar.engine.starting_sync import StartingSync
+from rungar.daemon.lease import LeaseKeeper, stop_keeper
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.notices import observe_job_wait
+from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.jobs.accounting import Accounting
+from rungar.engine.jobs.book import JobBook
+from rungar.engine.jobs.scaler import Scaler
+from rungar.engine.reconcile.reconciler import Reconciler
+from rungar.engine.reconcile.starting_sync import StartingSync
 from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
 from rungar.model.phase import Phase

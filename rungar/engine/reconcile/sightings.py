@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
-from rungar.engine.records import RunnerRecord
+from rungar.engine.core.records import RunnerRecord
 from rungar.github.interface import RunnerStatus
 from rungar.model.machine import Machine, MachineState
 from rungar.model.runner import RunnerState
@@ -65,7 +65,7 @@ def plan_sightings(
 ) -> list[Sighting]:
     """``listings``: each provider's answer this pass (None: it did not answer); ``machines``:
     the listed machines by runner name, with their provider, each from its own runner's
-    provider's listing only (:func:`rungar.engine.ownership.sort_listings`);
+    provider's listing only (:func:`rungar.engine.reconcile.ownership.sort_listings`);
     ``registrations``: GitHub's registrations by scale set and runner name, None when GitHub
     could not be asked; ``doubtful``: names whose listing is not believed this pass."""
     plan: list[Sighting] = []

@@ -10,7 +10,7 @@ role changes:
 - standing by (GitHub says the session is gone or another owner holds it, or the lease ran
   out) forgets every runner, stops the other scale sets' listeners (their sessions are
   deleted, so the new active daemon gets them at once), and from then on the engine's
-  acting guard (:mod:`rungar.engine.acting`) refuses to create, remove, adopt or sweep.
+  acting guard (:mod:`rungar.engine.core.acting`) refuses to create, remove, adopt or sweep.
 
 Each change is logged, recorded as an event (``daemon`` ``active``/``standby``) and shown by
 the ``rungar_active`` gauge.
@@ -27,8 +27,8 @@ from typing import Any
 import structlog
 
 from rungar.config.model import Timing
-from rungar.engine.acting import Lease as DaemonLease
-from rungar.engine.context import EngineContext
+from rungar.engine.core.acting import Lease as DaemonLease
+from rungar.engine.core.context import EngineContext
 from rungar.errors import GitHubError
 from rungar.model.phase import Phase
 from rungar.scaling.lease import (

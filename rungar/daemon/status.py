@@ -1,5 +1,5 @@
 """What ``rungar status`` reports, as one JSON-able document read from the engine's context
-(:class:`~rungar.engine.context.EngineContext`: the runner table, the fleet, the scale sets,
+(:class:`~rungar.engine.core.context.EngineContext`: the runner table, the fleet, the scale sets,
 the lease, the configuration, the clock, the findings), never from the engine that composes it.
 
 It never claims to know a provider's spare room: only what Rungar itself counts, the skips it
@@ -59,9 +59,9 @@ from typing import Any
 
 from rungar import __version__
 from rungar.config.model import ScaleSetConfig
-from rungar.engine.context import EngineContext
-from rungar.engine.readiness import readiness
-from rungar.engine.scale_set_state import ScaleSetState
+from rungar.daemon.readiness import readiness
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.scale_set_state import ScaleSetState
 from rungar.model.json_shapes import STATUS_SHAPE
 from rungar.model.phase import Phase
 from rungar.model.runner import GitHubState, RunnerState
@@ -345,7 +345,7 @@ def providers_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
                 "written_off_in": written_off_in,
                 "disabled": fleet.is_disabled(name),
                 "draining": name in ctx.findings.draining_providers,
-                # What its listings said that was not believed (rungar.engine.ownership).
+                # What its listings said that was not believed (rungar.engine.reconcile.ownership).
                 "listing_faults": [
                     sentence
                     for (lister, _, _), sentence in ctx.findings.listing_faults.items()

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import structlog
 
-from rungar.engine.context import EngineContext, LostJob
-from rungar.engine.records import RunnerRecord
+from rungar.engine.core.context import EngineContext, LostJob
+from rungar.engine.core.records import RunnerRecord
 from rungar.errors import GitHubError, StateError
 from rungar.model.machine import Conclusion
 from rungar.model.runner import RemovalReason

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import structlog
 
-from rungar.engine.acting import Lease
-from rungar.engine.context import EngineContext
-from rungar.engine.scale_set_state import ScaleSetState
+from rungar.engine.core.acting import Lease
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.scale_set_state import ScaleSetState
 from rungar.model.phase import Phase
 from rungar.model.sentences import LEAD_NOTE
 

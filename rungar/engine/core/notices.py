@@ -13,10 +13,10 @@ from typing import Any
 
 import structlog
 
-from rungar.engine.context import EngineContext
-from rungar.engine.ownership import ListingFault
-from rungar.engine.records import RunnerRecord
-from rungar.engine.scale_set_state import ScaleSetState
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.records import RunnerRecord
+from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.reconcile.ownership import ListingFault
 from rungar.errors import GitHubError, ProviderError
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason

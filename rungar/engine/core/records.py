@@ -32,7 +32,7 @@ class RunnerRecord:
     hint: JobHint | None = None  # the job it took, as GitHub reported it
     adopted: bool = False
     # Known from the state database, its provider not yet listed since the daemon started: it
-    # counts as it was until that provider answers (rungar.engine.recall).
+    # counts as it was until that provider answers (rungar.engine.reconcile.recall).
     recalled: bool = False
 
     def view(self) -> RunnerView:

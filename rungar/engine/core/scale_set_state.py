@@ -32,7 +32,7 @@ class ScaleSetState:
     note: str = ""
     queued: dict[str, JobHint] = field(default_factory=dict)  # job id -> hint
     # provider -> the queue's front it was last told (UpdateRunner), forgotten when one of those
-    # jobs leaves the queue: the same front is not sent to it again (engine/jobs.py)
+    # jobs leaves the queue: the same front is not sent to it again (rungar/engine/jobs/book.py)
     queue_told: dict[str, tuple[JobHint, ...]] = field(default_factory=dict)
     assigned_at: dict[str, float] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)

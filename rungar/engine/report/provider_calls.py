@@ -6,7 +6,7 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from rungar.clock import Clock
-from rungar.engine.metrics import Metrics
+from rungar.engine.report.metrics import Metrics
 from rungar.model.machine import Refusal
 
 T = TypeVar("T")

@@ -11,14 +11,14 @@ from __future__ import annotations
 import contextlib
 from dataclasses import replace
 
-from rungar.engine import reruns
-from rungar.engine.context import EngineContext
-from rungar.engine.job_history import JobHistory
-from rungar.engine.notices import note_connected
-from rungar.engine.records import RunnerRecord
-from rungar.engine.removing import Removals
-from rungar.engine.scale_set_state import ScaleSetState
-from rungar.engine.scaler import Scaler
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.notices import note_connected
+from rungar.engine.core.records import RunnerRecord
+from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.jobs.job_history import JobHistory
+from rungar.engine.jobs.scaler import Scaler
+from rungar.engine.remove import reruns
+from rungar.engine.remove.removing import Removals
 from rungar.errors import RungarError
 from rungar.github.interface import JobTimes
 from rungar.model.machine import Conclusion, JobHint

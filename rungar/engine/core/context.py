@@ -21,15 +21,15 @@ from typing import Any, TypeVar
 
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetConfig, ScaleSetsFile
-from rungar.engine.acting import ActingGuard, Lease
-from rungar.engine.events import EventLog
-from rungar.engine.leftovers import Leftover
-from rungar.engine.metrics import Metrics
-from rungar.engine.naming import revision
-from rungar.engine.provider_calls import timed
-from rungar.engine.records import RunnerTable
-from rungar.engine.scale_set_state import ScaleSetState
-from rungar.engine.tasks import Tasks
+from rungar.engine.core.acting import ActingGuard, Lease
+from rungar.engine.core.leftovers import Leftover
+from rungar.engine.core.naming import revision
+from rungar.engine.core.records import RunnerTable
+from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.core.tasks import Tasks
+from rungar.engine.report.events import EventLog
+from rungar.engine.report.metrics import Metrics
+from rungar.engine.report.provider_calls import timed
 from rungar.github.interface import GitHub, RunnerStatus
 from rungar.github.registrations import RegistrationQueue
 from rungar.model.machine import Removal
@@ -54,7 +54,7 @@ class LostJob:
 
 @dataclass(slots=True)
 class RerunBook:
-    """Jobs lost with their machine, and those re-run (rungar.engine.reruns)."""
+    """Jobs lost with their machine, and those re-run (rungar.engine.remove.reruns)."""
 
     lost: dict[str, LostJob] = field(default_factory=dict)  # job id -> the job lost
     # Jobs re-run, by (repository, run id, job name): a re-run attempt has a job id of its
@@ -79,7 +79,7 @@ class Findings:
 
     # GitHub's last list of the installation's runners.
     listed_runners: list[RunnerStatus] = field(default_factory=list)
-    # Scale sets no longer configured whose runners remain (rungar.engine.leftovers), and
+    # Scale sets no longer configured whose runners remain (rungar.engine.core.leftovers), and
     # every one ever reported (its gauge is set back to 0 once it is gone).
     leftovers: list[Leftover] = field(default_factory=list)
     leftovers_reported: set[str] = field(default_factory=set)
@@ -93,7 +93,7 @@ class Findings:
     crash_output: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     reruns: RerunBook = field(default_factory=lambda: RerunBook())
     # What a provider listed that could not be believed, each (provider, fault kind, machine)
-    # reported once: its sentence, shown by rungar status (rungar.engine.ownership).
+    # reported once: its sentence, shown by rungar status (rungar.engine.reconcile.ownership).
     listing_faults: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
 
@@ -128,7 +128,7 @@ class EngineContext:
 
     @property
     def lease(self) -> Lease | None:
-        """The lease this daemon keeps (:mod:`rungar.engine.lease`); None when it acts alone."""
+        """The lease this daemon keeps (:mod:`rungar.daemon.lease`); None when it acts alone."""
         return self.guard.lease
 
     def spawn(self, coro: Coroutine[Any, Any, object]) -> asyncio.Task[object]:

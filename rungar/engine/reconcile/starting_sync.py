@@ -25,11 +25,11 @@ import asyncio
 
 import structlog
 
-from rungar.engine.context import EngineContext
-from rungar.engine.jobs import JobBook
-from rungar.engine.reconcile import github_view, list_provider
-from rungar.engine.removing import Removals
-from rungar.engine.scaler import Scaler
+from rungar.engine.core.context import EngineContext
+from rungar.engine.jobs.book import JobBook
+from rungar.engine.jobs.scaler import Scaler
+from rungar.engine.reconcile.reconciler import github_view, list_provider
+from rungar.engine.remove.removing import Removals
 from rungar.model.machine import MachineState
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
 

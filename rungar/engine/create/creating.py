@@ -2,7 +2,7 @@
 
 Nothing is registered when no provider can be tried; the runner is registered with GitHub
 once; its plan (:func:`rungar.placement.plan.plan_placement`) is carried out in order
-(:func:`rungar.engine.placing.try_plan`); a refused
+(:func:`rungar.engine.create.placing.try_plan`); a refused
 create's leftover is deleted; when no provider takes it its registration is removed; the whole
 attempt is bounded by the scale set's ``start_timeout``, on the engine's clock (the one create
 timeout), counted from the registration: the wait for GitHub's pace before it is the queue's, not
@@ -23,13 +23,13 @@ from dataclasses import dataclass, replace
 import structlog
 
 from rungar.clock import within
-from rungar.engine.context import EngineContext, ProviderBlock
-from rungar.engine.naming import runner_name
-from rungar.engine.notices import note_unanswered
-from rungar.engine.placing import try_plan
-from rungar.engine.records import RunnerRecord
-from rungar.engine.rooms import Rooms
-from rungar.engine.scale_set_state import ScaleSetState
+from rungar.engine.core.context import EngineContext, ProviderBlock
+from rungar.engine.core.naming import runner_name
+from rungar.engine.core.notices import note_unanswered
+from rungar.engine.core.records import RunnerRecord
+from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.create.placing import try_plan
+from rungar.engine.create.rooms import Rooms
 from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
 from rungar.github.exceptions import RegistrationThrottled
 from rungar.github.registrations import Ticket

@@ -24,19 +24,19 @@ import structlog
 from rungar.clock import Clock, SystemClock
 from rungar.config.loader import FAKE_TYPE, load_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetsFile, Timing
-from rungar.engine.accounting import Accounting
-from rungar.engine.control import Control
-from rungar.engine.deadlines import CallTimeouts, call_timeouts
+from rungar.daemon.control import Control
+from rungar.daemon.deadlines import CallTimeouts, call_timeouts
+from rungar.daemon.lease import LeaseKeeper
+from rungar.daemon.provider_kinds import ProviderKinds
+from rungar.daemon.readiness import ReadinessReporter
+from rungar.daemon.runloop import RunLoop
+from rungar.daemon.settings import DaemonSettings, MetricsSettings, read_secret
+from rungar.daemon.shipped_plugins import is_shipped, shipped_command
+from rungar.engine.core.naming import installation_id
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.lease import LeaseKeeper
-from rungar.engine.metrics import Metrics
-from rungar.engine.naming import installation_id
-from rungar.engine.provider_kinds import ProviderKinds
-from rungar.engine.readiness import ReadinessReporter
-from rungar.engine.runloop import RunLoop
-from rungar.engine.settings import DaemonSettings, MetricsSettings, read_secret
-from rungar.engine.shipped_plugins import is_shipped, shipped_command
+from rungar.engine.jobs.accounting import Accounting
+from rungar.engine.report.events import EventLog
+from rungar.engine.report.metrics import Metrics
 from rungar.errors import ConfigError
 from rungar.github.registrations import RegistrationQueue
 from rungar.model.caller import Caller
@@ -53,7 +53,7 @@ from rungar.model.provider import Provider
 from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from rungar.engine.settings import ListenerLimits
+    from rungar.daemon.settings import ListenerLimits
     from rungar.rpc.client import GrpcProvider
     from rungar.rpc.plugin import PluginProcess
     from rungar.web.bounded import BoundedHttpServer, Limits
@@ -94,7 +94,7 @@ def serve_metrics(
 ) -> BoundedHttpServer:
     """``/metrics``, ``/healthz`` and ``/readyz`` (``ready()``, from the listener's thread) on
     ``settings.listen``, bounded like every listener of the daemon."""
-    from rungar.engine.metrics import health_routes
+    from rungar.engine.report.metrics import health_routes
     from rungar.web.bounded import BoundedHttpServer, bind
 
     sock = bind(settings.listen, key="metrics.listen")
@@ -157,7 +157,7 @@ def make_provider(
 ) -> Provider:
     """A provider of any type: one ``kinds`` serves in process, a gRPC address, or a local
     plugin to start (handed :func:`plugin_settings`): its ``command:``, or for gcp and aws with
-    neither address nor command, the shipped plugin (:mod:`rungar.engine.shipped_plugins`). Its
+    neither address nor command, the shipped plugin (:mod:`rungar.daemon.shipped_plugins`). Its
     calls' deadlines are those the configuration names (:func:`call_timeouts`); every gRPC call
     names ``caller``."""
     options = config.options

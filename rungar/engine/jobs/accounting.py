@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from rungar.engine.context import EngineContext
+from rungar.engine.core.context import EngineContext
 from rungar.errors import StateError
 from rungar.store.usage import UsageBook, read_usage
 from rungar.usage.summary import UNKNOWN_CONCLUSION, JobUsage, summarize

@@ -22,13 +22,9 @@ import structlog
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetConfig, ScaleSetsFile
 from rungar.config.schema import RUNNER_KEYS
-from rungar.engine.accounting import usage_document
-from rungar.engine.context import EngineContext
-from rungar.engine.deadlines import call_timeouts, retime
-from rungar.engine.job_history import JobHistory
-from rungar.engine.lease import lead_change_refused
-from rungar.engine.reconcile import Reconciler
-from rungar.engine.reconnect import (
+from rungar.daemon.deadlines import call_timeouts, retime
+from rungar.daemon.lease import lead_change_refused
+from rungar.daemon.reconnect import (
     connection_changes,
     connection_file_problems,
     reconnect_line,
@@ -36,10 +32,14 @@ from rungar.engine.reconnect import (
     runner_problem,
     undeclared_runner_keys,
 )
-from rungar.engine.removing import Removals
-from rungar.engine.scale_set_state import ScaleSetState
-from rungar.engine.scaler import Scaler
-from rungar.engine.status import snapshot
+from rungar.daemon.status import snapshot
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.jobs.accounting import usage_document
+from rungar.engine.jobs.job_history import JobHistory
+from rungar.engine.jobs.scaler import Scaler
+from rungar.engine.reconcile.reconciler import Reconciler
+from rungar.engine.remove.removing import Removals
 from rungar.errors import Busy, ConfigError, NotFound, ProviderError, RungarError
 from rungar.github.interface import GitHub
 from rungar.model.machine import ProviderInfo
@@ -49,7 +49,7 @@ from rungar.model.sentences import no_such_name
 from rungar.stopping import within
 
 if TYPE_CHECKING:
-    from rungar.engine.runloop import RunLoop
+    from rungar.daemon.runloop import RunLoop
 
 log = structlog.get_logger("rungar.control")
 
@@ -366,7 +366,7 @@ class Control:
     async def apply(self, text: str, filename: str, *, dry_run: bool) -> dict[str, Any]:
         """Check ``text`` and, unless ``dry_run``, make it the configuration. A new provider is
         connected (its plugin started), and so is a provider whose connection settings changed
-        (:mod:`rungar.engine.reconnect`), and their runner blocks checked, before anything
+        (:mod:`rungar.daemon.reconnect`), and their runner blocks checked, before anything
         changes; a dry run checks the runner blocks of the providers already connected and
         kept."""
         if elsewhere := self._not_home(filename):

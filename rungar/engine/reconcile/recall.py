@@ -19,14 +19,14 @@ from collections.abc import Callable, Container, Iterable
 
 import structlog
 
-from rungar.engine.context import EngineContext
-from rungar.engine.records import RunnerRecord
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.records import RunnerRecord
 from rungar.model.machine import Machine, Removal
 from rungar.model.runner import RemovalReason, RunnerState
 from rungar.store.sqlite import KeptRunner, SqliteStore
 
 log = structlog.get_logger("rungar.engine")
-# How a listed machine is taken into the table (rungar.engine.reconcile's adoption).
+# How a listed machine is taken into the table (rungar.engine.reconcile.reconciler's adoption).
 Adopt = Callable[[str, Machine, float, str], None]
 
 

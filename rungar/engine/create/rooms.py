@@ -19,8 +19,8 @@ from typing import Any
 
 import structlog
 
-from rungar.engine.context import EngineContext
-from rungar.engine.records import RunnerRecord
+from rungar.engine.core.context import EngineContext
+from rungar.engine.core.records import RunnerRecord
 from rungar.model.runner import RunnerState
 from rungar.placement import RoomOpened
 

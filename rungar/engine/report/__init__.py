@@ -1,0 +1,2 @@
+"""What the engine tells: the event log, its Prometheus metrics, and every provider call counted
+and timed."""
