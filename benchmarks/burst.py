@@ -398,6 +398,7 @@ class Burst:
         from rungar.clock import SystemClock
         from rungar.config.loader import load_scale_sets
         from rungar.daemon.daemon import StoreCursors, make_provider
+        from rungar.daemon.runloop import RunLoop
         from rungar.daemon.settings import DaemonSettings
         from rungar.engine.engine import Engine
         from rungar.engine.report.events import EventLog
@@ -441,7 +442,7 @@ class Burst:
         limits = {f"provider:{p.name}": p.max_runners for p in config.providers}
         limits[f"scale_set:{SCALE_SET}"] = self.jobs
         self.watch = LimitWatch(limits)
-        self.runloop = self.engine.run_loop()
+        self.runloop = RunLoop.of(self.engine)
         await self.runloop.start()
         await wait_until(self._listening, 30, "the listener's first poll")
         await wait_until(self._listed, 30, "the first reconcile pass")

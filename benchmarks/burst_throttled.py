@@ -109,6 +109,7 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
 
     from rungar.clock import SystemClock
     from rungar.config.loader import load_scale_sets
+    from rungar.daemon.runloop import RunLoop
     from rungar.engine.engine import Engine
     from rungar.engine.report.events import EventLog
     from rungar.engine.report.metrics import Metrics
@@ -153,7 +154,7 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
                 installation="rungar-throttled",
                 registrations=RegistrationQueue(clock, window=window),
             )
-            runloop = engine.run_loop()
+            runloop = RunLoop.of(engine)
             await runloop.start()
             deadline = time.monotonic() + 30
             while (

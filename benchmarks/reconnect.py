@@ -39,6 +39,7 @@ from rungar.config.model import (  # noqa: E402
     Timing,
 )
 from rungar.daemon.daemon import make_provider  # noqa: E402
+from rungar.daemon.runloop import RunLoop  # noqa: E402
 from rungar.engine.engine import Engine  # noqa: E402
 from rungar.engine.report.events import EventLog  # noqa: E402
 from rungar.errors import ProviderUnavailable  # noqa: E402
@@ -104,7 +105,7 @@ async def placement_round(root: Path, down: float) -> float:
         installation="gh-bench",
     )
     await provider.stop()
-    runloop = engine.run_loop()
+    runloop = RunLoop.of(engine)
     await runloop.start()  # its first pass finds the provider unreachable
 
     async def unreachable() -> bool:

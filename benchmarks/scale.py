@@ -445,6 +445,7 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
     from rungar.clock import SystemClock
     from rungar.config.loader import load_scale_sets
     from rungar.daemon.daemon import StoreCursors, make_provider
+    from rungar.daemon.runloop import RunLoop
     from rungar.engine.engine import Engine
     from rungar.engine.reconcile.reconciler import Reconciler
     from rungar.engine.report.events import EventLog
@@ -520,7 +521,7 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
             return real_record(kind, name, action, **kw)
 
         engine.events.record = record  # type: ignore[method-assign]
-        runloop = engine.run_loop()
+        runloop = RunLoop.of(engine)
         me = os.getpid()
         started = time.monotonic()
         await runloop.start()

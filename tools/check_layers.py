@@ -1,7 +1,7 @@
 """Import-layer check: which package may import which, and no cycles between packages or
 between modules.
 
-Four rules, every import counted — at the top of a module, inside a function (a lazy import is
+Five rules, every import counted — at the top of a module, inside a function (a lazy import is
 a dependency all the same) or under ``TYPE_CHECKING`` (a type-only import is a dependency of the
 design):
 
@@ -14,6 +14,9 @@ design):
 4. No two modules (files) import each other, directly or through others, inside a package or
    across packages: ``from P import name`` depends on the module ``P.name`` when there is one,
    else on ``P``; a module's import of its own package's ``__init__`` is not counted.
+5. Inside the engine, its rooms depend downwards only, in the order of :data:`ENGINE_ROOMS`: a
+   module of ``rungar/engine/<room>/`` imports modules of its own room and of lower rooms, never
+   one of a room beside or above it, nor ``rungar/engine/engine.py``, which composes them all.
 
 Exit 1 listing every offending import and every cycle; ``--root DIR`` checks another tree.
 """
@@ -37,6 +40,8 @@ PURE = [
     "rungar/scaling",
     "rungar/usage",
     "rungar/model",
+    "rungar/engine/reconcile/adoption",
+    "rungar/engine/reconcile/sightings",
     "providers/runnerd/admission",
     "providers/runnerd/sizing/advise",
     "providers/runnerd/sizing/auto",
@@ -78,12 +83,17 @@ LAYERS: list[set[str]] = [
     {"rungar.placement", "rungar.scaling", "rungar.usage"},
     {"rungar.store", "rungar.github", "rungar.web", "rungar.rpc"},
     {"rungar.engine"},
+    {"rungar.daemon"},
     {"rungar.testing", "rungar.cloudkit"},
     {"runnerd", "rungar_gcp", "rungar_aws"},
     {"rungar.simulate", "rungar.doctor"},
     {"rungar.demo"},
     {"rungar.cli"},
 ]
+# The engine's rooms (its sub-packages) from the bottom up: what it tells (the event log,
+# metrics), the context every concern shares, then the concerns, each above those it calls.
+ENGINE = "rungar.engine"
+ENGINE_ROOMS = ["report", "core", "create", "remove", "jobs", "reconcile"]
 # Where each provider package's sources live (its import name is the folder's own name).
 PROVIDER_SOURCES = ["providers/runnerd", "providers/gcp/rungar_gcp", "providers/aws/rungar_aws"]
 
@@ -311,10 +321,47 @@ def module_problems(root: Path) -> list[str]:
     return problems
 
 
+def _engine_room(module: str, packages: set[str]) -> str | None:
+    """The engine room a module is in (``rungar.engine.<room>``, a package, or a module of it);
+    None for a module outside the engine; "" for the engine's own face (its ``__init__`` and the
+    modules beside the rooms, such as ``rungar.engine.engine``)."""
+    if module != ENGINE and not module.startswith(ENGINE + "."):
+        return None
+    parts = module.split(".")
+    if len(parts) > 3 or (len(parts) == 3 and module in packages):
+        return parts[2]
+    return ""
+
+
+def room_problems(root: Path) -> list[str]:
+    packages = {m.removesuffix(".__init__") for _, m in sources(root) if m.endswith(".__init__")}
+    problems = []
+    for name, targets in sorted(module_dependencies(root).items()):
+        room = _engine_room(name, packages)
+        if not room:
+            continue
+        if room not in ENGINE_ROOMS:
+            problems.append(f"{name}: engine room {room} has no place in tools/check_layers.py")
+            continue
+        for target, found in sorted(targets.items()):
+            other = _engine_room(target, packages)
+            if other is None or other == room:
+                continue
+            if other in ENGINE_ROOMS and ENGINE_ROOMS.index(other) < ENGINE_ROOMS.index(room):
+                continue
+            for imp in found:
+                problems.append(
+                    f"{imp.path}:{imp.line}: the engine's {room} may not import {target} "
+                    f"({other or 'the engine itself'} is not below it)"
+                )
+    return problems
+
+
 def check(root: Path) -> list[str]:
     graph = dependencies(root)
     modules = cycle_problems(module_dependencies(root), "module")
-    return module_problems(root) + cycle_problems(graph) + modules + layer_problems(graph)
+    rooms = room_problems(root)
+    return module_problems(root) + cycle_problems(graph) + modules + layer_problems(graph) + rooms
 
 
 def main(argv: list[str] | None = None) -> int:

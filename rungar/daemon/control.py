@@ -6,7 +6,7 @@ sets start, removed ones drain, changed limits take effect at once.
 
 :class:`Control` reads and changes the engine's context and calls the concerns the engine
 composes (the scaler, the removals, the reconciler, the job history), handed to it
-(``Engine.control`` does), never the engine itself.
+(:meth:`Control.of` an engine does), never the engine itself.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from rungar.stopping import within
 
 if TYPE_CHECKING:
     from rungar.daemon.runloop import RunLoop
+    from rungar.engine.engine import Engine
 
 log = structlog.get_logger("rungar.control")
 
@@ -169,6 +170,25 @@ class Control:
         # The file a restart reads again: rungar apply takes only it, so what runs never
         # differs from what a restart would run.
         self.home = ctx.config.path
+
+    @classmethod
+    def of(
+        cls,
+        engine: Engine,
+        runloop: RunLoop | None = None,
+        provider_factory: ProviderFactory | None = None,
+    ) -> Control:
+        """What an operator can ask of ``engine``, its scale sets started and stopped through
+        ``runloop`` and new providers connected by ``provider_factory``."""
+        return cls(
+            engine.ctx,
+            scaler=engine.scaler,
+            removals=engine.removals,
+            reconciler=engine.reconciler,
+            job_history=engine.job_history,
+            runloop=runloop,
+            provider_factory=provider_factory,
+        )
 
     def _wake(self) -> None:
         if self.runloop is not None:

@@ -458,7 +458,7 @@ class Daemon:
         retry = config.timing.standby_retry
         github.session_retry_for[lead] = (retry, retry)
         lease = LeaseKeeper(engine.ctx, lead=lead, owner=github.owner)
-        return engine, engine.run_loop(lease, Accounting(engine.ctx))
+        return engine, RunLoop.of(engine, lease, Accounting(engine.ctx))
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         settings = self.settings
@@ -495,7 +495,7 @@ class Daemon:
             _tell_exits(plugins, events)  # the plugin `rungar apply` added
             return provider
 
-        control = engine.control(runloop, provider_factory=connect)
+        control = Control.of(engine, runloop, provider_factory=connect)
         from rungar.rpc.admin_server import serve_admin
 
         if self.on_control is not None:

@@ -3,9 +3,9 @@ prober that lists unreachable providers between passes, and the sync of starting
 
 Kept apart from :mod:`rungar.engine.engine` so the engine's steps can be driven one by one in
 tests, while the daemon runs them here. It drives the concerns the engine composes, handed to
-it (``Engine.run_loop`` does): the job book, the scaler, the reconciler, the sync of starting
-runners and the lease, with the engine's context, never the engine itself. Stopping cancels the
-loops and leaves every runner in place: a restart adopts them again.
+it (:meth:`RunLoop.of` an engine does): the job book, the scaler, the reconciler, the sync of
+starting runners and the lease, with the engine's context, never the engine itself. Stopping
+cancels the loops and leaves every runner in place: a restart adopts them again.
 
 With a lease (active and standby, :mod:`rungar.daemon.lease`), only the lead scale set listens
 from the start; the others listen while this daemon holds the lease, and each term's first
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -32,6 +33,9 @@ from rungar.errors import GitHubError
 from rungar.github.interface import Demand, JobEvent, JobEventKind
 from rungar.model.phase import Phase
 from rungar.model.sentences import LEAD_NOTE, UNREACHABLE_NOTE
+
+if TYPE_CHECKING:
+    from rungar.engine.engine import Engine
 
 log = structlog.get_logger("rungar.runloop")
 
@@ -65,6 +69,25 @@ class RunLoop:
             ctx.guard.lease = lease
             lease.on_active = self.wake  # the term's adoption pass, now
             lease.on_standby = self._restart_followers
+
+    @classmethod
+    def of(
+        cls,
+        engine: Engine,
+        lease: LeaseKeeper | None = None,
+        accounting: Accounting | None = None,
+    ) -> RunLoop:
+        """The loops that run ``engine``'s concerns in the daemon, with ``lease`` kept (active
+        and standby) and each job served recorded by ``accounting``."""
+        return cls(
+            engine.ctx,
+            jobs=engine.jobs,
+            scaler=engine.scaler,
+            reconciler=engine.reconciler,
+            starting=engine.starting,
+            lease=lease,
+            accounting=accounting,
+        )
 
     async def start(self) -> None:
         if self.lease is not None:

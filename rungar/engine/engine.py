@@ -34,9 +34,6 @@ from typing import Any
 
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetsFile
-from rungar.daemon.control import Control, ProviderFactory
-from rungar.daemon.lease import LeaseKeeper
-from rungar.daemon.runloop import RunLoop
 from rungar.engine.core.acting import ActingGuard, Lease
 from rungar.engine.core.context import EngineContext, Findings
 from rungar.engine.core.leftovers import Leftover
@@ -45,7 +42,6 @@ from rungar.engine.core.scale_set_state import ScaleSetState
 from rungar.engine.core.tasks import Tasks
 from rungar.engine.create.creating import Creations
 from rungar.engine.create.rooms import Rooms
-from rungar.engine.jobs.accounting import Accounting
 from rungar.engine.jobs.book import JobBook
 from rungar.engine.jobs.job_history import JobHistory
 from rungar.engine.jobs.scaler import Scaler
@@ -118,37 +114,6 @@ class Engine:
         self.runner_keeper = recall(ctx)
         self.reconciler = Reconciler(ctx, self.scaler, self.removals, self.jobs, self.runner_keeper)
         self.starting = StartingSync(ctx, self.jobs, self.removals, self.scaler)
-
-    def run_loop(
-        self, lease: LeaseKeeper | None = None, accounting: Accounting | None = None
-    ) -> RunLoop:
-        """The loops that run this engine's concerns in the daemon (:mod:`rungar.daemon.runloop`),
-        with ``lease`` kept (active and standby) and each job served recorded by ``accounting``."""
-        return RunLoop(
-            self.ctx,
-            jobs=self.jobs,
-            scaler=self.scaler,
-            reconciler=self.reconciler,
-            starting=self.starting,
-            lease=lease,
-            accounting=accounting,
-        )
-
-    def control(
-        self, runloop: RunLoop | None = None, provider_factory: ProviderFactory | None = None
-    ) -> Control:
-        """What an operator can ask of this engine (:mod:`rungar.daemon.control`), its scale
-        sets started and stopped through ``runloop`` and new providers connected by
-        ``provider_factory``."""
-        return Control(
-            self.ctx,
-            scaler=self.scaler,
-            removals=self.removals,
-            reconciler=self.reconciler,
-            job_history=self.job_history,
-            runloop=runloop,
-            provider_factory=provider_factory,
-        )
 
     # ------------------------------------------------------------------ what it holds
 

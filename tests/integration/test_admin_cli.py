@@ -20,6 +20,7 @@ import pytest
 
 from rungar.cli import apply, events, providers, reconcile, runners, scale_sets, status
 from rungar.config.loader import parse_scale_sets
+from rungar.daemon.control import Control
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
 from rungar.model.machine import Conclusion, JobHint
@@ -83,7 +84,7 @@ class Daemon:
             events=EventLog(self.clock, directory / "events.jsonl"),
             installation="gh-test",
         )
-        self.control = self.engine.control()
+        self.control = Control.of(self.engine)
         self.server: AdminServer | None = None
 
     async def start(self) -> None:

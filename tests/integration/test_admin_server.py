@@ -49,7 +49,7 @@ def make_control(directory: Path) -> Control:
         store=SqliteStore(directory / "state.db"),
         events=EventLog(clock),
     )
-    return engine.control()
+    return Control.of(engine)
 
 
 @pytest.fixture

@@ -66,7 +66,9 @@ def _control(directory: Path, plugins: list[Any]) -> Control:
         store=SqliteStore(directory / "state.db"),
         events=EventLog(clock),
     )
-    return engine.control(provider_factory=lambda p: connect_provider(p, clock, plugins, "gh-1"))
+    return Control.of(
+        engine, provider_factory=lambda p: connect_provider(p, clock, plugins, "gh-1")
+    )
 
 
 def _after(script: str, runner: str = "{ vcpus: 2, memory: 4GiB }") -> str:

@@ -21,6 +21,7 @@ import pytest
 from rungar.cli import apply
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig
+from rungar.daemon.control import Control
 from rungar.daemon.daemon import connect_provider, make_provider
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
@@ -136,7 +137,7 @@ class World:
         def factory(p: ProviderConfig) -> Any:
             return connect_provider(p, self.clock, self.plugins)
 
-        control = self.engine.control(provider_factory=factory)
+        control = Control.of(self.engine, provider_factory=factory)
         for state in self.engine.sets.values():
             state.id = await self.engine.github.ensure_scale_set(state.config)
             state.phase = Phase.LISTENING

@@ -19,6 +19,7 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.daemon.control import Control
 from rungar.daemon.daemon import StoreCursors
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
@@ -182,7 +183,7 @@ async def test_an_idle_runner_removed_by_a_drain_tells_its_provider_it_ran_no_jo
     (name,) = world.on("compute1")
     world.github.start_runner(name, busy=False)
     await world.engine.reconcile()
-    await world.engine.control().drain("compute1", wait=False)
+    await Control.of(world.engine).drain("compute1", wait=False)
     removal = world.providers["compute1"].removals[name]
     assert (removal.reason, removal.conclusion, removal.job) == (RemovalReason.DRAINED, None, None)
 

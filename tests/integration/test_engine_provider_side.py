@@ -24,7 +24,9 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.daemon.control import Control
 from rungar.daemon.daemon import make_provider
+from rungar.daemon.runloop import RunLoop
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
 from rungar.model.machine import JobHint
@@ -249,7 +251,7 @@ async def test_a_timing_change_applied_live_sets_the_next_calls_deadlines(
     world = worlds([scale_set("on-a", ["a"])])
     await world.start()
     a = world.side["a"]
-    control = world.engine.control()
+    control = Control.of(world.engine)
     text = APPLIED.format(address=a.address)
     answer = await control.apply(text, "scale_sets.yaml", dry_run=False)
     assert answer["applied"], answer["problems"]
@@ -343,7 +345,7 @@ async def test_a_runner_removed_by_hand_from_an_unreachable_provider_waits_for_i
     await world.engine.reconcile()
     await world.engine.drain_tasks()
     name = next(iter(a.machines))
-    answer = await world.engine.control().remove_runners([name])
+    answer = await Control.of(world.engine).remove_runners([name])
     assert answer == [
         {"name": name, "ok": True, "message": f"{name}: removed; its machine is deleted once a "
          "lists again"}
@@ -366,7 +368,7 @@ async def test_an_unreachable_provider_that_answers_is_back_by_the_next_probe_no
     await world.start()
     a = world.side["a"]
     a.script.go_silent("List", times=1)
-    runloop = world.engine.run_loop()
+    runloop = RunLoop.of(world.engine)
     await runloop.start()
     try:
         await wait_until(lambda: len(a.calls("List")) == 1)

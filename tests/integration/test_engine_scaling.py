@@ -20,6 +20,7 @@ from rungar.config.model import (
     ScheduleWindow,
     Timing,
 )
+from rungar.daemon.control import Control
 from rungar.daemon.status import snapshot
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
@@ -126,7 +127,7 @@ async def test_status_and_inspect_show_the_window_in_force_and_the_next_change(
         "Tue 18:00 (in 9h): min_runners 1, outside every window"
     ) in text
     assert "5 (3 reserve)" in text
-    found = world.engine.control().inspect_scale_set("office")
+    found = Control.of(world.engine).inspect_scale_set("office")
     lines = "\n".join(inspect_lines(found))
     assert "Schedule:" in lines and "Tue 18:00 (in 9h)" in lines
 
@@ -276,7 +277,7 @@ async def test_status_says_how_old_githubs_numbers_are(tmp_path: Path) -> None:
     now = world.clock.now()
     assert [now - s["polled_at"] for s in document["scale_sets"]] == [42, 12]
     assert "Queue age:     GitHub's numbers 42s old (rungar-c4-m8)" in render_status(document)
-    found = world.engine.control().inspect_scale_set("rungar-gpu")
+    found = Control.of(world.engine).inspect_scale_set("rungar-gpu")
     assert "Queue age:     GitHub's numbers 12s old" in "\n".join(inspect_lines(found))
 
 

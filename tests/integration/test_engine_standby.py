@@ -21,6 +21,7 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.daemon.control import Control
 from rungar.daemon.lease import LeaseKeeper
 from rungar.engine.core.naming import runner_name
 from rungar.engine.core.records import RunnerRecord
@@ -254,7 +255,7 @@ async def test_the_lead_scale_set_cannot_be_dropped_or_moved_while_the_daemon_ru
 ) -> None:
     engine = pair.engine("a")
     await keeper_for(engine, "host-a/1")
-    control = engine.control()
+    control = Control.of(engine)
     moved = """\
 providers: [{name: compute1, type: fake}]
 scale_sets:

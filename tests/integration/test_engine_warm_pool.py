@@ -10,6 +10,8 @@ from pathlib import Path
 from rungar.cli.scale_sets import inspect_lines
 from rungar.cli.status import render_status
 from rungar.config.model import WarmPool
+from rungar.daemon.control import Control
+from rungar.daemon.runloop import RunLoop
 from rungar.daemon.status import snapshot
 from rungar.github.interface import JobEvent, JobEventKind, JobTimes
 from rungar.model.machine import JobHint, RefusalKind
@@ -65,7 +67,7 @@ async def test_the_history_survives_a_restart_and_fills_the_pool_ahead_of_the_sl
         "ci: desired 5 (1 reserve + 3 warm: p90 of 3 jobs at 08:15 on the last 5 weekdays)" in text
     )
 
-    found = world.engine.control().inspect_scale_set("ci")
+    found = Control.of(world.engine).inspect_scale_set("ci")
     assert "Desired:" in (lines := "\n".join(inspect_lines(found)))
     assert "5 (1 reserve + 3 warm: p90 of 3 jobs at 08:15 on the last 5 weekdays)" in lines
 
@@ -109,7 +111,7 @@ async def test_the_history_keeps_githubs_assignment_time_of_each_job(tmp_path: P
     event = JobEvent(
         JobEventKind.ASSIGNED, "ci", "job-1", JobHint(), at=told + 3, times=JobTimes(told, told)
     )
-    world.engine.run_loop()._dispatch(world.engine.sets["ci"], event)
+    RunLoop.of(world.engine)._dispatch(world.engine.sets["ci"], event)
     untimed = JobEvent(JobEventKind.ASSIGNED, "ci", "job-2", JobHint(), at=told + 60)
-    world.engine.run_loop()._dispatch(world.engine.sets["ci"], untimed)
+    RunLoop.of(world.engine)._dispatch(world.engine.sets["ci"], untimed)
     assert world.engine.store.job_history(0.0)["ci"] == [told, told + 60]

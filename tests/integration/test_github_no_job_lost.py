@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rungar.clock import SystemClock
 from rungar.config.model import ProviderConfig, ScaleSetsFile, Timing
+from rungar.daemon.runloop import RunLoop
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal
@@ -78,7 +79,7 @@ async def test_every_job_runs_once_and_no_surplus_runner_is_registered_despite_f
         ]
         for fault in plan:
             emu.state.faults.add(fault)
-        loop = engine.run_loop()
+        loop = RunLoop.of(engine)
         await loop.start()
         try:
             await eventually(lambda: config.name in gh.listeners, what="session")

@@ -16,6 +16,7 @@ import pytest
 
 from rungar.cli import status
 from rungar.config.loader import parse_scale_sets
+from rungar.daemon.control import Control
 from rungar.daemon.daemon import serve_metrics
 from rungar.daemon.lease import LeaseKeeper
 from rungar.daemon.readiness import ReadinessReporter, notify, readiness
@@ -178,7 +179,7 @@ async def test_status_wait_ready_gives_up_after_its_timeout_saying_what_is_not_u
 ) -> None:
     engine.sets["linux"].phase = Phase.LISTENING
     path = str(short_dir / "rungar.sock")
-    server = await serve_admin(engine.control(), path, clock=engine.clock, poll_interval=1.0)
+    server = await serve_admin(Control.of(engine), path, clock=engine.clock, poll_interval=1.0)
     parser = argparse.ArgumentParser(prog="rungar")
     status.add_parser(parser.add_subparsers(dest="command"), "status", "status")
     try:
@@ -210,7 +211,7 @@ async def test_a_scale_set_added_by_apply_is_waited_for_before_the_daemon_is_rea
     await settle()
     assert reporter.answer()[0]
     added = CONFIG + "  - { name: gpu, max_runners: 1, providers: [host] }\n"
-    answer = await engine.control().apply(added, "scale_sets.yaml", dry_run=False)
+    answer = await Control.of(engine).apply(added, "scale_sets.yaml", dry_run=False)
     assert answer["applied"], answer["problems"]
     await settle()
     assert reporter.answer() == (

@@ -26,6 +26,8 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.daemon.control import Control
+from rungar.daemon.runloop import RunLoop
 from rungar.daemon.status import snapshot
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
@@ -141,7 +143,7 @@ async def listening_daemon(tmp_path: Path, emu: GitHubEmulator) -> AsyncIterator
         clock = FakeClock()
         fakes = {"compute1": FakeProvider("compute1", clock=clock)}
         engine = new_engine(tmp_path, gh, (_scale_set("linux", "compute1"),), fakes, clock)
-        loop = engine.run_loop()
+        loop = RunLoop.of(engine)
         for state in engine.sets.values():
             loop.start_scale_set(state.config.name)
         try:
@@ -228,7 +230,7 @@ async def leftover(tmp_path: Path) -> tuple[str, str]:
         "providers": [{"name": "compute1", "type": "fake", "runner": RUNNER}],
         "scale_sets": [{"name": "linux", "max_runners": 4, "providers": ["compute1"]}],
     }
-    answer = await engine.control().apply(yaml.safe_dump(kept), "scale_sets.yaml", dry_run=False)
+    answer = await Control.of(engine).apply(yaml.safe_dump(kept), "scale_sets.yaml", dry_run=False)
     assert answer["applied"], answer
     [entry] = leftovers(snapshot(engine.ctx))  # "old" is gone from the file; its busy runner is not
     return entry["status"], entry["name"]
@@ -257,14 +259,14 @@ async def provider_unreachable(tmp_path: Path) -> str:
 
 async def provider_disabled(tmp_path: Path) -> str:
     engine, _ = fake_world(tmp_path)
-    engine.control().disable("compute1")
+    Control.of(engine).disable("compute1")
     return provider_word(engine)
 
 
 async def provider_draining(tmp_path: Path) -> str:
     engine, _ = fake_world(tmp_path)
     await busy_runner(await started(engine), "linux")  # a busy runner keeps the drain waiting
-    await engine.control().drain("compute1", wait=False)
+    await Control.of(engine).drain("compute1", wait=False)
     return provider_word(engine)
 
 
