@@ -224,3 +224,71 @@ def test_a_pure_package_may_not_use_an_event_loop_a_clock_logging_or_io(
     code, err = _run(tmp_path, capsys)
     assert code == 1
     assert "rungar/placement/plan.py:1: pure module imports" in err
+
+
+def _engine_rooms(root: Path, files: dict[str, str]) -> Path:
+    rooms = {f"rungar/engine/{room}/__init__.py": "" for room in check_layers.ENGINE_ROOMS}
+    return _tree(
+        root, {"rungar/__init__.py": "", "rungar/engine/__init__.py": "", **rooms, **files}
+    )
+
+
+def test_an_engine_room_importing_a_room_above_it_fails_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # One package and no cycle: only the rooms' order can see it.
+    _engine_rooms(
+        tmp_path,
+        {
+            "rungar/engine/create/creating.py": "from rungar.engine.jobs.scaler import Scaler\n",
+            "rungar/engine/jobs/scaler.py": "class Scaler: ...\n",
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert (
+        "rungar/engine/create/creating.py:1: the engine's create may not import "
+        "rungar.engine.jobs.scaler (jobs is not below it)"
+    ) in err
+
+
+def test_an_engine_room_may_not_import_the_engine_that_composes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _engine_rooms(
+        tmp_path,
+        {
+            "rungar/engine/engine.py": "class Engine: ...\n",
+            "rungar/engine/core/context.py": (
+                "def f():\n    from rungar.engine.engine import Engine\n"
+            ),
+        },
+    )
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "rungar/engine/core/context.py:2: the engine's core may not import" in err
+
+
+def test_engine_rooms_importing_lower_rooms_and_the_engine_importing_all_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _engine_rooms(
+        tmp_path,
+        {
+            "rungar/engine/engine.py": "from rungar.engine.reconcile import reconciler\n",
+            "rungar/engine/reconcile/reconciler.py": "from rungar.engine.jobs.scaler import S\n",
+            "rungar/engine/jobs/scaler.py": "from rungar.engine.core import context\n",
+            "rungar/engine/core/context.py": "from rungar.engine.report.events import E\n",
+            "rungar/engine/report/events.py": "E = 1\n",
+        },
+    )
+    assert _run(tmp_path, capsys) == (0, "")
+
+
+def test_a_package_in_the_engine_that_is_no_known_room_fails_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _engine_rooms(tmp_path, {"rungar/engine/misc/__init__.py": "", "rungar/engine/misc/x.py": ""})
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "engine room misc has no place in tools/check_layers.py" in err
