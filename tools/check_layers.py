@@ -41,6 +41,7 @@ PURE = [
     "rungar/usage",
     "rungar/model",
     "rungar/engine/reconcile/adoption",
+    "rungar/engine/reconcile/ownership",
     "rungar/engine/reconcile/sightings",
     "providers/runnerd/admission",
     "providers/runnerd/sizing/advise",

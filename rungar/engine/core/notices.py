@@ -16,7 +16,6 @@ import structlog
 from rungar.engine.core.context import EngineContext
 from rungar.engine.core.records import RunnerRecord
 from rungar.engine.core.scale_set_state import ScaleSetState
-from rungar.engine.reconcile.ownership import ListingFault
 from rungar.errors import GitHubError, ProviderError
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
@@ -179,38 +178,3 @@ def note_unanswered(ctx: EngineContext, provider: str, error: str) -> None:
     log.warning("provider.unreachable", sentence=UNREACHABLE_SINCE, provider=provider, error=error)
     ctx.events.record("provider", provider, "unreachable", provider=provider, message=error)
     ctx.metrics.provider_reachable.labels(provider).set(0)
-
-
-LISTING_FAULTS_KEPT = 200  # the listing faults rungar status can show, the latest ones
-
-
-def note_listing_faults(ctx: EngineContext, faults: tuple[ListingFault, ...]) -> None:
-    """Say once per provider, fault and machine what a listing said that was not believed: an
-    event, a warning and the sentence kept for ``rungar status``."""
-    known = ctx.findings.listing_faults
-    for fault in faults:
-        key = (fault.provider, fault.kind, fault.machine)
-        if key in known:
-            continue
-        sentence = fault.sentence()
-        known[key] = sentence
-        while len(known) > LISTING_FAULTS_KEPT:
-            del known[next(iter(known))]
-        ctx.events.record(
-            "provider",
-            fault.provider,
-            "listing_fault",
-            provider=fault.provider,
-            message=sentence,
-            fault=fault.kind,
-            machine=fault.machine,
-            holder=fault.holder,
-        )
-        log.warning(
-            "provider.listing_fault",
-            sentence=sentence,
-            provider=fault.provider,
-            fault=fault.kind,
-            machine=fault.machine,
-            holder=fault.holder,
-        )

@@ -35,12 +35,12 @@ import structlog
 from rungar.engine.core.context import EngineContext
 from rungar.engine.core.leftovers import find_leftovers, note_leftovers
 from rungar.engine.core.naming import belongs_to
-from rungar.engine.core.notices import note_listing_faults
 from rungar.engine.core.records import RunnerRecord
 from rungar.engine.jobs.book import JobBook
 from rungar.engine.jobs.scaler import Scaler
 from rungar.engine.reconcile import sightings as S
 from rungar.engine.reconcile.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
+from rungar.engine.reconcile.listing_faults import note_listing_faults
 from rungar.engine.reconcile.ownership import SortedListings, sort_listings
 from rungar.engine.reconcile.recall import RunnerKeeper, settle_recalled
 from rungar.engine.reconcile.sightings import plan_sightings
