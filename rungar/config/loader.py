@@ -3,7 +3,8 @@
 The file is read safely (:mod:`rungar.config.yaml_safe`), each value is checked against the
 schema (:mod:`rungar.config.schema`, :mod:`rungar.config.validate`), and then the rules between
 keys are checked here: provider references, names unique (scale sets ignoring case, as GitHub
-compares them), ``min_runners`` ≤ ``max_runners``, ages ≥ ``start_timeout``, backoff bounds.
+compares them), ``min_runners`` ≤ ``max_runners``, ages ≥ ``start_timeout``, backoff bounds,
+floors that fit the providers' ``max_runners`` (:mod:`rungar.config.floors`).
 Every problem is collected and raised together as one :class:`~rungar.errors.ConfigError`
 (a :class:`~rungar.config.problems.ScaleSetsError`), never a traceback.
 """
@@ -16,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rungar.config.dashboard import dashboard_config, resolve_dashboard
+from rungar.config.floors import floor_problems
 from rungar.config.merge import merge_runner
 from rungar.config.model import (
     DEFAULT_USAGE_RETENTION,
@@ -92,6 +94,7 @@ def _parse(text: str, problems: Problems) -> ScaleSetsFile:
     timing = _timing(top.get("timing"), checker)
     providers, runner_blocks = _providers(top.get("providers", []), checker)
     scale_sets = _scale_sets(top.get("scale_sets", []), runner_blocks, timing, checker)
+    _check_floors_fit(top.get("scale_sets", []), providers, scale_sets, checker)
     _check_runner_keys(top.get("providers", []), top.get("scale_sets", []), checker)
     dashboard = dashboard_config(top.get("dashboard"), checker)
     usage = top.get("usage")
@@ -500,6 +503,27 @@ def _check_floors(record: Record, warm: int, checker: Checker) -> bool:
             )
             ok = False
     return ok
+
+
+def _check_floors_fit(
+    items: list[Item],
+    providers: list[ProviderConfig],
+    scale_sets: list[ScaleSetConfig],
+    checker: Checker,
+) -> None:
+    """Each floor that its providers' ``max_runners`` cannot hold, alone or beside the other
+    scale sets sharing them, reported at the floor's key."""
+    records: dict[str, Record] = {}
+    for item in items:
+        record = item.value
+        if isinstance(record, Record) and isinstance(record.get("name"), str):
+            records.setdefault(record.get("name"), record)
+    for problem in floor_problems(providers, scale_sets):
+        record = records[problem.scale_set]
+        if problem.key != "min_runners":  # schedule.windows[N].min_runners
+            index = int(problem.key.split("[")[1].split("]")[0])
+            record = record.get("schedule").get("windows")[index].value
+        checker.fail(record.mark_of("min_runners"), record.path_of("min_runners"), problem.message)
 
 
 def _check_limits(record: Record, checker: Checker) -> bool:
