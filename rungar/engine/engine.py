@@ -1,22 +1,23 @@
 """The engine: turns demand into runners through placement, and keeps the fleet honest.
 
-``Engine`` only composes. What every concern shares is one explicit
+``Engine`` only composes: it builds each concern on one explicit
 :class:`~rungar.engine.core.context.EngineContext` (the configuration, the providers, GitHub, the
 clock, the store, the event log, the metrics, the runner table, the scale sets, the placement
-:class:`Fleet`, the work in flight, the acting guard); each concern receives it and the other
-concerns it calls, never the engine:
+:class:`Fleet`, the work in flight, the acting guard) and hands each the other concerns it
+calls, never the engine. Its remaining members only read the context or pass a call on. The
+concerns live in rooms below it (docs/architecture.md), each importing only rooms below its own:
 
-- :mod:`rungar.engine.jobs.book`: GitHub's news of jobs assigned, started and completed; demand
-  goes to the scaler;
-- :mod:`rungar.engine.jobs.scaler`: a scale set's scaling step, decided (the pure plan) then
-  carried out: creates to the creations, idle surplus to the removals;
-- :mod:`rungar.engine.create.creating`: creating runners (placement attempt, Creates,
-  intents), each recorded in the runner table;
-- :mod:`rungar.engine.remove.removing`: removing runners and deleting their machines;
-- :mod:`rungar.engine.create.rooms`: room opening on a provider, and who gets it (its holder
-  at once; an idle runner on a dearer provider moved to it);
-- :mod:`rungar.engine.reconcile.reconciler`: the reconcile pass;
-- :mod:`rungar.engine.core.acting`: whether this daemon may act (the lease).
+- ``jobs/``: GitHub's news of jobs assigned, started and completed
+  (:mod:`rungar.engine.jobs.book`), and a scale set's scaling step carried out
+  (:mod:`rungar.engine.jobs.scaler`): creates to the creations, idle surplus to the removals;
+- ``remove/``: removing runners and deleting their machines; jobs lost with them re-run;
+- ``create/``: creating runners (placement attempt, Creates, intents), each recorded in the
+  runner table; room opening on a provider, and who gets it
+  (:mod:`rungar.engine.create.rooms`: its holder at once; an idle runner on a dearer provider
+  moved to it);
+- ``reconcile/``: the reconcile pass, its pure plans, and the sync of starting runners;
+- ``core/``: the context and what it holds, with :mod:`rungar.engine.core.acting`, whether
+  this daemon may act (the lease); ``report/``: the event log and the metrics.
 
 So a runner reads straight down from its job to its Create: ``JobBook.on_demand`` →
 ``Scaler.scale`` (plan) → ``Creations.create_one`` (act) → the runner table (record).
@@ -29,14 +30,13 @@ every state change is a synchronous step, so concurrent creates never overshoot 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetsFile
-from rungar.engine.core.acting import ActingGuard, Lease
-from rungar.engine.core.context import EngineContext, Findings
-from rungar.engine.core.leftovers import Leftover
+from rungar.engine.core.acting import Lease
+from rungar.engine.core.context import EngineContext
 from rungar.engine.core.records import RunnerRecord, RunnerTable
 from rungar.engine.core.scale_set_state import ScaleSetState
 from rungar.engine.core.tasks import Tasks
@@ -52,7 +52,7 @@ from rungar.engine.remove import reruns
 from rungar.engine.remove.removing import Removals
 from rungar.engine.report.events import EventLog
 from rungar.engine.report.metrics import Metrics
-from rungar.github.interface import GitHub, JobTimes, RunnerStatus
+from rungar.github.interface import GitHub, JobTimes
 from rungar.github.registrations import RegistrationQueue
 from rungar.model.machine import Conclusion, JobHint
 from rungar.model.provider import Provider
@@ -103,7 +103,7 @@ class Engine:
         self.rooms = Rooms(
             ctx,
             scale=lambda name: self.scaler.scale(name),
-            create_cheaper=self._create_cheaper,
+            create_cheaper=lambda scale_set, price: self.creations.create_cheaper(scale_set, price),
             remove=lambda record: self.removals.remove(record, RemovalReason.SCALED_DOWN),
         )
         self.removals = Removals(ctx, self.rooms)
@@ -120,10 +120,6 @@ class Engine:
     @property
     def config(self) -> ScaleSetsFile:
         return self.ctx.config
-
-    @config.setter
-    def config(self, config: ScaleSetsFile) -> None:
-        self.ctx.config = config
 
     @property
     def providers(self) -> dict[str, Provider]:
@@ -154,14 +150,6 @@ class Engine:
         return self.ctx.installation
 
     @property
-    def started_at(self) -> float:
-        return self.ctx.started_at
-
-    @property
-    def github_url(self) -> str:
-        return self.ctx.github_url
-
-    @property
     def fleet(self) -> Fleet:
         return self.ctx.fleet
 
@@ -174,52 +162,12 @@ class Engine:
         return self.ctx.sets
 
     @property
-    def phase_watchers(self) -> list[Callable[[], None]]:
-        return self.ctx.phase_watchers
-
-    @property
     def tasks(self) -> Tasks:
         return self.ctx.tasks
 
     @property
-    def guard(self) -> ActingGuard:
-        return self.ctx.guard
-
-    @property
-    def findings(self) -> Findings:
-        return self.ctx.findings
-
-    @property
     def registrations(self) -> RegistrationQueue:
         return self.ctx.registrations
-
-    @property
-    def listed_runners(self) -> list[RunnerStatus]:
-        return self.ctx.findings.listed_runners
-
-    @property
-    def leftovers(self) -> list[Leftover]:
-        return self.ctx.findings.leftovers
-
-    @property
-    def leftovers_reported(self) -> set[str]:
-        return self.ctx.findings.leftovers_reported
-
-    @property
-    def draining_providers(self) -> set[str]:
-        return self.ctx.findings.draining_providers
-
-    @property
-    def list_errors(self) -> dict[str, str]:
-        return self.ctx.findings.list_errors
-
-    @property
-    def orphans_seen(self) -> dict[str, float]:
-        return self.ctx.findings.orphans_seen
-
-    @property
-    def github_calls_exported(self) -> dict[str, int]:
-        return self.ctx.findings.github_calls_exported
 
     # ------------------------------------------------------------------ helpers
 
@@ -230,24 +178,15 @@ class Engine:
         """Wait for every create and removal in flight (tests and clean shutdowns)."""
         await self.ctx.tasks.drain()
 
-    def runner_block(self, scale_set: str, provider: str) -> dict[str, object]:
-        return self.ctx.runner_block(scale_set, provider).block
-
     def current_revisions(self, scale_set: str) -> dict[str, str]:
         return self.ctx.revisions(scale_set)
 
     def save_placement(self) -> None:
         self.ctx.save_placement()
 
-    def resync_fleet_counts(self) -> None:
-        self.ctx.resync_fleet_counts()
-
     async def reconcile(self) -> None:
         """One reconcile pass (:mod:`rungar.engine.reconcile.reconciler`)."""
         await self.reconciler.reconcile()
-
-    async def probe_unreachable(self) -> list[str]:
-        return await self.reconciler.probe_unreachable()
 
     async def sync_starting(self) -> list[str]:
         """Check the starting runners against GitHub once
@@ -265,10 +204,7 @@ class Engine:
         self.ctx.guard.lease = keeper
 
     def acting(self) -> bool:
-        return self.guard.acting()
-
-    def may_create(self) -> bool:
-        return self.guard.may_create()
+        return self.ctx.guard.acting()
 
     # ------------------------------------------------------------------ scaling
 
@@ -281,13 +217,6 @@ class Engine:
     ) -> RunnerRecord | None:
         return await self.creations.create_runner(state, reserve=reserve)
 
-    async def _create_cheaper(self, scale_set: str, price: float) -> RunnerRecord | None:
-        """A reserve runner of ``scale_set`` on a provider priced below ``price``."""
-        state = self.ctx.sets.get(scale_set)
-        if state is None:
-            return None
-        return await self.creations.create_runner(state, reserve=True, cheaper_than=price)
-
     # ------------------------------------------------------------------ removal
 
     async def remove(
@@ -299,14 +228,6 @@ class Engine:
         delete: bool = True,
     ) -> bool:
         return await self.removals.remove(record, reason, forced=forced, delete=delete)
-
-    def let_go(
-        self, record: RunnerRecord, reason: RemovalReason, conclusion: Conclusion | None = None
-    ) -> None:
-        self.removals.let_go(record, reason, conclusion)
-
-    async def settle_leaving(self, record: RunnerRecord) -> bool:
-        return await self.removals.settle_leaving(record)
 
     # ------------------------------------------------------------------ GitHub's news
 
@@ -333,6 +254,3 @@ class Engine:
         hint: JobHint | None = None,
     ) -> None:
         self.jobs.on_job_completed(name, job_id, runner, conclusion, hint)
-
-    def call_timeout(self, provider: str) -> float:
-        return self.ctx.call_timeout(provider)

@@ -91,6 +91,15 @@ class Creations:
         log.info("runner.create_dropped", scale_set=name, desired=state.desired, have=have)
         return False
 
+    async def create_cheaper(self, scale_set: str, price: float) -> RunnerRecord | None:
+        """A reserve runner of ``scale_set`` on a provider priced below ``price``: room that
+        opened on a cheaper provider, taken by an idle runner of a dearer one
+        (:mod:`rungar.engine.create.rooms`)."""
+        state = self.ctx.sets.get(scale_set)
+        if state is None:
+            return None
+        return await self.create_runner(state, reserve=True, cheaper_than=price)
+
     async def create_runner(
         self,
         state: ScaleSetState,
