@@ -97,6 +97,30 @@ def diff_configs(old: ScaleSetsFile, new: ScaleSetsFile) -> list[str]:
     return sorted(lines, key=lambda line: line[2:])
 
 
+def with_runners_drained(diff: list[str], ctx: EngineContext, new: ScaleSetsFile) -> list[str]:
+    """Each ``- scale_sets[S].providers[P]`` line of ``diff`` says what becomes of the scale
+    set's runners on P: its idle ones are drained there and replaced on a provider it still
+    lists (one a reconcile pass), its busy ones finish their jobs first."""
+    listed = {s.name: {p.name for p in s.providers} for s in new.scale_sets}
+    lines = []
+    for line in diff:
+        for name, providers in listed.items():
+            prefix = f"- scale_sets[{name}].providers["
+            if not line.startswith(prefix) or not line.endswith("]"):
+                continue
+            provider = line[len(prefix) : -1]
+            if provider in providers:
+                continue
+            there = [r.view() for r in ctx.runners.live(name) if r.provider == provider]
+            busy = sum(1 for view in there if view.busy)
+            said = [f"{len(there) - busy} idle drained and replaced"] if len(there) > busy else []
+            said += [f"{busy} busy finish their jobs first"] if busy else []
+            if said:
+                line += f" (its runners there: {'; '.join(said)})"
+        lines.append(line)
+    return lines
+
+
 # What GitHub holds of a scale set besides its name: a change PATCHes it, keeping its id.
 GITHUB_KEYS = ("runner_group", "labels")
 UNSET = object()
@@ -403,7 +427,7 @@ class Control:
                 problems += connection_file_problems(config, text, filename)
         if refused := lead_change_refused(self.ctx.lease, [s.name for s in new.scale_sets]):
             problems.append(refused)
-        diff = diff_configs(self.ctx.config, new)
+        diff = with_runners_drained(diff_configs(self.ctx.config, new), self.ctx, new)
         diff = sorted(
             diff + [reconnect_line(n, keys) for n, keys in changed.items()],
             key=lambda line: line[2:],

@@ -136,6 +136,11 @@ def decide_one(
         return None
     if _offline_too_long(runner, disconnected, now):
         return RemovalDecision(runner.name, RemovalReason.DISCONNECTED)
+    if all(entry.name != runner.provider for entry in config.providers):
+        # Its provider was taken off the scale set's list: the idle runner is drained there and
+        # replaced on a provider the scale set still lists, so its reserve stays where it is meant
+        # to be (a busy one finishes its job first).
+        return RemovalDecision(runner.name, RemovalReason.DRAINED, replacement=True)
     if current_revision and runner.revision and runner.revision != current_revision:
         return RemovalDecision(runner.name, RemovalReason.OUTDATED, replacement=True)
     expired = _expired(runner, config, now, busy=False)

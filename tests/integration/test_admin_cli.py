@@ -495,3 +495,32 @@ async def test_apply_shows_a_label_or_group_change_as_an_update_and_patches_the_
     after = [c for c in github.calls if c[0] == "ensure_scale_set"]  # type: ignore[attr-defined]
     assert len(after) == len(before) + 1  # the scale set is updated, not a new one made
     assert daemon.engine.sets["linux"].config.labels == ("gpu",)
+
+
+async def test_a_provider_taken_off_a_scale_set_has_its_idle_runners_listed_then_drained(
+    daemon: Daemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_floor = CONFIG.replace(
+        "    providers: [compute1, compute2]",
+        "    min_runners: 2\n    providers: [compute1, compute2]",
+    )
+    assert await daemon.cli("apply", write(daemon.directory, with_floor)) == 0
+    await daemon.engine.reconcile()
+    await daemon.engine.drain_tasks()
+    assert len(daemon.runner_names("compute1")) == 2, "pack: the reserve is on compute1"
+    for name in daemon.runner_names("compute1"):
+        daemon.github.start_runner(name, busy=False)  # connected and idle
+    await daemon.engine.reconcile()
+    capsys.readouterr()
+    path = write(daemon.directory, with_floor.replace("[compute1, compute2]", "[compute2]"))
+    assert await daemon.cli("apply", path, "--dry-run") == 0
+    assert outputs(capsys)[0].splitlines() == [
+        "- scale_sets[linux].providers[compute1] (its runners there: 2 idle drained and replaced)",
+        "not applied (--dry-run)",
+    ]
+    assert await daemon.cli("apply", path) == 0
+    for _ in range(4):  # one replaced a pass, as an outdated runner is
+        await daemon.engine.reconcile()
+        await daemon.engine.drain_tasks()
+    assert daemon.runner_names("compute1") == [], "nothing idle is left where it is not listed"
+    assert len(daemon.runner_names("compute2")) == 2, "the reserve is kept on compute2"

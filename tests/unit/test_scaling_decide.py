@@ -153,3 +153,15 @@ def test_the_graces_are_configurable_and_default_to_start_timeout() -> None:
     starting = replace(IDLE, state=RunnerState.STARTING, connected=False, created_at=NOW - 100)
     removal = decide_one(starting, CONFIG, "r1", NOW, Timing(never_connected_grace=60))
     assert removal is not None and removal.reason is RemovalReason.NEVER_CONNECTED
+
+
+def test_an_idle_runner_on_a_provider_taken_off_the_scale_sets_list_is_drained_and_replaced() -> (
+    None
+):
+    moved = replace(IDLE, name="on-b", provider="b")  # b was listed; the new list has only a
+    removal = decide_one(moved, CONFIG, "", NOW)
+    assert removal is not None and removal.reason is RemovalReason.DRAINED
+    assert removal.replacement and not removal.forced
+    busy = replace(moved, github=GitHubState.BUSY, state=RunnerState.BUSY)
+    assert decide_one(busy, CONFIG, "", NOW) is None, "a busy one finishes its job first"
+    assert decide_one(IDLE, CONFIG, "r1", NOW) is None, "one on a listed provider stays"
