@@ -27,7 +27,8 @@ from rungar.config.paths import base_of, resolve_path
 from rungar.config.problems import START, Mark, Problems
 from rungar.errors import ConfigError
 from rungar.model.units import format_bytes, parse_bytes, parse_duration
-from runnerd.admission.model import Margin, Policy
+from runnerd.admission.model import Margin, OverRun, Policy
+from runnerd.admission.predict import PredictionRules
 
 GiB = 1024**3
 MiB = 1024**2
@@ -90,6 +91,7 @@ class HostConfig:
     cpu_wait_forget: float = 300.0  # a scale set that stops asking has left the queue
     held_window: float = 86400.0  # refusals kept to charge the jobs they held back
     hold_for: float = 7 * 86400.0
+    over_run: OverRun = OverRun.RECENT  # what a run past its reservation holds (docs/admission.md)
     history_window: float = 30 * 86400.0
     reread: float = 60.0
     dashboard_recent: float = 300.0  # the overview charts each runner's last 5 minutes
@@ -147,6 +149,14 @@ class RunnerdConfig:
     sizing: SizingConfig
     profiles: Mapping[str, Profile]
     file: str = "runnerd.toml"
+
+
+def prediction_rules(config: RunnerdConfig) -> PredictionRules:
+    """What measured admission's predictions read of the config: [sizing] margin and
+    min_jobs, [host] hold_for and over_run."""
+    return PredictionRules(
+        config.sizing.margin, config.sizing.min_jobs, config.host.hold_for, config.host.over_run
+    )
 
 
 HOST_SIZES = ("memory_max", "mirror_memory", "disk_reserve", "disk_per_runner", "margin_min")
@@ -326,6 +336,8 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
                 values[key] = _positive(_number(value))
             elif key == "admission":
                 values[key] = Policy(value)
+            elif key == "over_run":
+                values[key] = OverRun(value)
             elif key == "runtime":
                 values[key] = RuntimeKind(value)
             elif key == "isolation":
@@ -642,6 +654,8 @@ def _sentence(key: str, error: ValueError) -> str:
     text = str(error)
     if key in ("admission",):
         return f"{text}; use caps or measured"
+    if key == "over_run":
+        return f"{text}; use recent or window"
     if key == "runtime":
         return f"{text}; use process or docker"
     if key == "isolation":

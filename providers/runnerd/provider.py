@@ -55,8 +55,7 @@ from runnerd.admission import (
 )
 from runnerd.admission.admit import fits_beside
 from runnerd.admission.model import Admit, Decided, Run
-from runnerd.admission.predict import PredictionRules
-from runnerd.config import Profile, RunnerdConfig
+from runnerd.config import Profile, RunnerdConfig, prediction_rules
 from runnerd.events import EventLog
 from runnerd.figures import HeldSpan, held_back, queued_by_our_clock
 from runnerd.history import History, JobEnd, JobStart, JobTimes
@@ -227,7 +226,7 @@ class RunnerdProvider:
         self.slice_cpus = slice_cpus
         self.limits = limits_of(config, memory_max, slice_cpus)
         host = config.host
-        rules = PredictionRules(config.sizing.margin, config.sizing.min_jobs, host.hold_for)
+        rules = prediction_rules(config)
         self.predictor = Predictor(rules, host.history_window, host.reread)
         self.readings = Readings()
         self.guard = GuardState()
@@ -259,7 +258,7 @@ class RunnerdProvider:
         self.set_slice(memory_max, slice_cpus)
         self.limits = limits_of(config, memory_max, slice_cpus)
         host = config.host
-        rules = PredictionRules(config.sizing.margin, config.sizing.min_jobs, host.hold_for)
+        rules = prediction_rules(config)
         if rules != self.predictor.rules:  # a reload changed [sizing]: read the history again
             self.predictor = Predictor(rules, host.history_window, host.reread)
         log.info("runnerd.reconfigured", profiles=changed)

@@ -235,3 +235,19 @@ def test_the_documentations_examples_pass_check_config_without_a_docker_engine(
             assert f"warning: no Docker Engine answers at {tmp_path}/none.sock" in err
     # Without a MemoryMax, measured admission has no budget: that one is a problem.
     assert runnerd_main(["check-config", "-c", str(tmp_path / "measured.toml")]) == 2
+
+
+def test_an_over_run_holds_among_the_recent_runs_unless_over_run_says_window() -> None:
+    from runnerd.admission.model import OverRun
+    from runnerd.config import prediction_rules
+
+    assert prediction_rules(parse_config(EXAMPLE)).over_run is OverRun.RECENT
+    window = parse_config(
+        EXAMPLE.replace('runtime = "process"', 'runtime = "process"\nover_run = "window"')
+    )
+    assert prediction_rules(window).over_run is OverRun.WINDOW
+    with pytest.raises(ConfigError) as e:
+        parse_config(
+            EXAMPLE.replace('runtime = "process"', 'runtime = "process"\nover_run = "all"')
+        )
+    assert re.search(r":6:\d+: host\.over_run: .*use recent or window", str(e.value)), str(e.value)

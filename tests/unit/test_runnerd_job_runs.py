@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from runnerd.admission.job_runs import JobRuns
-from runnerd.admission.model import CANCELLED, FAILURE, SUCCESS, Margin, Run
+from runnerd.admission.model import CANCELLED, FAILURE, SUCCESS, Margin, OverRun, Run
 from runnerd.admission.predict import PredictionRules, job_facts
 
 G = 1024**3
 DAY = 86400.0
 CAP = 8 * G
 RULES = PredictionRules(Margin(15.0), min_jobs=5, hold_for=2 * DAY)
+WINDOW_RULES = replace(RULES, over_run=OverRun.WINDOW)  # the over-run held over the window
 
 a_run = st.builds(
     lambda gap, result, peak, cpu, hit, killed, reserved: (
@@ -50,7 +53,8 @@ def test_the_index_answers_the_scan_for_every_window_and_time(
         for share in shares:  # windows and times moving both ways, as a clock may
             now = share * (end + 3 * DAY)
             start = index.window_start(now - 4 * DAY)
-            assert index.facts(start, RULES, now) == job_facts(runs[start:n], RULES, now)
+            for rules in (RULES, WINDOW_RULES):
+                assert index.facts(start, rules, now) == job_facts(runs[start:n], rules, now)
 
 
 def test_the_index_answers_the_scan_after_a_trim() -> None:
@@ -124,3 +128,20 @@ def test_a_trim_past_the_last_cap_hit_ends_its_hold() -> None:
     index.keep_last(6)  # the hit was the third run
     assert not index.facts(0, RULES, now).on_hold
     assert index.facts(0, RULES, now) == job_facts(runs[-6:], RULES, now)
+
+
+def test_the_index_answers_the_scan_for_an_over_run_leaving_the_recent_runs() -> None:
+    # A heavy run past its reservation, then light ones: it leaves the last 20 successes (and
+    # takes the largest peak held beside it along) at the 21st, while still within hold_for.
+    heavy = Run(0.0, SUCCESS, 6 * G, CAP, 1.0, False, False, 2 * G)
+    runs = [heavy, *(Run(600.0 * i, SUCCESS if i % 5 else FAILURE, G, CAP) for i in range(1, 40))]
+    index = JobRuns()
+    seen = set()
+    for n, run in enumerate(runs, 1):
+        index.append(run)
+        now = run.finished_at + 60
+        for rules in (RULES, WINDOW_RULES):
+            facts = index.facts(0, rules, now)
+            assert facts == job_facts(runs[:n], rules, now)
+            seen.add((rules.over_run, facts.over_peak, facts.over_own))
+    assert (OverRun.RECENT, None, G) in seen and (OverRun.WINDOW, 6 * G, 6 * G) in seen

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from runnerd.admission.model import CANCELLED, FAILURE, SUCCESS, Margin, Run
+from dataclasses import replace
+
+from runnerd.admission.job_runs import JobRuns
+from runnerd.admission.model import CANCELLED, FAILURE, SUCCESS, Margin, OverRun, Run
 from runnerd.admission.predict import (
     PredictionRules,
     ProfileStats,
@@ -207,3 +210,40 @@ def test_a_runner_before_its_job_is_known_reserves_the_largest_queued_prediction
     top = largest([light, heavy], queued=2)
     assert top.memory == 10 * G
     assert top.basis.startswith("the largest prediction of its scale set's 2 queued jobs")
+
+
+# "A run that went past what it reserved, cancelled or not, has its job reserve the larger of its
+# recent runs' largest peak and that run's while that run is among its recent runs, 7 days at
+# most." Its recent runs: its last 20 successful runs (or min_jobs when more), failed among them.
+SEED_RULES = PredictionRules(margin=Margin(15.0), min_jobs=10)
+
+
+def test_an_over_run_reserves_the_larger_of_its_recent_runs_peak_not_a_peak_25_days_old() -> None:
+    old = Run(NOW - 25 * DAY, SUCCESS, peak=6 * G, cap=CAP)
+    newer = runs([2.0] * 20, start=NOW - 20 * DAY)
+    over = Run(NOW - DAY, SUCCESS, peak=int(2.6 * G), cap=CAP, reserved=int(2.5 * G))
+    history = [old, *newer, over]
+    memory, basis = predict_memory(history, PROFILE, CAP, SEED_RULES, NOW)
+    assert memory == round_up(int(2.6 * G)) == int(2.75 * G)
+    assert basis == "its job's largest recent peak, as a run went past what it reserved"
+    # The index the daemon and the replay keep says the same.
+    assert JobRuns(history).facts(0, SEED_RULES, NOW).over_own == int(2.6 * G)
+    # over_run = "window": the largest peak of the whole window, the 6G run 25 days old.
+    window = replace(SEED_RULES, over_run=OverRun.WINDOW)
+    assert predict_memory(history, PROFILE, CAP, window, NOW)[0] == 6 * G
+
+
+def test_an_over_run_no_longer_among_the_recent_runs_is_not_held_within_the_seven_days() -> None:
+    over = Run(NOW - 3 * DAY, SUCCESS, peak=int(4.5 * G), cap=CAP, reserved=int(2.5 * G))
+    newer = runs([2.0] * 65, start=NOW - 2 * DAY)
+    history = [over, *newer]
+    memory, basis = predict_memory(history, PROFILE, CAP, SEED_RULES, NOW)
+    assert memory == round_up(int(2.0 * G * 1.15)) == int(2.5 * G)
+    assert basis == "the p95 peak of its job's last 20 runs + the margin"
+    assert JobRuns(history).facts(0, SEED_RULES, NOW).over_peak is None
+    # While it is among the last 20 it is held: 19 newer runs.
+    held = [over, *newer[:19]]
+    assert predict_memory(held, PROFILE, CAP, SEED_RULES, NOW)[0] == int(4.5 * G)
+    window = replace(SEED_RULES, over_run=OverRun.WINDOW)
+    assert predict_memory(history, PROFILE, CAP, window, NOW)[0] == int(4.5 * G)
+    assert JobRuns(history).facts(0, window, NOW).over_peak == int(4.5 * G)

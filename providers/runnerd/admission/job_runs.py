@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
-from runnerd.admission.model import Run
+from runnerd.admission.model import OverRun, Run
 from runnerd.admission.predict import (
     CLEAN_RUNS,
     JobFacts,
@@ -169,7 +169,7 @@ class JobRuns:
         if not self.ordered:
             return job_facts(self.runs[start:], rules, now)
         on_hold = self._on_hold(start, now, rules.hold_for)
-        over_peak = self._over_peak(start, now, rules.hold_for)
+        over_peak = self._over_peak(self._held_from(start, rules), now, rules.hold_for)
         memo = self._memo
         if memo is not None and memo[0] == start and memo[1] is rules:
             facts = memo[2]
@@ -196,6 +196,7 @@ class JobRuns:
             recent_runs = len(window)
             recent_p95 = window[math.ceil(0.95 * recent_runs) - 1]
         own = self._own.largest_from(start)
+        over_own = self._own.largest_from(self._held_from(start, rules))
         cpu_runs, cpu_p95, cpu_max = self._cpu_facts(start, rules.min_jobs)
         return JobFacts(
             runs=n - start,
@@ -207,10 +208,24 @@ class JobRuns:
             recent_runs=recent_runs,
             own=int(own) if own is not None else 0,
             over_peak=over_peak,
+            over_own=int(over_own) if over_own is not None else 0,
             cpu_runs=cpu_runs,
             cpu_p95=cpu_p95,
             cpu_max=cpu_max,
         )
+
+    def _held_from(self, start: int, rules: PredictionRules) -> int:
+        """Where the runs a run past its reservation is held among begin: its recent runs
+        (from the oldest of the last max(20, min_jobs) successes) by default, the window's
+        start under ``over_run = "window"``."""
+        if rules.over_run is not OverRun.RECENT:
+            return start
+        recent = recent_successes(rules)
+        first = bisect.bisect_left(self._success_at, start)
+        if len(self._success_at) - first < recent:
+            return start
+        since = self.ends[self._success_at[-recent]]
+        return max(start, bisect.bisect_left(self.ends, since))
 
     def _on_hold(self, start: int, now: float, hold_for: float) -> bool:
         hit = self._last_hit

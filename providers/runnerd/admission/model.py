@@ -18,6 +18,18 @@ class Policy(StrEnum):
     MEASURED = "measured"
 
 
+class OverRun(StrEnum):
+    """``[host] over_run``: what a run past what it reserved has its job reserve.
+
+    ``recent`` (the default): the larger of its recent runs' largest peak and that run's,
+    while that run is among its recent runs, ``hold_for`` at most. ``window``: the larger of
+    the job's largest peak of the whole history window and that run's, for ``hold_for``,
+    whatever newer runs came (docs/admission.md, "A run past what it reserved")."""
+
+    RECENT = "recent"
+    WINDOW = "window"
+
+
 @dataclass(frozen=True, slots=True)
 class Margin:
     """``[sizing] margin``: a percent of the peak (``15``) or a size (``"512M"``)."""

@@ -13,7 +13,11 @@ Memory, in the documented order:
 - no runs: the profile's largest peak plus the margin (a new workflow may be the heaviest);
 - without min_jobs runs of the profile, or when every run of the job was cancelled: the cap;
 - a run that went past what it reserved has its job reserve the larger of its recent runs'
-  largest peak and that run's while it is among them, 7 days at most.
+  largest peak and that run's while it is among them, 7 days at most. Its recent runs are the
+  ones the p95 reads: from the oldest of its last 20 successful runs (or min_jobs when that is
+  more) on, failed ones among them; all of its runs while it has fewer successes. With
+  ``[host] over_run = "window"`` it reserves the larger of the job's largest peak of the whole
+  window and that run's, for 7 days, whatever newer runs came.
 A prediction never exceeds the cap: the container cannot hold more.
 
 CPU: the same tiers over average CPU (CPU time ÷ run time), without a margin, in 0.1 CPU steps.
@@ -26,7 +30,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from runnerd.admission.model import Margin, Prediction, Run
+from runnerd.admission.model import Margin, OverRun, Prediction, Run
 
 GRANULE = 256 * 1024**2
 CPU_GRANULE = 0.1
@@ -83,6 +87,7 @@ class PredictionRules:
     margin: Margin = field(default_factory=Margin)
     min_jobs: int = 10
     hold_for: float = 7 * 86400.0
+    over_run: OverRun = OverRun.RECENT
 
 
 def on_cap_hold(runs: Sequence[Run], now: float, hold_for: float) -> bool:
@@ -116,7 +121,11 @@ class JobFacts:
     recent_p95: int = 0  # with min_jobs successes: the p95 of the recent counted peaks
     recent_runs: int = 0  # how many counted runs that p95 is over
     own: int = 0  # the largest counted peak
-    over_peak: int | None = None  # the largest peak of a run past its reservation, recently
+    # The largest peak of a run past its reservation within hold_for (and, by the default
+    # rule, among its recent runs), and the largest counted peak its reservation is held to
+    # beside it: of the recent runs by default, of the whole window under over_run = "window".
+    over_peak: int | None = None
+    over_own: int = 0
     cpu_runs: int = 0  # successful runs with an average CPU
     cpu_p95: float = 0.0  # their p95, with min_jobs of them
     cpu_max: float = 0.0
@@ -142,9 +151,14 @@ def job_facts(runs: Sequence[Run], rules: PredictionRules, now: float) -> JobFac
         window = [r.counted_peak for r in counted if r.finished_at >= oldest]
         recent_p95, recent_runs = int(p95(window)), len(window)
     # A run past its reservation counts cancelled or not: a cancel ends it after it went past.
+    # By default only while it is among the job's recent runs, held beside their largest peak.
+    held = runs
+    if rules.over_run is OverRun.RECENT and len(successes) >= recent_successes(rules):
+        since = successes[-recent_successes(rules)].finished_at
+        held = [r for r in runs if r.finished_at >= since]
     over = [
         r.peak
-        for r in runs
+        for r in held
         if r.reserved is not None and r.peak > r.reserved and now - r.finished_at <= rules.hold_for
     ]
     averages = [r.avg_cpu for r in runs if r.succeeded and r.avg_cpu is not None]
@@ -158,6 +172,7 @@ def job_facts(runs: Sequence[Run], rules: PredictionRules, now: float) -> JobFac
         recent_runs=recent_runs,
         own=max((r.counted_peak for r in counted), default=0),
         over_peak=max(over) if over else None,
+        over_own=max((r.counted_peak for r in held if not r.cancelled or r.met_cap), default=0),
         cpu_runs=len(averages),
         cpu_p95=p95(averages) if len(averages) >= rules.min_jobs and averages else 0.0,
         cpu_max=max(averages, default=0.0),
@@ -201,7 +216,7 @@ def memory_from_facts(
         why = "as another copy runs beside it" if beside else f"of {job.counted} runs"
         basis = f"the larger of its profile's p95 and its job's largest peak {why} + the margin"
     if job.over_peak is not None:
-        largest = round_up(max(job.own, job.over_peak))
+        largest = round_up(max(job.over_own, job.over_peak))
         if largest > memory:
             memory = largest
             basis = "its job's largest recent peak, as a run went past what it reserved"

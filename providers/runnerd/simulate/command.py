@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from runnerd.admission import Limits, PredictionRules
-from runnerd.config import RunnerdConfig
+from runnerd.config import RunnerdConfig, prediction_rules
 from runnerd.simulate.parallel import replay_all
 from runnerd.simulate.replay import replayable
 from runnerd.simulate.rows import ProfileShape, ReplayResult
@@ -51,7 +51,7 @@ def limits_of(config: RunnerdConfig, memory_max: int) -> Limits:
 
 
 def rules_of(config: RunnerdConfig) -> PredictionRules:
-    return PredictionRules(config.sizing.margin, config.sizing.min_jobs, config.host.hold_for)
+    return prediction_rules(config)
 
 
 def simulate(
