@@ -30,11 +30,15 @@ class HeldSpan:
 
 
 def held_back(spans: Iterable[HeldSpan], since: float, until: float) -> dict[str, float]:
-    """Seconds of ``[since, until]`` the spans cover, per kind: how long a job queued at
-    ``since`` whose runner started at ``until`` was held back by this host's refusals."""
+    """How long a job queued at ``since`` whose runner started at ``until`` was held back by
+    this host's refusals, per kind: each refusal from ``since`` on, until the next ask or
+    ``until``. A refusal before the job queued was for other jobs: none of its stretch is
+    charged to this one, so a job admitted at its first ask is charged nothing."""
     out = {"slot": 0.0, "host": 0.0, "cpu": 0.0}
     for span in spans:
-        overlap = min(span.end, until) - max(span.start, since)
+        if span.start < since:
+            continue
+        overlap = min(span.end, until) - span.start
         if overlap > 0:
             out[span.kind] = out.get(span.kind, 0.0) + overlap
     return out

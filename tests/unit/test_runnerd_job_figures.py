@@ -55,6 +55,29 @@ async def test_a_jobs_slot_wait_counts_the_refusals_after_it_queued_not_an_earli
     assert (row["github_queued_at"], row["github_started_at"]) == (t0 + 48, t0 + 50)
 
 
+async def test_a_job_admitted_at_its_first_ask_is_charged_nothing_while_an_old_refusal_is_open(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, runtime, clock = setup
+    t0 = clock.now()
+    for name in ("a", "b"):
+        assert isinstance(await provider.create(request(name, scale_set="jvm")), Created)
+    clock.set(t0 + 1)
+    assert isinstance(await provider.create(request("c", "jvm", (hint("early", t0 + 1),))), Refusal)
+    # The early job goes elsewhere; its refusal is still the scale set's last here when a new
+    # job queues at t0+44 and its runner is admitted at the first ask, at t0+48.
+    runtime.usage["a"] = Usage(memory=G, held=G, cpu_seconds=1.0, exited=True, exit_code=0)
+    clock.set(t0 + 48)
+    await Sampler(provider, clock).tick()
+    fresh(provider, clock)
+    assert isinstance(await provider.create(request("d", "jvm", (hint("late", t0 + 44),))), Created)
+    clock.set(t0 + 50)
+    await provider.update_runner("d", hint("late", t0 + 44, t0 + 50))
+    row = provider.history.job("late")
+    assert row is not None and row["queued_at"] == t0 + 44
+    assert row["slot_wait"] == 0.0  # not "held back 4s by this host for a slot"
+
+
 async def test_a_job_held_back_through_refusals_and_admissions_of_others_is_charged_all_of_it(
     setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
 ) -> None:
@@ -143,9 +166,10 @@ async def test_a_queue_entry_rungar_stopped_asking_for_is_forgotten(
     assert status(provider)["queue"] == [] and provider.waiting == {}
 
 
-def test_held_back_counts_only_the_part_of_each_refusal_between_queue_and_start() -> None:
+def test_held_back_counts_each_refusal_from_the_queue_time_on_until_the_runners_start() -> None:
     spans = [HeldSpan(0, 10, "slot"), HeldSpan(10, 20, "host"), HeldSpan(30, 40, "slot")]
-    assert held_back(spans, 5, 35) == {"slot": 10.0, "host": 10.0, "cpu": 0.0}
+    # The refusal at 0 came before the job queued at 5: it held other jobs back, not this one.
+    assert held_back(spans, 5, 35) == {"slot": 5.0, "host": 10.0, "cpu": 0.0}
     assert held_back(spans, 50, 60) == {"slot": 0.0, "host": 0.0, "cpu": 0.0}
 
 
