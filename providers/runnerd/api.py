@@ -35,6 +35,15 @@ from runnerd.provider import RunnerdProvider
 
 MAX_WAIT = 60.0  # the longest a GET /events waits for a new event
 
+# A queue entry's kind as the status line says it: "jvm waits for a slot since 12:00:04".
+QUEUE_PHRASES = {
+    "slots": "a slot",
+    "memory": "memory (MemoryMax)",
+    "host": "the host's memory",
+    "cpu": "CPU",
+    "disk": "disk",
+}
+
 
 def status(provider: RunnerdProvider) -> dict[str, Any]:
     """The daemon's live view, as runnerctl status prints it."""
@@ -76,7 +85,13 @@ def status(provider: RunnerdProvider) -> dict[str, Any]:
         # Scale sets this host refuses while a job they were refused for has not started;
         # ``since``: the first of these refusals, runnerd's clock (docs/runnerd.md).
         "queue": [
-            {"scale_set": name, "since": w.first, "kind": w.kind, "why": w.why}
+            {
+                "scale_set": name,
+                "since": w.first,
+                "kind": w.resource,
+                "waits_for": QUEUE_PHRASES.get(w.resource, w.resource),
+                "why": w.why,
+            }
             for name, w in provider.queue(now).items()
         ],
         "runners": [

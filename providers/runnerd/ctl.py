@@ -64,6 +64,7 @@ def render_status(status: dict[str, Any]) -> str:
     for key in ("host", "cpu"):
         if status.get(key):
             lines.append(status[key])
+    lines.extend(queue_lines(status.get("queue") or []))
     runners = status["runners"]
     if not runners:
         lines.append("no runners")
@@ -86,6 +87,18 @@ def render_status(status: dict[str, Any]) -> str:
     for row in rows:
         lines.append("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return "\n".join(lines)
+
+
+def queue_lines(queue: list[dict[str, Any]]) -> list[str]:
+    """The scale sets this host refuses while they wait (docs/runnerd.md), one line each, as
+    the dashboard's Queue lists them; "nothing waits" when none does."""
+    if not queue:
+        return ["queue: nothing waits"]
+    return [
+        f"queue: {q['scale_set']} waits for {q['waits_for']} since "
+        f"{time.strftime('%H:%M:%S', time.localtime(q['since']))}: {q['why']}"
+        for q in queue
+    ]
 
 
 def doctor_config(path: str) -> RunnerdConfig:

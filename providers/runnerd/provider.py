@@ -137,15 +137,26 @@ class HostedRunner:
         )
 
 
+# What a queue entry waits for, by the last refusal's resource and wait (one word each side).
+WAITS_FOR = {"host": "host", "cpu": "cpu"}  # else the resource: slots, memory (MemoryMax), disk
+
+
+def waits_for(resource: str, wait: str) -> str:
+    """The queue entry's kind, as the refusal's sentence says it: ``slots``, ``memory`` (the
+    slice's MemoryMax), ``host`` (the host's memory), ``cpu`` or ``disk``."""
+    return WAITS_FOR.get(wait, resource)
+
+
 @dataclass
 class Waiting:
     """How long a scale set has been refused, split by what held it (slot, host, CPU)."""
 
     first: float
     last: float
-    kind: str
+    kind: str  # which wait the time counts toward: slot (slots or MemoryMax), host, cpu
     spent: dict[str, float] = field(default_factory=lambda: {"slot": 0.0, "host": 0.0, "cpu": 0.0})
     why: str = ""  # the last refusal's sentence, for the dashboard's queue
+    resource: str = ""  # what the last refusal ran out of, as :func:`waits_for` says it
     # The jobs the last refused create listed: the scale set waits for them; once each has
     # started on a runner here, nothing waits and the entry ends.
     jobs: set[str] = field(default_factory=set)
@@ -378,6 +389,7 @@ class RunnerdProvider:
             self.metrics.refusals.labels(profile.name, decision.resource).inc()
             self._note_wait(request.scale_set, now, decision.wait)
             self.waiting[request.scale_set].why = decision.message
+            self.waiting[request.scale_set].resource = waits_for(decision.resource, decision.wait)
             self.waiting[request.scale_set].jobs = {h.job_id for h in request.job_hints if h.job_id}
             log.info(
                 "runner.refused",

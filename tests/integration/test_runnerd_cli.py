@@ -104,6 +104,10 @@ async def test_runnerd_serves_and_runnerctl_reads_it(tmp_path: Path) -> None:
         assert status.stdout.splitlines()[0] == "budget: 512M of 1G reserved (caps), 512M free"
         assert status.stdout.splitlines()[1].startswith("host: ")
         assert "octo/app ci/build" in status.stdout
+        # The refused scale set waits in the queue, as the dashboard's Queue lists it.
+        (waits,) = [line for line in status.stdout.splitlines() if line.startswith("queue: ")]
+        assert waits.startswith("queue: node waits for a slot since ")
+        assert waits.endswith(f": {full.message}")
 
         job = await asyncio.to_thread(runnerctl, config, "job", "4242")
         assert job.returncode == 0, job.stderr

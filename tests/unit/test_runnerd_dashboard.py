@@ -430,7 +430,8 @@ async def test_status_lists_a_refused_scale_set_in_the_queue_with_the_refusal_se
         assert waiting == {
             "scale_set": "jvm",
             "since": clock.now(),
-            "kind": "slot",
+            "kind": "slots",
+            "waits_for": "a slot",
             "why": refused.message,
         }
     finally:

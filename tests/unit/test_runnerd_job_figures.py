@@ -154,6 +154,21 @@ async def test_the_queue_empties_once_the_jobs_it_was_refused_for_have_started(
     assert status(provider)["queue"] == []
 
 
+async def test_a_queue_entrys_kind_says_what_its_refusal_says_ran_out(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, _, clock = setup
+    for name in ("a", "b", "c", "d"):  # node: 4 runners at their 7G caps in 33G
+        assert isinstance(await provider.create(request(name)), Created)
+    refused = await provider.create(request("e", "node", (hint("j1"),)))
+    assert isinstance(refused, Refusal) and refused.resource == "memory"
+    (entry,) = status(provider)["queue"]
+    assert (entry["kind"], entry["waits_for"]) == ("memory", "memory (MemoryMax)")
+    assert entry["why"] == refused.message
+    # Its time still counts as a wait for a slot: sizing's slots or the budget.
+    assert provider.waiting["node"].kind == "slot"
+
+
 async def test_a_queue_entry_rungar_stopped_asking_for_is_forgotten(
     setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
 ) -> None:

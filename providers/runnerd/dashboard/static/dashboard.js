@@ -220,7 +220,7 @@ function drawOverview(s) {
 
   const queue = document.getElementById("queue");
   queue.replaceChildren(...s.queue.map(q => el("li", {"data-scale-set": q.scale_set},
-    el("strong", {text: q.scale_set}), ` waits for ${q.kind} since ${clock(q.since)}: `, q.why)));
+    el("strong", {text: q.scale_set}), ` waits for ${q.waits_for} since ${clock(q.since)}: `, q.why)));
   document.getElementById("no-queue").hidden = s.queue.length > 0;
 }
 
