@@ -6,10 +6,10 @@ the clock or a file. ``runnerctl jobs`` and ``job``, the TUI, the dashboard's jo
 
 Two clocks meet here. runnerd's clock stamps what runnerd saw (its runner's start, the job's
 start as Rungar told it, the runner's end); GitHub's clock stamps what GitHub saw (the job
-queued, a runner took it, it finished), which Rungar passes on with the job. A job's queue
-time is moved onto runnerd's clock through its start, which both clocks saw: ``queued`` =
-``job_started_at - (github_started_at - github_queued_at)``, so a host whose clock is off
-GitHub's by minutes still measures waits by one clock.
+queued, a runner took it, it finished), which Rungar passes on with the job. runnerd keeps every
+time on its own clock: a job's queue time is GitHub's converted once, as runnerd first hears of
+the job, by the offset its hint carries (Rungar's clock less GitHub's, measured as GitHub's
+message of the job came), so no wait is ever one clock's time less the other's.
 """
 
 from __future__ import annotations
@@ -44,13 +44,32 @@ def held_back(spans: Iterable[HeldSpan], since: float, until: float) -> dict[str
     return out
 
 
+def converted(github_time: float, offset: float | None) -> float | None:
+    """A GitHub time on Rungar's clock (which runnerd's keeps with), by the offset its hint
+    carries; None without either."""
+    if github_time > 0 and offset is not None:
+        return github_time + offset
+    return None
+
+
 def queued_by_our_clock(
-    github_queued: float, github_started: float, started: float, first_listed: float | None
+    github_queued: float,
+    github_started: float,
+    started: float,
+    first_listed: float | None,
+    first_converted: float | None = None,
+    offset: float | None = None,
 ) -> float | None:
-    """When a job was queued, by runnerd's clock: GitHub's queue time moved by the job's start
-    (``started`` on runnerd's clock, ``github_started`` on GitHub's), else GitHub's queue time
-    as it is, else when a create first listed it here; None when none is known. Never after
-    ``started``."""
+    """When a job was queued, by runnerd's clock, never after ``started``: its queue time as
+    converted when runnerd first heard of it (``first_converted``), else converted now by the
+    ``offset`` its hint carries; from a Rungar that measures no offset, GitHub's queue time moved
+    by the job's start (``started`` on runnerd's clock, ``github_started`` on GitHub's), else as
+    it is; else when a create first listed it here; None when none is known."""
+    if first_converted is not None:
+        return min(first_converted, started)
+    now_converted = converted(github_queued, offset)
+    if now_converted is not None:
+        return min(now_converted, started)
     if github_queued > 0 and github_started >= github_queued:
         return started - (github_started - github_queued)
     if github_queued > 0:

@@ -57,7 +57,7 @@ from runnerd.admission.admit import fits_beside
 from runnerd.admission.model import Admit, Decided, Run
 from runnerd.config import Profile, RunnerdConfig, prediction_rules
 from runnerd.events import EventLog
-from runnerd.figures import HeldSpan, held_back, queued_by_our_clock
+from runnerd.figures import HeldSpan, converted, held_back, queued_by_our_clock
 from runnerd.history import History, JobEnd, JobStart, JobTimes
 from runnerd.metrics import LiveFigures, RunnerdMetrics, SliceCounters
 from runnerd.outcome import Ending, recorded_result, waits_for_exit
@@ -247,6 +247,9 @@ class RunnerdProvider:
         # are the part of them between its queue time and its runner's start.
         self.held: dict[str, list[HeldSpan]] = {}
         self.first_listed: dict[str, float] = {}  # job id: when a create first listed it
+        # job id: its queue time on runnerd's clock, GitHub's converted by its hint's offset
+        # when runnerd first heard of it (docs/runnerd.md, "Every figure, defined once")
+        self.queued_here: dict[str, float] = {}
         self.sample_listeners: list[Callable[[HostedRunner], None]] = []
         self._open_hold: dict[str, tuple[float, str]] = {}  # scale set: (last refusal, kind)
         self.events: EventLog | None = None  # the daemon's; None in tools and some tests
@@ -609,7 +612,12 @@ class RunnerdProvider:
         state.cpu_at_job = state.cpu_seconds
         state.peak_cpu = 0.0  # the job's peak, as its chart from its start shows it
         queued = queued_by_our_clock(
-            job.queued_at, job.started_at, now, self.first_listed.get(job.job_id)
+            job.queued_at,
+            job.started_at,
+            now,
+            self.first_listed.get(job.job_id),
+            self.queued_here.get(job.job_id),
+            job.clock_offset,
         )
         self._left_queue(job.job_id)
         waits = held_back(
@@ -631,12 +639,19 @@ class RunnerdProvider:
         )
 
     def _note_listed(self, hints: Sequence[JobHint], now: float) -> None:
+        """When each job was first listed here and, once, its queue time converted onto
+        runnerd's clock by its hint's offset (never after now: it was queued before it was
+        listed)."""
         for hint in hints:
             if hint.job_id:
                 self.first_listed.setdefault(hint.job_id, now)
-        if len(self.first_listed) > LISTED_KEPT:  # jobs that went elsewhere: the oldest go
-            for job_id in list(self.first_listed)[: len(self.first_listed) - LISTED_KEPT]:
-                del self.first_listed[job_id]
+                at = converted(hint.queued_at, hint.clock_offset)
+                if at is not None and hint.job_id not in self.queued_here:
+                    self.queued_here[hint.job_id] = min(at, now)
+        for kept in (self.first_listed, self.queued_here):
+            if len(kept) > LISTED_KEPT:  # jobs that went elsewhere: the oldest go
+                for job_id in list(kept)[: len(kept) - LISTED_KEPT]:
+                    del kept[job_id]
 
     def _left_queue(self, job_id: str) -> None:
         """``job_id`` started (or ended) here: a scale set that waited only for it and the
@@ -644,6 +659,7 @@ class RunnerdProvider:
         if not job_id:
             return
         self.first_listed.pop(job_id, None)
+        self.queued_here.pop(job_id, None)
         now = self.clock.now()
         for name, waiting in list(self.waiting.items()):
             if job_id in waiting.jobs:

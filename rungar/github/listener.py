@@ -19,7 +19,7 @@ not REST. The waits are :class:`GitHubTiming`; docs/github.md describes every ca
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
@@ -207,13 +207,14 @@ class Listener:
         while not self._stopping.is_set():
             cursor = await self._cursors.get_last_message_id(self.scale_set_id)
             message = await self.session.next_message(cursor, self._max_capacity)
+            received = self._clock.now()  # what the message's times are measured against
             self._failures = 0  # a poll that answered (even "nothing new") is a good turn
             self.error = ""
             if message is None:
                 if self.last_demand is not None:
                     await self._deliver_demand(self.last_demand)
             else:
-                await self._handle(message, cursor)
+                await self._handle(message, cursor, received)
 
     async def _publish_if_present(self, stats: Statistics | None, where: str) -> None:
         """Publish ``stats``; without them the previous statistics stand (logged once)."""
@@ -231,7 +232,7 @@ class Listener:
         if self.last_demand is not None:
             await self._deliver_demand(self.last_demand)
 
-    async def _handle(self, message: Message, cursor: int) -> None:
+    async def _handle(self, message: Message, cursor: int, received: float) -> None:
         assert self.session is not None
         if message.message_id <= cursor:
             await self.session.ack(
@@ -261,21 +262,22 @@ class Listener:
                 offered=len(available),
                 acquired=len(acquired),
             )
+        offset = clock_offset(message.jobs, received)
         for job in message.jobs:
             kind = self._tracker.accept(job)
             if kind is not None:
-                await self._deliver_job(self._event(job, kind))
+                await self._deliver_job(self._event(job, kind, offset))
         await self._cursors.set_last_message_id(self.scale_set_id, message.message_id)
         self.messages_handled += 1
         await self._publish_if_present(message.statistics, "message")
         await self.session.ack(message.message_id)
 
-    def _event(self, job: JobMessage, kind: JobEventKind) -> JobEvent:
+    def _event(self, job: JobMessage, kind: JobEventKind, offset: float | None) -> JobEvent:
         return JobEvent(
             kind=kind,
             scale_set=self.config.name,
             job_id=job.key,
-            hint=job_hint(job),
+            hint=job_hint(job, offset),
             runner_name=job.runner_name,
             runner_id=job.runner_id,
             conclusion=conclusion_from_github(job.result),
@@ -310,8 +312,25 @@ class Listener:
             )
 
 
-def job_hint(job: JobMessage) -> JobHint:
-    """What the job's runner's provider is told of it: where it comes from and which run."""
+def clock_offset(jobs: Sequence[JobMessage], received: float) -> float | None:
+    """Rungar's clock less GitHub's, from a message that came at ``received``: its arrival less
+    the newest of GitHub's times in it (a long poll answers as a message is made, so the
+    newest time is GitHub's clock of about then). None when it carries no times."""
+    newest = max(
+        (
+            t
+            for j in jobs
+            for t in (j.queue_time, j.scale_set_assign_time, j.runner_assign_time, j.finish_time)
+            if t > 0
+        ),
+        default=0.0,
+    )
+    return received - newest if newest > 0 else None
+
+
+def job_hint(job: JobMessage, offset: float | None = None) -> JobHint:
+    """What the job's runner's provider is told of it: where it comes from and which run, and
+    ``offset``, Rungar's clock less GitHub's as measured by the message that brought it."""
     return JobHint(
         repository=f"{job.owner}/{job.repository}" if job.owner else job.repository,
         workflow=job.workflow,
@@ -322,4 +341,5 @@ def job_hint(job: JobMessage) -> JobHint:
         queued_at=job.queue_time,
         started_at=job.runner_assign_time,
         completed_at=job.finish_time,
+        clock_offset=offset,
     )

@@ -77,6 +77,10 @@ class JobHint:
     queued_at: float = 0.0
     started_at: float = 0.0
     completed_at: float = 0.0
+    # Rungar's clock less GitHub's (seconds), measured as GitHub's first message of the job
+    # came (its arrival less the newest of GitHub's times in it); None: not measured. A
+    # provider reads ``queued_at + clock_offset`` as the queue time on Rungar's clock.
+    clock_offset: float | None = None
 
 
 class Conclusion(StrEnum):

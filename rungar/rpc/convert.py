@@ -204,6 +204,8 @@ def hint_to_pb(hint: JobHint) -> Any:
         _set_timestamp(message.started_at, hint.started_at)
     if hint.completed_at > 0:
         _set_timestamp(message.completed_at, hint.completed_at)
+    if hint.clock_offset is not None:
+        message.clock_offset = hint.clock_offset
     return message
 
 
@@ -220,7 +222,16 @@ def hint_from_pb(message: Any) -> JobHint:
         queued.seconds + queued.nanos / 1e9,
         started.seconds + started.nanos / 1e9,
         completed.seconds + completed.nanos / 1e9,
+        _offset(message),
     )
+
+
+def _offset(message: Any) -> float | None:
+    """A hint's clock offset, untrusted: unset, or not a finite number, reads as not measured."""
+    if not message.HasField("clock_offset"):
+        return None
+    value = float(message.clock_offset)
+    return value if math.isfinite(value) else None
 
 
 class _LastHints:

@@ -592,3 +592,18 @@ async def test_creates_in_flight_count_as_runners_and_as_starting_alike(world: W
     text = render_status(document)
     assert "3 (1 busy, 2 starting)" in text
     assert "3 runners, 2 of them being created; the scale sets allow 10 between them." in text
+
+
+async def test_a_started_job_reaches_its_provider_with_the_clock_offset_measured_as_it_queued(
+    world: World,
+) -> None:
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    # GitHub's clock runs fast: the offset measured at its start message is 170 s smaller.
+    queued = JobHint("acme/api", "ci", "build", "j1", queued_at=9_000.0, clock_offset=-8_000.0)
+    world.engine.on_job_assigned("linux", "j1", queued)
+    started = replace(queued, started_at=9_180.0, clock_offset=-8_170.0)
+    world.engine.on_job_started("linux", "j1", name, started)
+    await world.engine.drain_tasks()
+    told = world.providers["compute1"].jobs[name]
+    assert (told.queued_at, told.started_at, told.clock_offset) == (9_000.0, 9_180.0, -8_000.0)

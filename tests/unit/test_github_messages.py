@@ -169,3 +169,18 @@ def test_githubs_two_words_for_each_conclusion_map_to_one_and_unknown_words_to_n
     ] * 2
     assert conclusion_from_github("timed_out") is Conclusion.TIMED_OUT
     assert conclusion_from_github("skipped") is None and conclusion_from_github("") is None
+
+
+def test_a_messages_clock_offset_is_its_arrival_less_the_newest_of_githubs_times_in_it() -> None:
+    from rungar.github.listener import clock_offset, job_hint
+
+    # GitHub's clock runs 60 times as fast as Rungar's: its times say nothing of Rungar's
+    # clock but the newest, made about as the long poll answered.
+    queued = JobMessage(kind="JobAssigned", job_id="j1", queue_time=9_000.0)
+    assigned = JobMessage(
+        kind="JobAssigned", job_id="j2", queue_time=8_000.0, scale_set_assign_time=9_060.0
+    )
+    assert clock_offset([queued, assigned], 1_000.5) == 1_000.5 - 9_060.0
+    assert clock_offset([JobMessage(kind="JobAssigned", job_id="j3")], 1_000.5) is None
+    hint = job_hint(assigned, -8_059.5)
+    assert (hint.queued_at, hint.clock_offset) == (8_000.0, -8_059.5)

@@ -139,3 +139,17 @@ def test_a_delete_without_a_removal_or_with_a_reason_from_a_newer_rungar_says_no
     newer.removal.reason = 99  # type: ignore[assignment]  # a value this side has no name for
     newer.removal.conclusion = pb.Removal.SUCCEEDED
     assert convert.removal_from_pb(newer) is None
+
+
+def test_a_job_hints_clock_offset_crosses_as_measured_and_unmeasured_stays_unset() -> None:
+    measured = JobHint("o/r", "ci", "test", "99", queued_at=1_700_000_000.0, clock_offset=-3.5)
+    wire = convert.hint_to_pb(measured).SerializeToString()
+    assert convert.hint_from_pb(pb.JobHint.FromString(wire)).clock_offset == -3.5
+    zero = convert.hint_to_pb(JobHint("o/r", "ci", "test", "99", clock_offset=0.0))
+    assert zero.HasField("clock_offset")  # a measured 0 is not "unset"
+    unmeasured = convert.hint_to_pb(JobHint("o/r", "ci", "test", "99"))
+    assert not unmeasured.HasField("clock_offset")
+    assert convert.hint_from_pb(unmeasured).clock_offset is None
+    # Untrusted: a peer's NaN or infinity reads as not measured.
+    odd = pb.JobHint(job_id="99", clock_offset=float("nan"))
+    assert convert.hint_from_pb(odd).clock_offset is None

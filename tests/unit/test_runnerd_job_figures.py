@@ -4,6 +4,8 @@ runner's idle time apart, and a queue that empties once the jobs it waited for h
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from runnerd.admission.model import HostReading, SliceReading
 from runnerd.api import status
 from runnerd.figures import HeldSpan, held_back, job_figures, queued_by_our_clock
@@ -157,7 +159,7 @@ async def test_the_queue_empties_once_the_jobs_it_was_refused_for_have_started(
 async def test_a_queue_entrys_kind_says_what_its_refusal_says_ran_out(
     setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
 ) -> None:
-    provider, _, clock = setup
+    provider, _, _ = setup
     for name in ("a", "b", "c", "d"):  # node: 4 runners at their 7G caps in 33G
         assert isinstance(await provider.create(request(name)), Created)
     refused = await provider.create(request("e", "node", (hint("j1"),)))
@@ -188,11 +190,48 @@ def test_held_back_counts_each_refusal_from_the_queue_time_on_until_the_runners_
     assert held_back(spans, 50, 60) == {"slot": 0.0, "host": 0.0, "cpu": 0.0}
 
 
-def test_githubs_queue_time_is_moved_onto_runnerds_clock_through_the_jobs_start() -> None:
-    # GitHub's clock runs 300 s ahead of this host's: the wait is read by one clock.
+def test_githubs_queue_time_is_converted_by_the_hints_offset_else_through_the_jobs_start() -> None:
+    # GitHub's clock runs 300 s ahead of this host's, and Rungar measured it so: -300.
+    assert queued_by_our_clock(1300.0, 1310.0, 1010.0, None, offset=-300.0) == 1000.0
+    # Converted when runnerd first heard of the job: that stands, whatever the start says.
+    assert queued_by_our_clock(1300.0, 1900.0, 1010.0, 1005.0, 1001.0, -300.0) == 1001.0
+    # From a Rungar that measures no offset: moved through the job's start.
     assert queued_by_our_clock(1300.0, 1310.0, 1010.0, None) == 1000.0
     assert queued_by_our_clock(0.0, 0.0, 1010.0, 1004.0) == 1004.0
     assert queued_by_our_clock(0.0, 0.0, 1010.0, None) is None
+
+
+async def test_on_a_compressed_github_clock_the_queue_time_stays_on_runnerds_clock(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    """GitHub's clock runs 60 times as fast as runnerd's (the emulator's compressed clock): a
+    job queued 3 s before its runner took it shows a 180 s wait on GitHub's. Its queue time is
+    GitHub's converted once, by the offset Rungar measured as the job's message came, not
+    GitHub's wait taken from runnerd's clock, which would land before the host existed and
+    charge the job an earlier burst's refusals."""
+    provider, runtime, clock = setup
+    t0 = clock.now()
+    for name in ("a", "b"):
+        assert isinstance(await provider.create(request(name, scale_set="jvm")), Created)
+    clock.set(t0 + 1)  # an earlier job is refused, then served elsewhere
+    assert isinstance(await provider.create(request("c", "jvm", (hint("early"),))), Refusal)
+    runtime.usage["a"] = Usage(memory=G, held=G, cpu_seconds=1.0, exited=True, exit_code=0)
+    clock.set(t0 + 100)
+    await Sampler(provider, clock).tick()
+    fresh(provider, clock)
+    github = 50_000.0  # GitHub's clock as the job queues at runnerd's t0+100
+    offset = (t0 + 100) - github
+    job = replace(hint("late", github), clock_offset=offset)
+    clock.set(t0 + 101)
+    assert isinstance(await provider.create(request("d", "jvm", (job,))), Created)
+    clock.set(t0 + 103)
+    started = replace(job, started_at=github + 180.0)  # 3 s later, 180 s on GitHub's clock
+    await provider.update_runner("d", started)
+    row = provider.history.job("late")
+    assert row is not None
+    assert row["queued_at"] == t0 + 100  # not t0+103-180, before the runner was asked for
+    assert row["slot_wait"] == 0.0 and job_figures(row)["wait"] == 3.0
+    assert (row["github_queued_at"], row["github_started_at"]) == (github, github + 180.0)
 
 
 async def test_the_job_pages_cpu_chart_and_the_records_peak_cpu_are_the_same_samples(

@@ -157,6 +157,10 @@ class JobBook:
             was_queued = _left_queue(state, job_id)
             if was_queued is not None and not hint.queued_at and was_queued.queued_at:
                 hint = replace(hint, queued_at=was_queued.queued_at)
+            if was_queued is not None and was_queued.clock_offset is not None:
+                # The offset measured as the job queued converts its queue time; one measured
+                # now would move it by however fast GitHub's clock ran meanwhile.
+                hint = replace(hint, clock_offset=was_queued.clock_offset)
             assigned_at = state.assigned_at.pop(job_id, None)
             if github_wait is not None:
                 waited = github_wait

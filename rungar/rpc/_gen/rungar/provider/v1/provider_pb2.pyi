@@ -27,7 +27,7 @@ class RunnerSpec(_message.Message):
     def __init__(self, vcpus: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., disk_bytes: _Optional[int] = ..., image: _Optional[str] = ..., extra: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class JobHint(_message.Message):
-    __slots__ = ("repository", "workflow", "job", "job_id", "branch", "run_id", "queued_at", "started_at", "completed_at")
+    __slots__ = ("repository", "workflow", "job", "job_id", "branch", "run_id", "queued_at", "started_at", "completed_at", "clock_offset")
     REPOSITORY_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     JOB_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,7 @@ class JobHint(_message.Message):
     QUEUED_AT_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     COMPLETED_AT_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_OFFSET_FIELD_NUMBER: _ClassVar[int]
     repository: str
     workflow: str
     job: str
@@ -46,7 +47,8 @@ class JobHint(_message.Message):
     queued_at: _timestamp_pb2.Timestamp
     started_at: _timestamp_pb2.Timestamp
     completed_at: _timestamp_pb2.Timestamp
-    def __init__(self, repository: _Optional[str] = ..., workflow: _Optional[str] = ..., job: _Optional[str] = ..., job_id: _Optional[str] = ..., branch: _Optional[str] = ..., run_id: _Optional[str] = ..., queued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    clock_offset: float
+    def __init__(self, repository: _Optional[str] = ..., workflow: _Optional[str] = ..., job: _Optional[str] = ..., job_id: _Optional[str] = ..., branch: _Optional[str] = ..., run_id: _Optional[str] = ..., queued_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., clock_offset: _Optional[float] = ...) -> None: ...
 
 class InfoRequest(_message.Message):
     __slots__ = ()
