@@ -79,6 +79,69 @@ def queued_by_our_clock(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class SlotTime:
+    """One runner's time in a slot of its profile (docs/runnerd.md, "Busy and occupied"):
+    occupied from its start to its end; busy from its job's queue time, or its start when
+    later, to its end (``busy_from`` None: still waiting for a job, not busy). ``slots``: its
+    profile's slots when it ran."""
+
+    occupied_from: float
+    busy_from: float | None
+    until: float
+    slots: int
+
+
+def slot_time(
+    runner_started: float,
+    queued: float | None,
+    job_started: float | None,
+    finished: float | None,
+    now: float,
+    slots: int,
+) -> SlotTime:
+    """A runner's :class:`SlotTime` from its record's times (``finished`` None: running at
+    ``now``). A job whose queue time is not known is busy from its start; one that never
+    became known, from its runner's start, as its duration counts."""
+    until = finished if finished is not None else now
+    busy: float | None
+    if queued is not None:
+        busy = max(runner_started, queued)
+    elif job_started is not None:
+        busy = job_started
+    elif finished is not None:
+        busy = runner_started
+    else:
+        busy = None  # a reserve or warm runner still waiting for its job
+    return SlotTime(runner_started, busy, until, max(1, slots))
+
+
+def row_slot_time(row: Mapping[str, Any], now: float, slots: int) -> SlotTime:
+    """A history row's :class:`SlotTime`; ``slots`` stands in for a row that recorded none."""
+    return slot_time(
+        float(row["started_at"]),
+        _f(row, "queued_at"),
+        _f(row, "job_started_at"),
+        _f(row, "finished_at"),
+        now,
+        int(row.get("slots") or slots),
+    )
+
+
+def slot_shares(times: Iterable[SlotTime], start: float, end: float) -> tuple[float, float]:
+    """(busy, occupied): the share of the slots' time from ``start`` to ``end`` that runners
+    spent busy, and occupied. Each runner counts against the slots its profile had then, so a
+    profile whose slots changed reads each stretch as it was. The one computation behind
+    Sizing's and the Utilization page's busy share."""
+    span = max(end - start, 1e-9)
+    busy = occupied = 0.0
+    for t in times:
+        occupied += max(0.0, min(t.until, end) - max(t.occupied_from, start)) / t.slots
+        if t.busy_from is not None:
+            busy += max(0.0, min(t.until, end) - max(t.busy_from, start)) / t.slots
+    return busy / span, occupied / span
+
+
 def _f(row: Mapping[str, Any], key: str) -> float | None:
     value = row.get(key)
     return None if value is None else float(value)

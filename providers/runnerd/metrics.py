@@ -26,7 +26,7 @@ peak with concurrency low says the jobs are larger than the profile assumes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -55,8 +55,8 @@ def parse_io_stat(text: str) -> tuple[int, int]:
     """io.stat ``8:0 rbytes=… wbytes=… rios=…`` per device → (read bytes, written bytes)."""
     read = written = 0
     for line in text.splitlines():
-        for field in line.split()[1:]:
-            key, _, value = field.partition("=")
+        for pair in line.split()[1:]:
+            key, _, value = pair.partition("=")
             if key == "rbytes" and value.isdigit():
                 read += int(value)
             elif key == "wbytes" and value.isdigit():
@@ -133,8 +133,9 @@ class LiveFigures:
     counters: SliceCounters | None  # None unless read within fresh_for
     cpu_seconds: float | None  # the slice's CPU time, however old
     io: tuple[int, int] | None  # read and written bytes, however old
-    running: dict[str, int]  # running runners by profile
+    running: dict[str, int]  # running runners by profile: the slots they occupy
     slots: dict[str, int]  # each profile's slots
+    busy: dict[str, int] = field(default_factory=dict)  # of them, busy (docs/runnerd.md)
 
 
 class _LiveCollector(Collector):
@@ -187,13 +188,22 @@ class _LiveCollector(Collector):
         running = GaugeMetricFamily("runnerd_runners", "Running runners", labels=["profile"])
         slots = GaugeMetricFamily("runnerd_slots", "Slots", labels=["profile"])
         share = GaugeMetricFamily(
-            "runnerd_concurrency_utilization", "Running runners ÷ slots", labels=["profile"]
+            "runnerd_concurrency_utilization",
+            "Running runners ÷ slots: the occupied share",
+            labels=["profile"],
+        )
+        busy = GaugeMetricFamily(
+            "runnerd_busy_utilization",
+            "Runners whose job has queued ÷ slots: the busy share",
+            labels=["profile"],
         )
         for name, profile_slots in f.slots.items():
             count = f.running.get(name, 0)
             running.add_metric([name], count)
             slots.add_metric([name], profile_slots)
             share.add_metric([name], count / profile_slots)
+            busy.add_metric([name], f.busy.get(name, 0) / profile_slots)
         yield running
         yield slots
         yield share
+        yield busy

@@ -328,14 +328,21 @@ class RunnerdProvider:
             cpu_seconds=counters.cpu_seconds if counters is not None else None,
             io=io,
             running=self.running_per_profile(),
+            busy=self.running_per_profile(busy=True),
             slots={name: profile.slots for name, profile in self.config.profiles.items()},
         )
 
-    def running_per_profile(self) -> dict[str, int]:
+    def running_per_profile(self, busy: bool = False) -> dict[str, int]:
+        """Running runners by profile: the slots they occupy; with ``busy``, only those whose
+        job has queued (they took it, or were asked for queued jobs), as a slot counts as
+        busy from its job's queue time (docs/runnerd.md, "Busy and occupied")."""
         counts: dict[str, int] = {}
         for state in self.runners.values():
-            if state.state is not MachineState.STOPPED:
-                counts[state.profile.name] = counts.get(state.profile.name, 0) + 1
+            if state.state is MachineState.STOPPED:
+                continue
+            if busy and state.job is None and not state.hints:
+                continue  # a reserve or warm runner waiting for a job
+            counts[state.profile.name] = counts.get(state.profile.name, 0) + 1
         return counts
 
     # ---- the protocol ------------------------------------------------------------------
@@ -516,7 +523,10 @@ class RunnerdProvider:
                 budget_free=record.free,
                 slice_memory=record.slice,
                 started_at=now,
-                queued_at=waits.first if waits else now,
+                # Its job's queue time once known; until then the first refusal it waited
+                # through, or its own start when it was asked for queued jobs. A reserve or
+                # warm runner asked for none has none: it is not busy until its job queues.
+                queued_at=waits.first if waits else (now if request.job_hints else None),
                 slot_wait=waits.spent["slot"] if waits else 0.0,
                 host_wait=waits.spent["host"] if waits else 0.0,
                 cpu_wait=record.cpu_wait,

@@ -96,7 +96,8 @@ def test_heavy_jobs_on_free_slots_read_as_lower_slots() -> None:
 
 
 def test_a_job_counts_for_the_share_of_a_bucket_it_ran_and_a_running_one_until_now() -> None:
-    jobs = [job(25, 75, 4, 2.0), job(50, None, 0, 0.0, runner="live")]
+    running = {**job(50, None, 0, 0.0, runner="live"), "job_started_at": 50.0}
+    jobs = [job(25, 75, 4, 2.0), running]
     (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100, live_memory={"live": 8 * G})
     assert found.concurrency == pytest.approx((0.25, 0.75))
     # second bucket: half of the 4G job and all of the live runner's 8G, over 2 × 8G
@@ -116,6 +117,42 @@ def test_a_reserve_runners_wait_for_its_job_is_not_busy_time() -> None:
     jobs = [{**job(0, 100, 1, 0.5), "queued_at": 50.0}]
     (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100)
     assert found.concurrency == pytest.approx((0.0, 0.5))
+
+
+def test_a_reserve_runner_still_waiting_for_a_job_occupies_its_slot_but_is_not_busy() -> None:
+    # One job ran 0-20 s; the reserve runner started at 0 and waits with no job at 100.
+    jobs = [job(0, 20, 1, 0.5), {**job(0, None, 0, 0.0, runner="reserve"), "queued_at": None}]
+    (found,) = utilization(jobs, [NODE], 0, 100, 2, now=100)
+    assert (found.busy, found.occupied) == pytest.approx((20 / 200, 120 / 200))
+    assert max(found.concurrency) == pytest.approx(0.5 * 20 / 50)
+
+
+def test_sizing_and_utilization_give_the_same_busy_share_for_the_same_profile_and_span() -> None:
+    from runnerd.sizing.advise import slot_pressure
+    from runnerd.sizing.runs import SizingRun
+
+    from rungar.model.job_key import JobKey
+
+    # The reserve runner of the measured case: it started at 0, its job queued at 24 and ran
+    # from 25 to 44; a second runner took a job queued at 60 from 60 to 80, and a third one a
+    # job cancelled from 85 to 90, which held its slot all the same. Two slots, 100 s.
+    rows = [
+        {**job(0, 44, 1, 0.5), "queued_at": 24.0, "job_started_at": 25.0, "slots": 2},
+        {**job(60, 80, 1, 0.5, runner="r2"), "queued_at": 60.0, "job_started_at": 60.0},
+        {**job(85, 90, 1, 0.5, runner="r3"), "queued_at": 85.0, "job_started_at": 85.0},
+    ]
+    (found,) = utilization(rows, [NODE], 0, 100, 4, now=100)
+    key = JobKey("node", "octo/app", "ci", "build")
+    runs = [
+        SizingRun(key, "cancelled" if r["runner"] == "r3" else "succeeded", G, 8 * G, 4.0,
+                  float(r["started_at"]),
+                  float(r["finished_at"]), r["queued_at"], slots=r.get("slots"),
+                  job_started_at=r["job_started_at"])
+        for r in rows
+    ]  # fmt: skip
+    _, busy = slot_pressure(runs, NODE.slots, now=100)
+    assert busy == found.busy == pytest.approx((20 + 20 + 5) / 200)
+    assert found.occupied == pytest.approx((44 + 20 + 5) / 200)
 
 
 def test_a_past_job_counts_against_the_slots_its_profile_had_then() -> None:

@@ -142,6 +142,21 @@ async def test_a_reserve_runners_idle_time_is_reported_apart_from_its_jobs_run(
     assert row["peak_cpu"] == 0.5  # the job's own, not its runner's idle life's
 
 
+async def test_a_reserve_runner_waiting_for_its_job_is_not_busy_on_the_utilization_page(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    from runnerd.dashboard.views import ProfileCapacity, utilization
+
+    provider, _, clock = setup
+    t0 = clock.now()
+    assert isinstance(await provider.create(request("r")), Created)  # a reserve: no job yet
+    clock.set(t0 + 100)
+    rows = provider.history.open_jobs()
+    node = ProfileCapacity("node", 8, 7 * G, 8.0)
+    (found,) = utilization(rows, [node], t0, t0 + 100, 4, t0 + 100)
+    assert (found.busy, found.occupied) == (0.0, 1 / 8)  # one of 8 slots, idle throughout
+
+
 async def test_the_queue_empties_once_the_jobs_it_was_refused_for_have_started(
     setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
 ) -> None:

@@ -92,6 +92,8 @@ async def test_metrics_put_resource_and_concurrency_utilization_side_by_side(
         assert found[("runnerd_slice_io_bytes_total", (("direction", "write"),))] == 8192
         assert found[("runnerd_concurrency_utilization", (("profile", "jvm"),))] == 1.0
         assert found[("runnerd_concurrency_utilization", (("profile", "node"),))] == 0.0
+        # Of jvm's two runners, asked for no queued jobs, only the one that took a job is busy.
+        assert found[("runnerd_busy_utilization", (("profile", "jvm"),))] == 0.5
         assert found[("runnerd_slots", (("profile", "jvm"),))] == 2
         policy = (("policy", "measured"), ("profile", "jvm"))
         assert found[("runnerd_admissions_total", policy)] == 2

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runnerd.figures import row_slot_time, slot_shares
+
 # A profile "reached" its concurrency or its resources when a bucket's average came this close.
 FULL = 0.95
 # Resource utilization under this while every slot was busy leaves room for more slots.
@@ -90,6 +92,10 @@ class Utilization:
     memory: tuple[float, ...]  # jobs' peak memory ÷ (slots × memory)
     cpu: tuple[float, ...]  # jobs' average CPUs ÷ (slots × cpus)
     reading: str
+    # The window's busy and occupied shares of the slots' time (docs/runnerd.md, "Busy and
+    # occupied"): the busy share is Sizing's for the same span.
+    busy: float = 0.0
+    occupied: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +104,8 @@ class Utilization:
             "concurrency": [round(v, 4) for v in self.concurrency],
             "memory": [round(v, 4) for v in self.memory],
             "cpu": [round(v, 4) for v in self.cpu],
+            "busy": round(self.busy, 4),
+            "occupied": round(self.occupied, 4),
             "reading": self.reading,
         }
 
@@ -130,15 +138,19 @@ def utilization(
         memory = [0.0] * buckets
         cpu = [0.0] * buckets
         moments: list[tuple[float, int, float, float, float]] = []
+        slot_times = []
         for job in jobs:
             if job["profile"] != p.name:
                 continue
-            slots_then = max(1, int(job.get("slots") or p.slots))
             # Busy from its runner's start, or its job's queue time when later: a warm or
             # reserve runner waiting for a job does not count (docs/runnerd.md).
-            began = max(float(job["started_at"]), float(job.get("queued_at") or 0.0))
+            stretch = row_slot_time(job, now, p.slots)
+            slot_times.append(stretch)
+            if stretch.busy_from is None:
+                continue
+            slots_then = stretch.slots
+            began, ended = stretch.busy_from, stretch.until
             finished = job["finished_at"]
-            ended = float(finished) if finished is not None else now
             peak = int(job["peak_memory"] or 0)
             if finished is None:
                 peak = max(peak, live_memory.get(str(job["runner"]), 0))
@@ -166,9 +178,17 @@ def utilization(
             at_once[1] / (slots * p.memory) if p.memory else 0.0,
             at_once[2] / (slots * p.cpus) if p.cpus else 0.0,
         )
+        busy, occupied = slot_shares(slot_times, start, end)
         found.append(
             Utilization(
-                p.name, times, concurrency, mem, cpus, reading(concurrency, mem, cpus, peaks)
+                p.name,
+                times,
+                concurrency,
+                mem,
+                cpus,
+                reading(concurrency, mem, cpus, peaks),
+                busy,
+                occupied,
             )
         )
     return found

@@ -32,6 +32,7 @@ from rungar.model.units import format_bytes
 from runnerd.admission.model import Margin, Policy
 from runnerd.admission.predict import GRANULE, round_up
 from runnerd.config import Profile, RunnerdConfig, SizingConfig
+from runnerd.figures import slot_shares, slot_time
 from runnerd.sizing.runs import DAY, SizingRun, by_job, by_profile
 
 GiB = 1024**3
@@ -216,20 +217,22 @@ def job_sizing(
 
 
 def slot_pressure(runs: Sequence[SizingRun], slots: int, now: float) -> tuple[float, float]:
-    """(p95 slot wait, share of slot time busy). A slot is busy from when its job was queued:
-    a warm runner waiting for a job does not count. Each run is a share of the slots its
-    profile had when it ran (``slots`` for a run that did not record them)."""
-    counted_runs = [r for r in runs if not r.cancelled]
-    if not counted_runs:
+    """(p95 slot wait, busy share) of the runs from the first one's start to ``now``. The busy
+    share is :func:`runnerd.figures.slot_shares`', as the Utilization page reads it: a slot is
+    busy from when its runner's job was queued, so a warm runner waiting for a job does not
+    count; each run against the slots its profile had (``slots`` for one that did not record
+    them). Cancelled runs held their slots too; only the p95 leaves them out."""
+    if not runs:
         return 0.0, 0.0
-    wait = percentile([r.slot_wait for r in counted_runs], 0.95)
-    start = min(r.started_at for r in counted_runs)
-    busy = sum(
-        (r.finished_at - max(r.started_at, r.arrived_at)) / max(r.slots or slots, 1)
-        for r in counted_runs
-    )
-    span = max(now - start, 1.0)
-    return wait, busy / span
+    counted_runs = [r for r in runs if not r.cancelled]
+    wait = percentile([r.slot_wait for r in counted_runs], 0.95) if counted_runs else 0.0
+    start = min(r.started_at for r in runs)
+    times = [
+        slot_time(r.started_at, r.queued_at, r.job_started_at, r.finished_at, now, r.slots or slots)
+        for r in runs
+    ]
+    busy, _ = slot_shares(times, start, max(now, start + 1.0))
+    return wait, busy
 
 
 def advise_profile(

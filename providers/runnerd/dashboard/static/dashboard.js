@@ -394,7 +394,9 @@ async function utilization() {
     holder.replaceChildren();
     for (const p of found.profiles) {
       const box = el("article", {class: "profile", "data-profile": p.profile}, el("h3", {text: p.profile}),
-        el("p", {class: "reading", text: p.reading}));
+        el("p", {class: "reading", text: p.reading}),
+        el("p", {class: "shares", text: `slots busy ${Math.round(p.busy * 100)}%, occupied ` +
+          `${Math.round(p.occupied * 100)}% of this window (busy: from each job's queue time)`}));
       const chart = el("div", {class: "chart"});
       box.append(chart);
       holder.append(box);
