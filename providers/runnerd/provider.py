@@ -252,6 +252,9 @@ class RunnerdProvider:
         self.queued_here: dict[str, float] = {}
         self.sample_listeners: list[Callable[[HostedRunner], None]] = []
         self._open_hold: dict[str, tuple[float, str]] = {}  # scale set: (last refusal, kind)
+        # runner name: its scale set, for runners refused here; Rungar names one to tell the
+        # queue of a scale set this host keeps a queue entry for
+        self.refused_names: dict[str, str] = {}
         self.events: EventLog | None = None  # the daemon's; None in tools and some tests
         self.metrics = RunnerdMetrics()
         self.metrics.watch(self.live_figures)
@@ -401,6 +404,9 @@ class RunnerdProvider:
             self.waiting[request.scale_set].why = decision.message
             self.waiting[request.scale_set].resource = waits_for(decision.resource, decision.wait)
             self.waiting[request.scale_set].jobs = {h.job_id for h in request.job_hints if h.job_id}
+            self.refused_names[request.runner_name] = request.scale_set
+            if len(self.refused_names) > LISTED_KEPT:
+                del self.refused_names[next(iter(self.refused_names))]
             log.info(
                 "runner.refused",
                 runner=request.runner_name,
@@ -678,6 +684,17 @@ class RunnerdProvider:
                     del self.waiting[name]
                     self._hold(name, now, "")  # nothing is held back from here
 
+    def _still_queued(self, scale_set: str, queued: Sequence[JobHint]) -> None:
+        """The scale set's queue now, oldest first: a job its entry here waits for that is not
+        in it has left the queue (a job stays among the oldest until it leaves), and the entry
+        ends when none is left."""
+        waiting = self.waiting.get(scale_set)
+        if waiting is None or not waiting.jobs:
+            return
+        listed = {h.job_id for h in queued if h.job_id}
+        for job_id in waiting.jobs - listed:
+            self._left_queue(job_id)
+
     def queue(self, now: float) -> dict[str, Waiting]:
         """The scale sets waiting here now: refused, still asked for (a refusal within
         ``cpu_wait_forget``), with a job not yet started. Older entries are dropped."""
@@ -687,12 +704,18 @@ class RunnerdProvider:
         return dict(self.waiting)
 
     async def queue_changed(self, name: str, queued: Sequence[JobHint]) -> None:
-        """Rungar says what ``name``'s scale set has queued now (UpdateRunner without a job),
-        as a job queued there, though its next Create may go to another provider: its waiting
-        runners here follow it as they do a Create's hints."""
+        """Rungar says what ``name``'s scale set has queued now (UpdateRunner without a job):
+        as a job queued there, though its next Create may go to another provider, its waiting
+        runners here follow it as they do a Create's hints; as jobs left it, wherever they ran,
+        its queue entry here waits for those still listed (``name`` may be a runner this host
+        refused)."""
         state = self.runners.get(name)
         if state is None:
+            scale_set = self.refused_names.get(name)
+            if scale_set is not None:
+                self._still_queued(scale_set, queued)
             return
+        self._still_queued(state.scale_set, queued)
         async with self._lock:
             now = self.clock.now()
             self._note_listed(queued, now)

@@ -607,3 +607,28 @@ async def test_a_started_job_reaches_its_provider_with_the_clock_offset_measured
     await world.engine.drain_tasks()
     told = world.providers["compute1"].jobs[name]
     assert (told.queued_at, told.started_at, told.clock_offset) == (9_000.0, 9_180.0, -8_000.0)
+
+
+async def test_a_provider_that_refused_a_scale_set_hears_its_jobs_leave_the_queue(
+    world: World,
+) -> None:
+    heard: list[tuple[str, tuple[str, ...]]] = []
+
+    async def queue_changed(name: str, queued: tuple[JobHint, ...]) -> None:
+        heard.append((name, tuple(h.job_id for h in queued)))
+
+    world.providers["compute1"].queue_changed = queue_changed  # type: ignore[attr-defined]  # a provider that follows queues
+    for job in ("j1", "j2", "j3"):
+        world.engine.on_job_assigned("linux", job, JobHint("acme/api", "ci", "build", job))
+    await world.demand(3)  # compute1 takes two and refuses the third, which compute2 takes
+    (elsewhere,) = world.on("compute2")
+    assert heard == [], "nothing is told before a job leaves"
+    first, second = world.on("compute1")
+    for job, runner in (("j1", first), ("j2", second), ("j3", elsewhere)):
+        world.engine.on_job_started("linux", job, runner, JobHint("acme/api", "ci", "build", job))
+        await world.engine.drain_tasks()
+    # compute1 is told, naming the runner it refused, until nothing it was refused for waits.
+    names = {name for name, _ in heard}
+    assert len(names) == 1 and names.isdisjoint(world.on("compute1"))
+    assert heard[-1][1] == ()
+    assert world.engine.sets["linux"].refused_by == {}

@@ -186,6 +186,25 @@ async def test_a_queue_entrys_kind_says_what_its_refusal_says_ran_out(
     assert provider.waiting["node"].kind == "slot"
 
 
+async def test_the_queue_empties_once_the_jobs_it_was_refused_for_ran_on_another_host(
+    setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
+) -> None:
+    provider, _, clock = setup
+    for name in ("a", "b"):
+        assert isinstance(await provider.create(request(name, scale_set="jvm")), Created)
+    clock.set(clock.now() + 1)
+    refused = await provider.create(request("c", "jvm", (hint("j1"), hint("j2"))))
+    assert isinstance(refused, Refusal)
+    # Rungar tells the queue as jobs leave it, naming the runner this host refused.
+    await provider.queue_changed("c", (hint("j2"), hint("j3")))
+    assert [q["scale_set"] for q in status(provider)["queue"]] == ["jvm"]  # j2 still waits
+    clock.set(clock.now() + 2)
+    await provider.queue_changed("c", ())
+    assert status(provider)["queue"] == []
+    # The refusal's stretch ended there: a job queued since is charged nothing for it.
+    assert provider.held["jvm"][-1].end == clock.now()
+
+
 async def test_a_queue_entry_rungar_stopped_asking_for_is_forgotten(
     setup: tuple[RunnerdProvider, FakeRuntime, FakeClock],
 ) -> None:

@@ -34,6 +34,10 @@ class ScaleSetState:
     # provider -> the queue's front it was last told (UpdateRunner), forgotten when one of those
     # jobs leaves the queue: the same front is not sent to it again (rungar/engine/jobs/book.py)
     queue_told: dict[str, tuple[JobHint, ...]] = field(default_factory=dict)
+    # provider -> (the runner it last refused FULL, the job ids that create listed and not yet
+    # seen leave the queue): it keeps a queue entry for them and hears when they leave
+    # (engine/jobs.py, tell_refusers)
+    refused_by: dict[str, tuple[str, set[str]]] = field(default_factory=dict)
     assigned_at: dict[str, float] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     removed: bool = False  # no longer configured: drains, then is forgotten

@@ -278,6 +278,9 @@ class Creations:
             )
             if isinstance(answer, Created) and answer.machine.name != name:
                 return await self._misnamed(provider, name, answer.machine.name)
+            if isinstance(answer, Refusal) and answer.kind is RefusalKind.FULL:
+                listed = {h.job_id for h in ask.hints if h.job_id}
+                state.refused_by[provider] = (name, listed)  # told as they leave the queue
             return answer
 
         async def delete(provider: str) -> None:

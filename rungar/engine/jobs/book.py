@@ -103,6 +103,30 @@ class JobBook:
             self._queue_calls.add(key)
             ctx.spawn(self._tell_queue(provider_name, name, runner))
 
+    def tell_refusers(self, name: str, job_id: str) -> None:
+        """``job_id`` left scale set ``name``'s queue. A provider that refused a create listing
+        it keeps a queue entry while those jobs wait: it hears the queue now (UpdateRunner
+        without a job, naming the runner it refused), so its entry ends as soon as nothing it
+        was refused for waits, whichever provider ran them (docs/runnerd.md)."""
+        ctx = self.ctx
+        state = ctx.sets.get(name)
+        if state is None or not state.refused_by:
+            return
+        for provider_name, (runner, listed) in list(state.refused_by.items()):
+            if job_id not in listed:
+                continue
+            listed.discard(job_id)
+            if not listed:
+                del state.refused_by[provider_name]
+            if getattr(ctx.providers.get(provider_name), "queue_changed", None) is None:
+                continue  # a provider that does not follow queues
+            key = (provider_name, name)
+            if key in self._queue_calls:
+                self._queue_again.add(key)  # the call in flight is followed by the latest queue
+                continue
+            self._queue_calls.add(key)
+            ctx.spawn(self._tell_queue(provider_name, name, runner))
+
     async def _tell_queue(self, provider_name: str, name: str, runner: str) -> None:
         ctx = self.ctx
         key = (provider_name, name)
@@ -155,6 +179,7 @@ class JobBook:
         waited: float | None = None
         if state is not None:
             was_queued = _left_queue(state, job_id)
+            self.tell_refusers(name, job_id)
             if was_queued is not None and not hint.queued_at and was_queued.queued_at:
                 hint = replace(hint, queued_at=was_queued.queued_at)
             if was_queued is not None and was_queued.clock_offset is not None:
@@ -216,6 +241,7 @@ class JobBook:
         state = ctx.sets.get(name)
         if state is not None:
             _left_queue(state, job_id)
+            self.tell_refusers(name, job_id)
             state.assigned_at.pop(job_id, None)
         reruns.job_completed(ctx, job_id, runner, conclusion)
         record = ctx.runners.get(runner)
