@@ -5,9 +5,10 @@ password, secret, authorization), whatever the caller passed: a secret never rea
 
 Every entry point configures logging here (``rungar``, ``runnerd``, the cloud plugins), and the
 standard library's loggers (uvicorn, asyncio, grpc's Python side, warnings) are routed through
-the same pipeline, so with JSON configured every line is JSON and every line is redacted. Their
-messages are free text a library wrote, so in them anything that looks like a credential (a
-GitHub token, a bearer header, a long base64 run such as a JIT config) is blanked as well.
+the same pipeline, so with JSON configured every line is JSON and every line is redacted. In
+every line's text values too (a library's message, a traceback, a value built from an answer),
+anything that looks like a credential (a GitHub token of any format, a JWT, an authorization
+header, a long base64 or base64url run such as a JIT config) is blanked as well.
 gRPC's C core writes to stderr by itself, past Python's logging; with JSON configured it is
 told to keep quiet (``GRPC_VERBOSITY=NONE``) unless ``GRPC_VERBOSITY`` is set, since its lines
 cannot be made JSON. runnerd does not do this: its runners inherit its environment, and a CI
@@ -33,11 +34,22 @@ SECRET_KEY = re.compile(
     r"(token|secret|password|passwd|jit|private_key|authorization|api_key)", re.I
 )
 REDACTED = "[redacted]"
-# Credentials recognised by their look, for text written by other libraries: GitHub tokens,
-# an authorization header's value, and long base64 runs (a JIT config is 1-2 KiB of base64).
+# Credentials recognised by their look, for text written by other libraries (SECURITY.md,
+# "Secrets in logs"):
+# - GitHub's tokens by prefix: classic and installation tokens (``ghp_``, ``gho_``, ``ghu_``,
+#   ``ghs_``, ``ghr_``), the stateless installation tokens GitHub issues since 2026
+#   (``ghs_<app id>_<JWT>``: base64url, so ``-``, ``_`` and two dots), fine-grained PATs;
+# - any JWT (an App's, a scale set's admin or message-queue token): base64url JSON header and
+#   payload, ``eyJ`` each, and a signature;
+# - an authorization header's value, whatever its scheme;
+# - long base64 and base64url runs (a JIT config is 1-2 KiB of base64).
 SECRET_VALUE = re.compile(
-    r"(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|(?i:bearer)\s+[^\s\"',]+"
-    r"|[A-Za-z0-9+/]{120,}={0,2})"
+    r"(gh[pousr]_[A-Za-z0-9._-]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
+    r"|(?i:bearer|basic)\s+[^\s\"',]+"
+    r"|(?i:authorization)[\"']?\s*[:=]\s*[\"']?[^\s\"',]+(?:\s+[^\s\"',]+)?"
+    r"|[A-Za-z0-9+/]{120,}={0,2}|[A-Za-z0-9_-]{120,})"
 )
 
 
@@ -142,6 +154,9 @@ def configure(
             timestamp,
             redact,
             structlog.processors.format_exc_info,
+            # A value built from an answer or an exception's text (a traceback) can carry a
+            # credential under an innocent key: about 6 µs a line.
+            redact_text,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

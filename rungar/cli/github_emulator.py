@@ -98,6 +98,14 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         help="real seconds every token it issues lasts (installation, registration, admin, "
         "message queue)",
     )
+    parser.add_argument(
+        "--installation-tokens",
+        choices=("stateless", "stateful"),
+        default="stateless",
+        help="the installation tokens' shape: GitHub's stateless ghs_<app id>_<JWT> (about 520 "
+        "characters) or the older ghs_ and 36 characters; the X-GitHub-Stateless-S2S-Token "
+        "header overrides it per request",
+    )
     parser.add_argument("--acquire-mode", choices=("broker", "legacy"), default="broker")
     parser.add_argument(
         "--jit-rate",
@@ -132,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         admin_token_ttl=args.token_ttl,
         mq_token_ttl=args.token_ttl,
         acquire_mode=args.acquire_mode,
+        stateless_installation_tokens=args.installation_tokens == "stateless",
         webhook_url=args.webhook_url,
         webhook_secret=secret,
         jit_rate_per_minute=args.jit_rate,

@@ -150,6 +150,8 @@ class DaemonWorld:
         runner_command: list[str] | None = None,
         github_timing: Mapping[str, Any] | None = None,
         emulator_options: Mapping[str, Any] | None = None,
+        app_private_key: str = "",
+        log_level: str = "",
     ):
         self.root = root
         # Write every path in rungar.yaml and scale_sets.yaml relative to root, and start the
@@ -180,6 +182,10 @@ class DaemonWorld:
                 webhook_secret=webhook_secret,
             )
         )
+        # A GitHub App's private key (PEM): the daemon authenticates as the App's installation,
+        # whose public key the emulator is given in ``emulator_options={"apps": ...}``.
+        self.app_private_key = app_private_key
+        self.log_level = log_level
         self.daemon: subprocess.Popen[bytes] | None = None
         self.socket = str(root / "rungar.sock")
 
@@ -208,6 +214,17 @@ class DaemonWorld:
             "socket": self.socket,
             "log_format": "json",
         }
+        if self.app_private_key:
+            key = self.root / "app-key.pem"
+            key.write_text(self.app_private_key)
+            key.chmod(0o600)
+            del settings["github"]["token_path"]
+            app_id = next(iter(self.emulator.options.apps))
+            settings["github"].update(
+                app_client_id=app_id, app_installation_id=1, app_private_key_path=str(key)
+            )
+        if self.log_level:
+            settings["log_level"] = self.log_level
         if self.relative_paths:
             settings["github"]["token_path"] = "token"
             settings.update(scale_sets="scale_sets.yaml", state_dir="state", socket="rungar.sock")

@@ -258,7 +258,12 @@ class AdminRoutes:
             return error(409, "AgentExistsException", f"A runner named {name} already exists.")
         work = str(body.get("workFolder", "")) if isinstance(body, dict) else ""
         jit = encode_jit(
-            str(request.base_url).rstrip("/"), runner.id, name, runner.credential, work
+            self.state.tokens,
+            str(request.base_url).rstrip("/"),
+            runner.id,
+            name,
+            runner.credential,
+            work,
         )
         return json_response({"runner": runner.to_json(), "encodedJITConfig": jit})
 

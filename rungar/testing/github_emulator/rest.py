@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import secrets
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
@@ -19,6 +20,7 @@ from starlette.routing import Route
 from rungar.testing.github_emulator.http import bearer, body_json, etag_of, json_response, route
 from rungar.testing.github_emulator.model import Job, JobState
 from rungar.testing.github_emulator.state import EmulatorState
+from rungar.testing.github_emulator.tokens import STATELESS_S2S_HEADER, TokenAuthority
 
 
 def iso(ts: float) -> str:
@@ -41,8 +43,16 @@ def scope_owner(scope: str) -> str:
     return scope.split("/")[1] if "/" in scope else ""
 
 
-def encode_jit(base: str, runner_id: int, name: str, credential: str, work_folder: str) -> str:
-    """A JIT config shaped like GitHub's: base64 JSON of base64 runner files."""
+def encode_jit(
+    tokens: TokenAuthority,
+    base: str,
+    runner_id: int,
+    name: str,
+    credential: str,
+    work_folder: str,
+) -> str:
+    """A JIT config shaped like GitHub's: base64 JSON of base64 runner files. It and the runner
+    credential inside it are kept among the secrets ``tokens`` handed out."""
 
     def b64(obj: object) -> str:
         return base64.b64encode(json.dumps(obj).encode()).decode()
@@ -64,7 +74,10 @@ def encode_jit(base: str, runner_id: int, name: str, credential: str, work_folde
         ".credentials": b64({"scheme": "OAuth", "data": {"token": credential, "serverUrl": base}}),
         ".credentials_rsaparams": b64({}),
     }
-    return base64.b64encode(json.dumps(files).encode()).decode()
+    jit = base64.b64encode(json.dumps(files).encode()).decode()
+    tokens.remember(credential)
+    tokens.remember(jit)
+    return jit
 
 
 class RestRoutes:
@@ -120,12 +133,16 @@ class RestRoutes:
         if (spent := self._spend()) is not None:
             return spent
         installation_id = int(request.path_params["iid"])
-        if self.state.tokens.check_app_jwt(bearer(request)) is None:
+        app_id = self.state.tokens.check_app_jwt(bearer(request))
+        if app_id is None:
             return self._answer({"message": "A JSON web token could not be decoded"}, 401)
         if installation_id not in self.state.tokens.installations:
             return self._answer({"message": "Not Found"}, 404)
         token, expires = self.state.tokens.issue_installation_token(
-            installation_id, self.state.options.token_ttl
+            installation_id,
+            self.state.options.token_ttl,
+            app_id,
+            request.headers.get(STATELESS_S2S_HEADER, ""),
         )
         body = {
             "token": token,
@@ -199,14 +216,14 @@ class RestRoutes:
             s.next_id(),
             name,
             0,
-            "rc_rest_" + str(s.next_id()),
+            "rc_rest_" + secrets.token_hex(16),
             s.clock.now(),
             labels=tuple(body["labels"]),
         )
         s.runners[runner.id] = runner
         s.runners_created += 1
         jit = encode_jit(
-            str(request.base_url).rstrip("/"), runner.id, name, runner.credential, "_work"
+            s.tokens, str(request.base_url).rstrip("/"), runner.id, name, runner.credential, "_work"
         )
         return self._answer({"runner": runner.to_json(), "encoded_jit_config": jit}, 201)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +57,10 @@ class EmulatorOptions:
     pats: dict[str, str] = field(default_factory=lambda: {"emulator-pat": "octo-org"})
     apps: dict[str, str] = field(default_factory=dict)  # app id -> public key PEM
     installations: dict[int, str] = field(default_factory=lambda: {1: "octo-org"})
+    # GitHub's stateless installation tokens since 2026 (ghs_<app id>_<JWT>), or False for the
+    # older ghs_ + 36 characters; the X-GitHub-Stateless-S2S-Token header overrides it per
+    # request, as on GitHub.
+    stateless_installation_tokens: bool = True
     runner_groups: dict[int, str] = field(default_factory=lambda: {1: "Default"})
     registration_status: int = 201
     single_label: bool = False  # GHES without custom labels: only the name is kept
@@ -82,7 +87,12 @@ class EmulatorState:
     ) -> None:
         self.options = options
         self.clock = clock
-        self.tokens = TokenAuthority(clock, dict(options.apps), dict(options.installations))
+        self.tokens = TokenAuthority(
+            clock,
+            dict(options.apps),
+            dict(options.installations),
+            options.stateless_installation_tokens,
+        )
         self.tokens.pats.update(options.pats)
         self.faults = FaultPlan()
         for jit_route in ("A13", "R4"):
@@ -406,7 +416,7 @@ class EmulatorState:
             self.next_id(),
             name,
             scale_set_id,
-            "rc_" + uuid.uuid4().hex,
+            "rc_" + secrets.token_urlsafe(24),
             self.clock.now(),
             labels=tuple(record.labels),
         )

@@ -1,22 +1,39 @@
 """Credentials the emulator accepts and issues (docs/github-emulator.md).
 
-PATs and App public keys are configured; installation and registration tokens are random strings
-with an expiry; the admin and message-queue tokens are HS256 JWTs with a real ``exp``, so a
-client can read it (as ARC, GARM and GitHub's scale-set client do) and the emulator can refuse it
-once expired. Every token time is wall-clock time, issued and checked: a client renews its tokens
-by its own clock, so tokens must not age faster when the emulated clock is compressed, nor expire
+PATs and App public keys are configured; registration tokens are random strings with an expiry;
+installation tokens come in GitHub's two shapes: the stateless one it issues since 2026 by
+default (``ghs_<app id>_<JWT>``, about 520 characters of base64url with two dots) or the short
+opaque one (``ghs_`` and 36 letters and digits), chosen by ``stateless_installation_tokens`` and,
+per request, by GitHub's ``X-GitHub-Stateless-S2S-Token`` header (``enabled``/``disabled``). The
+admin and message-queue tokens are HS256 JWTs with a real ``exp``, so a client can read it (as
+ARC, GARM and GitHub's scale-set client do) and the emulator can refuse it once expired.
+
+Every secret the emulator hands out (tokens of each kind, JIT configs and the runner credentials
+inside them) is kept in ``issued``, so a test can search a client's logs and files for any piece
+of one (docs/github-emulator.md, "Tokens").
+
+Every token time is wall-clock time, issued and checked: a client renews its tokens by its own
+clock, so tokens must not age faster when the emulated clock is compressed, nor expire
 when it jumps (docs/github-emulator.md, "Wall-clock and emulated times").
 """
 
 from __future__ import annotations
 
 import secrets
+import string
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
 import jwt
 
 from rungar.testing.github_emulator.clock import EmulatorClock
+
+# GitHub's per-request override of the installation token's shape (``enabled``: stateless,
+# ``disabled``: stateful; any other value is ignored, as GitHub does).
+STATELESS_S2S_HEADER = "X-GitHub-Stateless-S2S-Token"
+_OPAQUE = string.ascii_letters + string.digits
+ISSUED_KEPT = 100_000
 
 
 @dataclass(slots=True)
@@ -28,10 +45,19 @@ class Issued:
 
 class TokenAuthority:
     def __init__(
-        self, clock: EmulatorClock, apps: dict[str, str], installations: dict[int, str]
+        self,
+        clock: EmulatorClock,
+        apps: dict[str, str],
+        installations: dict[int, str],
+        stateless_installation_tokens: bool = True,
     ) -> None:
         self._clock = clock
+        self.stateless_installation_tokens = stateless_installation_tokens
+        # Every secret handed out, for leak searches: the newest ISSUED_KEPT, so a long-running
+        # emulator (the demo's) does not grow without bound.
+        self.issued: deque[str] = deque(maxlen=ISSUED_KEPT)
         self._key = secrets.token_bytes(32)
+        self._installation_key = secrets.token_bytes(64)  # HS512's
         self.apps = apps  # app id or client id -> RSA public key (PEM)
         self.installations = installations  # installation id -> owner
         self.pats: dict[str, str] = {}  # token -> owner
@@ -71,11 +97,48 @@ class TokenAuthority:
             return None
         return app_id
 
-    def issue_installation_token(self, installation_id: int, ttl: float) -> tuple[str, float]:
-        token = "ghs_" + secrets.token_hex(16)
+    def issue_installation_token(
+        self, installation_id: int, ttl: float, app_id: str = "", override: str = ""
+    ) -> tuple[str, float]:
+        """A token for ``installation_id``, in the configured shape unless ``override`` (the
+        ``X-GitHub-Stateless-S2S-Token`` header's value) asks for the other."""
         expires = self._clock.wall() + ttl
+        stateless = {"enabled": True, "disabled": False}.get(
+            override, self.stateless_installation_tokens
+        )
+        if stateless:
+            token = self._stateless_token(installation_id, app_id, expires)
+        else:
+            token = "ghs_" + "".join(secrets.choice(_OPAQUE) for _ in range(36))
         self.installation_tokens[token] = Issued(self.installations[installation_id], expires)
+        self.remember(token)
         return token, expires
+
+    def _stateless_token(self, installation_id: int, app_id: str, expires: float) -> str:
+        """``ghs_<app id>_<JWT>``: GitHub's stateless shape, its claims naming the installation
+        and the app, signed, so every part is base64url (``-`` and ``_`` included)."""
+        numeric = app_id if app_id.isdigit() else str(1000 + len(self.apps))
+        claims = {
+            "iss": "https://api.github.com",
+            "sub": f"installation:{installation_id}",
+            "aud": "github-app-installation",
+            "app_id": int(numeric),
+            "installation_id": installation_id,
+            "repository_selection": "all",
+            "permissions": {
+                "administration": "write",
+                "organization_self_hosted_runners": "write",
+                "metadata": "read",
+            },
+            "iat": int(self._clock.wall()),
+            "exp": int(expires),
+            "jti": secrets.token_urlsafe(24),
+        }
+        return f"ghs_{numeric}_" + jwt.encode(claims, self._installation_key, algorithm="HS512")
+
+    def remember(self, secret: str) -> None:
+        """Keep ``secret`` among those handed out (a JIT config, a runner credential)."""
+        self.issued.append(secret)
 
     def rest_owner(self, token: str) -> str | None:
         """Whose REST credential this is (PAT or installation token), or None."""
@@ -92,6 +155,7 @@ class TokenAuthority:
         token = "AABB" + secrets.token_hex(14).upper()
         expires = self._clock.wall() + ttl
         self.registration_tokens[token] = Issued(owner, expires, scope_url)
+        self.remember(token)
         return token, expires
 
     def check_registration_token(self, token: str) -> Issued | None:
@@ -106,7 +170,9 @@ class TokenAuthority:
         """A service JWT valid for ``ttl`` real seconds from now (wall clock)."""
         now = self._clock.wall()
         body = {**claims, "iat": int(now), "exp": int(now + ttl), "jti": secrets.token_hex(6)}
-        return jwt.encode(body, self._key, algorithm="HS256")
+        token = jwt.encode(body, self._key, algorithm="HS256")
+        self.remember(token)
+        return token
 
     def check_jwt(self, token: str, kind: str) -> dict[str, Any] | None:
         if token in self.revoked:
