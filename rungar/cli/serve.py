@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from typing import Any
 
@@ -37,7 +38,8 @@ def _serve(args: argparse.Namespace) -> int:
         settings = load_settings(args.config)
         logs.configure(settings.log_level, settings.log_format)
         # ``type: fake`` (the examples, the tests) runs in the daemon's own process
-        asyncio.run(Daemon(settings, kinds=with_fake()).run())
+        path = os.path.abspath(args.config)
+        asyncio.run(Daemon(settings, kinds=with_fake(), settings_path=path).run())
     except ConfigError as e:
         for problem in e.problems:
             print(problem, file=sys.stderr)

@@ -286,8 +286,10 @@ class Daemon:
         *,
         kinds: ProviderKinds | None = None,
         on_control: Callable[[Control | None], None] | None = None,
+        settings_path: str = "",
     ) -> None:
         self.settings = settings
+        self.settings_path = settings_path  # told by rungar status, so rungar doctor finds it
         self.clock = clock or SystemClock()
         self.kinds = kinds or ProviderKinds()
         self.on_control = on_control
@@ -454,6 +456,7 @@ class Daemon:
                 window=timing.registration_pace_window,
             ),
         )
+        engine.ctx.settings_path = self.settings_path
         lead = config.scale_sets[0].name
         retry = config.timing.standby_retry
         github.session_retry_for[lead] = (retry, retry)

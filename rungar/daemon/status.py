@@ -9,7 +9,7 @@ Document (every time in epoch seconds, every duration in seconds)::
 
     {"version": 2 (this shape; a change that breaks a reader raises it),
      "daemon": {"ready", "readiness", "version", "installation", "started_at", "now",
-                "config_path", "github",
+                "config_path", "settings_path" (its rungar.yaml), "github",
                 "lease": null | {"role": "active"|"standby", "owner", "lead", "term",
                                  "held_since", "renewed_at", "expires_at" (null on a standby),
                                  "holder", "holder_seen_at" (a standby: the active daemon as
@@ -272,6 +272,7 @@ def daemon_document(ctx: EngineContext, now: float) -> dict[str, Any]:
         "started_at": ctx.started_at,
         "now": now,
         "config_path": ctx.config.path,
+        "settings_path": ctx.settings_path,
         "state_moved_aside": str(ctx.store.moved_aside or ""),
         "github": ctx.github_url,
         "lease": ctx.lease.document() if ctx.lease is not None else None,

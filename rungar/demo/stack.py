@@ -171,7 +171,12 @@ class Stack:
         await self._login_links()
         self.settings = load_settings(str(self.dir / "rungar.yaml"))
         self.daemon_task = asyncio.create_task(
-            Daemon(self.settings, kinds=with_fake(), on_control=self._serving).run(self.stop_event)
+            Daemon(
+                self.settings,
+                kinds=with_fake(),
+                on_control=self._serving,
+                settings_path=str(self.dir / "rungar.yaml"),
+            ).run(self.stop_event)
         )
         await self._wait_for(lambda: Path(self.socket).exists(), "the rungar daemon", 30)
 

@@ -22,6 +22,8 @@ from typing import Any
 from rungar.config.model import ProviderConfig, ScaleSetsFile
 from rungar.daemon.settings import DaemonSettings
 
+ENV_SOCKET = "RUNGAR_SOCKET"  # the socket rungar's commands ask (docs/commands.md)
+
 OK, WARN, FAIL = "ok", "warn", "fail"
 SKEW_WARN = 10.0  # seconds: GitHub's Date has whole seconds, a few are noise
 SKEW_FAIL = 60.0  # an App's JWT is backdated 60 s: beyond this GitHub refuses it
@@ -106,7 +108,7 @@ def secret_checks(settings: DaemonSettings, config: ScaleSetsFile | None) -> lis
     return out
 
 
-def state_checks(state_dir: str) -> list[Check]:
+def state_checks(state_dir: str, settings_path: str = "rungar.yaml") -> list[Check]:
     path = Path(state_dir)
     out = []
     if path.is_dir():
@@ -129,7 +131,10 @@ def state_checks(state_dir: str) -> list[Check]:
     else:
         out.append(
             Check(
-                "state", WARN, f"{path} does not exist yet", "rungar serve creates it; or mkdir it"
+                "state",
+                WARN,
+                f"{path} does not exist yet",
+                f"rungar serve -c {settings_path} creates it; or mkdir it",
             )
         )
     existing = path
@@ -140,12 +145,27 @@ def state_checks(state_dir: str) -> list[Check]:
     return out
 
 
-def socket_checks(settings: DaemonSettings) -> list[Check]:
+def socket_checks(
+    settings: DaemonSettings, settings_path: str = "rungar.yaml", cli_socket: str = ""
+) -> list[Check]:
+    """The admin socket rungar.yaml names: there, a socket, and who may use it; and, when the
+    CLI was pointed at another (``--socket``, ``$RUNGAR_SOCKET``), that it was."""
     import grp
 
     path = settings.socket
     wanted = settings.socket_mode
     out = []
+    if cli_socket and os.path.abspath(cli_socket) != os.path.abspath(path):
+        out.append(
+            Check(
+                "socket",
+                WARN,
+                f"rungar's commands here ask {cli_socket} (--socket or ${ENV_SOCKET}), not "
+                f"{path}, the socket of {settings_path}",
+                f"export {ENV_SOCKET}={path}, or check the rungar.yaml of that daemon: "
+                f"rungar doctor -c PATH/rungar.yaml",
+            )
+        )
     if wanted & 0o007:
         out.append(
             Check(
@@ -159,7 +179,12 @@ def socket_checks(settings: DaemonSettings) -> list[Check]:
         st = os.stat(path)
     except OSError:
         out.append(
-            Check("socket", WARN, f"{path} is not there", "start rungar serve; then run this again")
+            Check(
+                "socket",
+                WARN,
+                f"{path} is not there",
+                f"start rungar serve -c {settings_path}; then rungar doctor -c {settings_path}",
+            )
         )
         return out
     if not stat.S_ISSOCK(st.st_mode):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 from rungar.doctor.checks import (
@@ -18,8 +19,17 @@ from rungar.doctor.checks import (
 )
 
 
-async def diagnose(settings_path: str, *, provider_timeout: float = 10.0) -> list[Check]:
-    """Every finding, in the order they are printed; a file that does not load is the first."""
+async def diagnose(
+    settings_path: str,
+    *,
+    provider_timeout: float = 10.0,
+    cli_socket: str = "",
+    from_daemon: str = "",
+) -> list[Check]:
+    """Every finding, in the order they are printed; a file that does not load is the first.
+    ``cli_socket``: the socket the CLI's commands ask (``--socket``, ``$RUNGAR_SOCKET``), when
+    chosen; ``from_daemon``: the socket of the daemon that named ``settings_path``, if one did.
+    Every fix that runs a command names the file (``-c``)."""
     from rungar.config.loader import load_scale_sets
     from rungar.config.model import ScaleSetsFile
     from rungar.daemon.settings import load_settings
@@ -29,10 +39,13 @@ async def diagnose(settings_path: str, *, provider_timeout: float = 10.0) -> lis
     try:
         settings = load_settings(settings_path)
     except ConfigError as e:
-        return [
-            Check("config", FAIL, p, f"rungar validate; fix {settings_path}") for p in e.problems
-        ]
-    checks = [Check("config", OK, f"{settings_path} loads")]
+        if not os.path.exists(settings_path):
+            fix = "name the daemon's rungar.yaml: rungar doctor -c PATH/rungar.yaml"
+        else:
+            fix = f"fix {settings_path}; then rungar doctor -c {settings_path}"
+        return [Check("config", FAIL, p, fix) for p in e.problems]
+    whose = f" (the rungar.yaml of the daemon on {from_daemon})" if from_daemon else ""
+    checks = [Check("config", OK, f"{settings_path} loads{whose}")]
     config: ScaleSetsFile | None = None
     try:
         config = load_scale_sets(settings.scale_sets)
@@ -49,8 +62,8 @@ async def diagnose(settings_path: str, *, provider_timeout: float = 10.0) -> lis
         )
         for each in found:
             checks += each
-    checks += state_checks(settings.state_dir)
+    checks += state_checks(settings.state_dir, settings_path)
     checks += secret_checks(settings, config)
-    checks += socket_checks(settings)
+    checks += socket_checks(settings, settings_path, cli_socket)
     checks += await daemon_file_checks(settings)
     return checks

@@ -8,6 +8,7 @@ at random moments and a restart is in test_daemon_kill.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shlex
 import shutil
@@ -217,3 +218,38 @@ async def test_a_closed_output_ends_every_command_quietly_with_sigpipes_code(
     ):
         done = await asyncio.to_thread(into_a_closed_pipe, world.socket, *argv)
         assert (done.returncode, done.stderr) == (141, ""), argv
+
+
+async def test_doctor_without_c_checks_the_rungar_yaml_of_the_daemon_on_rungar_socket(
+    world: DaemonWorld,
+) -> None:
+    env = {**os.environ, "RUNGAR_SOCKET": world.socket}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "rungar.cli.main", "doctor", "--json"],
+        capture_output=True, text=True, timeout=120, env=env, cwd="/",
+    )  # fmt: skip
+    checks = json.loads(done.stdout)["checks"]
+    yaml_path = str(world.root / "rungar.yaml")
+    assert checks[0] == {
+        "area": "config",
+        "level": "ok",
+        "message": f"{yaml_path} loads (the rungar.yaml of the daemon on {world.socket})",
+        "fix": "",
+    }
+    sockets = [c for c in checks if c["area"] == "socket"]
+    assert [c["level"] for c in sockets] == ["ok"], sockets  # the daemon's socket, found
+
+    # Pointed at another socket than the one of the rungar.yaml it is given: it says so, and
+    # each fix that runs a command names the file.
+    other = str(world.root / "elsewhere.sock")
+    env = {**os.environ, "RUNGAR_SOCKET": other}
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "rungar.cli.main", "doctor", "-c", yaml_path],
+        capture_output=True, text=True, timeout=120, env=env, cwd="/",
+    )  # fmt: skip
+    assert f"rungar's commands here ask {other} (--socket or $RUNGAR_SOCKET)" in done.stdout
+    assert f"→ export RUNGAR_SOCKET={world.socket}" in done.stdout
+    fixes = [line for line in done.stdout.splitlines() if "→" in line and "rungar " in line]
+    assert fixes and all(" -c " in line for line in fixes), fixes

@@ -120,6 +120,7 @@ class EngineContext:
     # What rungar status tells of the daemon itself: when it started, which GitHub it serves.
     started_at: float = 0.0
     github_url: str = ""
+    settings_path: str = ""  # the rungar.yaml it was started with ("" when none was read)
     # Each scale set's providers' runner blocks and revisions, for the configuration they were
     # worked out from (a new one, from `rungar apply`, works them out again).
     _blocks: dict[str, tuple[ScaleSetConfig, dict[str, ProviderBlock]]] = field(
