@@ -99,8 +99,8 @@ def render(document: dict[str, Any], since_text: str) -> list[str]:
         "cost where the provider has a price_per_hour"
     )
     lines.append(
-        "WAIT: from GitHub assigning a job to its scale set until a runner took it, by "
-        "GitHub's clock (Rungar's where GitHub gave no times)"
+        "RUNNER TIME and WAIT on Rungar's clock; WAIT: from GitHub assigning a job to its "
+        'scale set until a runner took it (docs/usage.md, "Clocks")'
     )
     return lines
 

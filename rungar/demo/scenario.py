@@ -81,8 +81,8 @@ class Burst:
 class Summary:
     jobs: int = 0
     completed: int = 0
-    # GitHub's seconds (the emulator's clock), each started job's wait as ``rungar usage``
-    # counts it: assigned to its scale set until a runner took it
+    # GitHub's seconds (the emulator's clock), each started job's wait: assigned to its scale
+    # set until a runner took it (``rungar usage`` shows waits on Rungar's clock instead)
     waits: list[float] = field(default_factory=list)
     runners_by_provider: Counter[str] = field(default_factory=Counter)
     refusals: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -108,8 +108,8 @@ class Summary:
             table.add_row(
                 "wait for a runner",
                 f"{_percentiles(self.waits)} (GitHub's clock, {self.clock_factor:g}x real time: "
-                "from assigned to a scale set until a runner took the job, nearest rank, as "
-                "rungar usage counts it)",
+                "from assigned to a scale set until a runner took the job, nearest rank; "
+                "rungar usage shows waits on Rungar's clock, beside runner time)",
             )
         table.add_row(
             "runners per provider",

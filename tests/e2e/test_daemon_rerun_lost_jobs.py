@@ -4,6 +4,7 @@ the job then runs again to success. A job that fails on its own is never re-run.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator.model import JobState
 from tests.e2e.daemon_world import DaemonWorld
+from tests.waiting import until_awaited
 
 
 def fleet() -> dict[str, Any]:
@@ -55,7 +57,7 @@ def reruns(world: DaemonWorld) -> list[dict[str, Any]]:
     return [r for r in world.emulator.state.requests if r["route"] == "R7"]
 
 
-async def test_a_job_lost_with_its_machine_is_run_again_to_success_once(
+async def test_a_job_lost_with_its_machine_is_run_again_once_and_booked_to_its_provider(
     world: DaemonWorld,
 ) -> None:
     queued = await world.queue_job(labels=["linux"], name="build", duration=600)
@@ -98,6 +100,20 @@ async def test_a_job_lost_with_its_machine_is_run_again_to_success_once(
     assert reruns(world)[0]["path"].endswith(f"/actions/jobs/{job.workflow_job_id}/rerun")
     events = [e for e in world.log_lines() if e.get("event") == "job.rerun"]
     assert len(events) == 1
+
+    # Both runs are booked to the provider that held their machines: the lost one too, whose
+    # runner was gone by the time GitHub failed its job.
+    async def booked() -> dict[str, Any] | None:
+        shown = await world.rungar("usage", "--by", "provider", "--json")
+        usage = dict(json.loads(shown.stdout))
+        return usage if usage["total"]["jobs"] == 2 else None
+
+    usage = await until_awaited(booked, "both runs in rungar usage")
+    assert usage is not None  # until_awaited returns only a true value
+    assert [(g["key"], g["jobs"]) for g in usage["groups"]] == [("host", 2)], usage
+    assert usage["groups"][0]["conclusions"] == {"failed": 1, "succeeded": 1}
+    table = await world.rungar("usage", "--by", "provider")
+    assert "(unknown)" not in table.stdout and "  host " in table.stdout, table.stdout
 
 
 async def test_a_job_that_fails_on_its_own_is_never_re_run(world: DaemonWorld) -> None:

@@ -85,7 +85,7 @@ async def test_rungar_usage_prints_a_table_with_totals_and_json_on_request(
     assert table[2].split() == ["host", "2", "1", "1", "0", "1h", "00m", "8.0s", "12.0s", "-"]
     assert table[3].split()[0] == "cloud" and table[3].split()[-1] == "0.25"
     assert table[4].split()[:2] == ["TOTAL", "3"]
-    assert table[-1].startswith("WAIT: from GitHub assigning a job to its scale set until a runner")
+    assert table[-1].startswith("RUNNER TIME and WAIT on Rungar's clock; WAIT: from GitHub")
     assert await asyncio.to_thread(main, [*base, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["by"] == "repository" and document["total"]["jobs"] == 3

@@ -18,7 +18,7 @@ from rungar.engine.jobs.accounting import Accounting, usage_document
 from rungar.engine.report.events import EventLog
 from rungar.github.interface import JobEvent, JobEventKind, JobTimes
 from rungar.model.machine import Conclusion, JobHint
-from rungar.model.runner import RunnerState
+from rungar.model.runner import RemovalReason, RunnerState
 from rungar.store.sqlite import SqliteStore
 from rungar.store.usage import UsageBook, read_usage
 from rungar.testing.clock import FakeClock
@@ -188,3 +188,48 @@ def test_a_job_cancelled_before_any_runner_took_it_is_not_served(tmp_path: Path)
         "linux", event(JobEventKind.COMPLETED, conclusion=Conclusion.CANCELLED)
     )
     assert read_usage(e.store.path, 0.0) == []
+
+
+def test_the_wait_is_on_rungars_clock_when_it_heard_the_job_assigned(tmp_path: Path) -> None:
+    """GitHub's clock runs 20 times faster here (the demo's emulator): its times say the job
+    waited 200 s, Rungar heard it wait 10 s, and its runner's life is on Rungar's clock too."""
+    clock = FakeClock(start=10_000.0)
+    e = engine(tmp_path, clock)
+    e.on_job_assigned("linux", "job-1", HINT, at=50_000.0)
+    clock.advance(10.0)
+    e.runners.add(RunnerRecord("linux-1", "linux", "cloud", "r1", 10_004.0, RunnerState.BUSY))
+    accounting = Accounting(e.ctx)
+    githubs = JobTimes(assigned=50_000.0, started=50_200.0)
+    accounting.job_started("linux", event(JobEventKind.STARTED, "linux-1", times=githubs))
+    clock.advance(30.0)
+    finished = JobTimes(assigned=50_000.0, started=50_200.0, finished=50_800.0)
+    accounting.job_completed(
+        "linux",
+        event(JobEventKind.COMPLETED, "linux-1", conclusion=Conclusion.SUCCEEDED, times=finished),
+    )
+    [row] = read_usage(e.store.path, 0.0)
+    assert (row.wait, row.runner_seconds) == (10.0, 36.0)
+
+
+def test_a_job_lost_with_its_machine_is_booked_to_the_provider_that_held_it(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock(start=10_000.0)
+    e = engine(tmp_path, clock)
+    record = RunnerRecord("linux-1", "linux", "cloud", "r1", 10_000.0, RunnerState.BUSY)
+    e.runners.add(record)
+    accounting = Accounting(e.ctx)
+    accounting.job_started("linux", event(JobEventKind.STARTED, "linux-1"))
+    clock.advance(100.0)
+    # Its machine goes away under the job: the runner is let go, then forgotten ...
+    e.removals.let_go(record, RemovalReason.ENDED)
+    e.runners.pop("linux-1")
+    clock.advance(60.0)
+    # ... and GitHub, no longer hearing from it, fails the job a minute later.
+    accounting.job_completed(
+        "linux", event(JobEventKind.COMPLETED, "linux-1", conclusion=Conclusion.FAILED)
+    )
+    [row] = read_usage(e.store.path, 0.0)
+    assert (row.provider, row.runner, row.conclusion) == ("cloud", "linux-1", "failed")
+    assert row.runner_seconds == 100.0  # until its machine went, not until GitHub said so
+    assert row.price_per_hour == 0.4

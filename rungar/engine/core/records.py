@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -93,6 +94,9 @@ class CreatesInFlight:
         return set(self._names)
 
 
+GONE_REMEMBERED = 1000  # runners dropped whose late job completions are still booked
+
+
 class RunnerTable:
     """Every runner the daemon knows, by name, and indexed by scale set and by provider (a
     reconcile pass asks per scale set, and a fleet of thousands of runners must not be walked
@@ -110,6 +114,9 @@ class RunnerTable:
         self._providers_of: dict[str, dict[str, int]] = {}  # scale set -> provider -> runners
         self.creating = CreatesInFlight()
         self.left: dict[str, float] = {}  # stranded names kept from adoption until this time
+        # The last runners dropped, newest last: a job lost with its machine completes after
+        # its runner is gone, and is still booked to the provider that held it.
+        self._gone: OrderedDict[str, RunnerRecord] = OrderedDict()
 
     def __contains__(self, name: str) -> bool:
         return name in self._runners
@@ -139,9 +146,18 @@ class RunnerTable:
     def pop(self, name: str) -> RunnerRecord | None:
         record = self._runners.pop(name, None)
         self._unindex(record)
-        if record is not None and self.on_change is not None:
-            self.on_change(name, None)
+        if record is not None:
+            self._gone[name] = record
+            self._gone.move_to_end(name)
+            while len(self._gone) > GONE_REMEMBERED:
+                self._gone.popitem(last=False)
+            if self.on_change is not None:
+                self.on_change(name, None)
         return record
+
+    def gone(self, name: str) -> RunnerRecord | None:
+        """A runner dropped since this daemon started, among the last ``GONE_REMEMBERED``."""
+        return self._gone.get(name)
 
     def _unindex(self, record: RunnerRecord | None) -> None:
         if record is None:

@@ -2,10 +2,17 @@
 
 A job is *served* when one of Rungar's runners took it: its completion names the runner. Its
 runner-seconds are that runner's life until the job ended (an ephemeral runner is created for
-one job, and a cloud bills its boot too); a runner Rungar does not know (its record lost) counts
-the job's own run time by GitHub's clock. Its wait is GitHub's (assigned to the scale set until
-a runner took it), else the one Rungar saw itself, as ``rungar status`` and the job-wait metric
-count it. The price is the provider's ``price_per_hour`` when the job ended, kept with the row,
+one job, and a cloud bills its boot too), or until it was let go when its machine went away
+under the job; a runner Rungar does not know (its record lost) counts the job's own run time by
+GitHub's clock. A job lost with its machine is booked to the provider that held the machine:
+its runner is gone by the time GitHub fails the job, so the record is found among those
+recently dropped.
+
+Both durations are on Rungar's clock, so they compare side by side (docs/usage.md, "Clocks"):
+the wait runs from when the daemon heard GitHub assign the job to its scale set until it heard a
+runner take it, the same moments ``rungar status`` and the job-wait metric use. GitHub's own
+times give the wait only for a job whose assignment this daemon did not hear (assigned before it
+started). The price is the provider's ``price_per_hour`` when the job ended, kept with the row,
 so a later price change does not rewrite the past.
 """
 
@@ -18,6 +25,7 @@ import structlog
 
 from rungar.engine.core.context import EngineContext
 from rungar.errors import StateError
+from rungar.model.runner import RunnerState
 from rungar.store.usage import UsageBook, read_usage
 from rungar.usage.summary import UNKNOWN_CONCLUSION, JobUsage, summarize
 
@@ -41,12 +49,12 @@ class Accounting:
 
     def job_started(self, scale_set: str, event: JobEvent) -> None:
         """Before the engine forgets when the job was assigned (it pops it at the start)."""
-        wait = event.times.runner_wait
-        if wait is None:
-            state = self.ctx.sets.get(scale_set)
-            assigned_at = state.assigned_at.get(event.job_id) if state is not None else None
-            if assigned_at is not None:
-                wait = max(0.0, self.ctx.clock.now() - assigned_at)
+        state = self.ctx.sets.get(scale_set)
+        assigned_at = state.assigned_at.get(event.job_id) if state is not None else None
+        if assigned_at is not None:  # heard assigned, and now started: Rungar's clock
+            wait: float | None = max(0.0, self.ctx.clock.now() - assigned_at)
+        else:
+            wait = event.times.runner_wait
         if wait is None:
             return
         self._waits[event.job_id] = wait
@@ -68,15 +76,17 @@ class Accounting:
     def row(self, scale_set: str, event: JobEvent) -> JobUsage | None:
         """The job's row, or None for a job no runner of Rungar's took."""
         wait = self._waits.pop(event.job_id, None)
-        if event.times.runner_wait is not None:
+        if wait is None:  # its start was not heard: GitHub's times are all there is
             wait = event.times.runner_wait
         if not event.runner_name:
             return None  # cancelled before any runner took it: not served
         ctx = self.ctx
         now = ctx.clock.now()
-        record = ctx.runners.get(event.runner_name)
+        record = ctx.runners.get(event.runner_name) or ctx.runners.gone(event.runner_name)
         if record is not None and record.created_at:
-            seconds = max(0.0, now - record.created_at)
+            # A runner let go (its machine gone under the job) stopped costing then.
+            leaving = record.state is RunnerState.LEAVING and record.left_at
+            seconds = max(0.0, (record.left_at if leaving else now) - record.created_at)
         elif event.times.finished > event.times.started > 0:
             seconds = event.times.finished - event.times.started
         else:

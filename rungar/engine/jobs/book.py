@@ -170,8 +170,10 @@ class JobBook:
     def on_job_started(
         self, name: str, job_id: str, runner: str, hint: JobHint, times: JobTimes | None = None
     ) -> None:
-        """``times`` are GitHub's: its assign and runner-assign times give the job's wait when
-        known (they are true across a restart and a late message); else the local clock does."""
+        """The job's wait is on Rungar's clock, as runner lives are (docs/configuration.md, "a
+        job's wait"): from when this daemon heard it assigned until now. ``times`` are GitHub's:
+        its assign and runner-assign times give the wait only for a job whose assignment this
+        daemon did not hear (assigned before it started)."""
         ctx = self.ctx
         state = ctx.sets.get(name)
         record = ctx.runners.get(runner)
@@ -187,10 +189,10 @@ class JobBook:
                 # now would move it by however fast GitHub's clock ran meanwhile.
                 hint = replace(hint, clock_offset=was_queued.clock_offset)
             assigned_at = state.assigned_at.pop(job_id, None)
-            if github_wait is not None:
+            if assigned_at is not None:
+                waited = max(0.0, ctx.clock.now() - assigned_at)
+            elif github_wait is not None:
                 waited = github_wait
-            elif assigned_at is not None:
-                waited = ctx.clock.now() - assigned_at
             if waited is not None:
                 ctx.metrics.job_runner_wait.labels(name).observe(waited)
             ctx.metrics.jobs_started.labels(name).inc()
