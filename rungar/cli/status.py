@@ -269,16 +269,8 @@ def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:
         fields.append(("Configuration", str(daemon["config_path"])))
     if queue_age:
         fields.append(("Queue age", queue_age))
-    reruns = daemon.get("reruns") or {}
-    if reruns.get("count"):
-        lost = plural(int(reruns["count"]), "lost job")
-        fields.append(("Re-run", f"{lost}; last: {reruns.get('last', '')}"))
-    budget_note = (daemon.get("budget") or {}).get("note")
-    if budget_note:
-        fields.append(("API budget", str(budget_note).removeprefix("API budget ")))
-    registering = (daemon.get("registrations") or {}).get("sentence")
-    if registering:
-        fields.append(("Registering", str(registering).removeprefix("registering ")))
+    # Worded by the daemon, for the fleet page too: the re-runs, the API budget, the queue.
+    fields += [(str(n["label"]), str(n["text"])) for n in daemon.get("notes") or []]
     if daemon.get("state_moved_aside"):
         kept = daemon["state_moved_aside"]
         fields.append(("State", f"was corrupt; kept as {kept}, started afresh"))

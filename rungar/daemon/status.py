@@ -20,7 +20,9 @@ Document (every time in epoch seconds, every duration in seconds)::
                 "budget": {"remaining", "limit", "reset_at" (null until read), "stretch" (1,
                            2 or 4: how many times less often reads that can wait are made),
                            "not_modified" (reads answered 304, free), "note"},
-                "reruns": {"count" (jobs re-run since start), "last": its sentence}},
+                "reruns": {"count" (jobs re-run since start), "last": its sentence},
+                "notes": [{"label", "text"}] (the three above in words, as rungar status and
+                the fleet page show them)},
      "scale_sets": [{"name", "status", "note", "runners", "creating", "busy", "idle", "starting",
                      "desired", "reserve", "min", "schedule", "max", "priority", "placement",
                      "providers", "paused", "assigned", "labels"}],
@@ -62,6 +64,7 @@ from rungar.config.model import ScaleSetConfig
 from rungar.daemon.readiness import readiness
 from rungar.engine.core.context import EngineContext
 from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.model.columns import plural
 from rungar.model.json_shapes import STATUS_SHAPE
 from rungar.model.phase import Phase
 from rungar.model.runner import GitHubState, RunnerState
@@ -240,6 +243,25 @@ def budget_document(ctx: EngineContext) -> dict[str, Any]:
     }
 
 
+def daemon_notes(daemon: dict[str, Any]) -> list[dict[str, str]]:
+    """The daemon's lines that ``rungar status`` and the fleet page both show under its header,
+    worded here once: the jobs re-run, the API budget when it slows anything, and the
+    registration queue. Each is ``{"label", "text"}``: ``Registering``, ``6/min, GitHub's limit; 17
+    waiting``."""
+    notes = []
+    reruns = daemon["reruns"]
+    if reruns.get("count"):
+        lost = plural(int(reruns["count"]), "lost job")
+        notes.append({"label": "Re-run", "text": f"{lost}; last: {reruns.get('last', '')}"})
+    budget = str(daemon["budget"].get("note") or "")
+    if budget:
+        notes.append({"label": "API budget", "text": budget.removeprefix("API budget ")})
+    registering = str(daemon["registrations"].get("sentence") or "")
+    if registering:
+        notes.append({"label": "Registering", "text": registering.removeprefix("registering ")})
+    return notes
+
+
 def snapshot(ctx: EngineContext) -> dict[str, Any]:
     now = ctx.clock.now()
     return {
@@ -264,7 +286,7 @@ def snapshot(ctx: EngineContext) -> dict[str, Any]:
 
 def daemon_document(ctx: EngineContext, now: float) -> dict[str, Any]:
     ready = readiness(ctx.sets, ctx.lease)
-    return {
+    daemon = {
         "ready": ready.ready,
         "readiness": ready.sentence,
         "version": __version__,
@@ -283,6 +305,8 @@ def daemon_document(ctx: EngineContext, now: float) -> dict[str, Any]:
             "last": ctx.findings.reruns.last,
         },
     }
+    daemon["notes"] = daemon_notes(daemon)
+    return daemon
 
 
 def scale_sets_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:

@@ -109,3 +109,48 @@ def test_the_fleet_page_says_stale_plainly_once_the_daemon_stops_answering(page:
     finally:
         if not stopped:
             server.stop()
+
+
+def test_the_fleet_page_shows_the_queue_reruns_and_budget_as_rungar_status_does(
+    page: Page, served: tuple[str, ScriptedEngine]
+) -> None:
+    from rungar.cli.status import header_lines
+    from rungar.daemon.status import daemon_notes
+
+    url, engine = served
+    page.goto(url)
+    expect(page.locator("#live")).to_have_text("live")
+    expect(page.locator("#daemon-notes")).to_be_hidden()  # nothing to say yet
+    runner = {
+        "name": "linux-1a2b3c4d", "scale_set": "linux", "provider": "host",
+        "state": "starting", "github": "unknown", "age": 1.0, "job": "",
+    }  # fmt: skip
+    document = status([runner])
+    daemon = document["daemon"]
+    daemon["registrations"] = {
+        "per_minute": 6.0, "waiting": 17, "source": "github", "throttled": 3,
+        "sentence": "registering 6/min, GitHub's limit; 17 waiting",
+    }  # fmt: skip
+    daemon["budget"] = {"note": "API budget 998/5000 (20%) left: runner lists half as often"}
+    daemon["reruns"] = {"count": 1, "last": "re-ran octo/app's build, lost with linux-9f"}
+    daemon["notes"] = daemon_notes(daemon)
+    document["scale_sets"][0].update(runners=16, starting=16, creating=15)
+    engine.status = document
+
+    # rungar status's header lines for the same document, label and text
+    shown = {
+        label.strip(): text
+        for label, _, text in (
+            line.partition(": ") for line in header_lines(daemon) if line.startswith("  ")
+        )
+    }
+    assert set(shown) == {"Re-run", "API budget", "Registering"}, shown
+    notes = page.locator("#daemon-notes")
+    expect(notes).to_be_visible()
+    for label, text in shown.items():
+        expect(notes.locator(f'dd[data-label="{label}"]')).to_have_text(text.strip())
+    expect(notes).to_contain_text("1 lost job; last:")
+    expect(page.locator("#runner-count")).to_have_text("(1 listed, 15 being created)")
+    expect(page.locator("#runners-creating")).to_have_text(
+        "15 runners being created, not listed until created; 17 waiting to register with GitHub"
+    )

@@ -87,7 +87,24 @@ function renderStatus(status) {
     if (!p.reachable) sentences.push(el("li", {}, `${p.name} is unreachable${p.error ? ": " + p.error : ""}`));
   }
   document.getElementById("skips").replaceChildren(...sentences);
-  document.getElementById("runner-count").textContent = `(${status.runners.length})`;
+  const notes = (d.notes || []).flatMap((n) =>
+    [el("dt", { "data-label": n.label }, n.label + ":"), el("dd", { "data-label": n.label }, n.text)]);
+  const noteList = document.getElementById("daemon-notes");
+  noteList.replaceChildren(...notes);
+  noteList.hidden = !notes.length;
+  // Creates in flight count among a scale set's runners (and Starting) before their provider
+  // lists them here: the count says so, as rungar status's closing line does.
+  const creating = status.scale_sets.reduce((sum, s) => sum + (s.creating || 0), 0);
+  const listed = status.runners.length;
+  document.getElementById("runner-count").textContent =
+    creating ? `(${listed} listed, ${creating} being created)` : `(${listed})`;
+  const waiting = d.registrations && d.registrations.waiting;
+  const creatingNote = document.getElementById("runners-creating");
+  creatingNote.hidden = !creating;
+  creatingNote.textContent = creating
+    ? `${plural(creating, "runner")} being created, not listed until created` +
+      (waiting ? `; ${waiting} waiting to register with GitHub` : "")
+    : "";
   fill(document.querySelector("#runners tbody"), status.runners.length ? status.runners.map((r) =>
     el("tr", { "data-runner": r.name },
       el("td", {}, r.name), el("td", { class: "opt" }, r.scale_set), el("td", {}, r.provider),
@@ -95,6 +112,11 @@ function renderStatus(status) {
       el("td", {}, r.job || "-"))) : [el("tr", {}, el("td", { class: "empty", colspan: "7" }, "no runners"))]);
   const names = status.providers.map((p) => p.name);
   if (names.join() !== state.providers.join()) { state.providers = names; drawCharts(); }
+}
+
+// "1 runner", "3 runners": counts agree with their nouns (docs/cli.md).
+function plural(count, noun) {
+  return `${count} ${count === 1 ? noun : noun + "s"}`;
 }
 
 // rungar status's stable values in words, as the CLI's table says them.
