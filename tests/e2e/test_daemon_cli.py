@@ -253,3 +253,18 @@ async def test_doctor_without_c_checks_the_rungar_yaml_of_the_daemon_on_rungar_s
     assert f"→ export RUNGAR_SOCKET={world.socket}" in done.stdout
     fixes = [line for line in done.stdout.splitlines() if "→" in line and "rungar " in line]
     assert fixes and all(" -c " in line for line in fixes), fixes
+
+
+async def test_a_mistyped_name_is_a_usage_error_with_the_closest_name(world: DaemonWorld) -> None:
+    for argv, said in (
+        (("scale-sets", "inspect", "linx"), "no scale set named linx; did you mean linux?"),
+        (
+            ("events", "--provider", "roomy-hots"),
+            "no provider named roomy-hots; did you mean roomy-host?",
+        ),
+        (("runners", "ls", "--scale-set", "lnux"), "no scale set named lnux; did you mean linux?"),
+    ):
+        done = await world.rungar(*argv)
+        assert (done.returncode, done.stdout) == (2, ""), argv
+        assert done.stderr.startswith(f"rungar: {said}"), done.stderr
+    assert (await world.rungar("events", "--provider", "roomy-host")).returncode == 0
