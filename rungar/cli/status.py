@@ -380,6 +380,9 @@ def scale_set_lines(
             lines.append(f"  {s['name']}: {schedule}")
         if s.get("warm") and s.get("desired") is not None:
             lines.append(f"  {s['name']}: desired {desired_cell(s, reason=True)}")
+        statistics = (s.get("statistics") or {}).get("sentence")
+        if statistics:
+            lines.append(f"  {s['name']}: {statistics}")
     return lines
 
 

@@ -42,6 +42,9 @@ class Timing:
     crash_backoff_first: float = 30.0  # runners that end before connecting: first skip
     crash_backoff_max: float = 600.0  # ... doubling in a row up to this
     starting_sync_interval: float = 5.0  # starting runners checked against GitHub this often
+    # GitHub's assigned count above the jobs it sent, with runners idle all along, this long:
+    # the jobs idle runners disprove are not counted (docs/github.md)
+    stale_statistics_after: float = 120.0
     # Active and standby (docs/operating.md, "Running a standby"): the active daemon has GitHub
     # confirm its lease this often; the lease lasts this long after GitHub last confirmed it; the
     # standby asks for the lead scale set's message session this often.

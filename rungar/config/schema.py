@@ -483,6 +483,7 @@ TIMING_MINIMUMS: dict[str, tuple[float, bool]] = {
     "crash_backoff_first": (0.0, True),
     "crash_backoff_max": (0.0, True),
     "starting_sync_interval": (0.0, True),
+    "stale_statistics_after": (0.0, True),
     "lease_duration": (0.0, True),
     "lease_renew_interval": (0.0, True),
     "standby_retry": (0.0, True),
@@ -524,6 +525,11 @@ TIMING_NOTES = {
         "shared runner list) and their providers' listings: a runner is seen idle, and its "
         "boot timed, soon after it connects; one whose machine stopped before it connected "
         "ends then."
+    ),
+    "stale_statistics_after": (
+        "GitHub's assigned count stays above the jobs it sent while runners of the scale set "
+        "stay idle this long: the jobs those idle runners disprove are not counted until "
+        "GitHub's count comes down."
     ),
     "lease_duration": (
         "Two daemons of one installation (active and standby): the active one acts for this "

@@ -25,7 +25,7 @@ Document (every time in epoch seconds, every duration in seconds)::
                 the fleet page show them)},
      "scale_sets": [{"name", "status", "note", "runners", "creating", "busy", "idle", "starting",
                      "desired", "reserve", "min", "schedule", "max", "priority", "placement",
-                     "providers", "paused", "assigned", "labels"}],
+                     "providers", "paused", "assigned", "statistics", "labels"}],
      (runners = busy + idle + starting; creating: creates in flight, counted among runners and
      starting and not yet listed under "runners" below;
      polled_at: when GitHub last told the assigned count, null = never; the queue's age is
@@ -33,7 +33,10 @@ Document (every time in epoch seconds, every duration in seconds)::
      schedule: null | {"timezone", "window", "min_runners", "next_change",
                         "next_min_runners", "next_window"}; reserve: the part of desired kept
      idle beyond the assigned jobs, warm pool included; warm: null | {"runners" (its part of
-     reserve), "predicted", "max", "reason"}; min: the min_runners in force now)
+     reserve), "predicted", "max", "reason"}; min: the min_runners in force now;
+     statistics: null | {"reported" (GitHub's assigned count), "sent" (its jobs waiting or
+     running), "counted" (what scaling counts), "sentence"} while GitHub's count is judged
+     stale)
      "leftovers": [{"scale_set", "runners", "busy", "registrations", "sentence"}],
      (scale sets no longer configured whose runners or registrations remain)
      "providers": [{"name", "type", "status" (a display sentence), "state" (ok | unreachable |
@@ -133,6 +136,20 @@ def warm_document(state: ScaleSetState) -> Any:
         "predicted": state.warm.predicted,
         "max": state.warm.most,
         "reason": state.warm.reason,
+    }
+
+
+def statistics_document(state: ScaleSetState) -> dict[str, Any] | None:
+    """GitHub's assigned count judged stale (docs/github.md, "When GitHub's count goes stale"),
+    or None while scaling counts it as given."""
+    judged = state.statistics
+    if judged is None or not judged.check.discount:
+        return None
+    return {
+        "reported": judged.reported,
+        "sent": judged.known,
+        "counted": judged.counted,
+        "sentence": judged.sentence,
     }
 
 
@@ -340,6 +357,7 @@ def scale_sets_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
                 "providers": list(ss.provider_names),
                 "paused": state.paused,
                 "assigned": state.assigned,
+                "statistics": statistics_document(state),
                 "polled_at": state.polled_at or None,
                 "labels": list(ss.labels) or [name],
                 "runner": runner_summary(ss),

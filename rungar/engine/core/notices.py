@@ -27,6 +27,7 @@ from rungar.model.sentences import (
     crash_sentence,
 )
 from rungar.scaling import InForce
+from rungar.scaling.stale_statistics import Judged
 from rungar.stopping import within
 
 log = structlog.get_logger("rungar.engine")
@@ -67,6 +68,31 @@ def note_minimum(ctx: EngineContext, state: ScaleSetState, minimum: InForce) -> 
         to=minimum.min_runners,
         window=minimum.window,
     )
+
+
+def note_statistics(ctx: EngineContext, state: ScaleSetState, judged: Judged) -> None:
+    """Keep the check of GitHub's assigned count, and say so when its judgement changes: a
+    count judged stale, or believed again (docs/github.md, "When GitHub's count goes stale")."""
+    before, state.statistics = state.statistics, judged
+    name = state.config.name
+    was = before.check.discount if before is not None else 0
+    now = judged.check.discount
+    ctx.metrics.jobs_counted.labels(name).set(judged.counted)
+    if (was == 0) == (now == 0):
+        return
+    kind = "statistics_stale" if now else "statistics_believed"
+    message = judged.sentence or f"GitHub's assigned count ({judged.reported}) is believed again"
+    ctx.events.record(
+        "scale_set",
+        name,
+        kind,
+        scale_set=name,
+        message=message,
+        reported=judged.reported,
+        sent=judged.known,
+        counted=judged.counted,
+    )
+    log.warning(kind, scale_set=name, reported=judged.reported, sent=judged.known)
 
 
 def note_crash(ctx: EngineContext, record: RunnerRecord, reason: str) -> None:

@@ -12,6 +12,7 @@ from rungar.config.model import ScaleSetConfig
 from rungar.model.machine import QUEUE_HINTS, JobHint
 from rungar.model.phase import Phase
 from rungar.scaling import InForce, Warm
+from rungar.scaling.stale_statistics import Judged
 
 
 @dataclass
@@ -27,6 +28,9 @@ class ScaleSetState:
     warm: Warm | None = None  # the warm pool's prediction at the last decision
     warm_runners: int = 0  # of reserve, the warm pool's part (after max_runners)
     polled_at: float = 0.0  # when GitHub last told the assigned count (0 = never)
+    # GitHub's assigned count checked against the jobs it sent, at the last decision
+    # (rungar/scaling/stale_statistics.py); None before the first
+    statistics: Judged | None = None
     paused_at_runtime: bool | None = None  # None: as configured
     _phase: Phase = Phase.STARTING
     note: str = ""

@@ -7,12 +7,13 @@ runner that goes to :class:`Removals`."""
 from __future__ import annotations
 
 from rungar.engine.core.context import EngineContext
-from rungar.engine.core.notices import note_minimum
+from rungar.engine.core.notices import note_minimum, note_statistics
 from rungar.engine.create.creating import Creations
 from rungar.engine.jobs.job_history import JobHistory
 from rungar.engine.remove.removing import Removals
-from rungar.model.runner import RemovalReason
+from rungar.model.runner import RemovalReason, RunnerState
 from rungar.scaling import desired
+from rungar.scaling.stale_statistics import StatisticsCheck, judge
 from rungar.scaling.step import plan_scale
 
 
@@ -39,14 +40,24 @@ class Scaler:
             now = ctx.clock.now()
             state.warm = self.job_history.warm(state.config, now)
             warm = state.warm.runners if state.warm else 0
+            live = ctx.runners.live(name)
+            judged = judge(
+                state.statistics.check if state.statistics else StatisticsCheck(),
+                reported=state.assigned,
+                known=len(state.queued) + sum(1 for r in live if r.state is RunnerState.BUSY),
+                idle=sum(1 for r in live if r.state is RunnerState.IDLE),
+                now=now,
+                after=ctx.config.timing.stale_statistics_after,
+            )
+            note_statistics(ctx, state, judged)
             decision = desired(
-                state.config, state.assigned, paused=state.paused, now=now, warm=warm
+                state.config, judged.counted, paused=state.paused, now=now, warm=warm
             )
             note_minimum(ctx, state, decision.minimum)
             plan = plan_scale(
                 decision,
                 removed=state.removed,
-                live=[r.view() for r in ctx.runners.live(name)],
+                live=[r.view() for r in live],
                 creating=ctx.runners.creating.count(name),
                 revisions=ctx.revisions(name),
             )

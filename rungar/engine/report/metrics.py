@@ -132,6 +132,13 @@ class Metrics:
         self.jobs_assigned = Gauge(
             "rungar_jobs_assigned", "Jobs assigned", ["scale_set"], registry=r
         )
+        self.jobs_counted = Gauge(
+            "rungar_jobs_counted",
+            "Jobs assigned that scaling counts: GitHub's count less those its idle runners "
+            "disprove",
+            ["scale_set"],
+            registry=r,
+        )
         self.job_wait = Histogram(
             "rungar_job_wait_seconds",
             "Queued on GitHub until a runner took the job (GitHub's clock)",

@@ -128,8 +128,15 @@ class ControlRoutes:
         scale_set_id = int(request.path_params["id"])
         if scale_set_id not in self.state.scale_sets:
             return error(404, "RunnerScaleSetNotFoundException", "no such scale set")
-        if request.path_params["action"] == "delete":
+        action = request.path_params["action"]
+        if action == "delete":
             self.state.delete_scale_set(scale_set_id)
+        elif action == "stale":
+            body = await body_json(request)
+            assigned = body.get("assigned") if isinstance(body, dict) else None
+            if not isinstance(assigned, int) or assigned < 0:
+                return error(400, "ArgumentException", "assigned: a whole number ≥ 0 is required")
+            self.state.scale_sets[scale_set_id].phantom_assigned = assigned
         else:
             self.state.evict_session(scale_set_id)
         return Response(status_code=204)

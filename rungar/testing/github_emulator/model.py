@@ -109,6 +109,9 @@ class ScaleSetRecord:
     created_at: float
     max_capacity: int | None = None  # last X-ScaleSetMaxCapacity; None = unlimited
     polled: bool = False  # the current session has polled: its capacity is known
+    # Jobs its TotalAssignedJobs counts that do not exist: GitHub's statistics gone stale after
+    # an incident (docs/github-emulator.md, "Stale statistics")
+    phantom_assigned: int = 0
     pending: list[dict[str, Any]] = field(default_factory=list)  # events not yet in a message
     unacked: list[Message] = field(default_factory=list)
     acked: set[int] = field(default_factory=set)  # ids acknowledged once: a second ack is fine

@@ -69,6 +69,10 @@ class EmulatorOptions:
     jit_rate_per_minute: float = 0.0  # GitHub's registration limit on A13 and R4; 0 = none
     jit_rate_window: float = 60.0  # the seconds that limit is counted over (GitHub's: a minute)
     seed: int | None = None  # None: the lowest scale-set id wins a job; else seeded choice
+    # Stale statistics: every scale set's TotalAssignedJobs counts this many jobs that do not
+    # exist, as GitHub's can for hours after an incident; POST /_fake/scalesets/ID/stale
+    # changes it for one scale set
+    stale_assigned_jobs: int = 0
     webhook_url: str = ""
     webhook_secret: str = ""
 
@@ -157,7 +161,8 @@ class EmulatorState:
             + sum(1 for j in jobs if j.state is JobState.AVAILABLE),
             "totalAcquiredJobs": 0,  # acquired jobs are assigned at once here
             "totalAssignedJobs": (0 if legacy else waiting)
-            + sum(1 for j in jobs if j.state in (JobState.ASSIGNED, JobState.RUNNING)),
+            + sum(1 for j in jobs if j.state in (JobState.ASSIGNED, JobState.RUNNING))
+            + (record.phantom_assigned if record is not None else 0),
             "totalRunningJobs": sum(1 for j in jobs if j.state is JobState.RUNNING),
             "totalRegisteredRunners": len(runners),
             "totalBusyRunners": busy,
@@ -186,6 +191,7 @@ class EmulatorState:
         record = ScaleSetRecord(
             self.next_id(), name, group_id, self._kept_labels(name, labels), self.clock.now()
         )
+        record.phantom_assigned = self.options.stale_assigned_jobs
         self.scale_sets[record.id] = record
         return record
 
