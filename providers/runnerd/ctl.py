@@ -26,7 +26,7 @@ from runnerd.cli_jobs import add_jobs_command
 from runnerd.cli_sizing import add_runnerctl_commands
 from runnerd.config import RunnerdConfig, load_config
 from runnerd.dashboard.login import add_dashboard_command
-from runnerd.sentences import job_sentence, render_event
+from runnerd.sentences import job_sentence, queue_lines, render_event
 
 DEFAULT_CONFIG = os.environ.get("RUNNERD_CONFIG", "/etc/runnerd/runnerd.toml")
 
@@ -89,18 +89,6 @@ def render_status(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def queue_lines(queue: list[dict[str, Any]]) -> list[str]:
-    """The scale sets this host refuses while they wait (docs/runnerd.md), one line each, as
-    the dashboard's Queue lists them; "nothing waits" when none does."""
-    if not queue:
-        return ["queue: nothing waits"]
-    return [
-        f"queue: {q['scale_set']} waits for {q['waits_for']} since "
-        f"{time.strftime('%H:%M:%S', time.localtime(q['since']))}: {q['why']}"
-        for q in queue
-    ]
-
-
 def doctor_config(path: str) -> RunnerdConfig:
     """The config doctor checks the host with: the file, or the defaults when there is none
     yet (doctor says so), so a host can be checked before ``runnerd init``."""
@@ -124,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--config", default=DEFAULT_CONFIG)
     p.add_argument("--socket", default="", help="runnerd's API socket (default: from the config)")
     sub = p.add_subparsers(dest="command", required=True)
-    status = sub.add_parser("status", help="the budget, the host line and each runner")
+    status = sub.add_parser("status", help="the budget, the host line, the queue and each runner")
     status.add_argument("--json", action="store_true")
     watch = sub.add_parser("watch", help="status, refreshed")
     watch.add_argument("--interval", type=float, default=2.0)

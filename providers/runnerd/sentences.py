@@ -94,3 +94,14 @@ def wait_lines(row: dict[str, Any]) -> list[str]:
             f"{_span(f['github_duration'])}"
         )
     return lines
+
+
+def queue_lines(queue: list[dict[str, Any]]) -> list[str]:
+    """The scale sets this host refuses while they wait (docs/runnerd.md), one line each, as
+    the dashboard's Queue lists them; "nothing waits" when none does."""
+    if not queue:
+        return ["queue: nothing waits"]
+    return [
+        f"queue: {q['scale_set']} waits for {q['waits_for']} since {_clock(q['since'])}: {q['why']}"
+        for q in queue
+    ]

@@ -140,6 +140,7 @@ async def test_the_status_screen_shows_the_budget_the_host_line_and_each_runner_
         assert row[3:5] == ["running", "7G"] and row[-1] == "octo/app ci/build"
         lines = str(screen.query_one("#lines").render())
         assert lines.startswith("budget: 7G of 33G reserved (caps), 26G free\nhost: ")
+        assert "\nqueue: nothing waits" in lines  # as runnerctl status prints it
         assert screen.problem == ""
         await pilot.press("q")
     assert app.return_code == 0

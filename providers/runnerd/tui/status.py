@@ -1,5 +1,5 @@
-"""The status screen: the budget, the host line and each runner, as ``runnerctl status`` prints
-them, and in watch mode refreshed live with runnerd's events beside them.
+"""The status screen: the budget, the host line, the queue and each runner, as ``runnerctl
+status`` prints them, and in watch mode refreshed live with runnerd's events beside them.
 
 Watch mode asks ``GET /status`` every ``interval`` (2 s, as ``runnerctl watch``) and follows
 ``GET /events`` by long poll: each event is listed and refreshes the status at once. Without
@@ -23,7 +23,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Static
 
 from rungar.model.units import format_bytes
-from runnerd.sentences import render_event
+from runnerd.sentences import queue_lines, render_event
 from runnerd.tui.fit import fill_table
 from runnerd.tui.source import Source, Unreachable
 
@@ -210,6 +210,7 @@ class StatusScreen(Screen[None]):
         self.problem = ""
         self.query_one("#problem", Static).update("")
         lines = [status["budget"]] + [status[k] for k in ("host", "cpu") if status.get(k)]
+        lines.extend(queue_lines(status.get("queue") or []))
         if not status["runners"]:
             lines.append("no runners")
         self.query_one("#lines", Static).update("\n".join(lines))
