@@ -102,3 +102,74 @@ async def test_on_a_compressed_github_clock_queue_times_and_slot_waits_stay_on_r
         truth = world.emulator.state.jobs[job_id]
         assert row["github_queued_at"] == pytest.approx(truth.created_at, abs=1.0)
     assert waited_for_a_slot >= BURST - SLOTS - 1, "the burst never waited for a slot"
+
+
+# GitHub lets the JIT-config route through twice in any 6 s of its clock, and asks a client
+# to retry after seconds of its own clock: a throttled registration waits seconds of runnerd's.
+THROTTLE = {"jit_rate_per_minute": 20.0, "jit_rate_window": 6.0}
+GITHUB_TIMING = {"registration_pace_window": 6.0, "registration_pace_relax": 2.0}
+
+
+@pytest.fixture
+async def throttled() -> AsyncIterator[tuple[DaemonWorld, Host]]:
+    root = Path(tempfile.mkdtemp(prefix="rungar-throttled-"))
+    host = Host(root)
+    host.config.write_text(runnerd_toml(host.dir).replace("slots = 3", f"slots = {BURST}"))
+    world = DaemonWorld(
+        root, {}, clock_factor=FACTOR, github_timing=GITHUB_TIMING, emulator_options=THROTTLE
+    )
+    scale_sets = fleet(host.dir)
+    scale_sets["scale_sets"][0]["min_runners"] = 0  # every runner is registered for a job
+    try:
+        host.start()
+        await host.wait_ready()
+        await world.start(scale_sets)
+        yield world, host
+    finally:
+        await world.stop()
+        await host.stop()
+        if not os.environ.get("KEEP"):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_under_a_registration_throttle_no_slot_wait_is_recorded_and_sizing_sees_none(
+    throttled: tuple[DaemonWorld, Host], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The host has a slot for every job, so it refuses nothing: the jobs wait for GitHub's
+    registration pace alone. Their queue time is GitHub's converted by the hints' offset (not
+    when the throttled create first listed them here), their waits hold the registration's
+    wait, and no slot wait is recorded, so Sizing's p95 slot wait is 0."""
+    world, host = throttled
+    before = time.time()
+    queued = await asyncio.gather(
+        *(
+            world.queue_job(
+                labels=[LABEL],
+                repository="octo-org/app",
+                workflow="ci.yml",
+                name="build",
+                duration=2.0 * FACTOR,
+                memory_bytes=64 * MIB,
+            )
+            for _ in range(BURST)
+        )
+    )
+    after = time.time()
+    rows = await eventually(
+        lambda: (found := host.recorded()) and len(found) >= BURST and found,
+        "runnerd to record the burst",
+        120,
+        host,
+    )
+    assert {r["job_id"] for r in rows} == {str(job["jobId"]) for job in queued}
+    waits = []
+    for row in rows:
+        figures = job_figures(row)
+        assert before - 3.0 <= row["queued_at"] <= after + 3.0, (row["job_id"], row["queued_at"])
+        assert figures["slot_wait"] == 0.0 and figures["host_wait"] == 0.0, row["job_id"]
+        assert figures["wait"] is not None
+        waits.append(figures["wait"])
+    # The throttle held the last registrations back for seconds: their waits say so.
+    assert max(waits) >= 4.0, waits
+    (advice,) = host.runnerctl(capsys, "sizing")["profiles"]
+    assert advice["wait_p95"] == 0.0
