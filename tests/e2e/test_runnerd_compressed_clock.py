@@ -7,7 +7,8 @@ runnerd's, so a queue time taken as GitHub's wait back from runnerd's clock woul
 before the burst (before the host existed), and every slot wait would grow from it. Each job's
 queue time must be when the test queued it, by runnerd's clock, and its slot wait must be
 what runnerd's refusals held it back (its whole wait when it waited for a slot, 0 when its
-runner was admitted at once), within 3 s.
+runner was admitted at once), within 3 s. Under GitHub's registration throttle, with a slot for
+every job, no slot wait is recorded at all, and Sizing's p95 slot wait is 0.
 """
 
 from __future__ import annotations
