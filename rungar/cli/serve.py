@@ -46,4 +46,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return 0
+    except Exception as e:  # what the start made is stopped: one line says why (exit 1)
+        import structlog
+
+        structlog.get_logger("rungar.serve").debug("daemon.failed", exc_info=True)
+        print(f"rungar serve: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     return 0

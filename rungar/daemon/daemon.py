@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ from rungar.engine.engine import Engine
 from rungar.engine.jobs.accounting import Accounting
 from rungar.engine.report.events import EventLog
 from rungar.engine.report.metrics import Metrics
-from rungar.errors import ConfigError
+from rungar.errors import ConfigError, ProviderError
 from rungar.github.registrations import RegistrationQueue
 from rungar.model.caller import Caller
 from rungar.model.machine import (
@@ -277,7 +277,8 @@ class Daemon:
     """One daemon. ``kinds`` are the provider types it serves in process (none unless the
     program running it adds them); ``on_control`` is handed the daemon's control surface once
     it serves, so a program running the daemon in its own process (the demo's live view) reads
-    it without going through the socket."""
+    it without going through the socket; ``settings_path`` is the settings file, named in
+    problems."""
 
     def __init__(
         self,
@@ -289,7 +290,8 @@ class Daemon:
         settings_path: str = "",
     ) -> None:
         self.settings = settings
-        self.settings_path = settings_path  # told by rungar status, so rungar doctor finds it
+        # told by rungar status, so rungar doctor finds it; named in problems with its keys
+        self.settings_path = settings_path
         self.clock = clock or SystemClock()
         self.kinds = kinds or ProviderKinds()
         self.on_control = on_control
@@ -407,19 +409,26 @@ class Daemon:
         return store, events
 
     async def _providers(
-        self, config: ScaleSetsFile, plugins: list[Any], installation: str, caller: Caller
-    ) -> dict[str, Provider]:
-        """Every configured provider, connected; plugins started (and kept in ``plugins``)."""
-        providers = {
-            p.name: make_provider(
+        self,
+        config: ScaleSetsFile,
+        plugins: list[Any],
+        installation: str,
+        caller: Caller,
+        providers: dict[str, Provider],
+    ) -> None:
+        """Every configured provider, connected, into ``providers``; plugins started (and kept
+        in ``plugins`` as soon as made, so a failure later in the start still stops them). A
+        plugin that does not start is a problem of its provider's entry."""
+        for p in config.providers:
+            providers[p.name] = make_provider(
                 p, self.clock, plugins, installation, config.timing, caller, self.kinds
             )
-            for p in config.providers
-        }
-        for provider in providers.values():
+        for name, provider in providers.items():
             if isinstance(provider, PluginProvider):
-                await provider.start()
-        return providers
+                try:
+                    await provider.start()
+                except ProviderError as e:
+                    raise ConfigError([f"providers.{name}: its plugin did not start: {e}"]) from e
 
     def _compose(
         self,
@@ -464,6 +473,12 @@ class Daemon:
         return engine, RunLoop.of(engine, lease, Accounting(engine.ctx))
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Start everything, serve until ``stop`` is set (or SIGINT/SIGTERM), then stop it all.
+
+        Whatever the start made is stopped and removed again, in reverse order, when a later
+        step of the start fails as when the daemon stops: plugin processes and their folders,
+        the admin socket, the listeners. A problem with a setting is raised as
+        ``FILE: key: problem`` (:meth:`where`)."""
         settings = self.settings
         plugins: list[Any] = []
         made: list[str] = []  # the admin socket, once this daemon serves on it
@@ -471,25 +486,67 @@ class Daemon:
             # First of all: a signal while starting stops it as cleanly as one later. A stop
             # that outlasts stop_timeout ends the process all the same (docs/commands.md).
             stop = _stop_on_signals(plugins, made, settings.stop_timeout)
+        async with contextlib.AsyncExitStack() as started:
+            try:
+                await self._start(started, plugins, made)
+            except ConfigError as e:
+                raise ConfigError([self.where(p) for p in e.problems]) from e
+            started.callback(log.info, "daemon.stopping", note="every runner is left in place")
+            await stop.wait()
+
+    def where(self, problem: str) -> str:
+        """``problem`` with the file its key is in: rungar.yaml's own keys (``metrics.listen:
+        ...``) name the settings file (``settings_path``), a provider's or the dashboard's the scale
+        sets file; a problem that names its file already is left as it is."""
+        key = problem.split(":", 1)[0].split(".", 1)[0].strip()
+        if key in DaemonSettings.model_fields and self.settings_path:
+            return f"{self.settings_path}: {problem}"
+        if key in ("providers", "dashboard"):
+            return f"{self.settings.scale_sets}: {problem}"
+        return problem
+
+    async def _start(
+        self, started: contextlib.AsyncExitStack, plugins: list[Any], made: list[str]
+    ) -> None:
+        """Each step, and then how to undo it on ``started``: closing it undoes them all,
+        newest first."""
+        settings = self.settings
         config = load_scale_sets(settings.scale_sets)
         webhook_socket = self._bind_webhook()
+        if webhook_socket is not None:
+            started.callback(webhook_socket[0].close)
         dashboard = None
         if config.dashboard.listen:
             from rungar.web.fleet.serve import dashboard_url, prepare_dashboard, serve_dashboard
 
             dashboard = prepare_dashboard(config.dashboard)
+            if dashboard is not None:
+                started.callback(dashboard.sock.close)
         store, events = self._open_state()
+        started.callback(store.close)
+        started.callback(events.close)
         metrics = Metrics()
         metrics.start_time.set(self.clock.now())
         self.timing = config.timing
         github = self._github(store, metrics)
+        started.push_async_callback(_quietly, github.aclose)
         for warning in self.warnings:
             log.warning(warning)
         installation = settings.installation or installation_id(settings.github.url)
         caller = Caller(installation, socket.gethostname(), self.started_at)
-        providers = await self._providers(config, plugins, installation, caller)
+        providers: dict[str, Provider] = {}
+        composed: list[Engine] = []
+
+        async def close_providers() -> None:
+            # those rungar apply connected since, once the engine holds them
+            live = composed[0].providers if composed else providers
+            await _close_providers(plugins, live.values())
+
+        started.push_async_callback(close_providers)
+        await self._providers(config, plugins, installation, caller, providers)
         _tell_exits(plugins, events)
         engine, runloop = self._compose(config, providers, github, store, events, metrics)
+        composed.append(engine)
 
         async def connect(p: ProviderConfig) -> Provider:
             provider = await connect_provider(
@@ -503,21 +560,28 @@ class Daemon:
 
         if self.on_control is not None:
             self.on_control(control)
+            started.callback(self.on_control, None)
         admin = await serve_admin(
             control, settings.socket, mode=settings.socket_mode, clock=self.clock
         )
         made.append(settings.socket)
+        started.push_async_callback(admin.stop)
         reporter = ReadinessReporter(engine.ctx)
-        listeners: list[BoundedHttpServer] = []
         if settings.metrics.listen:
-            listeners.append(serve_metrics(metrics, settings.metrics, ready=reporter.answer))
+            served = serve_metrics(metrics, settings.metrics, ready=reporter.answer)
+            started.push_async_callback(asyncio.to_thread, served.stop)
         if webhook_socket:
-            listeners.append(self._serve_webhook(webhook_socket, engine, runloop))
+            hook = self._serve_webhook(webhook_socket, engine, runloop)
+            started.push_async_callback(asyncio.to_thread, hook.stop)
         if dashboard is not None:
             page = serve_dashboard(dashboard, config.dashboard, control, self.clock)
-            listeners.append(page)
+            started.push_async_callback(asyncio.to_thread, page.stop)
             log.info("dashboard.serving", url=dashboard_url(config.dashboard, page.address))
+        started.push_async_callback(runloop.stop)
         await runloop.start()
+        if self.on_control is not None:
+            started.callback(self.on_control, None)  # before the loops stop, as they serve it
+        started.push_async_callback(reporter.stop)
         reporter.start()
         log.info(
             "daemon.started",
@@ -525,22 +589,11 @@ class Daemon:
             providers=len(config.providers),
             installation=engine.installation,
         )
-        try:
-            await stop.wait()
-        finally:
-            log.info("daemon.stopping", note="every runner is left in place")
-            await reporter.stop()
-            if self.on_control is not None:
-                self.on_control(None)
-            await runloop.stop()
-            await admin.stop()
-            for listener in listeners:
-                await asyncio.to_thread(listener.stop)
-            with contextlib.suppress(Exception):
-                await github.aclose()
-            await _close_providers(plugins, engine.providers.values())
-            events.close()
-            store.close()
+
+
+async def _quietly(close: Callable[[], Awaitable[object]]) -> None:
+    with contextlib.suppress(Exception):
+        await close()
 
 
 def _tell_exits(plugins: list[Any], events: EventLog) -> None:

@@ -426,8 +426,8 @@ def check_socket_path(path: str) -> str:
     if len(absolute) > MAX_SOCKET_PATH:
         raise ConfigError(
             [
-                f"admin socket path is {len(absolute)} characters long; a unix socket path "
-                f"may have at most {MAX_SOCKET_PATH}: {absolute}"
+                f"socket: {absolute} is {len(absolute)} characters long; a unix socket path "
+                f"may have at most {MAX_SOCKET_PATH}"
             ]
         )
     return absolute
@@ -440,7 +440,7 @@ def _clear_stale(path: str) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISSOCK(mode):
-        raise ConfigError([f"admin socket {path} exists and is not a socket; not replacing it"])
+        raise ConfigError([f"socket: {path} exists and is not a socket; not replacing it"])
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.connect(path)
@@ -448,10 +448,10 @@ def _clear_stale(path: str) -> None:
         os.unlink(path)
         return
     except OSError as e:
-        raise ConfigError([f"admin socket {path}: cannot check whether it is in use: {e}"]) from e
+        raise ConfigError([f"socket: {path}: cannot check whether it is in use: {e}"]) from e
     finally:
         probe.close()
-    raise ConfigError([f"admin socket {path} is in use: another rungar daemon listens there"])
+    raise ConfigError([f"socket: {path} is in use: another rungar daemon listens there"])
 
 
 async def serve_admin(
@@ -465,7 +465,10 @@ async def serve_admin(
 ) -> AdminServer:
     """Serve the admin API for ``control`` on ``socket_path``; returns once it listens."""
     path = check_socket_path(socket_path)
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError([f"socket: cannot make its folder {Path(path).parent}: {e}"]) from e
     _clear_stale(path)
     server = grpc.aio.server(options=list(SERVER_OPTIONS))
     servicer = _Servicer(control, clock or SystemClock(), poll_interval, follow_buffer)
@@ -477,7 +480,7 @@ async def serve_admin(
         try:
             server.add_insecure_port(f"unix:{path}")
         except RuntimeError as e:
-            raise ConfigError([f"admin socket {path}: cannot listen: {e}"]) from e
+            raise ConfigError([f"socket: {path}: cannot listen: {e}"]) from e
         await server.start()
     finally:
         os.umask(previous)
