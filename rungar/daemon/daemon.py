@@ -498,6 +498,9 @@ class Daemon:
         """``problem`` with the file its key is in: rungar.yaml's own keys (``metrics.listen:
         ...``) name the settings file (``settings_path``), a provider's or the dashboard's the scale
         sets file; a problem that names its file already is left as it is."""
+        files = tuple(f for f in (self.settings.scale_sets, self.settings_path) if f)
+        if files and problem.startswith(files):
+            return problem  # scale_sets.yaml:3:5: ... is no key of rungar.yaml
         key = problem.split(":", 1)[0].split(".", 1)[0].strip()
         if key in DaemonSettings.model_fields and self.settings_path:
             return f"{self.settings_path}: {problem}"
