@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -290,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the mutants and their tests")
     parser.add_argument("--survey", nargs=argparse.REMAINDER, help="pytest arguments to run")
     args = parser.parse_args(argv)
+    # SIGTERM unwinds as Ctrl-C does: the running pytest is killed, the copy removed.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     by_name = {m.name: m for m in MUTANTS}
     unknown = [n for n in args.names if n not in by_name]
     if unknown:
