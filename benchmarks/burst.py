@@ -397,7 +397,8 @@ class Burst:
 
         from rungar.clock import SystemClock
         from rungar.config.loader import load_scale_sets
-        from rungar.daemon.daemon import StoreCursors, make_provider
+        from rungar.daemon.daemon import StoreCursors
+        from rungar.daemon.providers import make_provider
         from rungar.daemon.runloop import RunLoop
         from rungar.daemon.settings import DaemonSettings
         from rungar.engine.engine import Engine

@@ -38,7 +38,7 @@ from rungar.config.model import (  # noqa: E402
     ScaleSetsFile,
     Timing,
 )
-from rungar.daemon.daemon import make_provider  # noqa: E402
+from rungar.daemon.providers import make_provider  # noqa: E402
 from rungar.daemon.runloop import RunLoop  # noqa: E402
 from rungar.engine.engine import Engine  # noqa: E402
 from rungar.engine.report.events import EventLog  # noqa: E402

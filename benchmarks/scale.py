@@ -444,7 +444,8 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
 
     from rungar.clock import SystemClock
     from rungar.config.loader import load_scale_sets
-    from rungar.daemon.daemon import StoreCursors, make_provider
+    from rungar.daemon.daemon import StoreCursors
+    from rungar.daemon.providers import make_provider
     from rungar.daemon.runloop import RunLoop
     from rungar.engine.engine import Engine
     from rungar.engine.reconcile.reconciler import Reconciler

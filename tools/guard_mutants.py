@@ -82,28 +82,28 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "removal-ignores-githubs-busy-answer",
-        "rungar/engine/removing.py",
+        "rungar/engine/remove/removing.py",
         "if outcome is RemoveOutcome.BUSY and not forced:",
         "if False:",
         (f"{SIM}::test_a_runner_github_refuses_to_remove_as_busy_is_kept",),
     ),
     Mutant(
         "removal-unregisters-a-runner-its-record-calls-busy",
-        "rungar/engine/removing.py",
+        "rungar/engine/remove/removing.py",
         "if record.runner_id and (forced or not record.view().busy):",
         "if record.runner_id:",
         (f"{SIM}::test_a_runner_its_record_calls_busy_is_kept_without_asking_github",),
     ),
     Mutant(
         "removal-lets-go-a-busy-runner-never-registered",
-        "rungar/engine/removing.py",
+        "rungar/engine/remove/removing.py",
         "elif record.view().busy and not forced:",
         "elif False:",
         (f"{SIM}::test_a_busy_runner_without_a_registration_is_kept",),
     ),
     Mutant(
         "replacement-removes-a-runner-that-took-a-job",
-        "rungar/engine/rooms.py",
+        "rungar/engine/create/rooms.py",
         "if old is None or not _never_busy_idle(old):",
         "if old is None:",
         (f"{SIM}::test_a_runner_that_takes_a_job_while_its_replacement_starts_is_kept",),
@@ -126,14 +126,14 @@ MUTANTS: tuple[Mutant, ...] = (
     # Creates: a stranded one keeps its intent; an unsettled one is not deleted.
     Mutant(
         "stranded-create-clears-its-intent",
-        "rungar/engine/creating.py",
+        "rungar/engine/create/creating.py",
         "        if not result.stranded_on:\n            ctx.store.clear_intent(name)\n",
         "        ctx.store.clear_intent(name)\n",
         (f"{SIM}::test_a_create_stranded_on_a_provider_keeps_its_intent",),
     ),
     Mutant(
         "unsettled-create-is-deleted",
-        "rungar/engine/creating.py",
+        "rungar/engine/create/creating.py",
         "elif isinstance(answer, Unsettled):\n                return None\n",
         "elif False:\n                return None\n",
         (f"{SIM}::test_a_create_left_unsettled_is_not_deleted",),
@@ -141,7 +141,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # The listener's retry, stretched while the API budget runs low.
     Mutant(
         "listener-retry-ignores-the-api-budget",
-        "rungar/engine/runloop.py",
+        "rungar/daemon/runloop.py",
         "await ctx.clock.sleep(delay * ctx.github.budget().stretch)",
         "await ctx.clock.sleep(delay)",
         (f"{SIM}::test_the_listeners_retry_is_stretched_while_the_api_budget_runs_low",),

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,16 +22,20 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from rungar.clock import Clock, SystemClock
-from rungar.config.loader import FAKE_TYPE, load_scale_sets
+from rungar.config.loader import load_scale_sets
 from rungar.config.model import ProviderConfig, ScaleSetsFile, Timing
 from rungar.daemon.control import Control
-from rungar.daemon.deadlines import CallTimeouts, call_timeouts
 from rungar.daemon.lease import LeaseKeeper
 from rungar.daemon.provider_kinds import ProviderKinds
+from rungar.daemon.providers import (
+    PluginProvider,
+    close_providers,
+    connect_provider,
+    make_provider,
+)
 from rungar.daemon.readiness import ReadinessReporter
 from rungar.daemon.runloop import RunLoop
 from rungar.daemon.settings import DaemonSettings, MetricsSettings, read_secret
-from rungar.daemon.shipped_plugins import is_shipped, shipped_command
 from rungar.engine.core.naming import installation_id
 from rungar.engine.engine import Engine
 from rungar.engine.jobs.accounting import Accounting
@@ -40,22 +44,11 @@ from rungar.engine.report.metrics import Metrics
 from rungar.errors import ConfigError, ProviderError
 from rungar.github.registrations import RegistrationQueue
 from rungar.model.caller import Caller
-from rungar.model.machine import (
-    Created,
-    CreateRequest,
-    JobHint,
-    Machine,
-    ProviderInfo,
-    Refusal,
-    Removal,
-)
 from rungar.model.provider import Provider
 from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from rungar.daemon.settings import ListenerLimits
-    from rungar.rpc.client import GrpcProvider
-    from rungar.rpc.plugin import PluginProcess
     from rungar.web.bounded import BoundedHttpServer, Limits
 
 log = structlog.get_logger("rungar.daemon")
@@ -132,145 +125,6 @@ class StoreCursors:
 
     async def set_session_id(self, scale_set_id: int, session_id: str) -> None:
         self.store.set_meta(f"github.session_id.{scale_set_id}", session_id)
-
-
-def plugin_settings(config: ProviderConfig, installation: str) -> dict[str, Any]:
-    """What a plugin is handed: its type's keys as written in scale_sets.yaml, its name and the
-    installation (when known), so the user writes them once. A third-party type's own keys go
-    too: its plugin reads them the same way. Never logged (gcp's and aws's keys hold
-    credential file paths, not secrets, but another type's might)."""
-    handed = dict(config.options)
-    handed["name"] = config.name
-    if installation:
-        handed["installation"] = installation
-    return handed
-
-
-def make_provider(
-    config: ProviderConfig,
-    clock: Clock,
-    plugins: list[Any],
-    installation: str = "",
-    timing: Timing | None = None,
-    caller: Caller | None = None,
-    kinds: ProviderKinds | None = None,
-) -> Provider:
-    """A provider of any type: one ``kinds`` serves in process, a gRPC address, or a local
-    plugin to start (handed :func:`plugin_settings`): its ``command:``, or for gcp and aws with
-    neither address nor command, the shipped plugin (:mod:`rungar.daemon.shipped_plugins`). Its
-    calls' deadlines are those the configuration names (:func:`call_timeouts`); every gRPC call
-    names ``caller``."""
-    options = config.options
-    in_process = (kinds or ProviderKinds()).build(config, clock)
-    if in_process is not None:
-        return in_process
-    if config.type == FAKE_TYPE and not config.address and not config.command:
-        raise ConfigError(
-            [f"providers.{config.name}: type fake runs in process; this program does not serve it"]
-        )
-    from rungar.rpc.tls import ClientTls
-
-    tls_options = options.get("tls") or {}
-    tls = ClientTls(**tls_options) if tls_options else None
-    token = Path(options["token_file"]).read_text().strip() if options.get("token_file") else ""
-    timeouts = call_timeouts(config, timing or Timing())
-    command = config.command
-    if not command and not config.address and is_shipped(config.type):
-        command = shipped_command(config.type)
-    if command:
-        from rungar.rpc.plugin import PluginProcess
-
-        plugin = PluginProcess(
-            list(command),
-            name=config.name,
-            clock=clock,
-            settings=plugin_settings(config, installation),
-        )
-        plugins.append(plugin)
-        return PluginProvider(config.name, plugin, timeouts, caller)
-    return timeouts.client(config.name, config.address, tls=tls, token=token, caller=caller)
-
-
-async def connect_provider(
-    config: ProviderConfig,
-    clock: Clock,
-    plugins: list[Any],
-    installation: str = "",
-    timing: Timing | None = None,
-    caller: Caller | None = None,
-    kinds: ProviderKinds | None = None,
-) -> Provider:
-    """:func:`make_provider`, its plugin started: for a provider added by ``rungar apply``."""
-    provider = make_provider(config, clock, plugins, installation, timing, caller, kinds)
-    if isinstance(provider, PluginProvider):
-        await provider.start()
-    return provider
-
-
-class PluginProvider:
-    """A provider served by a plugin process the daemon starts (``command:``): every call goes
-    to the plugin's gRPC client. The plugin keeps its address across restarts, so one client
-    lasts the daemon's life."""
-
-    def __init__(
-        self, name: str, plugin: PluginProcess, timeouts: CallTimeouts, caller: Caller | None = None
-    ) -> None:
-        self.name = name
-        self.plugin = plugin
-        self.timeouts = timeouts
-        self.caller = caller
-        self._client: GrpcProvider | None = None
-
-    async def start(self) -> None:
-        address = await self.plugin.start()
-        self._client = self.timeouts.client(self.name, address, caller=self.caller)
-
-    def set_timeouts(self, timeouts: CallTimeouts) -> None:
-        self.timeouts = timeouts
-        if self._client is not None:
-            timeouts.apply(self._client)
-
-    @property
-    def client(self) -> GrpcProvider:
-        if self._client is None:
-            raise RuntimeError(f"provider {self.name}: its plugin was not started")
-        return self._client
-
-    async def info(self) -> ProviderInfo:
-        return await self.client.info()
-
-    async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
-        return await self.client.validate_runner(runner)
-
-    async def create(self, request: CreateRequest) -> Created | Refusal:
-        return await self.client.create(request)
-
-    async def delete(self, name: str, removal: Removal | None = None) -> None:
-        await self.client.delete(name, removal)
-
-    async def list(self, selector: Mapping[str, str]) -> list[Machine]:
-        return await self.client.list(selector)
-
-    async def update_runner(self, name: str, job: JobHint) -> None:
-        await self.client.update_runner(name, job)
-
-    async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
-        return await self.client.last_output(name, lines)
-
-    async def queue_changed(self, name: str, queued: tuple[JobHint, ...]) -> None:
-        await self.client.queue_changed(name, queued)
-
-    async def close(self) -> None:
-        """Close the client and stop the plugin (the daemon stops it again at exit: harmless)."""
-        if self._client is not None:
-            await self._client.close()
-        await self.plugin.stop()
-
-    async def close_when_idle(self) -> None:
-        """:meth:`close` once no call is in flight on the plugin (``rungar apply`` replaced it)."""
-        if self._client is not None:
-            await self._client.close_when_idle()
-        await self.close()
 
 
 class Daemon:
@@ -540,12 +394,12 @@ class Daemon:
         providers: dict[str, Provider] = {}
         composed: list[Engine] = []
 
-        async def close_providers() -> None:
+        async def stop_providers() -> None:
             # those rungar apply connected since, once the engine holds them
             live = composed[0].providers if composed else providers
-            await _close_providers(plugins, live.values())
+            await close_providers(plugins, live.values())
 
-        started.push_async_callback(close_providers)
+        started.push_async_callback(stop_providers)
         await self._providers(config, plugins, installation, caller, providers)
         _tell_exits(plugins, events)
         engine, runloop = self._compose(config, providers, github, store, events, metrics)
@@ -626,15 +480,3 @@ def _stop_on_signals(plugins: list[Any], made: list[str], within: float) -> asyn
     stop = asyncio.Event()
     stop_on_signals(stop, at_once=plugins_at_once, within=within)
     return stop
-
-
-async def _close_providers(plugins: list[Any], providers: Iterable[Provider]) -> None:
-    """Stop the plugins, then close every provider connection as apply left them."""
-    for plugin in plugins:
-        with contextlib.suppress(Exception):
-            await plugin.stop()
-    for provider in providers:
-        close = getattr(provider, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                await close()

@@ -363,7 +363,7 @@ def _answer_checks(
 async def provider_check(config: ProviderConfig, installation: str, timeout: float) -> list[Check]:
     """Info through the provider protocol: reachable, over what, and who answers."""
     from rungar.clock import SystemClock
-    from rungar.daemon.daemon import PluginProvider, make_provider
+    from rungar.daemon.providers import PluginProvider, make_provider
 
     area = f"provider {config.name}"
     if config.type == "fake" and not config.address and not config.command:

@@ -16,7 +16,7 @@ import pytest
 
 from rungar.config.loader import parse_scale_sets
 from rungar.daemon.control import Control
-from rungar.daemon.daemon import PluginProvider, connect_provider
+from rungar.daemon.providers import PluginProvider, connect_provider
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
 from rungar.model.machine import Created, CreateRequest

@@ -22,7 +22,7 @@ from rungar.cli import apply
 from rungar.config.loader import parse_scale_sets
 from rungar.config.model import ProviderConfig
 from rungar.daemon.control import Control
-from rungar.daemon.daemon import connect_provider, make_provider
+from rungar.daemon.providers import connect_provider, make_provider
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
 from rungar.model.machine import (

@@ -28,7 +28,7 @@ from rungar_aws.settings import AwsSettings
 
 from rungar.clock import SystemClock
 from rungar.config.loader import parse_scale_sets
-from rungar.daemon.daemon import PluginProvider, make_provider
+from rungar.daemon.providers import PluginProvider, make_provider
 from rungar.errors import ProviderUnavailable
 from rungar.model.labels import installation_selector
 from rungar.model.machine import Created, CreateRequest, MachineState, Refusal, RefusalKind

@@ -25,7 +25,7 @@ from rungar.config.model import (
     Timing,
 )
 from rungar.daemon.control import Control
-from rungar.daemon.daemon import make_provider
+from rungar.daemon.providers import make_provider
 from rungar.daemon.runloop import RunLoop
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog

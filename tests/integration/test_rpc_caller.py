@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from rungar.clock import SystemClock
 from rungar.config.model import ProviderConfig
-from rungar.daemon.daemon import make_provider
+from rungar.daemon.providers import make_provider
 from rungar.model.caller import Caller, current_caller
 from rungar.model.machine import Machine
 from rungar.rpc.client import GrpcProvider

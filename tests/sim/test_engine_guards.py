@@ -21,10 +21,12 @@ from rungar.config.model import (
     ScaleSetsFile,
     Timing,
 )
+from rungar.daemon.control import Control
+from rungar.daemon.runloop import RunLoop
+from rungar.engine.core.records import RunnerRecord
+from rungar.engine.create.rooms import Rooms
 from rungar.engine.engine import Engine
-from rungar.engine.events import EventLog
-from rungar.engine.records import RunnerRecord
-from rungar.engine.rooms import Rooms
+from rungar.engine.report.events import EventLog
 from rungar.errors import GitHubError
 from rungar.github.interface import Budget
 from rungar.model.machine import JobHint, RefusalKind
@@ -100,7 +102,7 @@ class World:
         )
 
     async def remove_by_hand(self, record: RunnerRecord) -> dict[str, object]:
-        (result,) = await self.engine.control().remove_runners([record.name])
+        (result,) = await Control.of(self.engine).remove_runners([record.name])
         await self.engine.drain_tasks()
         return result
 
@@ -243,7 +245,7 @@ async def test_the_listeners_retry_is_stretched_while_the_api_budget_runs_low(
 ) -> None:
     world = World(tmp_path, LowBudgetGitHub())
     first = world.cfg.timing.session_retry_first
-    runloop = world.engine.run_loop()
+    runloop = RunLoop.of(world.engine)
     runloop.start_scale_set("linux")  # its listener alone
     try:
         wake = await until(world.clock.next_wakeup, "the listener waits to retry")

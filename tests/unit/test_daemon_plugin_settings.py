@@ -7,7 +7,7 @@ from typing import Any
 
 from rungar.clock import SystemClock
 from rungar.config.loader import parse_scale_sets
-from rungar.daemon.daemon import PluginProvider, make_provider
+from rungar.daemon.providers import PluginProvider, make_provider
 
 SCALE_SETS = """
 version: 1

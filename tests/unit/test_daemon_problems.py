@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rungar.engine.daemon import Daemon
-from rungar.engine.settings import DaemonSettings
+from rungar.daemon.daemon import Daemon
+from rungar.daemon.settings import DaemonSettings
 
 SETTINGS = DaemonSettings.model_validate(
     {

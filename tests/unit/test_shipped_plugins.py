@@ -9,7 +9,7 @@ from typing import Any
 
 from rungar.clock import SystemClock
 from rungar.config.loader import parse_scale_sets
-from rungar.daemon.daemon import PluginProvider, make_provider
+from rungar.daemon.providers import PluginProvider, make_provider
 from rungar.daemon.shipped_plugins import shipped_command
 
 SCALE_SETS = """
