@@ -184,3 +184,34 @@ async def test_apply_removing_a_scale_set_drops_its_queued_creates_quietly(
     for quiet in ("Traceback", "KeyError", "Task was destroyed", "runner.create_crashed"):
         assert quiet not in log, quiet
     assert await registered(world) <= at_apply + 1, "registered for a scale set removed"
+
+
+@pytest.mark.long
+async def test_a_retry_after_longer_than_start_timeout_blames_no_host() -> None:
+    # Three registrations in any 35 s: the fourth is answered 429 with a Retry-After of about
+    # 35 s, longer than start_timeout (30 s, its least), and waits that long for its next turn.
+    root = Path(tempfile.mkdtemp(prefix="rg-", dir="/tmp"))
+    world = DaemonWorld(
+        root,
+        {"host1": FakeProvider("host1", vcpus=64, memory_bytes=128 * GIB)},
+        clock_factor=1,
+        github_timing={"registration_pace_window": 35.0},
+        emulator_options={"jit_rate_per_minute": 3 * 60 / 35, "jit_rate_window": 35.0},
+    )
+    try:
+        await world.start(fleet(scale_set("linux", "linux")))
+        for n in range(4):
+            await world.queue_job(labels=["linux"], name=f"job-{n}", duration=600)
+        await world.wait_for(
+            lambda d: len(world.machines()) >= 4 or bool(blamed(world)),
+            "the throttled fourth runner's create to end",
+            3 * WAIT,
+        )
+        assert blamed(world) == [], "host1 was blamed for GitHub's Retry-After"
+        assert len(world.machines()) == 4
+        status = await world.status()
+        assert status is not None and status.get("skips", []) == []
+        assert registrations(status)["throttled"] >= 1, "GitHub did answer 429"
+    finally:
+        await world.stop()
+        shutil.rmtree(root, ignore_errors=True)
