@@ -9,7 +9,12 @@ there forgives the streak; room opening there (a machine deleted) lifts a FULL w
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+
+from rungar.config.model import Timing
+from rungar.model.machine import Refusal, RefusalKind
+from rungar.model.sentences import FULL, crash_reason, failing_reason
 
 MAX_DOUBLINGS = 20
 
@@ -68,3 +73,135 @@ def after_refusal(
         full=full,
         resource=resource,
     )
+
+
+class Backoffs:
+    """Every (scale set, provider) pair's refusal backoff and crash loop, apart: a create that
+    succeeds forgives the refusals, only a runner that connects forgives the crash loop.
+
+    A crash loop begins at the ``crash_backoff_after``-th runner in a row that ends before it
+    ever connects (the second, by default) and waits ``crash_backoff_first`` doubling to
+    ``crash_backoff_max``; the failures before it are counted, not backed off."""
+
+    def __init__(self) -> None:
+        self._refusals: dict[tuple[str, str], Backoff] = {}
+        self._crash_loops: dict[tuple[str, str], Backoff] = {}
+
+    def keep_only(self, pairs: set[tuple[str, str]]) -> None:
+        """A new configuration: the pairs it no longer has are forgotten."""
+        self._refusals = {k: v for k, v in self._refusals.items() if k in pairs}
+        self._crash_loops = {k: v for k, v in self._crash_loops.items() if k in pairs}
+
+    # ----------------------------------------------------------------- refusals
+
+    def refused(
+        self, scale_set: str, provider: str, refusal: Refusal, now: float, timing: Timing
+    ) -> Backoff:
+        """A refusal of any kind backs the scale set off the provider (``backoff_first``
+        doubling to ``backoff_max``); only a FULL one is waited out as full."""
+        backoff = after_refusal(
+            self._refusals.get((scale_set, provider)),
+            now=now,
+            error=refusal.message,
+            full=refusal.kind is RefusalKind.FULL,
+            resource=refusal.resource,
+            first=timing.backoff_first,
+            maximum=timing.backoff_max,
+        )
+        self._refusals[(scale_set, provider)] = backoff
+        return backoff
+
+    def created(self, scale_set: str, provider: str) -> None:
+        """A runner created there forgives the streak of refusals."""
+        self._refusals.pop((scale_set, provider), None)
+
+    def get(self, scale_set: str, provider: str) -> Backoff | None:
+        return self._refusals.get((scale_set, provider))
+
+    def waiting(self, scale_set: str, provider: str, now: float) -> Backoff | None:
+        """The scale set's backoff on the provider while it lasts, else None."""
+        backoff = self._refusals.get((scale_set, provider))
+        return backoff if backoff is not None and backoff.active(now) else None
+
+    def not_waiting(self, scale_set: str, providers: Iterable[str], now: float) -> Iterator[str]:
+        """Of ``providers``, in their order, those the scale set is not backed off now (a
+        decision's walk passes over the others without wording why)."""
+        refusals = self._refusals
+        for provider in providers:
+            backoff = refusals.get((scale_set, provider))
+            if backoff is None or not backoff.active(now):
+                yield provider
+
+    def skip_reason(self, scale_set: str, provider: str, now: float) -> str | None:
+        """Why the scale set skips the provider now for its refusals (full, or failing with
+        the last error) or its crash loop, in that order; None when it does not."""
+        key = (scale_set, provider)
+        backoff = self._refusals.get(key)
+        if backoff is not None and backoff.active(now):
+            return FULL if backoff.full else failing_reason(backoff.last_error)
+        crashes = self._crash_loops.get(key)
+        if crashes is not None and crashes.active(now):
+            return crash_reason(crashes.last_error, crashes.refusals)
+        return None
+
+    def waiting_full(self, scale_set: str, provider: str, now: float) -> bool:
+        """The scale set waits out a FULL refusal there now."""
+        backoff = self.waiting(scale_set, provider, now)
+        return backoff is not None and backoff.full
+
+    def lift_full(self, scale_set: str, provider: str, now: float) -> bool:
+        """Room opened on the provider: the scale set's FULL wait there ends now (the streak
+        kept). True when it was waiting one out."""
+        backoff = self.waiting(scale_set, provider, now)
+        if backoff is None or not backoff.full:
+            return False
+        self._refusals[(scale_set, provider)] = backoff.lifted(now)
+        return True
+
+    def active(self, now: float) -> list[tuple[str, str, Backoff]]:
+        return [(s, p, b) for (s, p), b in self._refusals.items() if b.active(now)]
+
+    def every(self) -> list[tuple[str, str, Backoff]]:
+        return [(s, p, b) for (s, p), b in self._refusals.items()]
+
+    def restore(self, scale_set: str, provider: str, backoff: Backoff) -> None:
+        self._refusals[(scale_set, provider)] = backoff
+
+    # ----------------------------------------------------------------- crash loops
+
+    def crashed(
+        self, scale_set: str, provider: str, why: str, now: float, timing: Timing
+    ) -> Backoff:
+        """A runner ended, or never connected in time, before it ever connected: one more in
+        the scale set's crash loop on the provider (``why`` is EXITED or NEVER_CONNECTED)."""
+        previous = self._crash_loops.get((scale_set, provider))
+        refusals = (previous.refusals if previous else 0) + 1
+        # The first failures (``crash_backoff_after`` less one) are counted, not backed off:
+        # a runner that dies once is bad luck; two in a row is a loop. The skip then starts at
+        # ``crash_backoff_first`` and doubles with each failure after it.
+        streak = refusals - max(1, timing.crash_backoff_after) + 1
+        backoff = Backoff(
+            refusals=refusals,
+            until=now + backoff_wait(streak, timing.crash_backoff_first, timing.crash_backoff_max),
+            last_error=why,
+            full=False,
+            resource="",
+        )
+        self._crash_loops[(scale_set, provider)] = backoff
+        return backoff
+
+    def connected(self, scale_set: str, provider: str) -> bool:
+        """A runner connected: the crash loop is forgiven; True when there was one."""
+        return self._crash_loops.pop((scale_set, provider), None) is not None
+
+    def crash_loop(self, scale_set: str, provider: str) -> Backoff | None:
+        return self._crash_loops.get((scale_set, provider))
+
+    def active_crash_loops(self, now: float) -> list[tuple[str, str, Backoff]]:
+        return [(s, p, b) for (s, p), b in self._crash_loops.items() if b.active(now)]
+
+    def every_crash_loop(self) -> list[tuple[str, str, Backoff]]:
+        return [(s, p, b) for (s, p), b in self._crash_loops.items()]
+
+    def restore_crash_loop(self, scale_set: str, provider: str, backoff: Backoff) -> None:
+        self._crash_loops[(scale_set, provider)] = backoff

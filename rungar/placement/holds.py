@@ -17,6 +17,7 @@ benchmarks only: one provider held, the one with the fewest runners counted on i
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -89,3 +90,109 @@ def place_hold(
     if current is not None and current.active(now, duration) and current.priority > priority:
         return current
     return Hold(provider=provider, holder=holder, priority=priority, since=now)
+
+
+class Holds:
+    """Who waits for room where: the priority holds by provider, the providers each scale
+    set's assigned work waits on (other scale sets' reserve refills keep off them), and how
+    long each scale set's work has been finding nothing to try (what ``overflow_after``
+    counts). Each lapses ``duration`` (``hold_duration``) after it was last renewed."""
+
+    def __init__(self, duration: float) -> None:
+        self.duration = duration
+        self._holds: dict[str, Hold] = {}
+        self._work_waits: dict[str, dict[str, float]] = {}  # provider -> scale set -> since
+        self._asking: dict[str, tuple[float, float]] = {}  # scale set -> (since, last) no room
+
+    def keep_only(
+        self, providers: Collection[str], scale_sets: Collection[str], pairs: set[tuple[str, str]]
+    ) -> None:
+        """A new configuration: a removed scale set asks no more, and its holds end with it."""
+        self._holds = {
+            k: v for k, v in self._holds.items() if k in providers and v.holder in scale_sets
+        }
+        self._work_waits = {
+            p: {s: t for s, t in waits.items() if (s, p) in pairs}
+            for p, waits in self._work_waits.items()
+        }
+        self._asking = {s: v for s, v in self._asking.items() if s in scale_sets}
+
+    # ----------------------------------------------------------------- holds
+
+    def current(self, provider: str) -> Hold | None:
+        """The provider's hold, lapsed or not."""
+        return self._holds.get(provider)
+
+    def on(self, provider: str, now: float) -> Hold | None:
+        """The provider's hold while it lasts."""
+        hold = self._holds.get(provider)
+        if hold is not None and hold.active(now, self.duration):
+            return hold
+        return None
+
+    def keeps_off(self, scale_set: str, priority: int, provider: str, now: float) -> str:
+        """The holder that keeps ``scale_set`` (of ``priority``) off ``provider`` now, or ""."""
+        hold = self._holds.get(provider)
+        if (
+            hold is not None
+            and hold.holder != scale_set
+            and hold.holds_back(priority, now, self.duration)
+        ):
+            return hold.holder
+        return ""
+
+    def release(self, scale_set: str) -> None:
+        """The scale set placed its runner: every hold it has ends, on whichever provider.
+        Another scale set's hold stays, whatever the priorities: it ends when its holder places
+        its runner or stops asking (it then lapses after ``duration``)."""
+        for provider in [p for p, hold in self._holds.items() if hold.holder == scale_set]:
+            del self._holds[provider]
+
+    def every(self) -> list[Hold]:
+        return list(self._holds.values())
+
+    def restore(self, hold: Hold) -> None:
+        self._holds[hold.provider] = hold
+
+    # ----------------------------------------------------------------- waits
+
+    def apply(self, decision: HoldDecision) -> tuple[Hold, ...]:
+        """Carry out a :class:`HoldDecision`; returns the holds newly placed."""
+        for provider in decision.waited_on:
+            self._work_waits.setdefault(provider, {})[decision.scale_set] = decision.at
+        if decision.waiting:
+            since = decision.at
+            asking = self._asking.get(decision.scale_set)
+            if asking is not None and decision.at - asking[1] <= self.duration:
+                since = asking[0]
+            self._asking[decision.scale_set] = (since, decision.at)
+        for hold in decision.holds:
+            self._holds[hold.provider] = hold
+        return decision.placed
+
+    def placed(self, scale_set: str, *, overflowing: bool) -> None:
+        """The scale set placed its runner: its holds end and it waits on no provider; its
+        asking ends too unless the room was found by overflowing (a provider with
+        ``overflow_after``)."""
+        self.release(scale_set)
+        if not overflowing:
+            self._asking.pop(scale_set, None)
+        for waits in self._work_waits.values():
+            waits.pop(scale_set, None)
+
+    def asking_for(self, scale_set: str, now: float) -> float:
+        """How long this scale set's assigned work has been finding nothing to try (renewed
+        within ``duration``); 0 when it is not."""
+        asking = self._asking.get(scale_set)
+        if asking is None or now - asking[1] > self.duration:
+            return 0.0
+        return now - asking[0]
+
+    def waiting_for_room(self, provider: str, now: float, besides: str = "") -> list[str]:
+        """Scale sets whose assigned jobs wait for room on ``provider`` (oldest first)."""
+        waits = self._work_waits.get(provider, {})
+        return [
+            s
+            for s, since in sorted(waits.items(), key=lambda item: item[1])
+            if s != besides and now - since <= self.duration
+        ]
