@@ -56,10 +56,11 @@ control API (JSON; BASE is the URL on the first line of output):
                                   "runnersCreated", "jobs": {STATE: count}, "faultsFired"}
 
 time: the emulator's clock runs --clock-factor emulated seconds per real second (job
-durations, assignment timeouts and session TTLs are emulated seconds); /_fake/clock/advance
-jumps it forward. Tokens are stamped and checked in wall-clock time (--token-ttl real
-seconds), whatever the emulated clock does; a message poll in progress keeps its session
-alive across a jump."""
+durations and assignment timeouts are emulated seconds); /_fake/clock/advance jumps it
+forward. Tokens are stamped and checked in wall-clock time (--token-ttl real seconds), and so
+are sessions (--session-ttl; --session-clock emulated counts it on the emulated clock),
+whatever the emulated clock does; a message poll in progress keeps its session alive across a
+jump."""
 
 
 def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -83,7 +84,14 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         "--session-ttl",
         type=float,
         default=120.0,
-        help="emulated seconds without a poll before a session is stale",
+        help="seconds without a poll before a session is stale (on --session-clock)",
+    )
+    parser.add_argument(
+        "--session-clock",
+        choices=("wall", "emulated"),
+        default="wall",
+        help="the clock --session-ttl counts on: wall (as tokens; a client polls by its own "
+        "clock) or emulated (GitHub's: a clock jump can end an idle session)",
     )
     parser.add_argument(
         "--assignment-timeout",
@@ -135,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         clock_factor=args.clock_factor,
         long_poll_seconds=args.long_poll,
         session_idle_ttl=args.session_ttl,
+        session_clock=args.session_clock,
         assignment_timeout=args.assignment_timeout,
         token_ttl=args.token_ttl,
         admin_token_ttl=args.token_ttl,

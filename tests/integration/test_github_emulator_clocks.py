@@ -130,8 +130,28 @@ async def test_a_long_poll_open_across_a_one_hour_jump_keeps_its_session_and_get
     assert client.refused() == []
 
 
-async def test_a_jump_past_the_session_ttl_ends_a_session_nobody_is_polling() -> None:
-    async with emulator_process("--long-poll", "0.2", "--session-ttl", "120") as base:
+async def test_on_the_wall_clock_a_jump_past_the_session_ttl_leaves_an_idle_session_alive() -> None:
+    # Sessions count their TTL on the wall clock by default, as tokens do: a client polls by
+    # its own clock, so GitHub's running 120 times faster must not end its session between two
+    # polls (a 1.5 s gap would be 3 emulated minutes).
+    args = ("--clock-factor", "120", "--long-poll", "0.2", "--session-ttl", "120")
+    async with emulator_process(*args) as base:
+        client = WallClockClient(base)
+        try:
+            await client.create_scale_set()
+            await client.open_session()
+            assert await client.get_message(0) is None  # 202: the poll ended, none is open
+            await control(base, "POST", "clock/advance?seconds=3600")
+            [scale_set] = (await control(base, "GET", "state"))["scaleSets"]
+            assert scale_set["session"] is not None
+            assert (await client.poll(0, 10)).status_code in (200, 202)
+        finally:
+            await client.aclose()
+
+
+async def test_on_the_emulated_clock_a_jump_past_the_session_ttl_ends_an_idle_session() -> None:
+    args = ("--long-poll", "0.2", "--session-ttl", "120", "--session-clock", "emulated")
+    async with emulator_process(*args) as base:
         client = WallClockClient(base)
         try:
             await client.create_scale_set()

@@ -370,7 +370,11 @@ async def test_the_emulator_answers_like_the_service_where_clients_depend_on_it(
             created = await http.post(
                 f"{admin.url}/_apis/runtime/runnerscalesets{query}",  # "//": accepted
                 headers=headers,
-                json={"name": "x", "labels": [{"name": "x", "type": "System"}]},
+                json={
+                    "name": "x",
+                    "labels": [{"name": "x", "type": "System"}],
+                    "RunnerSetting": {"disableUpdate": False},
+                },
             )
             assert created.status_code == 200
             scale_set_id = created.json()["id"]
@@ -387,8 +391,11 @@ async def test_the_emulator_answers_like_the_service_where_clients_depend_on_it(
         assert answer["runnerGroupId"] == 5 and answer["runnerGroupName"] == "Build Farm"
         assert [label["name"] for label in answer["labels"]] == ["x", "gpu"]
         assert answer["RunnerSetting"]["disableUpdate"] is False
-        # Replaced, as docs/github.md says: nothing of the settings it had before is kept.
-        assert answer["RunnerSetting"] == {"disableUpdate": False}
+        # Stored whole, every field it does not name at its default, and the same on a create
+        # and a PATCH: one body reads back one way.
+        stored = {"ephemeral": False, "isElastic": False, "disableUpdate": False}
+        assert created.json()["RunnerSetting"] == stored
+        assert answer["RunnerSetting"] == stored
 
 
 async def test_in_legacy_mode_a_job_queued_before_the_session_is_available_in_every_count() -> None:

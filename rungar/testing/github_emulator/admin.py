@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from rungar.testing.github_emulator.http import bearer, body_json, error, json_response, route
+from rungar.testing.github_emulator.model import stored_runner_setting
 from rungar.testing.github_emulator.rest import encode_jit
 from rungar.testing.github_emulator.state import EmulatorState
 
@@ -105,7 +106,7 @@ class AdminRoutes:
         record = self.state.create_scale_set(str(body["name"]), group_id, labels)
         setting = body.get("RunnerSetting")
         if isinstance(setting, dict):
-            record.runner_setting.update(setting)
+            record.runner_setting = stored_runner_setting(setting)
         return json_response(self.state.scale_set_json(record))
 
     async def scale_set(self, request: Request) -> Response:  # A3, A6, A7
@@ -141,7 +142,7 @@ class AdminRoutes:
                     return error(400, "ArgumentException", "labels need a name and a type each")
                 self.state.set_labels(record, labels)
             if isinstance(body.get("RunnerSetting"), dict):  # replaced whole, as GitHub does
-                record.runner_setting = dict(body["RunnerSetting"])
+                record.runner_setting = stored_runner_setting(body["RunnerSetting"])
             record.name, record.runner_group_id = name, group_id
             self.state.dispatch()  # new labels may match queued jobs
         return json_response(self.state.scale_set_json(record))
@@ -207,7 +208,7 @@ class AdminRoutes:
         if request.method == "DELETE":
             session.alive = False
             return Response(status_code=204)
-        session.last_poll = self.state.clock.now()
+        session.touch(self.state.clock.now(), self.state.clock.wall())
         return json_response(self._session_json(request, session.session_id))
 
     async def acquirable_jobs(self, request: Request) -> Response:  # A11

@@ -100,6 +100,19 @@ class Job:
         }
 
 
+# What GitHub stores of a RunnerSetting it is sent, on a create (A2) and a PATCH (A6) alike: the
+# object whole, each field it does not name at its default, so a body reads back one way.
+RUNNER_SETTING_DEFAULTS: dict[str, Any] = {
+    "ephemeral": False,
+    "isElastic": False,
+    "disableUpdate": False,
+}
+
+
+def stored_runner_setting(sent: dict[str, Any]) -> dict[str, Any]:
+    return {**RUNNER_SETTING_DEFAULTS, **sent}
+
+
 @dataclass(slots=True)
 class ScaleSetRecord:
     id: int
@@ -154,6 +167,11 @@ class SessionRecord:
     alive: bool = True
     opened: float = 0.0
     polls: int = 0  # message-queue GETs in progress: while one is open the session is not stale
+    last_poll_wall: float = 0.0  # the last poll on the wall clock (sessions expire by it)
+
+    def touch(self, now: float, wall: float) -> None:
+        """Polled (or refreshed) at ``now`` on the emulated clock, ``wall`` on the wall clock."""
+        self.last_poll, self.last_poll_wall = now, wall
 
     def to_json(self) -> dict[str, object]:
         """As ``GET /_fake/state`` shows it (docs/github-emulator.md)."""

@@ -71,7 +71,7 @@ class QueueRoutes:
                 return error(400, "ArgumentException", "X-ScaleSetMaxCapacity must be an integer")
             if record.max_capacity < 0:
                 return error(400, "ArgumentException", "X-ScaleSetMaxCapacity must not be negative")
-        session.last_poll = s.clock.now()
+        session.touch(s.clock.now(), s.clock.wall())
         record.polled = True
         try:
             last = int(request.query_params.get("lastMessageId", "0") or 0)
@@ -84,7 +84,7 @@ class QueueRoutes:
             return await self._long_poll(record, session, last)
         finally:
             session.polls -= 1
-            session.last_poll = s.clock.now()
+            session.touch(s.clock.now(), s.clock.wall())
 
     async def _long_poll(
         self, record: ScaleSetRecord, session: SessionRecord, last: int

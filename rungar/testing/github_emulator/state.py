@@ -46,7 +46,11 @@ class EmulatorOptions:
     acquire_mode: str = "broker"  # "broker" (github.com) or "legacy" (GHES: JobAvailable + acquire)
     zero_request_ids: bool = False  # the broker's runnerRequestId 0 (GARM PR #459)
     long_poll_seconds: float = 50.0  # real seconds a GET waits before 202
-    session_idle_ttl: float = 120.0  # emulated seconds without a GET before a session is stale
+    session_idle_ttl: float = 120.0  # seconds without a GET before a session is stale
+    # The clock those seconds are counted on: "wall", as tokens are, since a client polls by its
+    # own clock (at 120× a 1.5 s gap between polls would be 3 emulated minutes); or "emulated",
+    # GitHub's, so a jump (POST /_fake/clock/advance) can end a session nobody polls.
+    session_clock: str = "wall"
     assignment_timeout: float = 300.0  # emulated seconds an assigned job waits for a runner
     max_reassignments: int = 3
     # Token lifetimes are real (wall-clock) seconds: clients renew tokens by their own clock.
@@ -215,15 +219,20 @@ class EmulatorState:
         self.dispatch()
 
     def live_session(self, scale_set_id: int) -> SessionRecord | None:
-        now = self.clock.now()
+        now, wall = self.clock.now(), self.clock.wall()
         for session in self.sessions.values():
             if session.scale_set_id != scale_set_id or not session.alive:
                 continue
             if session.polls:
                 # A poll in progress keeps its session alive, however far the clock jumped.
-                session.last_poll = now
+                session.touch(now, wall)
                 return session
-            if now - session.last_poll > self.options.session_idle_ttl:
+            idle = (
+                wall - session.last_poll_wall
+                if self.options.session_clock == "wall"
+                else now - session.last_poll
+            )
+            if idle > self.options.session_idle_ttl:
                 session.alive = False  # stale: its owner stopped polling (a crash)
                 continue
             return session
@@ -235,6 +244,7 @@ class EmulatorState:
             return None
         now = self.clock.now()
         session = SessionRecord(str(uuid.uuid4()), scale_set_id, owner, now, opened=now)
+        session.touch(now, self.clock.wall())
         self.sessions[session.session_id] = session
         # Nothing is assigned until the new session's first poll says how much it can take.
         self.scale_sets[scale_set_id].polled = False
