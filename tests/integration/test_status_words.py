@@ -32,7 +32,7 @@ from rungar.daemon.status import snapshot
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
 from rungar.github.interface import GitHub
-from rungar.model.machine import RefusalKind
+from rungar.model.machine import MachineState, RefusalKind
 from rungar.model.phase import Phase
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
@@ -236,6 +236,21 @@ async def leftover(tmp_path: Path) -> tuple[str, str]:
     return entry["status"], entry["name"]
 
 
+async def crash_loop(tmp_path: Path) -> tuple[str, str]:
+    """Two runners in a row whose machines stop before they connect: the provider is backed
+    off for the scale set, which shows its crash loop rather than a healthy LISTENING."""
+    engine, fakes = fake_world(tmp_path)
+    await started(engine)
+    engine.on_demand("linux", 1)
+    for _ in range(2):
+        await engine.drain_tasks()
+        (record,) = engine.runners.live("linux")
+        fakes["compute1"].set_state(record.name, MachineState.STOPPED)
+        await engine.reconcile()
+    await engine.drain_tasks()
+    return scale_set_word(engine)
+
+
 SCALE_SET_WORDS: dict[str, Callable[[Path], Awaitable[tuple[str, str]]]] = {
     "LISTENING": listening,
     "STARTING": starting,
@@ -244,6 +259,7 @@ SCALE_SET_WORDS: dict[str, Callable[[Path], Awaitable[tuple[str, str]]]] = {
     "PAUSED": paused,
     "HOLDING BACK": holding_back,
     "LEFTOVER": leftover,
+    "CRASH LOOP": crash_loop,
 }
 
 
