@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-busy test-long lint types unit proto proto-check bench dist clean screenshots \
-	chromium compiled-replay
+	chromium squid compiled-replay
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,7 @@ proto-check: $(STAMP)
 # two worker processes (TEST_WORKERS): most of them wait on processes, sockets and the disk, so
 # two keep both CPUs busy even beside mypy. TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
-unit: chromium $(STAMP) compiled-replay
+unit: chromium squid $(STAMP) compiled-replay
 	$(BIN)/pytest -q -m "not long" -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # runnerd simulate's replay engine compiled with mypyc (docs/admission.md, "Try it first"):
@@ -48,10 +48,15 @@ compiled-replay: $(STAMP)
 chromium:
 	@$(PYTHON) tools/ensure_chromium.py
 
+# The proxy tests run Debian's squid as a real forward proxy: found, or installed (as root with
+# apt-get), or make stops here with the one command to run. Needs only python3.
+squid:
+	@$(PYTHON) tools/ensure_squid.py
+
 # The browser first, before anything is built or run; then lint (seconds); then types and the
 # tests side by side: mypy is single-threaded and takes a minute or two with no cache, as on a
 # fresh clone.
-test: chromium
+test: chromium squid
 	$(MAKE) --no-print-directory lint proto-check
 	$(MAKE) --no-print-directory -j2 types unit
 
@@ -60,11 +65,11 @@ test: chromium
 # the runs end. docs/testing.md says more.
 BUSY_LOOPS ?= 2
 BUSY_RUNS ?= 3
-test-busy: chromium $(STAMP)
+test-busy: chromium squid $(STAMP)
 	@$(PYTHON) tools/busy_test.py --loops $(BUSY_LOOPS) --runs $(BUSY_RUNS) -- $(MAKE) --no-print-directory test
 
 # Everything, the tests marked `long` included, with the soaks at full size.
-test-long: chromium $(STAMP) compiled-replay
+test-long: chromium squid $(STAMP) compiled-replay
 	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 RUNGAR_VIRTUAL_SEEDS=200 \
 	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 $(BIN)/pytest -q
 

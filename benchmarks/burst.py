@@ -405,8 +405,9 @@ class Burst:
         from rungar.engine.report.events import EventLog
         from rungar.engine.report.metrics import Metrics
         from rungar.github.auth import PatAuth
+        from rungar.github.http import http_client
         from rungar.github.registrations import RegistrationQueue
-        from rungar.github.service import ScaleSetGitHub, http_client
+        from rungar.github.service import ScaleSetGitHub
         from rungar.logs import configure
         from rungar.store.sqlite import SqliteStore
 

@@ -114,8 +114,9 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
     from rungar.engine.report.events import EventLog
     from rungar.engine.report.metrics import Metrics
     from rungar.github.auth import PatAuth
+    from rungar.github.http import http_client
     from rungar.github.registrations import RegistrationQueue
-    from rungar.github.service import ScaleSetGitHub, http_client
+    from rungar.github.service import ScaleSetGitHub
     from rungar.logs import configure
     from rungar.store.sqlite import SqliteStore
     from rungar.testing.fake_provider import FakeProvider

@@ -452,7 +452,8 @@ async def run_scale(size: Size, params: dict[str, Any], profile: str = "") -> in
     from rungar.engine.report.events import EventLog
     from rungar.engine.report.metrics import Metrics
     from rungar.github.auth import PatAuth
-    from rungar.github.service import ScaleSetGitHub, http_client
+    from rungar.github.http import http_client
+    from rungar.github.service import ScaleSetGitHub
     from rungar.logs import configure
     from rungar.store.sqlite import SqliteStore
 

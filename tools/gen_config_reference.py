@@ -73,6 +73,24 @@ SETTINGS_NOTES: dict[str, str] = {
         "File holding the App's private key (PEM); mode 0600; relative to this file's folder."
     ),
     "github.long_poll_timeout": "Seconds a message-session long poll waits for news.",
+    "github.proxy": (
+        "HTTP proxy for every GitHub call (`http://proxy.corp:3128`); over `HTTPS_PROXY` and "
+        "`HTTP_PROXY`; `NO_PROXY` still applies. Empty = the environment's "
+        '(docs/operating.md, "Behind a proxy").'
+    ),
+    "github.proxy_credentials_path": (
+        "File holding the proxy's `USER:PASSWORD` on its first line; mode 0600; never logged; "
+        "relative to this file's folder."
+    ),
+    "github.ca_file": (
+        "PEM bundle of certificate authorities trusted for GitHub besides the system's "
+        '(docs/operating.md, "GitHub Enterprise Server with a private CA"); relative to this '
+        "file's folder."
+    ),
+    "github.ca_file_only": (
+        "Trust `ca_file` alone, not the system's certificate authorities as well. Nothing "
+        "skips verification."
+    ),
     "github.timing": "The GitHub client's waits; docs/github.md says when each applies.",
     "github.timing.error_backoff_first": (
         "First wait of a listener after a failed turn (error answer, empty or garbled 200); "
@@ -146,6 +164,9 @@ SETTINGS_NOTES: dict[str, str] = {
     "github.timing.budget_check_interval": (
         "The REST budget is read (GET /rate_limit, which costs nothing) at most this often "
         "when no REST answer told it; 0 = only from REST answers."
+    ),
+    "github.timing.http_keepalive_expiry": (
+        "Seconds a connection to GitHub may stay idle before it is closed rather than reused."
     ),
     "scale_sets": "Path of scale_sets.yaml; relative to this file's folder.",
     "installation": (

@@ -5,8 +5,10 @@
 
 The first prints what Rungar runs from (:mod:`rungar.config.effective`): a scale_sets.yaml
 FILE, or with ``-c`` the daemon's rungar.yaml and the scale_sets.yaml it names, every default
-filled in and secrets redacted. ``--json`` prints one object, ``{"version": 1, "scale_sets":
-..., "settings": ...}`` (durations in seconds). The second rewrites FILE for the current
+filled in and secrets redacted, and the way to GitHub: the proxy its calls take and why
+(``github.proxy``, an environment variable of this command's, or none) and the certificate
+authorities trusted. ``--json`` prints one object, ``{"version": 1, "scale_sets": ...,
+"settings": ..., "network": ...}`` (durations in seconds). The second rewrites FILE for the current
 format keeping its comments (:mod:`rungar.config.migrate`): printed to stdout, or with
 ``--write`` written in place with the file's mode and owner.
 
@@ -103,6 +105,7 @@ def _show(file: str, settings_path: str, *, as_json: bool) -> int:
         loaded = load_settings(settings_path)
         settings = redact(loaded.model_dump(mode="json"))
         file = file or loaded.scale_sets
+        out["network"] = _network(loaded)
 
     def shipped(provider_type: str) -> tuple[str, ...] | None:
         return shipped_command(provider_type) if provider_type in SHIPPED else None
@@ -133,7 +136,35 @@ def _show(file: str, settings_path: str, *, as_json: bool) -> int:
         if isinstance(mode, int):
             text = text.replace(f"socket_mode: {mode}\n", f"socket_mode: 0{mode:o}\n", 1)
         print(text, end="")
+        network = out["network"]
+        print(f"# GitHub ({network['url']}) is reached through proxy: {network['shown']}")
+        print(f"# certificates are checked against {network['trust']}")
     return EXIT_OK
+
+
+def _network(settings: Any) -> dict[str, Any]:
+    """Which proxy GitHub's calls take and why (this command's environment, as the daemon's
+    would be read), and the trust: never the proxy's credentials."""
+    from rungar.engine.settings import github_network
+    from rungar.errors import ConfigError
+    from rungar.github.network import NetworkError
+    from rungar.github.urls import parse_config_url
+
+    url = parse_config_url(settings.github.url).rest_base
+    try:
+        network = github_network(settings.github)
+    except NetworkError as e:
+        raise ConfigError([str(e)]) from None
+    route = network.route(url)
+    proxy = route.proxy
+    return {
+        "url": url,
+        "proxy": proxy.url if proxy is not None else None,
+        "source": proxy.source if proxy is not None else None,
+        "why": route.why or None,
+        "shown": route.shown(),
+        "trust": network.trust.shown(),
+    }
 
 
 def _migrate(path: str, *, write: bool) -> int:

@@ -20,7 +20,8 @@ DESCRIPTION = """\
 A loopback GitHub for tests and demos: the REST and Actions-service calls Rungar makes, job
 queues with simulated workloads, and `rungar fake-runner` as the runner.
 
-The first line of output is the emulator's URL (BASE below), e.g. http://127.0.0.1:40123. Point
+The first line of output is the emulator's URL (BASE below), e.g. http://127.0.0.1:40123
+(https:// with --tls-cert and --tls-key). Point
 Rungar's github.url at BASE/OWNER (http://127.0.0.1:40123/octo-org) with the PAT emulator-pat."""
 
 CONTROL_API = """\
@@ -125,6 +126,15 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         "--webhook-url", default="", help="where to send signed workflow_job webhooks"
     )
     parser.add_argument("--webhook-secret-file", default="", help="file holding the webhook secret")
+    parser.add_argument(
+        "--tls-cert", default="", help="serve HTTPS with this certificate (PEM, chain after it)"
+    )
+    parser.add_argument("--tls-key", default="", help="the certificate's private key (PEM)")
+    parser.add_argument(
+        "--public-host",
+        default="",
+        help="the host name in the URL it prints (its certificate's; default: --host)",
+    )
     return parser
 
 
@@ -135,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
             secret = f.read().strip()
     if args.webhook_url and not secret:
         print("github-emulator: --webhook-url needs --webhook-secret-file", flush=True)
+        return 2
+    if bool(args.tls_cert) != bool(args.tls_key):
+        print("github-emulator: --tls-cert and --tls-key go together", flush=True)
         return 2
     options = EmulatorOptions(
         owner=args.owner,
@@ -153,6 +166,9 @@ def run(args: argparse.Namespace) -> int:
         webhook_url=args.webhook_url,
         webhook_secret=secret,
         jit_rate_per_minute=args.jit_rate,
+        tls_cert_file=args.tls_cert,
+        tls_key_file=args.tls_key,
+        public_host=args.public_host,
     )
     emulator = GitHubEmulator(options)
 

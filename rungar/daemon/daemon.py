@@ -35,7 +35,7 @@ from rungar.daemon.providers import (
 )
 from rungar.daemon.readiness import ReadinessReporter
 from rungar.daemon.runloop import RunLoop
-from rungar.daemon.settings import DaemonSettings, MetricsSettings, read_secret
+from rungar.daemon.settings import DaemonSettings, MetricsSettings, github_network, read_secret
 from rungar.engine.core.naming import installation_id
 from rungar.engine.engine import Engine
 from rungar.engine.jobs.accounting import Accounting
@@ -49,6 +49,7 @@ from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from rungar.daemon.settings import ListenerLimits
+    from rungar.github.network import Network
     from rungar.web.bounded import BoundedHttpServer, Limits
 
 log = structlog.get_logger("rungar.daemon")
@@ -153,9 +154,22 @@ class Daemon:
         self.timing = Timing()
         self.started_at = self.clock.now()  # this daemon instance, as providers are told
 
+    def network(self) -> Network:
+        """How the daemon reaches GitHub (rungar.yaml's keys over the environment's), or a
+        ConfigError naming the key or variable at fault."""
+        from rungar.github.network import NetworkError
+
+        try:
+            network = github_network(self.settings.github)
+            network.trust.context()  # the CA file, read now: a problem stops the start
+            return network
+        except NetworkError as e:
+            raise ConfigError([str(e)]) from None
+
     def _github(self, store: SqliteStore, metrics: Metrics) -> Any:
         from rungar.github.auth import AppAuth, PatAuth
         from rungar.github.service import ScaleSetGitHub
+        from rungar.github.urls import parse_config_url
 
         gh = self.settings.github
         auth: Any
@@ -174,10 +188,18 @@ class Daemon:
             if not token:
                 raise ConfigError([f"github.token_env: ${gh.token_env} is empty or unset"])
             auth = PatAuth(token)
+        network = self.network()
+        log.info(
+            "github.network",
+            url=gh.url,
+            proxy=network.route(parse_config_url(gh.url).rest_base).shown(),
+            trust=network.trust.shown(),
+        )
         return ScaleSetGitHub(
             gh.url,
             auth,
             self.clock,
+            network=network,
             cursors=StoreCursors(store),
             sessions=StoreCursors(store),
             long_poll_timeout=gh.long_poll_timeout,

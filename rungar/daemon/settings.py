@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rungar.config.paths import resolve_path
 from rungar.errors import ConfigError
+from rungar.github.network import Network, NetworkError, Trust
 from rungar.github.timing import GitHubTiming
 
 
@@ -54,6 +56,7 @@ class GitHubTimingSettings(_Strict):
     registrations_in_flight_share: float = Field(default=0.02, ge=0, le=1)
     registration_pace_window: float = Field(default=60.0, gt=0)
     budget_check_interval: float = Field(default=60.0, ge=0)
+    http_keepalive_expiry: float = Field(default=5.0, ge=0)
 
     def value(self) -> GitHubTiming:
         return GitHubTiming(**self.model_dump())
@@ -67,6 +70,14 @@ class GitHubSettings(_Strict):
     app_installation_id: int = 0
     app_private_key_path: str = ""
     long_poll_timeout: float = 50.0
+    # How GitHub is reached (docs/configuration.md, docs/operating.md "Behind a proxy"): a
+    # proxy that takes precedence over HTTPS_PROXY/HTTP_PROXY, its USER:PASSWORD from a file,
+    # and a PEM bundle of certificate authorities added to the system's (or, with
+    # ca_file_only, trusted alone).
+    proxy: str = ""
+    proxy_credentials_path: str = ""
+    ca_file: str = ""
+    ca_file_only: bool = False
     timing: GitHubTimingSettings = GitHubTimingSettings()
 
 
@@ -140,12 +151,63 @@ def load_settings(path: str) -> DaemonSettings:
             f"{path}: github: an App needs app_client_id, app_installation_id and "
             "app_private_key_path"
         )
+    if gh.ca_file_only and not gh.ca_file:
+        problems.append(f"{_where(path, 'github', 'ca_file_only')}: needs github.ca_file")
     settings = resolve_settings_paths(settings, base)
     if len(settings.socket) > 103:
         problems.append(f"{path}: socket: longer than 103 characters")
+    problems.extend(_network_problems(path, settings.github))
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+def github_network(gh: GitHubSettings, environ: Mapping[str, str] | None = None) -> Network:
+    """How this process reaches GitHub: the ``github.*`` keys, then the environment (``environ``,
+    by default the process's). Raises :class:`NetworkError`; the CA file is read later, by the
+    HTTP client (:func:`rungar.github.http.github_http`)."""
+    return Network.from_settings(
+        gh.proxy,
+        gh.proxy_credentials_path,
+        gh.ca_file,
+        gh.ca_file_only,
+        os.environ if environ is None else environ,
+    )
+
+
+def _network_problems(path: str, gh: GitHubSettings) -> list[str]:
+    """The proxy and CA keys checked as the daemon will use them, each problem at its key's
+    line and column (the environment's proxy variables are checked when a command starts)."""
+    problems = []
+    try:
+        Network.from_settings(gh.proxy, gh.proxy_credentials_path, "", False, {})
+    except NetworkError as e:
+        problems.append(f"{_where(path, 'github', e.key)}: {e.reason}")
+    if gh.ca_file:
+        try:
+            Trust(gh.ca_file, gh.ca_file_only).context()
+        except NetworkError as e:
+            problems.append(f"{_where(path, 'github', e.key)}: {e.reason}")
+    return problems
+
+
+def _where(path: str, section: str, key: str) -> str:
+    """``FILE:LINE:COL: section.key``: where the key's value is written, or ``FILE: …`` when
+    it cannot be found (written through an alias, say)."""
+    from rungar.config.problems import Problems
+    from rungar.config.yaml_safe import YMap, read_yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return f"{path}: {section}.{key}"
+    tree = read_yaml(text, Problems(path))
+    holder = tree.entries.get(section) if isinstance(tree, YMap) else None
+    entry = holder.value.entries.get(key) if holder and isinstance(holder.value, YMap) else None
+    if entry is None:
+        return f"{path}: {section}.{key}"
+    mark = entry.value.mark
+    return f"{path}:{mark.line}:{mark.col}: {section}.{key}"
 
 
 # Every key of rungar.yaml that names a file or folder, as (section, key); "" = top level.
@@ -155,6 +217,8 @@ PATH_KEYS: tuple[tuple[str, str], ...] = (
     ("", "socket"),
     ("github", "token_path"),
     ("github", "app_private_key_path"),
+    ("github", "proxy_credentials_path"),
+    ("github", "ca_file"),
     ("webhook", "secret_path"),
     ("events", "file"),
 )

@@ -33,7 +33,7 @@ DISK_WARN_SHARE = 0.05
 
 @dataclass(frozen=True, slots=True)
 class Check:
-    area: str  # github, clock, provider NAME, state, secret, socket, config
+    area: str  # network, github, clock, provider NAME, state, secret, socket, config
     level: str  # ok, warn or fail
     message: str
     fix: str = ""  # what to do, for warn and fail
@@ -250,12 +250,15 @@ NEEDED = {
 
 
 async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
-    """The credentials against the scope's runner listing, and the clock against its Date."""
-    import httpx
-
+    """The way to GitHub (proxy and trust, as the daemon goes), the credentials against the
+    scope's runner listing through it, and the clock against the answer's Date."""
     from rungar.clock import SystemClock
+    from rungar.engine.settings import github_network
     from rungar.errors import ConfigError, RungarError
     from rungar.github.auth import AppAuth, AppTokenSource
+    from rungar.github.exceptions import GitHubUnreachable
+    from rungar.github.http import github_http
+    from rungar.github.network import NetworkError
     from rungar.github.transport import Transport
     from rungar.github.urls import parse_config_url
 
@@ -264,8 +267,19 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
         target = parse_config_url(gh.url)
     except ConfigError as e:
         return [Check("github", FAIL, e.problems[0], "github.url: https://github.com/ORG")]
+    try:
+        network = github_network(gh)
+        http = github_http(network, timeout=15.0)
+    except NetworkError as e:
+        return [Check("network", FAIL, str(e), 'docs/operating.md, "Behind a proxy"')]
+    out = [
+        Check(
+            "network", OK, f"proxy to {target.rest_base}: {network.route(target.rest_base).shown()}"
+        ),
+        Check("network", OK, f"certificates checked against {network.trust.shown()}"),
+    ]
     scope = f"{target.scope.value} {target.scope_path.split('/', 1)[1]}"
-    async with httpx.AsyncClient(timeout=15.0) as http:
+    try:
         try:
             if gh.app_private_key_path:
                 key = Path(gh.app_private_key_path).read_text()
@@ -279,38 +293,51 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
                 else:
                     token = os.environ.get(gh.token_env, "")
                 if not token:
-                    return [Check("github", FAIL, "no token", "set github.token_path or an App")]
+                    return [
+                        *out,
+                        Check("github", FAIL, "no token", "set github.token_path or an App"),
+                    ]
                 how = "the token"
+        except GitHubUnreachable as e:
+            return [*out, Check("github", FAIL, f"GitHub does not answer: {e}", _github_fix(e))]
         except (OSError, RungarError, ValueError) as e:
             return [
+                *out,
                 Check(
                     "github",
                     FAIL,
                     f"GitHub refused the credentials: {e}",
                     "check app_client_id, app_installation_id and the key, or the token",
-                )
+                ),
             ]
         url = f"{target.rest_base}/{target.scope_path}/actions/runners"
         try:
-            answer = await http.get(
+            answer = await http.send(
+                "GET",
                 url,
+                {"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json"},
                 params={"per_page": "1"},
-                headers={
-                    "Authorization": f"Bearer {token}",
-                    "Accept": "application/vnd.github+json",
-                },
             )
-        except httpx.HTTPError as e:
-            return [
-                Check("github", FAIL, f"{target.rest_base} does not answer: {e}", "check the URL")
-            ]
-    out = _answer_checks(answer, how, scope, url, NEEDED[target.scope.value])
+        except GitHubUnreachable as e:
+            return [*out, Check("github", FAIL, f"GitHub does not answer: {e}", _github_fix(e))]
+    finally:
+        await http.aclose()
+    out += _answer_checks(answer, how, scope, url, NEEDED[target.scope.value])
     date = answer.headers.get("date")
     if date:
         out.append(skew_check(now(), date))
     else:
         out.append(Check("clock", WARN, "GitHub's answer carried no Date header"))
     return out
+
+
+def _github_fix(e: Exception) -> str:
+    text = str(e)
+    if "certificate" in text:
+        return 'docs/operating.md, "GitHub Enterprise Server with a private CA"'
+    if "proxy" in text:
+        return 'docs/operating.md, "Behind a proxy"'
+    return "check github.url, and the network between this host and GitHub"
 
 
 def _answer_checks(
@@ -323,7 +350,7 @@ def _answer_checks(
         f"a classic token needs {classic_scope}; a fine-grained token or an App needs "
         f"{app_permission}"
     )
-    if answer.status_code == 200:
+    if answer.status == 200:
         out.append(Check("github", OK, f"{how} may list and manage the runners of {scope}"))
         granted = answer.headers.get("x-oauth-scopes")
         if granted is not None and classic_scope not in [s.strip() for s in granted.split(",")]:
@@ -335,15 +362,15 @@ def _answer_checks(
                     fix_permission,
                 )
             )
-    elif answer.status_code == 401:
+    elif answer.status == 401:
         out.append(
             Check("github", FAIL, f"GitHub refuses {how} (401)", "renew the token or the App key")
         )
-    elif answer.status_code == 403:
+    elif answer.status == 403:
         out.append(
             Check("github", FAIL, f"{how} may not manage the runners of {scope}", fix_permission)
         )
-    elif answer.status_code == 404:
+    elif answer.status == 404:
         out.append(
             Check(
                 "github",
@@ -353,7 +380,7 @@ def _answer_checks(
             )
         )
     else:
-        out.append(Check("github", FAIL, f"GitHub answered {answer.status_code} for {url}"))
+        out.append(Check("github", FAIL, f"GitHub answered {answer.status} for {url}"))
     return out
 
 

@@ -27,8 +27,9 @@ import structlog
 
 from rungar.clock import Clock
 from rungar.errors import ConfigError, GitHubError
+from rungar.github.http import Response
 from rungar.github.timing import GitHubTiming
-from rungar.github.transport import Response, Transport
+from rungar.github.transport import Transport
 from rungar.github.urls import GitHubTarget, Scope
 
 log = structlog.get_logger("rungar.github")

@@ -27,8 +27,9 @@ from rungar.github.exceptions import (
     SessionConflict,
     SessionGone,
 )
+from rungar.github.http import Response
 from rungar.github.ratelimit import budget_wait, is_rate_limited, retry_after
-from rungar.github.transport import USER_AGENT, Response, Transport
+from rungar.github.transport import USER_AGENT, Transport
 from rungar.github.urls import GitHubTarget
 from rungar.github.wire import (
     JitConfig,

@@ -7,7 +7,7 @@ the caller does next; everything else stays a plain :class:`GitHubError` with it
 
 from __future__ import annotations
 
-from rungar.errors import GitHubError
+from rungar.errors import GitHubError, GitHubUnavailable
 
 
 class SessionConflict(GitHubError):
@@ -58,3 +58,9 @@ class RegistrationThrottled(GitHubError):
     def __init__(self, message: str, status: int | None = None, retry_after: float = 0.0) -> None:
         super().__init__(message, status)
         self.retry_after = retry_after
+
+
+class GitHubUnreachable(GitHubUnavailable):
+    """A request that got no HTTP answer: refused, timed out, a certificate not trusted, a
+    proxy that failed (:mod:`rungar.github.http` words it). Retried as transient; its message
+    is for the user, and never holds a proxy's credentials."""

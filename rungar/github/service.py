@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from rungar.errors import GitHubError
 from rungar.github.auth import AdminChain, Auth, token_source
 from rungar.github.client import ScaleSetClient
 from rungar.github.exceptions import RunnerBusy, RunnerExists
+from rungar.github.http import github_http
 from rungar.github.interface import (
     Budget,
     CursorStore,
@@ -34,8 +36,8 @@ from rungar.github.interface import (
     SessionPhase,
     SessionStore,
 )
-from rungar.github.keepalive import KeepAliveSender
 from rungar.github.listener import Listener
+from rungar.github.network import Network
 from rungar.github.ratelimit import RequestCounter, budget_note, read_stretch
 from rungar.github.runner_list import SharedListing
 from rungar.github.scale_set import ensure_scale_set
@@ -45,19 +47,6 @@ from rungar.github.urls import parse_config_url
 from rungar.github.wire import RunnerReference
 
 log = structlog.get_logger("rungar.github")
-
-
-def http_client(timeout: float = 30.0) -> KeepAliveSender:
-    """The GitHub client's HTTP: :class:`KeepAliveSender`, which writes each request itself onto
-    a keep-alive connection reused at O(1) a request (httpx's client and pool cost several times
-    the CPU a request with 64 in flight: docs/benchmarks.md), the head and body in one write with
-    Nagle off. ``timeout`` is for a request that names none (the transport names one always).
-
-    Its connections are not capped: every scale set's listener holds one in a long poll, so a
-    cap would leave the scale sets past it (and every REST call) waiting for a connection that
-    only a 50-second poll gives back. What is in flight is bounded by the scale sets and the
-    daemon's own limits on parallel creates and deletes."""
-    return KeepAliveSender(timeout=timeout)
 
 
 def owner_name() -> str:
@@ -88,6 +77,7 @@ class ScaleSetGitHub:
         long_poll_timeout: float = 70.0,
         timing: GitHubTiming | None = None,
         owner: str = "",
+        network: Network | None = None,
     ) -> None:
         self.target = parse_config_url(url)
         # Named in each session it opens; GitHub names it to another daemon's 409s.
@@ -96,10 +86,15 @@ class ScaleSetGitHub:
         # conflict: the lead scale set of a standby daemon asks at a steady pace.
         self.session_retry_for: dict[str, tuple[float, float]] = {}
         self._clock = clock
-        self._http: Sender | httpx.AsyncClient = http or http_client()
-        self._owns_http = http is None
         self.counter = counter or RequestCounter()
         self.timing = timing or GitHubTiming()
+        # Without an HTTP client of the caller's, every call goes by ``network`` (by default
+        # the environment's proxy variables and the system's CAs): rungar/github/http.py.
+        self._http: Sender | httpx.AsyncClient = http or github_http(
+            network or Network.from_settings("", "", "", False, os.environ),
+            keepalive_expiry=self.timing.http_keepalive_expiry,
+        )
+        self._owns_http = http is None
         transport = Transport(self._http, clock, self.counter, timing=self.timing)
         tokens = token_source(auth, self.target, transport, clock)
         admin = AdminChain(self.target, tokens, transport, clock, self.timing)

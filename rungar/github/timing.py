@@ -57,6 +57,8 @@ class GitHubTiming:
     registrations_in_flight_share: float = 0.02
     # The span GitHub states its registration limit over (a minute).
     registration_pace_window: float = 60.0
+    # A connection to GitHub idle this long is closed rather than used again.
+    http_keepalive_expiry: float = 5.0
 
     def __post_init__(self) -> None:
         if self.session_recreate_after < 1:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
@@ -24,6 +23,8 @@ import structlog
 from rungar import __version__
 from rungar.clock import Clock
 from rungar.errors import GitHubUnavailable
+from rungar.github.exceptions import GitHubUnreachable
+from rungar.github.http import HttpxSender, Response
 from rungar.github.ratelimit import (
     RateLimit,
     RequestCounter,
@@ -36,7 +37,6 @@ from rungar.github.ratelimit import (
     transient_wait,
 )
 from rungar.github.timing import GitHubTiming
-from rungar.github.wire import decode_json
 
 log = structlog.get_logger("rungar.github")
 
@@ -46,27 +46,14 @@ MAX_RATE_LIMIT_WAITS = 6
 USER_AGENT = f"rungar/{__version__} (scaleset)"
 
 
-@dataclass(frozen=True, slots=True)
-class Response:
-    status: int
-    headers: Mapping[str, str]
-    body: bytes = field(repr=False)
-
-    def json(self) -> Any:
-        return decode_json(self.body)
-
-    @property
-    def ok(self) -> bool:
-        return 200 <= self.status < 300
-
-
 class Sender(Protocol):
     """Sends one HTTP request and reads its answer: no retries, no counting (those are the
     :class:`Transport`'s). The body is sent as given; ``params`` replace the URL's query.
-    Failures to connect, send or read raise :class:`httpx.HTTPError`'s subclasses.
+    A request that got no answer raises :class:`~rungar.github.exceptions.GitHubUnreachable`.
 
-    The daemon's is :class:`rungar.github.keepalive.KeepAliveSender`; an ``httpx.AsyncClient``
-    (tests with ``httpx.MockTransport``, ``rungar doctor``) is wrapped in :class:`HttpxSender`."""
+    Every process's is :func:`rungar.github.http.github_http`'s; an ``httpx.AsyncClient`` given
+    instead (tests with ``httpx.MockTransport``) is wrapped in the same
+    :class:`~rungar.github.http.HttpxSender`."""
 
     async def send(
         self,
@@ -81,39 +68,8 @@ class Sender(Protocol):
     async def aclose(self) -> None: ...
 
 
-class HttpxSender:
-    """A :class:`Sender` over an ``httpx.AsyncClient``."""
-
-    def __init__(self, http: httpx.AsyncClient) -> None:
-        self.http = http
-
-    async def send(
-        self,
-        method: str,
-        url: str,
-        headers: Mapping[str, str],
-        body: bytes = b"",
-        params: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-    ) -> Response:
-        raw = await self.http.request(
-            method,
-            url,
-            headers=headers,
-            content=body or None,
-            params=params,
-            timeout=httpx.USE_CLIENT_DEFAULT if timeout is None else timeout,
-        )
-        return Response(
-            raw.status_code, {k.lower(): v for k, v in raw.headers.items()}, raw.content
-        )
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
-
-
 def encode_json(value: Any) -> bytes:
-    """A JSON body as httpx encoded one: compact, UTF-8, no NaN."""
+    """A JSON body: compact, UTF-8, no NaN."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
@@ -140,7 +96,9 @@ class Transport:
         user_agent: str = USER_AGENT,
         rng: random.Random | None = None,
     ) -> None:
-        self._http: Sender = HttpxSender(http) if isinstance(http, httpx.AsyncClient) else http
+        if isinstance(http, httpx.AsyncClient):
+            http = HttpxSender(http)
+        self._http: Sender = http
         self._clock = clock
         self.counter = counter or RequestCounter()
         self._max_retries = max_retries
@@ -256,10 +214,10 @@ class Transport:
         t = self.timing
         try:
             response = await self._http.send(method, url, headers, body, params, timeout)
-        except httpx.HTTPError as e:
+        except GitHubUnreachable as e:
             self.counter.count("error")
             wait = transient_wait(None, {}, attempt, first=t.retry_first, cap=t.retry_max)
-            raise _TransientRetry(wait, None, type(e).__name__) from e
+            raise _TransientRetry(wait, None, str(e)) from e
         self.counter.count(response.status)
         if rest:
             reading = parse_rate_limit(response.headers)

@@ -15,8 +15,9 @@ import httpx
 
 from rungar.clock import SystemClock
 from rungar.github.auth import PatAuth
+from rungar.github.http import http_client
 from rungar.github.interface import JobEventKind
-from rungar.github.service import ScaleSetGitHub, http_client
+from rungar.github.service import ScaleSetGitHub
 from rungar.github.timing import GitHubTiming
 from rungar.testing.github_emulator import InstantClock
 from rungar.testing.github_emulator.harness import Recorder, eventually, running_listener, scale_set

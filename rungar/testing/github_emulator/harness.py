@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from rungar.config.model import ScaleSetConfig, ScaleSetProvider
 from rungar.github.auth import Auth, PatAuth
+from rungar.github.http import http_client
 from rungar.github.interface import Demand, InMemoryCursorStore, JobEvent, JobEventKind
 from rungar.github.listener import Listener
-from rungar.github.service import ScaleSetGitHub, http_client
+from rungar.github.service import ScaleSetGitHub
 from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator, InstantClock
 
 

@@ -119,6 +119,8 @@ def route(
             "body": body.decode("utf-8", "replace"),
             "at": state.clock.now(),
             "client": client_of(state, request),
+            # The TCP peer, host:port: through a proxy it is the proxy's outgoing connection.
+            "peer": f"{request.client.host}:{request.client.port}" if request.client else "",
             "status": 0,  # until answered: a long poll is logged when it starts
         }
         state.requests.append(entry)

@@ -78,8 +78,17 @@ class GitHubEmulator:
             await self.webhooks.aclose()
 
     @property
+    def scheme(self) -> str:
+        return "https" if self.options.tls_cert_file else "http"
+
+    def url_for(self, host: str) -> str:
+        """The base URL at ``host`` (a name or address that reaches the emulator)."""
+        return f"{self.scheme}://{host}:{self.port}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """The base URL clients are given: at ``public_host`` when set, else 127.0.0.1."""
+        return self.url_for(self.options.public_host or "127.0.0.1")
 
     @property
     def org_url(self) -> str:
@@ -87,8 +96,12 @@ class GitHubEmulator:
         return f"{self.base_url}/{self.options.owner}"
 
     def _server_for(self, sock: socket.socket) -> uvicorn.Server:
+        options = self.options
+        tls: dict[str, Any] = {}
+        if options.tls_cert_file:
+            tls = {"ssl_certfile": options.tls_cert_file, "ssl_keyfile": options.tls_key_file}
         config = uvicorn.Config(
-            self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1
+            self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1, **tls
         )
         server: uvicorn.Server = signal_free_server(config)  # the command owns the signals
         self.port = sock.getsockname()[1]
@@ -175,7 +188,7 @@ class GitHubEmulator:
             while not server.started and not task.done():
                 await asyncio.sleep(0.01)
             if ready is not None and server.started:
-                ready(f"http://{host}:{self.port}")
+                ready(self.url_for(self.options.public_host or host))
             await task
         finally:
             await self._stop_ticker()

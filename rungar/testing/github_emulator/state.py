@@ -79,6 +79,12 @@ class EmulatorOptions:
     stale_assigned_jobs: int = 0
     webhook_url: str = ""
     webhook_secret: str = ""
+    # HTTPS: a certificate (PEM, its chain after it) and its key; "" serves plain HTTP.
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    # The host name in the URLs the emulator prints (its certificate's name, one a proxy may
+    # resolve): "" is the address it binds.
+    public_host: str = ""
 
 
 def labels_match(job_labels: tuple[str, ...], scale_set_labels: list[str]) -> bool:
