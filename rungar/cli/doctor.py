@@ -5,7 +5,8 @@ Without ``-c`` it checks the rungar.yaml of the daemon answering on the admin so
 and /etc/rungar/rungar.yaml when none answers.
 
 Each line is ``ok``, ``warn`` or ``fail``, what was found, and for the last two what to do:
-the GitHub credentials and what they may do on the configured scope, the clock against
+the way to GitHub (the proxy its calls take and why, the certificate authorities trusted),
+the GitHub credentials and what they may do on the configured scope, asked through that proxy, the clock against
 GitHub's, each provider's Info (reachability, transport, identity), the state directory's
 permissions and free disk, the secret files' modes and the admin socket's group.
 

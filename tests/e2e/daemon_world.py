@@ -19,6 +19,7 @@ import os
 import resource
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -60,8 +61,10 @@ class RunningProvider:
         *,
         boot: bool = True,
         command: list[str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.fake = fake
+        self.env = dict(env or {})  # added to each runner's environment (a proxy, a CA file)
         self.log_dir = log_dir
         self.boot = boot
         # What each machine runs: the fake runner, or a test's (one that exits at once, say).
@@ -81,7 +84,11 @@ class RunningProvider:
             self.runners[request.runner_name] = subprocess.Popen(
                 self.command,
                 # As a real runner takes it: in the environment, never on the command line.
-                env={**os.environ, "ACTIONS_RUNNER_INPUT_JITCONFIG": request.jit_config},
+                env={
+                    **os.environ,
+                    **self.env,
+                    "ACTIONS_RUNNER_INPUT_JITCONFIG": request.jit_config,
+                },
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -152,6 +159,10 @@ class DaemonWorld:
         emulator_options: Mapping[str, Any] | None = None,
         app_private_key: str = "",
         log_level: str = "",
+        github: Mapping[str, Any] | None = None,
+        daemon_env: Mapping[str, str] | None = None,
+        runner_env: Mapping[str, str] | None = None,
+        control_verify: ssl.SSLContext | bool = True,
     ):
         self.root = root
         # Write every path in rungar.yaml and scale_sets.yaml relative to root, and start the
@@ -159,9 +170,12 @@ class DaemonWorld:
         self.relative_paths = relative_paths
         self.cwd = cwd
         self.providers = {
-            n: RunningProvider(p, root, boot=boot_runners, command=runner_command)
+            n: RunningProvider(p, root, boot=boot_runners, command=runner_command, env=runner_env)
             for n, p in providers.items()
         }
+        self.github = dict(github or {})  # more github.* keys of rungar.yaml
+        self.daemon_env = dict(daemon_env or {})  # added to the daemon's environment
+        self.control_verify = control_verify  # the emulator's certificate, when it serves HTTPS
         self.servers: list[ProviderServer] = []
         self.metrics_port = free_port() if metrics else 0
         self.webhook_port = free_port() if webhook_secret else 0
@@ -207,6 +221,7 @@ class DaemonWorld:
                 "token_path": str(self.root / "token"),
                 "long_poll_timeout": 3,
                 **({"timing": self.github_timing} if self.github_timing else {}),
+                **self.github,
             },
             "scale_sets": str(self.root / "scale_sets.yaml"),
             "installation": "gh-e2e",
@@ -256,6 +271,7 @@ class DaemonWorld:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             cwd=self.cwd,
+            env={**os.environ, **self.daemon_env},
             preexec_fn=self._limit_open_files if self.open_files else None,
         )
         await self.wait_for(lambda s: s is not None, "the daemon to answer", WAIT)
@@ -337,8 +353,9 @@ class DaemonWorld:
         """Queue a job through the emulator's control API (``/_fake/jobs``): unlike a call on
         its state from this thread, it runs on the emulator's loop, which its webhook sender
         must send from."""
-        async with httpx.AsyncClient(timeout=WAIT) as client:
-            answer = await client.post(f"{self.emulator.base_url}/_fake/jobs", json=spec)
+        control = self.emulator.url_for("127.0.0.1")  # base_url's host may be the proxy's alone
+        async with httpx.AsyncClient(timeout=WAIT, verify=self.control_verify) as client:
+            answer = await client.post(f"{control}/_fake/jobs", json=spec)
         answer.raise_for_status()
         job: dict[str, Any] = answer.json()
         return job
