@@ -6,9 +6,10 @@ and /etc/rungar/rungar.yaml when none answers.
 
 Each line is ``ok``, ``warn`` or ``fail``, what was found, and for the last two what to do:
 the way to GitHub (the proxy its calls take and why, the certificate authorities trusted),
-the GitHub credentials and what they may do on the configured scope, asked through that proxy, the clock against
-GitHub's, each provider's Info (reachability, transport, identity), the state directory's
-permissions and free disk, the secret files' modes and the admin socket's group.
+the GitHub credentials and what they may do on the configured scope, asked through that proxy,
+the clock against GitHub's, each provider's Info (reachability, transport, identity), the
+state directory's permissions and free disk, the secret files' modes and the admin socket's
+group.
 
 ``--json`` prints ``{"version": 1, "ok": BOOL, "checks": [{"area", "level", "message",
 "fix"}, ...]}``.

@@ -125,7 +125,7 @@ async def test_a_daemon_behind_a_proxy_runs_jobs_with_every_github_request_throu
             "every job to run through the proxy",
         )
         settings = str(root / "rungar.yaml")
-        code, doctor = await run_cli(proxy_env, "doctor", "-c", settings, "--json")
+        _, doctor = await run_cli(proxy_env, "doctor", "-c", settings, "--json")
         _, config = await run_cli(proxy_env, "config", "-c", settings, "--json")
     finally:
         await world.stop()
