@@ -238,13 +238,13 @@ class Trust:
                 context.load_verify_locations(cafile=self.ca_file)
             except FileNotFoundError:
                 raise NetworkError("github.ca_file", f"{self.ca_file} does not exist") from None
-            except OSError as e:
-                raise NetworkError(
-                    "github.ca_file", f"{self.ca_file} cannot be read: {e.strerror or e}"
-                ) from None
             except ssl.SSLError as e:
                 raise NetworkError(
                     "github.ca_file", f"{self.ca_file} holds no PEM certificate ({e.reason or e})"
+                ) from None
+            except OSError as e:
+                raise NetworkError(
+                    "github.ca_file", f"{self.ca_file} cannot be read: {e.strerror or e}"
                 ) from None
         return context
 
