@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -104,6 +105,64 @@ def figures(
     }
 
 
+async def read_commands() -> Any:
+    """Lines from stdin, one at a time, without blocking the loop; '' at end of file."""
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        yield line.strip()
+        if not line:
+            return
+
+
+async def run_emulator(limit: float, window: float) -> None:
+    """The emulator in a process of its own (``--role emulator``), so the daemon's process CPU
+    is the daemon's alone; spoken to by lines (``polled``, ``queue N LABEL``, ``refused``,
+    ``records``)."""
+    from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator, JobSpec
+
+    options = EmulatorOptions(
+        long_poll_seconds=50.0,
+        session_idle_ttl=600.0,
+        assignment_timeout=3600.0,
+        jit_rate_per_minute=limit,
+        jit_rate_window=window,
+    )
+    async with GitHubEmulator(options) as emu:
+        state = emu.state
+        print(f"ready {emu.org_url}", flush=True)
+        async for command in read_commands():
+            words = command.split()
+            if not words or words[0] == "quit":
+                break
+            throttle = state.faults.throttles.get("A13")
+            if words[0] == "polled":
+                ready = len(state.scale_sets) >= 2 and all(
+                    r.polled and state.live_session(r.id) is not None
+                    for r in state.scale_sets.values()
+                )
+                answer: Any = {"polled": ready, "now": state.clock.now()}
+            elif words[0] == "queue":
+                for _ in range(int(words[1])):
+                    state.queue_job(JobSpec(labels=("self-hosted", words[2]), duration=3600))
+                answer = {"now": state.clock.now()}
+            elif words[0] == "refused":
+                answer = {"refused": throttle.refused if throttle else 0}
+            else:  # records
+                names = {r.id: r.name for r in state.scale_sets.values()}
+                answer = {
+                    "now": state.clock.now(),
+                    "registered": sorted(
+                        (r.created_at, names.get(r.scale_set_id, ""))
+                        for r in state.runners.values()
+                    ),
+                    "jit_calls": sum(1 for r in state.requests if r["route"] == "A13"),
+                    "refused": throttle.refused if throttle else 0,
+                    "first_refused_at": (throttle.first_refused_at or None) if throttle else None,
+                }
+            print(json.dumps(answer), flush=True)
+
+
 async def run(seconds: float, low: int, high: int, limit: float, window: float) -> int:
     import structlog
 
@@ -114,84 +173,73 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
     from rungar.engine.report.events import EventLog
     from rungar.engine.report.metrics import Metrics
     from rungar.github.auth import PatAuth
-    from rungar.github.http import http_client
     from rungar.github.registrations import RegistrationQueue
     from rungar.github.service import ScaleSetGitHub
     from rungar.logs import configure
     from rungar.store.sqlite import SqliteStore
     from rungar.testing.fake_provider import FakeProvider
-    from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator, JobSpec
+    from rungar.testing.line_child import Child, cpu_seconds
 
     folder = Path(tempfile.mkdtemp(prefix="rungar-throttled-"))
     log = open(folder / "rungar.log", "w")  # noqa: SIM115 - closed below
+    emulator = Child(__file__, "--role", "emulator", "--limit", str(limit), "--window", str(window))
     try:
         configure("info", "json")
         structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=log))
         logging.getLogger("httpx").setLevel(logging.WARNING)  # stdout carries JSON lines only
-        options = EmulatorOptions(
-            long_poll_seconds=50.0,
-            session_idle_ttl=600.0,
-            assignment_timeout=3600.0,
-            jit_rate_per_minute=limit,
-            jit_rate_window=window,
+        org_url = (await emulator.read()).split()[1]
+        (folder / "scale_sets.yaml").write_text(scale_sets_yaml(low, high))
+        config = load_scale_sets(folder / "scale_sets.yaml")
+        clock = SystemClock()
+        store = SqliteStore(folder / "state.db")
+        # The daemon's own client, as rungar serve builds it (the environment's proxy, if any).
+        github = ScaleSetGitHub(org_url, PatAuth("emulator-pat"), clock)
+        room = low + high
+        provider = FakeProvider("pool", vcpus=2.0 * room, memory_bytes=2 * 1024**3 * room)
+        engine = Engine(
+            config,
+            {"pool": provider},
+            github,
+            clock=clock,
+            store=store,
+            events=EventLog(clock, folder / "events.jsonl"),
+            metrics=Metrics(),
+            installation="rungar-throttled",
+            registrations=RegistrationQueue(clock, window=window),
         )
-        async with GitHubEmulator(options) as emu:
-            state = emu.state
-            (folder / "scale_sets.yaml").write_text(scale_sets_yaml(low, high))
-            config = load_scale_sets(folder / "scale_sets.yaml")
-            clock = SystemClock()
-            store = SqliteStore(folder / "state.db")
-            github = ScaleSetGitHub(emu.org_url, PatAuth("emulator-pat"), clock, http=http_client())
-            room = low + high
-            provider = FakeProvider("pool", vcpus=2.0 * room, memory_bytes=2 * 1024**3 * room)
-            engine = Engine(
-                config,
-                {"pool": provider},
-                github,
-                clock=clock,
-                store=store,
-                events=EventLog(clock, folder / "events.jsonl"),
-                metrics=Metrics(),
-                installation="rungar-throttled",
-                registrations=RegistrationQueue(clock, window=window),
-            )
-            runloop = RunLoop.of(engine)
-            await runloop.start()
-            deadline = time.monotonic() + 30
-            while (
-                not all(
-                    r.polled and state.live_session(r.id) is not None
-                    for r in state.scale_sets.values()
-                )
-                or len(state.scale_sets) < 2
-            ):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the listeners never polled")
-                await asyncio.sleep(0.05)
-            started = state.clock.now()
-            for _ in range(low):
-                state.queue_job(JobSpec(labels=("self-hosted", "throttled-low"), duration=3600))
-            throttle = state.faults.throttles["A13"]
-            deadline = time.monotonic() + 30
-            while throttle.refused == 0 and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(2.0)  # the rest of low waits in the queue now
-            for _ in range(high):
-                state.queue_job(JobSpec(labels=("self-hosted", "throttled-high"), duration=3600))
-            pace_seen = engine.registrations.view()
-            await asyncio.sleep(max(0.0, seconds - (state.clock.now() - started)))
-            end = state.clock.now()
-            names = {r.id: r.name for r in state.scale_sets.values()}
-            registered = sorted(
-                (r.created_at, names.get(r.scale_set_id, "")) for r in state.runners.values()
-            )
-            jit_calls = sum(1 for r in state.requests if r["route"] == "A13")
-            first_refused = throttle.first_refused_at or None
-            found = figures(registered, jit_calls, throttle.refused, first_refused, end, limit)
-            await runloop.stop()
-            await github.aclose()
-            store.close()
+        runloop = RunLoop.of(engine)
+        await runloop.start()
+        deadline = time.monotonic() + 30
+        while not (await emulator.ask("polled"))["polled"]:
+            if time.monotonic() > deadline:
+                raise RuntimeError("the listeners never polled")
+            await asyncio.sleep(0.05)
+        cpu = {"daemon": cpu_seconds(os.getpid()), "emulator": cpu_seconds(emulator.process.pid)}
+        wall = time.monotonic()
+        await emulator.ask(f"queue {low} throttled-low")
+        deadline = time.monotonic() + 30
+        while (await emulator.ask("refused"))["refused"] == 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.25)
+        await asyncio.sleep(2.0)  # the rest of low waits in the queue now
+        await emulator.ask(f"queue {high} throttled-high")
+        pace_seen = engine.registrations.view()
+        await asyncio.sleep(max(0.0, seconds - (time.monotonic() - wall)))
+        records = await emulator.ask("records")
+        wall = time.monotonic() - wall
+        used = {
+            "daemon": cpu_seconds(os.getpid()) - cpu["daemon"],
+            "emulator": cpu_seconds(emulator.process.pid) - cpu["emulator"],
+        }
+        registered = [(float(t), str(who)) for t, who in records["registered"]]
+        jit_calls, refused = int(records["jit_calls"]), int(records["refused"])
+        found = figures(
+            registered, jit_calls, refused, records["first_refused_at"], records["now"], limit
+        )
+        await runloop.stop()
+        await github.aclose()
+        store.close()
     finally:
+        emulator.stop()
         log.close()
         shutil.rmtree(folder, ignore_errors=True)
     params = {
@@ -207,7 +255,7 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
         "throttled_share_after_first",
         found["throttled_share_after_first"],
         "ratio",
-        {**params, "jit_calls": jit_calls, "throttled": throttle.refused},
+        {**params, "jit_calls": jit_calls, "throttled": refused},
     )
     emit(
         "low_registered_among_high",
@@ -220,6 +268,18 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
         pace_seen.per_minute,
         "1/min",
         {**params, "sentence": pace_seen.sentence()},
+    )
+    emit(
+        "daemon_cpu_share",
+        used["daemon"] / wall,
+        "cores",
+        {
+            **params,
+            "target": 0.02,
+            "wall_s": round(wall, 1),
+            "cpu_s_by_process": {k: round(v, 2) for k, v in used.items()},
+            "registered": len(registered),
+        },
     )
     return 0
 
@@ -236,9 +296,13 @@ def main() -> int:
     parser.add_argument(
         "--high", type=int, default=0, help="default: 20 s of the pace (quick: 6.7 s of it)"
     )
+    parser.add_argument("--role", choices=("emulator",), default="")
     args = parser.parse_args()
     limit = args.limit or (QUICK_LIMIT if args.quick else LIMIT)
     window = args.window or (QUICK_WINDOW if args.quick else 60.0)
+    if args.role == "emulator":
+        asyncio.run(run_emulator(limit, window))
+        return 0
     seconds = args.seconds or (20.0 if args.quick else 100.0)
     low = args.low or (400 if args.quick else 300)
     high = args.high or int(limit / (9 if args.quick else 3))
