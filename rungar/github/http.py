@@ -8,10 +8,13 @@ a :class:`GitHubUnreachable` whose message says what failed, where, and what to 
 certificate not trusted names the host and the CA file; a proxy that does not answer names the
 proxy and where it was configured), so nothing above this module sees an httpx type.
 
-The pool: no cap on connections (every scale set's listener holds one in a 50-second long poll,
-so a cap would leave REST calls waiting behind them), up to ``KEEPALIVE_CONNECTIONS`` kept
-alive between calls per route (as many as the daemon's parallel creates by default, so a burst
-does not close and reopen connections), each for ``keepalive_expiry`` seconds idle.
+The pools: one per origin and route, so the listeners' long polls (on GitHub's message broker)
+and the REST and Actions-service calls do not share a pool, and httpcore's walk over a pool's
+connections at each request is over that origin's alone; no cap on connections (every scale
+set's listener holds one in a 50-second long poll, so a cap would leave calls waiting behind
+them); every connection kept alive between calls until idle ``keepalive_expiry`` seconds
+(httpcore counts all of a pool's connections against its keep-alive bound, busy ones
+included, so any bound would close a burst's connections after each call and reopen them).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from rungar.github.wire import decode_json
 
 __all__ = ["HttpxSender", "Response", "RoutedTransport", "github_http", "http_client"]
 
-KEEPALIVE_CONNECTIONS = 64
 KEEPALIVE_EXPIRY = 5.0
 
 
@@ -55,7 +57,7 @@ class RoutedTransport(httpx.AsyncBaseTransport):
         self.network = network
         self._limits = limits
         self._context: ssl.SSLContext | None = None
-        self._pools: dict[str, httpx.AsyncHTTPTransport] = {}
+        self._pools: dict[tuple[str, str, str, int], httpx.AsyncHTTPTransport] = {}
         self._routes: dict[tuple[str, str, int], Route] = {}
 
     def ssl_context(self) -> ssl.SSLContext:
@@ -70,8 +72,8 @@ class RoutedTransport(httpx.AsyncBaseTransport):
             found = self._routes[key] = self.network.route_to(*key)
         return found
 
-    def _pool(self, proxy: ProxyUse | None) -> httpx.AsyncHTTPTransport:
-        key = proxy.url if proxy is not None else ""
+    def _pool(self, proxy: ProxyUse | None, url: httpx.URL) -> httpx.AsyncHTTPTransport:
+        key = (proxy.url if proxy is not None else "", url.scheme, url.host, url.port or 0)
         pool = self._pools.get(key)
         if pool is None:
             context = self.ssl_context()
@@ -85,7 +87,8 @@ class RoutedTransport(httpx.AsyncBaseTransport):
         return pool
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        return await self._pool(self.route(request.url).proxy).handle_async_request(request)
+        url = request.url
+        return await self._pool(self.route(url).proxy, url).handle_async_request(request)
 
     async def aclose(self) -> None:
         pools, self._pools = self._pools, {}
@@ -138,9 +141,7 @@ def github_http(
     names none (the transport names one always). The CA file is read here: a bad one raises
     :class:`~rungar.github.network.NetworkError` before any call is made."""
     limits = httpx.Limits(
-        max_connections=None,
-        max_keepalive_connections=KEEPALIVE_CONNECTIONS,
-        keepalive_expiry=keepalive_expiry,
+        max_connections=None, max_keepalive_connections=None, keepalive_expiry=keepalive_expiry
     )
     routed = RoutedTransport(network, limits)
     routed.ssl_context()
