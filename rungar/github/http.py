@@ -2,11 +2,11 @@
 
 :func:`github_http` builds the one client a process uses for GitHub (the daemon's client and
 listeners, ``rungar doctor``, the CLI). Each request goes through the proxy its URL's route
-names, or directly; each route has a connection pool of its own, and both verify certificates
-against the network's trust. httpx's exceptions stop here: :class:`HttpxSender` turns each into
-a :class:`GitHubUnreachable` whose message says what failed, where, and what to check (a
-certificate not trusted names the host and the CA file; a proxy that does not answer names the
-proxy and where it was configured), so nothing above this module sees an httpx type.
+names, or directly; every pool verifies certificates against the network's trust. httpx's
+exceptions stop here: :class:`HttpxSender` turns each into a :class:`GitHubUnreachable` whose
+message says what failed, where, and what to check (a certificate not trusted names the host
+and the CA file; a proxy that does not answer names the proxy and where it was configured),
+so nothing above this module sees an httpx type.
 
 The pools: one per origin and route, so the listeners' long polls (on GitHub's message broker)
 and the REST and Actions-service calls do not share a pool, and httpcore's walk over a pool's
