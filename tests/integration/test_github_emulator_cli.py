@@ -104,3 +104,45 @@ def test_the_emulators_help_and_its_page_describe_every_control_route() -> None:
         assert f"`{method} {fixed}" in page, f"docs/github-emulator.md lacks {method} {path}"
     words = " ".join(CONTROL_API.split())
     assert "the job_id in a provider's Create hints is this jobId" in words
+
+
+async def test_the_emulator_process_serves_https_under_its_public_host_name(
+    tmp_path: Path,
+) -> None:
+    """``--tls-cert``/``--tls-key``: HTTPS with the given certificate; ``--public-host``: the
+    name in the URL it prints (a client reaches it at the bound address with that name's
+    certificate)."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    ca.issue_cert("github.test", "127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
+        str(tmp_path / "server.pem")
+    )
+    pem = str(tmp_path / "server.pem")
+    emulator = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rungar.cli.github_emulator", "--tls-cert", pem, "--tls-key", pem,
+        "--public-host", "github.test",
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert emulator.stdout is not None
+        base = (await asyncio.wait_for(emulator.stdout.readline(), timeout=WAIT)).decode().strip()
+        match = re.fullmatch(r"https://github\.test:(\d+)", base)
+        assert match, base
+        context = ssl.create_default_context()
+        ca.configure_trust(context)
+        async with httpx.AsyncClient(verify=context) as client:
+            answer = await client.get(f"https://127.0.0.1:{match[1]}/_fake/state")
+        assert answer.status_code == 200
+        async with httpx.AsyncClient() as untrusting:
+            try:
+                await untrusting.get(f"https://127.0.0.1:{match[1]}/_fake/state")
+            except httpx.ConnectError as e:
+                assert "CERTIFICATE_VERIFY_FAILED" in str(e)
+            else:
+                raise AssertionError("a client without the CA was served")
+    finally:
+        emulator.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(emulator.wait(), timeout=WAIT)
