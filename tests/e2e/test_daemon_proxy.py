@@ -167,17 +167,16 @@ async def failures(world: DaemonWorld, text: str) -> list[dict[str, Any]]:
     """The scale set's failed tries to reach GitHub whose error holds ``text`` (its scale-set
     check, or its listener's turns): the second one is a retry."""
 
-    def seen() -> list[dict[str, Any]] | None:
+    def seen() -> list[dict[str, Any]]:
         found = [
             line
             for line in world.log_lines()
             if line.get("event") in ("github.session_failed", "github.listener_error")
             and text in line.get("error", "")
         ]
-        return found if len(found) >= 2 else None
+        return found if len(found) >= 2 else []  # falsy: not yet
 
-    found: list[dict[str, Any]] = await until(seen, f"two failed turns saying {text!r}")
-    return found
+    return await until(seen, f"two failed turns saying {text!r}")
 
 
 async def test_a_ca_file_without_the_servers_ca_is_named_and_retried_without_a_traceback(
