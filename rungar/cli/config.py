@@ -145,7 +145,7 @@ def _show(file: str, settings_path: str, *, as_json: bool) -> int:
 def _network(settings: Any) -> dict[str, Any]:
     """Which proxy GitHub's calls take and why (this command's environment, as the daemon's
     would be read), and the trust: never the proxy's credentials."""
-    from rungar.engine.settings import github_network
+    from rungar.daemon.settings import github_network
     from rungar.errors import ConfigError
     from rungar.github.network import NetworkError
     from rungar.github.urls import parse_config_url

@@ -253,7 +253,7 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
     """The way to GitHub (proxy and trust, as the daemon goes), the credentials against the
     scope's runner listing through it, and the clock against the answer's Date."""
     from rungar.clock import SystemClock
-    from rungar.engine.settings import github_network
+    from rungar.daemon.settings import github_network
     from rungar.errors import ConfigError, RungarError
     from rungar.github.auth import AppAuth, AppTokenSource
     from rungar.github.exceptions import GitHubUnreachable

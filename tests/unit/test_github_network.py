@@ -1,5 +1,5 @@
 """Which proxy a GitHub URL goes through and why, the trust, and the keys' errors
-(rungar/github/network.py, rungar/engine/settings.py). The real proxy and TLS are in
+(rungar/github/network.py, rungar/daemon/settings.py). The real proxy and TLS are in
 tests/integration/test_github_network.py and tests/e2e/test_daemon_proxy.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from rungar.engine.settings import load_settings
+from rungar.daemon.settings import load_settings
 from rungar.errors import ConfigError
 from rungar.github.exceptions import GitHubUnreachable
 from rungar.github.http import github_http
