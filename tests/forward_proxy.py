@@ -31,7 +31,8 @@ import pytest
 from tests.waiting import WAIT, until_sync
 
 SEARCH = "/usr/sbin:/usr/local/sbin"
-LOG_FORMAT = "%ts.%03tu %>a:%>p %rm %ru %>Hs %<a:%<p %<lp"
+LOG_FORMAT = "%ts.%03tu %>a:%>p %rm %ru %>Hs %<a:%<p %<lp %un"
+FAKE_AUTH = "/usr/lib/squid/basic_fake_auth"  # any password; the user name is logged
 
 
 def squid_binary() -> str:
@@ -57,6 +58,7 @@ class Transaction:
     status: int
     server: str  # host:port squid connected to ("-" when none)
     local_port: int  # squid's own port of that connection (0 when none)
+    user: str  # the proxy user the client authenticated as ("-" when none)
 
 
 def free_port() -> int:
@@ -70,12 +72,15 @@ class Squid:
     """``squid -N`` on 127.0.0.1:``port``, in a folder of its own (squid drops root to its
     ``proxy`` user, so the folder is open to it)."""
 
-    def __init__(self, hosts: dict[str, str] | None = None) -> None:
+    def __init__(self, hosts: dict[str, str] | None = None, *, auth: bool = False) -> None:
         self.binary = squid_binary()
         self.folder = Path(tempfile.mkdtemp(prefix="rungar-squid-", dir="/tmp"))
         self.folder.chmod(0o777)
         self.port = free_port()
         self.hosts = hosts or {}
+        # With auth, every request must carry a proxy user name (Basic; squid's fake helper
+        # takes any password), and 407 answers any without.
+        self.auth = auth
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -99,11 +104,21 @@ cache deny all
 coredump_dir {f}
 hosts_file {f}/hosts
 pinger_enable off
-http_access allow localhost
+{self._access()}
 http_access deny all
 visible_hostname rungar-test-proxy
 shutdown_lifetime 0 seconds
 """
+
+    def _access(self) -> str:
+        if not self.auth:
+            return "http_access allow localhost"
+        return (
+            f"auth_param basic program {FAKE_AUTH}\n"
+            "auth_param basic children 1 startup=1 idle=1\n"
+            "acl authenticated proxy_auth REQUIRED\n"
+            "http_access allow localhost authenticated"
+        )
 
     def start(self) -> None:
         (self.folder / "hosts").write_text(
@@ -145,9 +160,9 @@ shutdown_lifetime 0 seconds
         out = []
         for line in self.access_log.read_text().splitlines():
             fields = line.split()
-            if len(fields) != 7:
+            if len(fields) != 8:
                 continue
-            _, client, method, url, status, server, local = fields
+            _, client, method, url, status, server, local, user = fields
             if method == "-":
                 continue
             out.append(
@@ -158,6 +173,7 @@ shutdown_lifetime 0 seconds
                     int(status) if status.isdigit() else 0,
                     server,
                     int(local) if local.isdigit() else 0,
+                    user,
                 )
             )
         return out

@@ -160,3 +160,30 @@ def _chain(e: BaseException) -> list[BaseException]:
         out.append(current)
         current = current.__cause__ or current.__context__
     return out
+
+
+async def test_a_proxy_that_asks_for_credentials_gets_those_of_the_credentials_file(
+    emulator: GitHubEmulator, tls: Tls, tmp_path: Path
+) -> None:
+    squid = Squid(hosts={GITHUB: "127.0.0.1"}, auth=True)
+    squid.start()
+    try:
+        (tmp_path / "proxy-credentials").write_text("svc-rungar:hunter2\n")
+        with_file = Network.from_settings(
+            squid.url, str(tmp_path / "proxy-credentials"), str(tls.ca), False, {}
+        )
+        without = Network.from_settings(squid.url, "", str(tls.ca), False, {})
+        assert await ask(with_file, runners_url(emulator, GITHUB)) == 200
+        with pytest.raises(GitHubUnreachable) as refused:
+            await ask(without, runners_url(emulator, GITHUB))
+        logged = squid.close_and_read()
+    finally:
+        squid.stop()
+    assert str(refused.value).startswith(
+        f"the proxy {squid.url} (github.proxy in rungar.yaml) refused the tunnel to "
+        f"{GITHUB}:{emulator.port}: 407 Proxy Authentication Required; "
+    )
+    tunnels = [(t.status, t.user) for t in logged if t.method == "CONNECT"]
+    assert (200, "svc-rungar") in tunnels and (407, "-") in tunnels
+    assert len(emulator.state.requests) == 1
+    assert "hunter2" not in str(refused.value)
