@@ -153,9 +153,9 @@ def _network(settings: Any) -> dict[str, Any]:
     url = parse_config_url(settings.github.url).rest_base
     try:
         network = github_network(settings.github)
+        route = network.route(url)
     except NetworkError as e:
         raise ConfigError([str(e)]) from None
-    route = network.route(url)
     proxy = route.proxy
     return {
         "url": url,

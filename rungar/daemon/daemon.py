@@ -158,9 +158,11 @@ class Daemon:
         """How the daemon reaches GitHub (rungar.yaml's keys over the environment's), or a
         ConfigError naming the key or variable at fault."""
         from rungar.github.network import NetworkError
+        from rungar.github.urls import parse_config_url
 
         try:
             network = github_network(self.settings.github)
+            network.route(parse_config_url(self.settings.github.url).rest_base)
             network.trust.context()  # the CA file, read now: a problem stops the start
             return network
         except NetworkError as e:

@@ -269,13 +269,12 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
         return [Check("github", FAIL, e.problems[0], "github.url: https://github.com/ORG")]
     try:
         network = github_network(gh)
+        route = network.route(target.rest_base)
         http = github_http(network, timeout=15.0)
     except NetworkError as e:
         return [Check("network", FAIL, str(e), 'docs/operating.md, "Behind a proxy"')]
     out = [
-        Check(
-            "network", OK, f"proxy to {target.rest_base}: {network.route(target.rest_base).shown()}"
-        ),
+        Check("network", OK, f"proxy to {target.rest_base}: {route.shown()}"),
         Check("network", OK, f"certificates checked against {network.trust.shown()}"),
     ]
     scope = f"{target.scope.value} {target.scope_path.split('/', 1)[1]}"

@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from rungar.github.exceptions import GitHubUnreachable
-from rungar.github.network import Network, ProxyUse, Route
+from rungar.github.network import Network, NetworkError, ProxyUse, Route
 from rungar.github.wire import decode_json
 
 __all__ = ["HttpxSender", "Response", "RoutedTransport", "github_http", "http_client"]
@@ -126,6 +126,8 @@ class HttpxSender:
             raise GitHubUnreachable(describe_failure(e, url, self.network)) from e
         except ssl.SSLError as e:  # raised outside httpx's mapping (a handshake on close)
             raise GitHubUnreachable(describe_failure(e, url, self.network)) from e
+        except NetworkError as e:  # the environment's proxy for this URL's scheme is unusable
+            raise GitHubUnreachable(str(e)) from e
         return Response(
             raw.status_code, {k.lower(): v for k, v in raw.headers.items()}, raw.content
         )
@@ -175,7 +177,10 @@ def describe_failure(e: BaseException, url: str, network: Network | None) -> str
     parsed = httpx.URL(url)
     host = parsed.host
     where = f"{host}:{parsed.port}" if parsed.port else host
-    route = network.route(url) if network is not None else None
+    try:
+        route = network.route(url) if network is not None else None
+    except NetworkError:
+        route = None
     proxy = route.proxy if route is not None else None
     causes = _causes(e)
     certificate = next((c for c in causes if isinstance(c, ssl.SSLCertVerificationError)), None)

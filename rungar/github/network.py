@@ -258,6 +258,9 @@ class Network:
     no_proxy: tuple[_Bypass, ...] | None = ()  # None: NO_PROXY=* (nothing through a proxy)
     no_proxy_source: str = ""
     trust: Trust = Trust()
+    # An environment variable whose URL cannot be used, by the scheme it serves: raised when a
+    # URL of that scheme is routed, so an unusable HTTP_PROXY stops no https:// GitHub.
+    unusable: tuple[tuple[str, NetworkError], ...] = ()
 
     @classmethod
     def from_settings(
@@ -289,18 +292,23 @@ class Network:
             return cls(use, use, bypass, no_proxy_source, trust)
         if proxy_credentials_path:
             raise NetworkError("github.proxy_credentials_path", "set without github.proxy")
-        found: dict[str, ProxyUse | None] = {}
-        for scheme in ("https", "http"):
+        found: dict[str, ProxyUse | None] = {"https": None, "http": None}
+        unusable = []
+        for scheme in found:
             value, name = _env(environ, f"{scheme}_proxy")
             if not value:
-                found[scheme] = None
                 continue
-            url, auth = parse_proxy_url(value, name)
+            try:
+                url, auth = parse_proxy_url(value, name)
+            except NetworkError as e:
+                unusable.append((scheme, e))
+                continue
             found[scheme] = ProxyUse(url, name, auth, "the URL" if auth else "")
-        return cls(found["https"], found["http"], bypass, no_proxy_source, trust)
+        return cls(found["https"], found["http"], bypass, no_proxy_source, trust, tuple(unusable))
 
     def route(self, url: str) -> Route:
-        """Through which proxy ``url`` goes, or why directly."""
+        """Through which proxy ``url`` goes, or why directly; :class:`NetworkError` when the
+        environment's variable for its scheme is not a usable proxy URL."""
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         host = (parts.hostname or "").lower()
@@ -308,6 +316,9 @@ class Network:
         return self.route_to(scheme, host, port)
 
     def route_to(self, scheme: str, host: str, port: int) -> Route:
+        for unusable_scheme, error in self.unusable:
+            if unusable_scheme == scheme:
+                raise error
         proxy = self.https if scheme == "https" else self.http
         if proxy is None:
             variable = "HTTPS_PROXY" if scheme == "https" else "HTTP_PROXY"

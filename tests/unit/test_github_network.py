@@ -125,9 +125,17 @@ def test_unusable_proxy_keys_are_refused_with_the_key(
         Network.from_settings(proxy, credentials, "", False, {})
 
 
-def test_a_bad_environment_proxy_is_refused_with_the_variables_name() -> None:
+def test_a_bad_environment_proxy_is_refused_with_the_variables_name_for_its_scheme() -> None:
+    network = env_network(https_proxy="ftp://p:21", HTTP_PROXY="socks5://p:1080")
     with pytest.raises(NetworkError, match=r"^https_proxy: a ftp:// proxy is not supported"):
-        env_network(https_proxy="ftp://p:21")
+        network.route(API)
+    with pytest.raises(NetworkError, match=r"^HTTP_PROXY: a socks5:// proxy is not supported"):
+        network.route("http://ghe.corp/api/v3")
+
+
+def test_an_unusable_variable_of_the_other_scheme_stops_nothing() -> None:
+    network = env_network(HTTPS_PROXY="http://p.corp:3128", HTTP_PROXY="socks5://p:1080")
+    assert network.route(API).shown() == "http://p.corp:3128 (HTTPS_PROXY)"
 
 
 def test_the_trust_is_shown_as_configured(tmp_path: Path) -> None:
