@@ -20,31 +20,17 @@ from typing import Any
 
 import httpx
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
 from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator.control import job_spec
 from rungar.testing.github_emulator.model import JobState
 from tests.e2e.daemon_world import DaemonWorld
+from tests.github_app import app_keys
 from tests.waiting import WAIT
 
 JOBS = 6
 PIECE = 8
 APP = "Iv1.leakcheck"
-
-
-def app_keys() -> tuple[str, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return private, public
 
 
 def fleet() -> dict[str, Any]:

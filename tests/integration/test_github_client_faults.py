@@ -6,8 +6,6 @@ import asyncio
 
 import jwt
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 from structlog.testing import capture_logs
 
 from rungar.errors import GitHubError
@@ -15,25 +13,13 @@ from rungar.github.auth import AppAuth
 from rungar.github.interface import RemoveOutcome
 from rungar.testing.github_emulator import Fault, FaultKind, InstantClock, JobSpec
 from rungar.testing.github_emulator.harness import emulator, github, scale_set
-
-
-def _app_keys() -> tuple[str, str]:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    private = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    public = (
-        key.public_key()
-        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-        .decode()
-    )
-    return private, public
+from tests.github_app import app_keys
 
 
 async def test_a_cold_start_with_an_app_walks_the_whole_auth_chain_then_creates_the_scale_set() -> (
     None
 ):
-    private, public = _app_keys()
+    private, public = app_keys()
     async with (
         emulator(apps={"Iv1.rungar": public}, runner_groups={1: "Default", 7: "ci"}) as emu,
         github(emu, AppAuth("Iv1.rungar", 1, private)) as gh,

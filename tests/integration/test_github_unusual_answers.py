@@ -23,7 +23,7 @@ from rungar.testing.github_emulator.harness import (
     scale_set,
 )
 from rungar.testing.github_emulator.model import Runner
-from tests.integration.test_github_client_faults import _app_keys
+from tests.github_app import app_keys
 from tests.integration.wall_clock_client import WallClockClient
 from tests.waiting import WAIT
 
@@ -224,7 +224,7 @@ async def test_several_runners_of_one_name_is_an_error() -> None:
 async def test_every_call_carries_rungars_user_agent_auth_and_rest_included() -> None:
     # Before: the App token, registration token and runner-registration calls went out as
     # python-httpx.
-    private, public = _app_keys()
+    private, public = app_keys()
     async with (
         emulator(apps={"Iv1.app": public}) as emu,
         github(emu, auth=AppAuth("Iv1.app", 1, private)) as gh,
