@@ -168,6 +168,12 @@ SETTINGS_NOTES: dict[str, str] = {
     "github.timing.http_keepalive_expiry": (
         "Seconds a connection to GitHub may stay idle before it is closed rather than reused."
     ),
+    "github.runner_versions": ('GitHub\'s runner versions; docs/github.md, "Runner versions".'),
+    "github.runner_versions.minimum": (
+        "GitHub's minimum runner version: no runner is placed on a provider whose runner "
+        "(its Info's, or its runner block's `runner_version`) is older. GitHub's API does not "
+        "publish it; raise it when GitHub does."
+    ),
     "scale_sets": "Path of scale_sets.yaml; relative to this file's folder.",
     "installation": (
         "Installation id written on every machine's labels; empty = `gh-` + 12 hex digits of "

@@ -26,6 +26,7 @@ from typing import Any
 from rungar.config.paths import base_of, resolve_path
 from rungar.config.problems import START, Mark, Problems
 from rungar.errors import ConfigError
+from rungar.model.runner_version import version_problem
 from rungar.model.units import format_bytes, parse_bytes, parse_duration
 from runnerd.admission.model import Margin, OverRun, Policy
 from runnerd.admission.predict import PredictionRules
@@ -61,6 +62,9 @@ class HostConfig:
     isolation: Isolation | None = None  # docker only; None: the Engine's default runtime
     allow_unsafe: bool = False  # unsafe-dind needs it, so a copied config cannot turn it on
     runner_image: str = RUNNER_IMAGE  # what a profile's image_stage names a stage of
+    # The GitHub Actions runner version of the install the profiles start ("2.329.0"), told to
+    # Rungar in Info so it places nothing here once GitHub refuses it; "" = not known.
+    runner_version: str = ""
     metrics_listen: str = ""  # host:port for Prometheus metrics; "" = none
     dashboard_listen: str = ""  # host:port for the dashboard (docs/runnerd-dashboard.md); "" = off
     state_dir: str = "/var/lib/runnerd"
@@ -191,6 +195,7 @@ HOST_STRINGS = (
     "docker_socket",
     "disk_path",
     "runner_image",
+    "runner_version",
     "metrics_listen",
     "dashboard_listen",
 )
@@ -376,6 +381,10 @@ def _parse_host(raw: Any, problems: Problems, lines: _Lines) -> HostConfig:
             '"unsafe-dind" runs each runner privileged (root in it is root on the host); set '
             "allow_unsafe = true to mean it",
         )
+    runner_version = values.get("runner_version")
+    if runner_version is not None and version_problem(runner_version):
+        mark = lines.of("host", "runner_version")
+        problems.add(mark, "host.runner_version", version_problem(runner_version))
     runner_image = values.get("runner_image")
     if runner_image is not None and "{stage}" not in runner_image:
         problems.add(

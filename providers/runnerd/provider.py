@@ -351,7 +351,13 @@ class RunnerdProvider:
     # ---- the protocol ------------------------------------------------------------------
 
     async def info(self) -> ProviderInfo:
-        return ProviderInfo(self.name, "runnerd", VERSION, RUNNER_KEYS["runnerd"])
+        return ProviderInfo(
+            self.name,
+            "runnerd",
+            VERSION,
+            RUNNER_KEYS["runnerd"],
+            runner_version=self.config.host.runner_version,
+        )
 
     async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
         try:

@@ -13,6 +13,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from rungar.model.runner_block import RunnerBlock
+from rungar.model.runner_version import parse_runner_version, version_problem
 from rungar.model.units import parse_bytes, parse_duration
 
 GIB = 1024**3
@@ -43,6 +44,20 @@ def require_strings(raw: Mapping[str, Any], keys: Collection[str], problems: lis
     for key in keys:
         if not isinstance(raw.get(key), str) or not raw.get(key):
             problems.append(f"{key}: required")
+
+
+def runner_version(extra: Mapping[str, Any], problems: list[str]) -> str:
+    """A runner block's ``runner_version``: the GitHub Actions runner version baked into the
+    image (``2.329.0``), "" when unset. Rungar reads it to place nothing on an image GitHub
+    refuses (docs/github.md, "Runner versions")."""
+    value = extra.get("runner_version")
+    if value is None:
+        return ""
+    problem = version_problem(value)
+    if problem:
+        problems.append(f"runner.runner_version: {problem}")
+        return ""
+    return str(parse_runner_version(value))
 
 
 def string_list(value: Any, key: str, problems: list[str]) -> tuple[str, ...]:

@@ -289,11 +289,11 @@ RUNNER_KEYS: dict[str, tuple[str, ...]] = {
     "runnerd": (*_TYPED, "profile"),
     "gcp": (
         *_TYPED, "machine_type", "disk_size", "disk_type", "instance_template", "spot",
-        "network_tags", "labels", "metadata", "startup_script",
+        "network_tags", "labels", "metadata", "startup_script", "runner_version",
     ),
     "aws": (
         *_TYPED, "instance_type", "disk_size", "disk_type", "disk_iops", "disk_throughput",
-        "launch_template", "spot", "tags", "user_data",
+        "launch_template", "spot", "tags", "user_data", "runner_version",
     ),
 }  # fmt: skip
 

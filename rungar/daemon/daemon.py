@@ -45,6 +45,7 @@ from rungar.errors import ConfigError, ProviderError
 from rungar.github.registrations import RegistrationQueue
 from rungar.model.caller import Caller
 from rungar.model.provider import Provider
+from rungar.model.runner_version import parse_runner_version
 from rungar.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -344,6 +345,8 @@ class Daemon:
             ),
         )
         engine.ctx.settings_path = self.settings_path
+        minimum = settings.github.runner_versions.minimum
+        engine.ctx.fleet.versions.minimum = parse_runner_version(minimum)
         lead = config.scale_sets[0].name
         retry = config.timing.standby_retry
         github.session_retry_for[lead] = (retry, retry)

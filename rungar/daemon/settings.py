@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rungar.config.paths import resolve_path
 from rungar.errors import ConfigError
 from rungar.github.network import Network, NetworkError, Trust
 from rungar.github.timing import GitHubTiming
+from rungar.model.runner_version import parse_runner_version, version_problem
 
 
 class _Strict(BaseModel):
@@ -62,6 +63,21 @@ class GitHubTimingSettings(_Strict):
         return GitHubTiming(**self.model_dump())
 
 
+class RunnerVersionSettings(_Strict):
+    """GitHub's runner versions (docs/github.md, "Runner versions"): no runner is placed on a
+    provider whose runner is below ``minimum``."""
+
+    minimum: str = "2.329.0"  # GitHub's refusal floor; its API does not publish it
+
+    @field_validator("minimum")
+    @classmethod
+    def _a_version(cls, value: str) -> str:
+        problem = version_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return str(parse_runner_version(value))
+
+
 class GitHubSettings(_Strict):
     url: str
     token_path: str = ""
@@ -79,6 +95,7 @@ class GitHubSettings(_Strict):
     ca_file: str = ""
     ca_file_only: bool = False
     timing: GitHubTimingSettings = GitHubTimingSettings()
+    runner_versions: RunnerVersionSettings = RunnerVersionSettings()
 
 
 class ListenerLimits(_Strict):

@@ -48,9 +48,10 @@ Document (every time in epoch seconds, every duration in seconds)::
      unreachable_grace writes the first off, null when none is kept; listing_faults: the
      latest sentences saying what its listings said that was not believed)
      "skips": [{"scale_set", "provider", "full", "refusals", "left", "error", "resource",
-                "sentence", "crash_loop"?, "runner"?, "output"?}],
+                "sentence", "crash_loop"?, "runner"?, "output"?, "outdated"?}],
      (crash_loop: runners that end before connecting; runner: the last of them, output: its
-     last lines of output as its provider gave them, oldest first)
+     last lines of output as its provider gave them, oldest first; outdated: its runner is
+     below GitHub's minimum version, error says which)
      "runners": [{"name", "scale_set", "provider", "state", "machine", "github", "age",
                   "job"}]}
      (state: starting | idle | busy | leaving; machine: starting | running | stopped |
@@ -80,6 +81,7 @@ from rungar.model.sentences import (
     crash_sentence,
     held_status,
     holding_back,
+    outdated_sentence,
     paused_note,
     skip_sentence,
 )
@@ -369,6 +371,7 @@ def scale_sets_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
 def providers_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
     fleet = ctx.fleet
     providers = []
+    reported = fleet.versions.reported()
     for name, provider_config in fleet.providers.items():
         hold = fleet.hold_on(name, now)
         kept, written_off_in = kept_while_unreachable(ctx, name, now)
@@ -395,6 +398,7 @@ def providers_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
                     if lister == name
                 ][-LISTING_FAULTS_SHOWN:],
                 "runtime_change": fleet.disabled_at_runtime(name) is not None,
+                "runner_version": str(reported[name]) if name in reported else None,
                 "hold": None
                 if hold is None
                 else {
@@ -447,6 +451,23 @@ def skips_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
                 "output": list(output),
             }
         )
+    for scale_set in sorted(ctx.sets):
+        for provider in ctx.sets[scale_set].config.provider_names:
+            reason = fleet.versions.refused(scale_set, provider)
+            if reason is not None:
+                skips.append(
+                    {
+                        "scale_set": scale_set,
+                        "provider": provider,
+                        "full": False,
+                        "outdated": True,
+                        "refusals": 0,
+                        "left": 0,
+                        "error": reason,
+                        "resource": "",
+                        "sentence": outdated_sentence(scale_set, provider, reason),
+                    }
+                )
     return skips
 
 

@@ -154,3 +154,5 @@ class ProviderInfo:
     kind: str
     version: str
     capabilities: tuple[str, ...] = ()
+    # The GitHub Actions runner version its machines run (``2.329.0``); "" = not known.
+    runner_version: str = ""

@@ -48,6 +48,16 @@ def overflow_reason(after: float) -> str:
     return f"taken only after {format_duration(after)} waiting for room elsewhere"
 
 
+def below_minimum_reason(version: object, minimum: object) -> str:
+    """A provider whose runner GitHub would refuse (docs/github.md, "Runner versions")."""
+    return f"runner {version} is below GitHub's minimum {minimum}"
+
+
+def outdated_sentence(scale_set: str, provider: str, reason: str) -> str:
+    """``rungar status``'s line of a provider skipped for its runner version."""
+    return f"{scale_set}'s runners are not placed on {provider}: {reason}"
+
+
 def limit_reason(limit: int) -> str:
     return f"at its limit of {limit} runners"
 

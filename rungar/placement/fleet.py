@@ -12,14 +12,16 @@ Skip reasons, checked in this order, are user-facing sentences shared by logs, e
 
 1. ``disabled``
 2. ``unreachable``
-3. ``full``
-4. ``failing to create its runner: <last error>``
-5. ``its runners exit before connecting (N in a row)`` (or ``never connect within
+3. ``runner 2.320.0 is below GitHub's minimum 2.329.0``: GitHub would refuse the runner there
+   (:class:`~rungar.placement.versions.RunnerVersions`)
+4. ``full``
+5. ``failing to create its runner: <last error>``
+6. ``its runners exit before connecting (N in a row)`` (or ``never connect within
    start_timeout``): a crash loop, learned from runners that ended before they ever connected
-6. ``held for scale set <name>``
-7. ``kept for the assigned jobs of scale set <name>`` (only for an idle-reserve refill)
-8. ``taken only after 5m waiting for room elsewhere`` (a provider with ``overflow_after``)
-9. ``at its limit of N runners``
+7. ``held for scale set <name>``
+8. ``kept for the assigned jobs of scale set <name>`` (only for an idle-reserve refill)
+9. ``taken only after 5m waiting for room elsewhere`` (a provider with ``overflow_after``)
+10. ``at its limit of N runners``
 
 Real work comes before reserves. A create is either for an assigned job or for the idle
 reserve (``min_runners`` in force). Only work may take a priority hold; a scale set whose
@@ -84,6 +86,7 @@ from rungar.placement.holds import Hold, HoldDecision, HoldRule, Holds, RoomOpen
 from rungar.placement.index import ProviderOrder
 from rungar.placement.order import order_providers
 from rungar.placement.switches import Switches
+from rungar.placement.versions import RunnerVersions
 
 __all__ = ["Candidates", "Claim", "Fleet", "Skip"]
 
@@ -143,6 +146,7 @@ class Fleet:
         self.backoffs = Backoffs()
         self.holds = Holds(self.timing.hold_duration)
         self.switches = Switches()
+        self.versions = RunnerVersions()
         self.configure(providers, scale_sets, self.timing)
 
     # ----------------------------------------------------------------- configuration
@@ -167,6 +171,7 @@ class Fleet:
                 lowest = self._lowest_priority.get(p.name, s.priority)
                 self._lowest_priority[p.name] = min(lowest, s.priority)
         self.backoffs.keep_only(pairs)
+        self.versions.configure(scale_sets)
         self.holds.duration = timing.hold_duration
         self.holds.keep_only(self.providers, self.scale_sets, pairs)
         self._reorder()
@@ -268,7 +273,7 @@ class Fleet:
         config = self.scale_sets.get(scale_set)
         if config is None:
             return SCALE_SET_GONE
-        out = self.switches.out_of_placement(provider)
+        out = self.switches.out_of_placement(provider) or self.versions.refused(scale_set, provider)
         if out is not None:
             return out
         backed_off = self.backoffs.skip_reason(scale_set, provider, now)

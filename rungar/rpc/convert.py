@@ -32,6 +32,7 @@ from rungar.model.machine import (
 )
 from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
+from rungar.model.runner_version import parse_runner_version
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
 
 _KIND_TO_PB = {
@@ -393,7 +394,11 @@ def create_response_from_pb(message: Any, provider: str = "") -> Created | Refus
 
 def info_to_pb(info: ProviderInfo) -> Any:
     return pb.InfoResponse(
-        name=info.name, kind=info.kind, version=info.version, capabilities=info.capabilities
+        name=info.name,
+        kind=info.kind,
+        version=info.version,
+        capabilities=info.capabilities,
+        runner_version=info.runner_version,
     )
 
 
@@ -406,4 +411,12 @@ def info_from_pb(message: Any) -> ProviderInfo:
         kind=short(message.kind),
         version=short(message.version),
         capabilities=tuple(short(c) for c in message.capabilities[: bounded.LABELS_MAX]),
+        runner_version=_runner_version(message.runner_version),
     )
+
+
+def _runner_version(text: str) -> str:
+    """A runner version as the provider said it, when it is one (``2.329.0``, at most
+    VERSION_MAX characters); anything else is not known (""), never compared."""
+    parsed = parse_runner_version(text)
+    return str(parsed) if parsed is not None else ""

@@ -96,8 +96,10 @@ class FakeProvider:
         clock: Clock | None = None,
         kind: str = "fake",
         extra_keys: tuple[str, ...] = (),
+        runner_version: str = "",
     ) -> None:
         self.name = name
+        self.runner_version = runner_version  # what Info says its machines run
         self.kind = kind
         self.total_vcpus = vcpus
         self.total_memory = memory_bytes
@@ -322,7 +324,13 @@ class FakeProvider:
     async def info(self) -> ProviderInfo:
         self.calls["info"] += 1
         await self._wait()
-        return ProviderInfo(self.name, self.kind, "0", (*TYPED_KEYS, *self.extra_keys))
+        return ProviderInfo(
+            self.name,
+            self.kind,
+            "0",
+            (*TYPED_KEYS, *self.extra_keys),
+            runner_version=self.runner_version,
+        )
 
     async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:
         await self._wait()

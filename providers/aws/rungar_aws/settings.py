@@ -26,6 +26,7 @@ from rungar.cloudkit.settings import (
     disk_bytes,
     flag,
     require_strings,
+    runner_version,
     string_list,
     string_map,
     timeout,
@@ -52,6 +53,7 @@ SETTINGS_KEYS = frozenset(
 )
 RUNNER_KEYS = frozenset(
     {
+        "runner_version",
         "instance_type",
         "disk_size",
         "disk_type",
@@ -145,6 +147,7 @@ class AwsRunner:
         if (iops or throughput) and disk_type != "gp3":
             problems.append("runner.disk_iops, disk_throughput: only for gp3")
         spot = flag(extra, "spot", False, problems, "runner.")
+        runner_version(extra, problems)
         tags = string_map(extra.get("tags") or None, "runner.tags", problems)
         for key in tags:
             if key == "Name" or key.startswith(("rungar.sh/", "aws:")):

@@ -28,6 +28,7 @@ from rungar.cloudkit.settings import (
     disk_bytes,
     flag,
     require_strings,
+    runner_version,
     string_list,
     string_map,
     timeout,
@@ -73,6 +74,7 @@ SETTINGS_KEYS = frozenset(
 )
 RUNNER_KEYS = frozenset(
     {
+        "runner_version",
         "machine_type",
         "disk_size",
         "disk_type",
@@ -184,6 +186,7 @@ class GcpRunner:
         if disk_type not in DISK_TYPES:
             problems.append(f"runner.disk_type: must be one of {', '.join(DISK_TYPES)}")
         spot = flag(extra, "spot", False, problems, "runner.")
+        runner_version(extra, problems)
         tags = string_list(extra.get("network_tags"), "runner.network_tags", problems)
         labels = string_map(extra.get("labels"), "runner.labels", problems)
         for k, v in labels.items():

@@ -43,6 +43,7 @@ from rungar.engine.reconcile.adoption import INTERRUPTED_CREATE, UNTRACKED, plan
 from rungar.engine.reconcile.listing_faults import note_listing_faults
 from rungar.engine.reconcile.ownership import SortedListings, sort_listings
 from rungar.engine.reconcile.recall import RunnerKeeper, settle_recalled
+from rungar.engine.reconcile.runner_versions import read_runner_version
 from rungar.engine.reconcile.sightings import plan_sightings
 from rungar.engine.remove.removing import Removals
 from rungar.errors import GitHubError, ProviderError
@@ -79,9 +80,11 @@ async def list_provider(ctx: EngineContext, name: str) -> list[Machine] | None:
         ctx.metrics.provider_reachable.labels(name).set(0)
         return None
     ctx.metrics.provider_calls.labels(name, "list", "ok").inc()
-    if ctx.fleet.set_reachable(name, True):
+    back = ctx.fleet.set_reachable(name, True)
+    if back:
         log.info("provider.reachable", sentence=sentences.REACHABLE_AGAIN, provider=name)
         ctx.events.record("provider", name, "reachable", provider=name)
+    await read_runner_version(ctx, name, again=back)
     ctx.metrics.provider_reachable.labels(name).set(1)
     return machines
 

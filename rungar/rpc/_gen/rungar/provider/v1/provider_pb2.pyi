@@ -55,16 +55,18 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("name", "kind", "version", "capabilities")
+    __slots__ = ("name", "kind", "version", "capabilities", "runner_version")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    RUNNER_VERSION_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: str
     version: str
     capabilities: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ...) -> None: ...
+    runner_version: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[str] = ..., version: _Optional[str] = ..., capabilities: _Optional[_Iterable[str]] = ..., runner_version: _Optional[str] = ...) -> None: ...
 
 class ValidateRunnerRequest(_message.Message):
     __slots__ = ("runner",)

@@ -1,0 +1,80 @@
+"""A provider whose runner is below GitHub's minimum version, through the real daemon, the
+emulator and providers served over gRPC: it gets no runner, placement falls through to the
+compliant provider, which takes them all, and ``rungar status`` says why."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rungar.testing.fake_provider import GIB, FakeProvider
+from tests.e2e.daemon_world import DaemonWorld
+from tests.json_doc import mismatches, read_schema
+
+REASON = "runner 2.320.0 is below GitHub's minimum 2.329.0"
+
+
+def fleet() -> dict[str, Any]:
+    return {
+        "version": 1,
+        "timing": {"reconcile_interval": "5s", "starting_sync_interval": "1s"},
+        "providers": [
+            # The outdated one weighs more: pack would try it first.
+            {"name": "old", "type": "runnerd", "weight": 10, "runner": {"vcpus": 1}},
+            {"name": "new", "type": "runnerd", "runner": {"vcpus": 1}},
+        ],
+        "scale_sets": [
+            {
+                "name": "linux",
+                "labels": ["linux"],
+                "max_runners": 6,
+                "min_runners": 3,
+                "placement": "pack",
+                "providers": ["old", "new"],
+            }
+        ],
+    }
+
+
+@pytest.fixture
+async def world() -> Any:
+    root = Path(tempfile.mkdtemp(prefix="rg-", dir="/tmp"))  # short: unix socket paths
+    w = DaemonWorld(
+        root,
+        {
+            "old": FakeProvider("old", vcpus=64, memory_bytes=64 * GIB, runner_version="2.320.0"),
+            "new": FakeProvider("new", vcpus=64, memory_bytes=64 * GIB, runner_version="2.330.0"),
+        },
+    )
+    await w.start(fleet())
+    yield w
+    await w.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_an_outdated_provider_gets_no_runner_and_the_compliant_one_takes_them_all(
+    world: DaemonWorld,
+) -> None:
+    def placed(status: dict[str, Any] | None) -> bool:
+        runners = (status or {}).get("runners", [])
+        return len(runners) >= 3 and all(r["state"] == "idle" for r in runners)
+
+    status = await world.wait_for(placed, "three idle runners", 90)
+    assert {r["provider"] for r in status["runners"]} == {"new"}
+    assert world.providers["old"].fake.calls["create"] == 0, "nothing was asked of old"
+    assert world.providers["new"].fake.created == 3
+    versions = {p["name"]: p["runner_version"] for p in status["providers"]}
+    assert versions == {"old": "2.320.0", "new": "2.330.0"}
+    (skip,) = [s for s in status["skips"] if s.get("outdated")]
+    assert (skip["scale_set"], skip["provider"], skip["error"]) == ("linux", "old", REASON)
+
+    shown = await world.rungar("status")
+    assert f"  linux's runners are not placed on old: {REASON}" in shown.stdout, shown.stdout
+    printed = await world.rungar("status", "--json")
+    found = mismatches(json.loads(printed.stdout), read_schema())
+    assert found == [], "\n".join(found)
