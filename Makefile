@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-busy test-long lint types unit proto proto-check bench dist clean screenshots \
-	chromium squid compiled-replay
+	chromium squid
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,14 +34,8 @@ proto-check: $(STAMP)
 # two worker processes (TEST_WORKERS): most of them wait on processes, sockets and the disk, so
 # two keep both CPUs busy even beside mypy. TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 2
-unit: chromium squid $(STAMP) compiled-replay
+unit: chromium squid $(STAMP)
 	$(BIN)/pytest -q -m "not long" -n $(TEST_WORKERS) $(PYTEST_ARGS)
-
-# runnerd simulate's replay engine compiled with mypyc (docs/admission.md, "Try it first"):
-# seconds, and nothing when a build matches the sources. Without a C compiler it says so and the
-# replay stays pure Python.
-compiled-replay: $(STAMP)
-	@$(BIN)/python -m runnerd.simulate.build_engine || true
 
 # The browser tests drive the system's Chromium: found, or installed (Debian's chromium, as root
 # with apt-get), or make stops here with the one command to run. Needs only python3.
@@ -69,7 +63,7 @@ test-busy: chromium squid $(STAMP)
 	@$(PYTHON) tools/busy_test.py --loops $(BUSY_LOOPS) --runs $(BUSY_RUNS) -- $(MAKE) --no-print-directory test
 
 # Everything, the tests marked `long` included, with the soaks at full size.
-test-long: chromium squid $(STAMP) compiled-replay
+test-long: chromium squid $(STAMP)
 	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 RUNGAR_VIRTUAL_SEEDS=200 \
 	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 $(BIN)/pytest -q
 
@@ -77,7 +71,7 @@ test-long: chromium squid $(STAMP) compiled-replay
 screenshots: chromium $(STAMP)
 	RUNGAR_SCREENSHOTS=docs/screenshots $(BIN)/pytest -q -m screenshot tests/browser
 
-bench: $(STAMP) compiled-replay
+bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 # A wheel and an sdist in dist/, built offline with the environment's own setuptools.
@@ -86,4 +80,4 @@ dist: $(STAMP)
 	$(BIN)/python tools/build_dist.py dist
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info providers/runnerd/simulate/build
+	rm -rf $(VENV) build dist *.egg-info

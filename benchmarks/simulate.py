@@ -2,16 +2,14 @@
 
 Prints JSON lines only: the wall seconds to replay 100,000 jobs (``--quick``: 10,000) through
 every policy (caps, the candidate slots under caps, measured, cpu ×1 and cpu ×1.5) as the command
-does, its rows side by side in worker processes, with each row's own seconds: on the generated
-host's slice, on one whose CPU budget holds jobs back at the day's peaks, and on one it overloads
-all day (thousands of jobs wait for CPU); and the seconds to compute advice for 50 profiles.
+does (its latest whole weeks of at most 50,000 jobs; ``--all``: every job), its rows side by side
+in worker processes, with each row's own seconds: on the generated host's slice, on one whose CPU
+budget holds jobs back at the day's peaks, and on one it overloads all day (thousands of jobs
+wait for CPU); and the seconds to compute advice for 50 profiles.
 
 ``--row NAME`` and ``--slice CPUS`` (either or both) replay only those rows, one after another in
 this process, and print each one's process CPU seconds (``replay_cpu_s``): what to compare, side by
-side with another tree's, on a busy machine, and what to profile.
-
-The replay runs compiled where ``make bench`` built its engine, else from the Python sources
-(``RUNNERD_SIMULATE_COMPILED=0`` asks for them): each line's ``engine`` says which."""
+side with another tree's, on a busy machine, and what to profile."""
 
 from __future__ import annotations
 
@@ -29,11 +27,11 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 from runnerd.admission import Limits, PredictionRules  # noqa: E402
 from runnerd.config import parse_config  # noqa: E402
 from runnerd.history_generate import example_config, generate, write_history  # noqa: E402
-from runnerd.simulate import compiled  # noqa: E402
 from runnerd.simulate.command import limits_of, rules_of  # noqa: E402
 from runnerd.simulate.parallel import replay_all, usable_cpus  # noqa: E402
 from runnerd.simulate.replay import replay, replayable  # noqa: E402
 from runnerd.simulate.rows import ProfileShape, Scenario  # noqa: E402
+from runnerd.simulate.sample import MAX_JOBS, latest_weeks  # noqa: E402
 from runnerd.simulate.table import candidate_slots, scenarios  # noqa: E402
 from runnerd.sizing.advise import advise  # noqa: E402
 from runnerd.sizing.runs import SizingRun, open_read_only, read_runs  # noqa: E402
@@ -51,13 +49,13 @@ SLICES = (("as generated", 1.0), ("contended", 1 / 5), ("overloaded", 1 / 15))
 
 
 def emit(metric: str, value: float, unit: str, **params: object) -> None:
-    if metric != "advice_s":  # which engine replayed: compiled where it is built (make bench)
-        params["engine"] = "compiled" if compiled.running() else "python"
     line = {"bench": "simulate", "metric": metric, "value": round(value, 4), "unit": unit}
     print(json.dumps({**line, "params": params}), flush=True)
 
 
-def bench_replay(jobs: int, until: float, row: str | None, slice_cpus: int | None) -> list[str]:
+def bench_replay(
+    jobs: int, until: float, row: str | None, slice_cpus: int | None, every_job: bool = False
+) -> list[str]:
     """Replay ``jobs`` through every policy as ``runnerd simulate`` does (its rows side by side
     in worker processes), once per slice: the wall time, and each row's own time. With ``row``
     or ``slice_cpus``, only those rows, here, one after another: each one's CPU seconds. Answers
@@ -72,7 +70,10 @@ def bench_replay(jobs: int, until: float, row: str | None, slice_cpus: int | Non
             runs = read_runs(conn, until - 60 * DAY, until)
         emit("read_history_s", time.perf_counter() - started, "s", jobs=jobs)
     shapes = {n: ProfileShape(p.memory, p.cpus) for n, p in config.profiles.items()}
-    replayed = replayable(runs, shapes)
+    window = replayable(runs, shapes)
+    span = latest_weeks(window, until - 30 * DAY, until, None if every_job else MAX_JOBS)
+    replayed = window[len(window) - span.jobs :]
+    warm = [r for r in runs if r.finished_at < span.start]
     configured = {n: p.slots for n, p in config.profiles.items()}
     mirror = config.host.mirror_memory
     candidate = candidate_slots(shapes, configured, memory_max, mirror, {})
@@ -85,17 +86,18 @@ def bench_replay(jobs: int, until: float, row: str | None, slice_cpus: int | Non
             offered.append(f"slice {cpus}")
             for scenario in rows if slice_cpus is None or slice_cpus == cpus else ():
                 if row is None or scenario.name == row:
-                    replay_cpu(scenario, shapes, replayed, limits, rules, cpus, load)
+                    replay_cpu(scenario, shapes, replayed, warm, limits, rules, cpus, load)
                     matched = True
             continue
         started = time.perf_counter()
-        results = replay_all(rows, shapes, replayed, limits, rules, cpus)
+        results = replay_all(rows, shapes, replayed, limits, rules, cpus, warm)
         wall = time.perf_counter() - started
         for result in results:
             emit("replay_s", result.seconds, "s", jobs=len(replayed),
                  policy=result.scenario.name, slice_cpus=cpus,
                  wait_p95_s=round(result.wait_p95), cpu_held=result.cpu_held)  # fmt: skip
-        emit("replay_all_policies_s", wall, "s", jobs=len(replayed), days=30, slice_cpus=cpus,
+        emit("replay_all_policies_s", wall, "s", jobs=len(replayed), days=30,
+             weeks_replayed=span.weeks or "all", slice_cpus=cpus,
              load=load, workers=min(len(rows), usable_cpus()),
              one_after_another_s=round(sum(r.seconds for r in results), 2))  # fmt: skip
     return [] if matched or not offered else offered + [f"row {r.name!r}" for r in rows]
@@ -105,6 +107,7 @@ def replay_cpu(
     scenario: Scenario,
     shapes: Mapping[str, ProfileShape],
     jobs: Sequence[SizingRun],
+    warm: Sequence[SizingRun],
     limits: Limits,
     rules: PredictionRules,
     cpus: int,
@@ -113,7 +116,7 @@ def replay_cpu(
     """One row replayed here: its process CPU seconds, which the neighbours' load moves far less
     than its wall time."""
     started = time.process_time()
-    result = replay(scenario, shapes, jobs, limits, rules, cpus)
+    result = replay(scenario, shapes, jobs, limits, rules, cpus, warm)
     emit("replay_cpu_s", time.process_time() - started, "s", jobs=len(jobs),
          policy=scenario.name, slice_cpus=cpus, load=load,
          wait_p95_s=round(result.wait_p95), cpu_held=result.cpu_held)  # fmt: skip
@@ -143,9 +146,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--row", help="replay only this row (caps, measured, 'cpu ×1', ...)")
     parser.add_argument("--slice", type=int, help="replay only the slice of this many CPUs")
+    parser.add_argument("--all", action="store_true", help="replay every job, as simulate --all")
     args = parser.parse_args()
     until = 1_800_000_000.0
-    unmatched = bench_replay(10_000 if args.quick else 100_000, until, args.row, args.slice)
+    jobs = 10_000 if args.quick else 100_000
+    unmatched = bench_replay(jobs, until, args.row, args.slice, args.all)
     if unmatched:
         parser.error("no such row or slice; there are " + ", ".join(unmatched))
     if args.row is None and args.slice is None:

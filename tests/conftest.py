@@ -9,16 +9,10 @@ below the level the command chose.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 
 import pytest
 import structlog
-
-# The tests of runnerd simulate's engine subclass and patch its classes, which they can do only to
-# the Python sources: its compiled build is compared with them in processes of its own
-# (tests/integration/test_simulate_compiled.py). Set before any test imports runnerd.simulate.
-os.environ["RUNNERD_SIMULATE_COMPILED"] = "0"
 
 
 @pytest.fixture(autouse=True)

@@ -49,6 +49,8 @@ def add_runnerctl_commands(subparsers: Any) -> None:
 
 
 def add_runnerd_commands(subparsers: Any) -> None:
+    from runnerd.simulate.sample import MAX_JOBS
+
     sim = subparsers.add_parser(
         "simulate", help="replay the job history through caps, measured and CPU admission"
     )
@@ -60,6 +62,11 @@ def add_runnerd_commands(subparsers: Any) -> None:
         "--cpu-overcommit", type=float, action="append", default=[], metavar="N",
         help="replay CPU admission at this factor (repeat to compare)",
     )  # fmt: skip
+    sim.add_argument(
+        "--max-jobs", type=int, default=MAX_JOBS, metavar="N",
+        help=f"more jobs in the window: replay its latest whole weeks (default {MAX_JOBS})",
+    )  # fmt: skip
+    sim.add_argument("--all", action="store_true", help="replay every job of the window")
     _config_args(sim)
     sim.set_defaults(func=run_simulate)
 
@@ -180,7 +187,6 @@ def cpu_factors(config: RunnerdConfig, asked: list[float]) -> list[float]:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from runnerd.simulate.command import SimulateRequest, simulate
-    from runnerd.simulate.compiled import engine_note
 
     try:
         config, db = _load(args)
@@ -205,9 +211,13 @@ def run_simulate(args: argparse.Namespace) -> int:
                 print(f"runnerd simulate: --slots {item}: use PROFILE=N", file=sys.stderr)
                 return 2
             slots[name] = int(count)
+        if args.max_jobs < 1:
+            print("runnerd simulate: --max-jobs must be 1 or more", file=sys.stderr)
+            return 2
         request = SimulateRequest(
-            memory_max, cpus, _duration(args.since), slots, factors, on_stale=_warn
-        )
+            memory_max, cpus, _duration(args.since), slots, factors,
+            on_stale=_warn, max_jobs=None if args.all else args.max_jobs,
+        )  # fmt: skip
         report = simulate(config, str(db), request, time.time())
     except ConfigError as e:
         for problem in e.problems:
@@ -220,7 +230,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         print(f"runnerd simulate: {e}", file=sys.stderr)
         return 1
     print(report.text)
-    print(engine_note(), file=sys.stderr)
     return 0
 
 

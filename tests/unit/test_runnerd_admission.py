@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import math
-import random
 from dataclasses import replace
 
 from runnerd.admission import host as hostguard
 from runnerd.admission.admit import (
-    _totals,  # decide()'s counting pass, held to counted_memory and counted_cpu below
-    counted_cpu,
-    counted_memory,
     cpu_line,
     decide,
-    memory_reserved,
 )
 from runnerd.admission.model import (
     AdmissionRecord,
@@ -360,6 +354,15 @@ def test_once_a_job_waited_two_minutes_for_cpu_no_younger_job_starts_until_it_fi
     assert ok.record.cpu_wait == 150
 
 
+def test_a_job_holds_younger_ones_back_from_exactly_two_minutes_of_waiting_for_cpu() -> None:
+    limits = replace(MEASURED, cpu_budget=8.0)
+    running = [runner(i, reserved_cpu=2.0) for i in range(3)]
+    state = run(candidate(cpu=4.0, scale_set="images"), running, limits).state
+    light = candidate(cpu=1.0, scale_set="lint")
+    admitted(run(light, running, limits, state=state, now=NOW + 119.9))
+    assert refusal(run(light, running, limits, state=state, now=NOW + 120)).resource == "cpu"
+
+
 def test_a_cpu_wait_runs_on_through_holds_for_memory_or_a_slot() -> None:
     limits = replace(MEASURED, cpu_budget=8.0)
     state = GuardState(cpu_waiting=(CpuWaiter("node-set", NOW - 100, NOW - 100),))
@@ -388,84 +391,3 @@ def test_free_disk_must_stay_above_the_reserve_plus_the_runners_footprint() -> N
         == "The disk is short: the runner needs 8G beside the 10G reserve; 17G is free"
     )
     admitted(run(cand, [], disk=18 * G))
-
-
-# ---- counting -------------------------------------------------------------------------------
-
-
-def test_a_decision_counts_every_runner_as_counted_memory_and_counted_cpu_count_it() -> None:
-    # decide()'s one pass writes the two rules out (runnerd simulate calls it hundreds of
-    # thousands of times): it must agree with them on every runner, at the freshness edge too,
-    # where ``now - used_at > fresh_for`` and ``used_at < now - fresh_for`` can part in floats.
-    rng = random.Random(7)
-    for limits in (CAPS, MEASURED, replace(MEASURED, fresh_for=0.3)):
-        edge = NOW - limits.fresh_for
-        near = [edge, *(math.nextafter(edge, edge + k) for k in (-1, 1))]
-        near += [math.nextafter(x, x + k) for x in near[1:] for k in (-1, 1)]
-        running = [
-            runner(
-                n,
-                cap=rng.choice((4, 7)),
-                reserved=rng.uniform(0.5, 6),
-                used=rng.uniform(0, 7),
-                used_at=rng.choice((*near, NOW - 1, edge - 1)),
-                profile=rng.choice(("node", "jvm")),
-                cpus=rng.choice((2.0, 8.0)),
-                reserved_cpu=rng.uniform(0.1, 3),
-            )
-            for n in range(400)
-        ]
-        for fresh in (True, False):
-            cpu = 0.0  # added one by one in order, as the pass adds them (not sum()'s way)
-            for r in running:
-                cpu += counted_cpu(r, limits)
-            expected = (
-                sum(r.profile == "node" for r in running),
-                sum(counted_memory(r, limits, fresh, NOW) for r in running),
-                cpu,
-            )
-            assert _totals(running, "node", limits, fresh, NOW) == expected
-            assert memory_reserved(running, limits, fresh, NOW) == expected[1]
-
-
-def test_a_decision_handed_the_running_runners_counts_decides_as_one_that_counts_them() -> None:
-    # runnerd simulate keeps the counts as runners start and finish and hands them to decide()
-    # rather than have it pass over every running runner at each of its decisions.
-    rng = random.Random(11)
-    budgeted = replace(MEASURED, cpu_budget=6.0)
-    for limits in (CAPS, MEASURED, budgeted, replace(CAPS, cpu_budget=9.0)):
-        for _ in range(200):
-            running = [
-                runner(
-                    n,
-                    reserved=rng.uniform(0.5, 6),
-                    used=rng.uniform(0, 7),
-                    used_at=rng.choice((NOW - 1, NOW - 60)),
-                    profile=rng.choice(("node", "jvm")),
-                    reserved_cpu=rng.uniform(0.1, 3),
-                )
-                for n in range(rng.randrange(6))
-            ]
-            asking = candidate(predicted=rng.uniform(0.5, 6), cpu=rng.uniform(0.1, 4), slots=3)
-            reading = rng.choice((FRESH_SLICE, SliceReading(NOW - 60, 10 * G), None))
-            fresh = reading is not None and reading.at >= NOW - limits.fresh_for
-            counted = _totals(running, "node", limits, fresh, NOW)
-            alone = decide(asking, running, reading, None, None, limits, GuardState(), NOW)
-            handed = decide(
-                asking, running, reading, None, None, limits, GuardState(), NOW, counted
-            )
-            assert handed == alone
-
-
-def test_a_decision_reads_the_counts_it_is_handed_rather_than_the_running_runners() -> None:
-    one = [runner(1)]  # counted alone: one node runner at its 2G, far from the slots and budget
-    full = (8, 0, 0.0)  # handed: all 8 slots of profile node busy
-    decided = decide(candidate(), one, FRESH_SLICE, None, None, MEASURED, GuardState(), NOW, full)
-    assert isinstance(decided.decision, NoRoom) and decided.decision.resource == "slots"
-    short = (1, 32 * G, 0.0)  # handed: the slice's memory all but taken
-    decided = decide(candidate(), one, FRESH_SLICE, None, None, MEASURED, GuardState(), NOW, short)
-    assert isinstance(decided.decision, NoRoom) and decided.decision.resource == "memory"
-    assert isinstance(
-        decide(candidate(), one, FRESH_SLICE, None, None, MEASURED, GuardState(), NOW).decision,
-        Admit,
-    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -200,11 +200,6 @@ def test_decide_answers_the_waiters_view_as_it_answers_the_whole_state() -> None
         assert seen.decision == full.decision
         mine = [w for w in full.state.cpu_waiting if w.scale_set == str(i)]
         assert [w for w in seen.state.cpu_waiting if w.scale_set == str(i)] == mine
-
-
-def test_the_guard_state_is_rebuilt_from_exactly_its_fields() -> None:
-    # CpuWaiters.view and decide() rebuild it positionally, not with replace().
-    assert [f.name for f in fields(GuardState)] == ["stalled", "widened", "cpu_waiting"]
 
 
 def test_a_prediction_read_later_is_the_one_due_then() -> None:

@@ -49,42 +49,19 @@ def counted_cpu(runner: Running, limits: Limits) -> float:
     return runner.cpus if limits.policy is Policy.CAPS else runner.reserved_cpu
 
 
-def _totals(
-    running: Sequence[Running], profile: str, limits: Limits, slice_fresh: bool, now: float
-) -> tuple[int, int, float]:
-    """Runners of ``profile``, memory counted, CPU counted: each runner as
-    :func:`counted_memory` and :func:`counted_cpu` count it (their rules written out here, the
-    same comparisons; tests hold the two to one answer), in one pass. A decision runs over
-    hundreds of runners, hundreds of thousands of times in ``runnerd simulate``: two calls per
-    runner made its replay half again as slow."""
-    same = 0
-    memory = 0
-    cpu = 0.0
-    caps = limits.policy is Policy.CAPS
-    if caps or not slice_fresh:  # every runner counts at its cap
-        for r in running:
-            if r.profile == profile:
-                same += 1
-            memory += r.cap
-            cpu += r.cpus if caps else r.reserved_cpu
-        return same, memory, cpu
-    fresh_for = limits.fresh_for
-    for r in running:
-        if r.profile == profile:
-            same += 1
-        if now - r.used_at > fresh_for:
-            memory += r.cap
-        else:  # max(reserved, used), without a call
-            memory += r.used if r.used > r.reserved else r.reserved
-        cpu += r.reserved_cpu
-    return same, memory, cpu
-
-
 def memory_reserved(
     running: Sequence[Running], limits: Limits, slice_fresh: bool, now: float
 ) -> int:
     """What the running runners count at against the memory budget."""
-    return _totals(running, "", limits, slice_fresh, now)[1]
+    return sum(counted_memory(r, limits, slice_fresh, now) for r in running)
+
+
+def cpu_reserved(running: Sequence[Running], limits: Limits) -> float:
+    """What the running runners count at against the CPU budget, added up in their order."""
+    taken = 0.0
+    for r in running:
+        taken += counted_cpu(r, limits)
+    return taken
 
 
 def is_fresh(at: float | None, now: float, limits: Limits) -> bool:
@@ -114,18 +91,11 @@ def cpu_fits(cpu: float, taken: float, limits: Limits) -> bool:
 
 
 def _forget_old_waiters(state: GuardState, running: bool, now: float, limits: Limits) -> GuardState:
-    """The state is replaced only where it changes: the replay of ``runnerd simulate`` makes
-    hundreds of thousands of decisions and most change nothing."""
+    """Waiters not asked for ``cpu_wait_forget`` are forgotten; the margin widened after a host
+    wait narrows again once nothing runs."""
     forget = limits.cpu_wait_forget
-    waiting = state.cpu_waiting
-    for w in waiting:
-        if not now - w.last_asked <= forget:  # one to forget: keep the others
-            waiting = tuple(w for w in waiting if now - w.last_asked <= forget)
-            break
-    widened = state.widened and running
-    if waiting is not state.cpu_waiting or widened != state.widened:
-        state = replace(state, cpu_waiting=waiting, widened=widened)
-    return state
+    waiting = tuple(w for w in state.cpu_waiting if now - w.last_asked <= forget)
+    return replace(state, cpu_waiting=waiting, widened=state.widened and running)
 
 
 def _needs(candidate: Candidate, limits: Limits, slice_fresh: bool) -> tuple[int, str]:
@@ -146,13 +116,8 @@ def decide(
     limits: Limits,
     state: GuardState,
     now: float,
-    counted: tuple[int, int, float] | None = None,
 ) -> Decided:
-    """Admit the candidate or say what holds it back. ``counted`` is what the running runners
-    count at, as :func:`_totals` counts them for the candidate's profile (runners of the
-    profile, memory, CPU): ``runnerd simulate`` keeps these up to date as runners start and
-    finish, rather than have each of its hundreds of thousands of decisions pass over every
-    running runner again; the daemon leaves it out and it is counted here."""
+    """Admit the candidate or say what holds it back."""
     state = _forget_old_waiters(state, bool(running), now, limits)
 
     def refuse(resource: str, message: str, wait: str, new: GuardState | None = None) -> Decided:
@@ -161,9 +126,9 @@ def decide(
         return Decided(NoRoom(resource, message, wait), _asked(kept, candidate.scale_set, now))
 
     slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
-    if counted is None:
-        counted = _totals(running, candidate.profile, limits, slice_fresh, now)
-    same_profile, reserved, taken = counted
+    same_profile = sum(1 for r in running if r.profile == candidate.profile)
+    reserved = memory_reserved(running, limits, slice_fresh, now)
+    taken = cpu_reserved(running, limits)
     if same_profile >= candidate.slots:
         busy = (
             f"The one slot of profile {candidate.profile} is busy"
@@ -183,11 +148,7 @@ def decide(
         high = _above_high_water(slice_reading, limits)
         if high:
             return refuse("memory", high, "slot")
-    host = (
-        host_reading
-        if host_reading is not None and is_fresh(host_reading.at, now, limits)
-        else None
-    )
+    host = _fresh_host(host_reading, now, limits)
     if host is not None:
         now_stalled = hostguard.stalled(host, limits, state.stalled)
         if now_stalled != state.stalled:
@@ -225,13 +186,24 @@ def decide(
     )
 
 
+def at_high_water(memory: int, limits: Limits) -> bool:
+    """The slice reads ``memory``: at or over the high-water mark, where nothing starts."""
+    budget = limits.memory_max
+    return budget is not None and memory >= int(limits.high_water * budget)  # whole bytes
+
+
+def starves(since: float, mine: float, now: float, limits: Limits) -> bool:
+    """A job held for CPU since ``since`` holds back one held since ``mine`` (``now`` for one
+    not held yet): it is older and has waited ``cpu_starvation`` or more."""
+    return now - since >= limits.cpu_starvation and since < mine
+
+
 def _above_high_water(reading: SliceReading, limits: Limits) -> str:
     """Why nothing starts: the slice is at its high-water mark ("" when it is below)."""
     budget = limits.memory_max
     if budget is None:
         return ""
-    mark = int(limits.high_water * budget)  # whole bytes: 90% of 33G is 29.7G
-    if reading.memory < mark:
+    if not at_high_water(reading.memory, limits):
         return ""
     share = 100 * reading.memory / budget
     return (
@@ -264,9 +236,7 @@ def _admit_for_cpu(
         starved = [
             w
             for w in state.cpu_waiting
-            if w.scale_set != candidate.scale_set
-            and now - w.since >= limits.cpu_starvation
-            and w.since < my_since
+            if w.scale_set != candidate.scale_set and starves(w.since, my_since, now, limits)
         ]
         if starved:
             oldest = min(starved, key=lambda w: w.since)
@@ -288,7 +258,7 @@ def _admit_for_cpu(
     cpu_wait = now - mine.since if mine else 0.0
     if mine is not None:
         left = tuple(w for w in state.cpu_waiting if w.scale_set != candidate.scale_set)
-        state = _with_waiting(state, left)
+        state = replace(state, cpu_waiting=left)
     record = AdmissionRecord(
         policy=limits.policy,
         reserved=needs,
@@ -309,12 +279,6 @@ def _waiter(waiting: tuple[CpuWaiter, ...], scale_set: str) -> CpuWaiter | None:
     return None
 
 
-def _with_waiting(state: GuardState, waiting: tuple[CpuWaiter, ...]) -> GuardState:
-    """``replace(state, cpu_waiting=waiting)`` at a fraction of its cost: ``runnerd simulate``
-    holds hundreds of thousands of jobs for CPU."""
-    return GuardState(state.stalled, state.widened, waiting)
-
-
 def _asked(state: GuardState, scale_set: str, now: float) -> GuardState:
     """A scale set held for CPU keeps waiting through holds for memory or a slot."""
     if _waiter(state.cpu_waiting, scale_set) is None:
@@ -323,14 +287,15 @@ def _asked(state: GuardState, scale_set: str, now: float) -> GuardState:
         CpuWaiter(w.scale_set, w.since, now) if w.scale_set == scale_set else w
         for w in state.cpu_waiting
     )
-    return _with_waiting(state, waiting)
+    return replace(state, cpu_waiting=waiting)
 
 
 def _cpu_refusal(state: GuardState, candidate: Candidate, now: float, message: str) -> Decided:
     if _waiter(state.cpu_waiting, candidate.scale_set) is not None:
         new = _asked(state, candidate.scale_set, now)
     else:  # held for CPU from now, asked now
-        new = _with_waiting(state, (*state.cpu_waiting, CpuWaiter(candidate.scale_set, now, now)))
+        waiter = CpuWaiter(candidate.scale_set, now, now)
+        new = replace(state, cpu_waiting=(*state.cpu_waiting, waiter))
     return Decided(NoRoom("cpu", message, "cpu"), new)
 
 
@@ -338,7 +303,7 @@ def cpu_line(running: Sequence[Running], limits: Limits, state: GuardState) -> s
     """``CPU 30 of 32 CPUs reserved; a job waits for CPU``."""
     if limits.cpu_budget is None:
         return ""
-    taken = sum(counted_cpu(r, limits) for r in running)
+    taken = cpu_reserved(running, limits)
     text = f"CPU {taken:g} of {limits.cpu_budget:g} CPUs reserved"
     return text + "; a job waits for CPU" if state.cpu_waiting else text
 
@@ -358,15 +323,12 @@ def fits_beside(
     :func:`decide` applies. A heavier job queued for its scale set asks this; slots and disk do
     not change."""
     slice_fresh = slice_reading is not None and is_fresh(slice_reading.at, now, limits)
-    _, reserved, taken = _totals(others, "", limits, slice_fresh, now)
+    reserved = memory_reserved(others, limits, slice_fresh, now)
+    taken = cpu_reserved(others, limits)
     free = slice_free(limits, reserved)
     if free is not None and memory > free:
         return False
-    host = (
-        host_reading
-        if host_reading is not None and is_fresh(host_reading.at, now, limits)
-        else None
-    )
+    host = _fresh_host(host_reading, now, limits)
     if host is not None and memory > host_spare(host, limits, state.widened, len(others), reserved):
         return False
     return cpu_fits(cpu, taken, limits)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import heapq
 import math
-import operator
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from runnerd.admission import (
     Admit,
@@ -26,6 +26,13 @@ from runnerd.admission import (
     Running,
     SliceReading,
     decide,
+)
+from runnerd.admission.admit import (
+    at_high_water,
+    counted_cpu,
+    counted_memory,
+    cpu_reserved,
+    slice_free,
 )
 from runnerd.admission.model import Prediction, Run
 from runnerd.admission.predict import ProfileStats
@@ -58,12 +65,6 @@ class Replayer:
         self.limits = limits
         self.mirror = limits.mirror
         self.measured = limits.policy is Policy.MEASURED
-        # decide()'s high-water mark, whole bytes as it computes it; the replay's slice reading
-        # is always fresh, so the mark applies whenever the policy is measured.
-        budget = limits.memory_max
-        self.mark = (
-            int(limits.high_water * budget) if self.measured and budget is not None else None
-        )
         self.predictor = predictor
         self.shortcuts = shortcuts
         # Only CPU admission reads who asks (its waiters are scale sets): without a CPU budget
@@ -82,16 +83,9 @@ class Replayer:
             self.queue_of.append(kq)
         self.nonempty: dict[KeyQueue, None] = {}  # keys with waiting jobs
         self.waiters = CpuWaiters()
-        self.cpu_taken = 0.0  # what decide() counts running runners at of the CPU budget
-        # What decide() counts the running runners' CPUs at (under caps their cpus, else what
-        # they reserved), summed as it sums them, or None: not summed since the last finish.
+        # The running runners' CPUs as counted_cpu counts them, summed in start order as
+        # decide() sums them, or None: not summed since the last finish.
         self.cpu_summed: float | None = 0.0
-        self.cpu_of = operator.attrgetter(
-            "cpus" if limits.policy is Policy.CAPS else "reserved_cpu"
-        )
-        # decide() is handed the running runners' counts (see _ask) rather than pass over them:
-        # the slice is read at the instant asked, so always fresh (is_fresh: 0 <= fresh_for).
-        self.keeps_counts = shortcuts and limits.fresh_for >= 0.0
         self.state = GuardState()  # what decide() keeps; its CPU waiters also in ``waiters``
         self.reading = SliceReading(NEVER, 0)  # the slice as decide() was last shown it
         # Profile figures as last read, good until a run of the profile finishes (see _finish)
@@ -106,7 +100,9 @@ class Replayer:
         self.running: dict[int, Running] = {}
         self.running_list: list[Running] | None = []  # in start order; None: rebuild it
         self.per_profile: dict[str, int] = dict.fromkeys(profiles, 0)
-        self.counted_sum = 0  # what running runners count at against the budget
+        # What the running runners count at against MemoryMax, as counted_memory counts them:
+        # the replay's slice reading is always fresh and each runner's peak is its last use.
+        self.counted_sum = 0
         self.peak_sum = 0
         self.cpu_sum = 0.0
         self.waits: list[float] = []
@@ -170,15 +166,10 @@ class Replayer:
         kq = self.queue_of[i]
         runner = self.running.pop(i)
         self.running_list = None  # rebuilt when next read: finishes often come together
-        self.cpu_taken -= self.cpu_of(runner)
         self.cpu_summed = None
         self.per_profile[kq.profile] -= 1
         peak = job.peak
-        if self.measured:  # the replay samples continuously: it counts at max(reserved, peak)
-            reserved = runner.reserved
-            self.counted_sum -= reserved if reserved > peak else peak
-        else:
-            self.counted_sum -= runner.cap
+        self.counted_sum -= counted_memory(runner, self.limits, True, now)
         self.peak_sum -= peak
         self.cpu_sum -= job.avg_cpu or 0.0
         kq.present -= 1
@@ -195,17 +186,16 @@ class Replayer:
     def _at_high_water(self) -> bool:
         """The slice reads at or over the high-water mark: decide() holds back every job that
         has a slot, before it looks at CPU."""
-        return self.mark is not None and self.peak_sum + self.mirror >= self.mark
+        return self.measured and at_high_water(self.peak_sum + self.mirror, self.limits)
 
     def _free(self) -> int | None:
-        budget = self.limits.memory_max
-        return None if budget is None else budget - self.mirror - self.counted_sum
+        return slice_free(self.limits, self.counted_sum)
 
     # ---- asking decide() ---------------------------------------------------------------
 
     def _ask(self, i: int, kq: KeyQueue, prediction: Prediction, now: float) -> str:
         """Ask decide() about job ``i`` and act on its answer: "start", or the resource that
-        held it back. ``cpu_taken`` is re-read whenever decide() changed its state."""
+        held it back."""
         name = str(i)
         whole = not self.shortcuts  # the reference hands decide() every waiter
         state = self.state
@@ -224,28 +214,15 @@ class Replayer:
         reading = self.reading  # the same until the time or the running jobs change
         if reading.at != now or reading.memory != self.peak_sum + self.mirror:
             reading = self.reading = SliceReading(now, self.peak_sum + self.mirror)
-        running = self.running_list
-        if running is None:
-            running = self._running()
-        # What decide() would count running: per_profile, counted_sum and the CPUs summed in
-        # its order are kept as runners start and finish, by its rules (see _start, _finish).
-        counted = (
-            (self.per_profile[kq.profile], self.counted_sum, self._summed_cpu())
-            if self.keeps_counts
-            else None
-        )
-        outcome = decide(candidate, running, reading, None, None, self.limits, asked, now, counted)
+        outcome = decide(candidate, self._running(), reading, None, None, self.limits, asked, now)
         new = outcome.state
-        if new is not asked:
-            if whole:
-                self.state = new
-            elif new.stalled != state.stalled or new.widened != state.widened:
-                self.state = GuardState(new.stalled, new.widened)
-            if self.waiters.settle(i, name, new):
-                kq.held_for_cpu(i)
-                self.events += 1
-            if self.limits.cpu_budget is not None:
-                self.cpu_taken = self._summed_cpu()
+        if whole:
+            self.state = new
+        elif new.stalled != state.stalled or new.widened != state.widened:
+            self.state = replace(new, cpu_waiting=())  # the waiters are kept apart
+        if self.waiters.settle(i, name, new):
+            kq.held_for_cpu(i)
+            self.events += 1
         decision = outcome.decision
         if isinstance(decision, Admit):
             self._start(i, name, kq, decision, now)
@@ -263,7 +240,7 @@ class Replayer:
         runner last, so the sum moves along with it; a finish has it summed again."""
         summed = self.cpu_summed
         if summed is None:
-            summed = self.cpu_summed = sum(map(self.cpu_of, self._running()))
+            summed = self.cpu_summed = cpu_reserved(self._running(), self.limits)
         return summed
 
     def _start(self, i: int, name: str, kq: KeyQueue, admit: Admit, now: float) -> None:
@@ -280,15 +257,11 @@ class Replayer:
         self.events += 1
         running = self.running
         running[i] = runner
-        self.cpu_taken += self.cpu_of(runner)
         if self.cpu_summed is not None:
-            self.cpu_summed += self.cpu_of(runner)
+            self.cpu_summed += counted_cpu(runner, self.limits)
         self._running().append(runner)
         self.per_profile[kq.profile] += 1
-        if self.measured:  # the replay samples continuously: it counts at max(reserved, peak)
-            self.counted_sum += reserved if reserved > peak else peak
-        else:
-            self.counted_sum += kq.memory
+        self.counted_sum += counted_memory(runner, self.limits, True, now)
         self.peak_sum += peak
         self.cpu_sum += job.avg_cpu or 0.0
         self.waits.append(now - self.arrived[i])

@@ -1,8 +1,7 @@
 """What a replay takes and answers: a profile's shape, a row of the table, a row's result.
 
-Kept apart from the replay's engine, which may run compiled (:mod:`runnerd.simulate.compiled`):
-these cross between processes (:mod:`runnerd.simulate.parallel` sends rows to its workers and
-their results back), so they stay plain Python dataclasses that pickle.
+These cross between processes (:mod:`runnerd.simulate.parallel` sends rows to its workers and
+their results back), so they are plain dataclasses that pickle.
 """
 
 from __future__ import annotations

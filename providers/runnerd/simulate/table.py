@@ -99,8 +99,10 @@ def render(
     jobs: int,
     memory_max: int,
     slice_cpus: float | None,
+    span_note: str = "",
 ) -> str:
-    """The whole output: what was replayed, the table, and what its columns mean."""
+    """The whole output: what was replayed, the table, and what its columns mean. ``span_note``
+    says which part of the window was replayed, when not all of it."""
     never = max((r.never_started for r in results), default=0)
     lines = [
         f"{jobs} finished jobs replayed against a MemoryMax of {format_bytes(memory_max)}, each "
@@ -110,6 +112,8 @@ def render(
         "holds each running job at its peak, where the daemon admits against what jobs use while "
         "they warm up, and it leaves out start latency, seeds, shells and cancelled jobs.",
     ]
+    if span_note:
+        lines.append(span_note)
     if never:
         lines.append(
             f"{never} jobs never started: each needs more than the budget holds for one runner."

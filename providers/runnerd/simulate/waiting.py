@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections import deque
+from dataclasses import replace
 
 from rungar.model.job_key import JobKey
 from runnerd.admission import GuardState
@@ -179,7 +180,7 @@ class CpuWaiters:
             waiting = () if mine is None else (mine,)
         else:
             waiting = (ahead,) if mine is None else (ahead, mine)
-        return GuardState(base.stalled, base.widened, waiting)
+        return replace(base, cpu_waiting=waiting)
 
     def settle(self, i: int, name: str, state: GuardState) -> bool:
         """Take decide()'s answer for job ``i`` (scale set ``name``) back; True when the job

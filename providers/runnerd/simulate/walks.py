@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
+from runnerd.admission.admit import cpu_fits, starves
 from runnerd.admission.model import CpuWaiter, Prediction
 from runnerd.admission.predict import ProfileStats
 from runnerd.simulate.engine import Replayer
@@ -69,8 +70,7 @@ class Walks(Replayer):
     def _starved_before(self, now: float) -> bool:
         """A job held for CPU since before ``now`` has waited 2 minutes or more: decide()
         holds any job that is not waiting yet for CPU (see :meth:`_first_held`)."""
-        oldest = self.waiters.oldest()
-        return oldest < now and now - oldest >= self.limits.cpu_starvation
+        return starves(self.waiters.oldest(), now, now, self.limits)
 
     def _first_held(self, i: int, kq: KeyQueue, now: float) -> None:
         """What asking decide() about job ``i`` does when an older job has waited 2 minutes
@@ -80,20 +80,19 @@ class Walks(Replayer):
         self.waiters.add(i, CpuWaiter(str(i), now, now))
         kq.held_for_cpu(i)
         self.events += 1
-        self.cpu_taken = self._summed_cpu()  # as after any answer that changed the state
         self.cpu_held += 1
 
     def _cpu_refuses(self, prediction: Prediction, i: int, now: float) -> bool:
         """What decide() answers for a job already held for CPU, without asking it again: the
         starvation rule (an older job held 2 minutes or more), then the budget. Only for
         waiters, whose state such a refusal leaves as it was."""
-        total = self.limits.cpu_budget
-        if total is None:
+        limits = self.limits
+        if limits.cpu_budget is None:
             return False
         oldest = self.waiters.oldest()  # the oldest waiter is the one that blocks younger ones
-        if oldest < self.waiters.entries[i].since and now - oldest >= self.limits.cpu_starvation:
+        if starves(oldest, self.waiters.entries[i].since, now, limits):
             return True
-        return min(prediction.cpu, total) > total - self.cpu_taken + 1e-9
+        return not cpu_fits(prediction.cpu, self._summed_cpu(), limits)
 
     def _walk(self, now: float) -> None:
         """Every waiting job in queue order, as :meth:`_walk_each` would try them, without
@@ -122,14 +121,13 @@ class Walks(Replayer):
         active: list[KeyQueue] = []  # reached and not closed
         start = 0  # every job before it has been walked past
         moved = False  # a job started: keys may have closed
-        mark, starvation = self.mark, self.limits.cpu_starvation
+        limits = self.limits
         current: dict[str, ProfileStats] = {}  # each profile's figures: no finish in a walk
         while True:
-            room = NEVER if total is None else total - self.cpu_taken + 1e-9
+            taken = self._summed_cpu()
             held_ahead = total is not None and bool(waiters.entries)
-            # decide() holds the next job with a slot at the mark (see _at_high_water)
-            marked = mark is not None and self.peak_sum + self.mirror >= mark
-            starved = held_ahead and now - waiters.order[0] >= starvation  # see oldest()
+            marked = self._at_high_water()  # decide() holds the next job with a slot there
+            starved = held_ahead and starves(waiters.oldest(), now, now, limits)
             group: dict[KeyQueue, int] = {}  # each key's first job among the oldest held
             if starved:
                 oldest = waiters.groups[waiters.order[0]]  # oldest_group()
@@ -157,12 +155,12 @@ class Walks(Replayer):
                     at = kq.first(start)  # held for CPU or not: the mark holds it first
                 elif held_ahead:
                     held = group.get(kq, NEVER) if starved else kq.first(start)
-                    if held < at and not min(self._predicted(kq, now).cpu, total or 0.0) > room:
+                    if held < at and cpu_fits(self._predicted(kq, now).cpu, taken, limits):
                         at = held  # held for CPU, and now it fits
                 if at < best:
                     best, chosen = at, kq
             if chosen is None:
-                self._end_walk(now, hour, active, start, (room, marked, starved))
+                self._end_walk(now, hour, active, start, (taken, marked, starved))
                 return
             i = int(best)
             self.cpu_held += chosen.count(chosen.done_to, i)
@@ -208,7 +206,7 @@ class Walks(Replayer):
         state: tuple[float, bool, bool],
     ) -> None:
         """Nothing more to ask: every job left of an open key is held for CPU. ``state`` is the
-        last round's (room, marked, starved)."""
+        last round's (CPUs taken, marked, starved)."""
         left = 0
         for kq in active:
             size = len(kq.queue)
@@ -216,14 +214,14 @@ class Walks(Replayer):
             if kq.done_to:
                 size -= bisect.bisect_left(kq.queue, kq.done_to)
             self.cpu_held += size
-        room, marked, starved = state
+        taken, marked, starved = state
         if self.limits.cpu_budget is not None and (
-            not start or not self._would_ask(now, active, room, marked, starved)
+            not start or not self._would_ask(now, active, taken, marked, starved)
         ):  # asked nothing, or a walk from the first job would ask nothing: see _idle
             self.idle = (self.events, hour, dict(self.stats), left)
 
     def _would_ask(
-        self, now: float, active: list[KeyQueue], room: float, marked: bool, starved: bool
+        self, now: float, active: list[KeyQueue], taken: float, marked: bool, starved: bool
     ) -> bool:
         """Whether a walk from the first job, with things as a walk that asked decide() left
         them, would ask it anything. ``active`` are the keys still open at its end: a key only
@@ -236,7 +234,6 @@ class Walks(Replayer):
         in_oldest: set[KeyQueue] | None = None
         if starved:
             in_oldest = {self.queue_of[j] for j in waiters.groups[waiters.order[0]]}
-        total = self.limits.cpu_budget or 0.0
         for kq in active:
             if not kq.queue:
                 continue
@@ -244,7 +241,7 @@ class Walks(Replayer):
                 return True
             if not waiters.entries or (in_oldest is not None and kq not in in_oldest):
                 continue
-            if not min(self._predicted(kq, now).cpu, total) > room:
+            if cpu_fits(self._predicted(kq, now).cpu, taken, self.limits):
                 return True
         return False
 
