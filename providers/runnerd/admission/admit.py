@@ -36,32 +36,39 @@ from runnerd.admission.model import (
 )
 
 
-def counted_memory(runner: Running, limits: Limits, slice_fresh: bool, now: float) -> int:
-    """What a running runner counts at against the budget."""
-    if limits.policy is Policy.CAPS or not slice_fresh:
-        return runner.cap
-    if now - runner.used_at > limits.fresh_for:
-        return runner.cap
-    return max(runner.reserved, runner.used)
-
-
-def counted_cpu(runner: Running, limits: Limits) -> float:
-    return runner.cpus if limits.policy is Policy.CAPS else runner.reserved_cpu
-
-
 def memory_reserved(
     running: Sequence[Running], limits: Limits, slice_fresh: bool, now: float
 ) -> int:
-    """What the running runners count at against the memory budget."""
-    return sum(counted_memory(r, limits, slice_fresh, now) for r in running)
+    """What the running runners count at against the memory budget: each at its cap under caps,
+    without a recent sample of the slice, or without a recent sample of its own; else at the
+    larger of what it reserved and what it last used."""
+    if limits.policy is Policy.CAPS or not slice_fresh:
+        return sum(r.cap for r in running)
+    fresh_for = limits.fresh_for
+    return sum(
+        r.cap if now - r.used_at > fresh_for else r.used if r.used > r.reserved else r.reserved
+        for r in running
+    )
+
+
+def counted_memory(runner: Running, limits: Limits, slice_fresh: bool, now: float) -> int:
+    """What one running runner counts at against the memory budget (:func:`memory_reserved`)."""
+    return memory_reserved((runner,), limits, slice_fresh, now)
 
 
 def cpu_reserved(running: Sequence[Running], limits: Limits) -> float:
-    """What the running runners count at against the CPU budget, added up in their order."""
+    """What the running runners count at against the CPU budget: each at its profile's CPUs
+    under caps, else at the CPUs it reserved; added up in their order."""
+    caps = limits.policy is Policy.CAPS
     taken = 0.0
     for r in running:
-        taken += counted_cpu(r, limits)
+        taken += r.cpus if caps else r.reserved_cpu
     return taken
+
+
+def counted_cpu(runner: Running, limits: Limits) -> float:
+    """What one running runner counts at against the CPU budget (:func:`cpu_reserved`)."""
+    return cpu_reserved((runner,), limits)
 
 
 def is_fresh(at: float | None, now: float, limits: Limits) -> bool:
