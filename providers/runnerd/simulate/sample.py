@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from runnerd.sizing.runs import DAY, SizingRun
 
 WEEK = 7 * DAY
-MAX_JOBS = 50_000  # about 5 s of replay per row on one CPU, every admission rule asked
+MAX_JOBS = 50_000  # a generated month of 100,000 jobs: 2 weeks, about 8 s on two CPUs
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,8 @@ class Span:
             f"window's {self.window_jobs} jobs, as it holds more than {self.max_jobs} "
             "(--max-jobs; --all replays every job). Whole weeks, so each day of the week counts "
             "as often as in the window; the jobs before them are history the predictions read, "
-            "as the daemon's would have. Every figure below is over the weeks replayed."
+            "as the daemon's would have. Every figure below is over those weeks: a busier "
+            "moment earlier in the window shows only with --all."
         )
 
 
