@@ -5,7 +5,15 @@ Five rules, every import counted — at the top of a module, inside a function (
 a dependency all the same) or under ``TYPE_CHECKING`` (a type-only import is a dependency of the
 design):
 
-1. Pure packages (decisions only) import no I/O library, clock or logging.
+1. Pure packages (decisions only) import no I/O library, clock or logging, in any import form
+   (``from rungar import clock`` as well as ``import rungar.clock``), and read neither the wall
+   clock nor a global random source. ``datetime`` stays importable: pure decisions do calendar
+   arithmetic on the ``now`` they are handed (a schedule's window in its time zone, a warm
+   pool's slot), so only the calls that read the wall clock (``datetime.now()``, ``today()``,
+   ``utcnow()``, on ``datetime`` or ``date``) are refused. Of ``random`` only the class
+   ``random.Random`` is allowed (a generator handed in, or seeded by the caller's seed); its
+   module functions (``random.random()``, ``choice``, ``shuffle`` …) draw from a hidden shared
+   generator, and ``SystemRandom`` from the machine, so they are refused, as is ``secrets``.
 2. Only ``rungar/rpc`` (and the test kit, the providers, tests and tools) imports grpc.
 3. Packages depend downwards only, in the order of :data:`LAYERS` (docs/architecture.md):
    a package imports packages of lower layers, never one of its own layer or above. Packages
@@ -72,7 +80,10 @@ IO_MODULES = {
     "uvicorn",
     "boto3",
     "google",
+    "secrets",
 }
+# Calls that read the wall clock through datetime, refused in a pure module.
+CLOCK_CALLS = {"now", "today", "utcnow"}
 GRPC_ALLOWED = ["rungar/rpc", "rungar/testing", "providers", "tests", "benchmarks", "tools"]
 
 # Rungar's packages from the bottom up. A package may import any package of a lower layer.
@@ -311,15 +322,66 @@ def module_problems(root: Path) -> list[str]:
     for path, module in sources(root):
         rel = path.relative_to(root).as_posix()
         pure = any(rel.startswith(p + "/") or rel == p + ".py" for p in PURE)
+        if pure:
+            problems += [f"{rel}:{line}: {what}" for line, what in pure_problems(path, module)]
         for line, imported in imports_of(path, module):
             top = imported.split(".")[0]
-            if pure and (imported in IO_MODULES or top in IO_MODULES):
-                problems.append(f"{rel}:{line}: pure module imports {imported}")
             if top in ("grpc", "grpc_health", "grpc_reflection") and not any(
                 rel.startswith(a + "/") for a in GRPC_ALLOWED
             ):
                 problems.append(f"{rel}:{line}: only rungar/rpc may import {imported}")
     return problems
+
+
+def _io(name: str) -> bool:
+    return name in IO_MODULES or name.split(".")[0] in IO_MODULES
+
+
+def pure_problems(path: Path, module: str) -> list[tuple[int, str]]:
+    """What a pure module may not do: import an I/O library, a clock or logging (in any import
+    form), read the wall clock through datetime, or draw from a global random source."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[tuple[int, str]] = []
+    datetime_modules: set[str] = set()  # local names of the datetime module
+    datetime_classes: set[str] = set()  # local names of datetime.datetime and datetime.date
+    random_modules: set[str] = set()  # local names of the random module
+    for line, names in _imported(path, module):
+        # ``from P import a``: the module ``P.a`` when there is one, else the name a of P.
+        if any(_io(name) for name in names):
+            found.append((line, f"pure module imports {names[0]}"))
+        elif names[0].startswith("random.") and names[0] != "random.Random":
+            found.append((line, f"pure module imports {names[0]} (a global random source)"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if alias.name == "datetime":
+                    datetime_modules.add(local)
+                elif alias.name == "random":
+                    random_modules.add(local)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            for alias in node.names:
+                if node.module == "datetime" and alias.name in ("datetime", "date"):
+                    datetime_classes.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in random_modules and node.attr != "Random":
+            found.append(
+                (node.lineno, f"pure module uses random.{node.attr} (a global random source)")
+            )
+        if node.attr not in CLOCK_CALLS:
+            continue
+        reads_clock = (isinstance(owner, ast.Name) and owner.id in datetime_classes) or (
+            isinstance(owner, ast.Attribute)
+            and owner.attr in ("datetime", "date")
+            and isinstance(owner.value, ast.Name)
+            and owner.value.id in datetime_modules
+        )
+        if reads_clock:
+            found.append((node.lineno, f"pure module reads the clock: {ast.unparse(node)}()"))
+    return sorted(found)
 
 
 def _engine_room(module: str, packages: set[str]) -> str | None:

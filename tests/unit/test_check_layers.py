@@ -292,3 +292,68 @@ def test_a_package_in_the_engine_that_is_no_known_room_fails_the_check(
     code, err = _run(tmp_path, capsys)
     assert code == 1
     assert "engine room misc has no place in tools/check_layers.py" in err
+
+
+def _pure_module(root: Path, text: str) -> Path:
+    return _tree(
+        root,
+        {
+            "rungar/__init__.py": "",
+            "rungar/clock.py": "",
+            "rungar/scaling/__init__.py": "",
+            "rungar/scaling/schedule.py": text,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("from rungar import clock\n", "pure module imports rungar.clock"),
+        ("from .. import clock\n", "pure module imports rungar.clock"),
+        ("import rungar.clock as c\n", "pure module imports rungar.clock"),
+        (
+            "from datetime import datetime\nx = datetime.now()\n",
+            "pure module reads the clock: datetime.now()",
+        ),
+        (
+            "import datetime as dt\nx = dt.datetime.now(dt.UTC)\n",
+            "pure module reads the clock: dt.datetime.now()",
+        ),
+        ("from datetime import date\nx = date.today()\n", "reads the clock: date.today()"),
+        ("import random\nx = random.random()\n", "uses random.random (a global random source)"),
+        ("import random as r\nr.shuffle([])\n", "uses random.shuffle (a global random source)"),
+        ("from random import choice\n", "imports random.choice (a global random source)"),
+        ("import random\nx = random.SystemRandom()\n", "uses random.SystemRandom"),
+        ("import secrets\n", "pure module imports secrets"),
+    ],
+)
+def test_a_pure_module_may_not_read_a_clock_or_a_global_random_source_in_any_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str
+) -> None:
+    _pure_module(tmp_path, text)
+    code, err = _run(tmp_path, capsys)
+    assert code == 1
+    assert "rungar/scaling/schedule.py:" in err
+    assert problem in err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Calendar arithmetic on the ``now`` it is handed: no clock is read.
+        "from datetime import UTC, datetime\ndef day(now: float) -> str:\n"
+        "    return datetime.fromtimestamp(now, UTC).strftime('%A')\n",
+        "import datetime as dt\ndef stamp(at: float) -> str:\n"
+        "    return dt.datetime.fromtimestamp(at, dt.UTC).isoformat()\n",
+        # A generator handed in, or seeded by the caller's seed.
+        "import random\ndef pick(rng: random.Random, seed: int) -> float:\n"
+        "    return rng.random() + random.Random(seed).random()\n",
+        "from random import Random\nR = Random(7)\n",
+    ],
+)
+def test_a_pure_module_may_do_calendar_arithmetic_and_use_a_generator_it_is_handed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    _pure_module(tmp_path, text)
+    assert _run(tmp_path, capsys) == (0, "")
