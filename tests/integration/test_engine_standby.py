@@ -1,10 +1,10 @@
 """Active and standby in one process: two engines of one installation (each with its own state
 database, as on two machines) over the same fake GitHub and fake providers, on a fake clock.
 
-The standby's actuator must refuse everything (create, remove, adopt, sweep, settle) whatever
-its inputs say; the new active one adopts what exists before it creates, so no runner is
-created twice. Breaking either guard (``Engine.acting`` returning True, or ``may_create``
-ignoring the adoption pass) fails these tests.
+A standby daemon does not act: its engine refuses everything (create, remove, adopt, sweep,
+settle) whatever its inputs say; the new active one adopts what exists before it creates, so no
+runner is created twice. Breaking either guard (``ActingGuard.acting`` returning True, or
+``may_create`` ignoring the adoption pass) fails these tests.
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ async def test_github_naming_another_holder_makes_the_active_daemon_stand_by_and
     assert ("daemon", "active") in actions and ("daemon", "standby") in actions
 
 
-async def test_a_lease_github_stops_confirming_stops_the_actuator_when_it_runs_out(
+async def test_a_lease_github_stops_confirming_stops_the_daemon_acting_when_it_runs_out(
     pair: Pair,
 ) -> None:
     engine = pair.engine("a")

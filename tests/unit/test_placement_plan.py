@@ -1,5 +1,5 @@
 """Placement as a plan: the decision (what to try, in which order, why not the others) is a
-value computed without changing the fleet; the actuator tries exactly that plan."""
+value computed without changing the fleet; the engine tries exactly that plan."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_a_plan_with_nothing_to_try_says_why() -> None:
     assert plan.order == () and "disabled" in plan.why_none
 
 
-async def test_the_actuator_tries_the_plans_providers_in_the_plans_order() -> None:
+async def test_the_engine_tries_the_plans_providers_in_the_plans_order() -> None:
     # Broken on purpose once (try_plan re-ordering by the fleet's pack order): a was tried first.
     f = fleet(
         [provider("a"), provider("b"), provider("c")],
