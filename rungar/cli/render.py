@@ -123,11 +123,6 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
-def print_lines(lines: Iterable[str]) -> None:
-    for line in lines:
-        print(line)
-
-
 def fields(pairs: Iterable[tuple[str, object]], indent: str = INDENT) -> list[str]:
     """``  Label:  value`` lines with the values aligned; empty values are left out."""
     shown = [(label, value) for label, value in pairs if value is not None and value != ""]

@@ -15,7 +15,7 @@ take the offset before the gap, as :mod:`zoneinfo` does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from rungar.config.model import ScaleSetConfig, Schedule, ScheduleWindow
@@ -95,7 +95,3 @@ def in_force(config: ScaleSetConfig, now: float) -> InForce:
 
 def zone_of(schedule: Schedule) -> ZoneInfo:
     return ZoneInfo(schedule.timezone)
-
-
-def utc_text(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")

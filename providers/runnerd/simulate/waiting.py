@@ -143,9 +143,6 @@ class CpuWaiters:
     def oldest(self) -> float:
         return self.order[0] if self.order else NEVER
 
-    def oldest_group(self) -> list[int]:
-        return self.groups[self.order[0]]
-
     def add(self, i: int, waiter: CpuWaiter) -> None:
         self.entries[i] = waiter
         group = self.groups.get(waiter.since)

@@ -130,7 +130,7 @@ class Walks(Replayer):
             starved = held_ahead and starves(waiters.oldest(), now, now, limits)
             group: dict[KeyQueue, int] = {}  # each key's first job among the oldest held
             if starved:
-                oldest = waiters.groups[waiters.order[0]]  # oldest_group()
+                oldest = waiters.groups[waiters.order[0]]  # the oldest group held
                 for k in range(bisect.bisect_left(oldest, start), len(oldest)):
                     group.setdefault(queue_of[oldest[k]], oldest[k])
             if moved:

@@ -50,9 +50,6 @@ class EmulatorClock:
         self.advanced.set()
         self.advanced = asyncio.Event()
 
-    def real_seconds(self, emulated: float) -> float:
-        return emulated / self.factor
-
 
 class InstantClock:
     """A client-side :class:`Clock` for tests over real HTTP: waits are recorded, barely slept.
