@@ -230,7 +230,6 @@ class AdminChain:
         )
         self._connection: AdminConnection | None = None
         self._lock = asyncio.Lock()
-        self.connects = 0
 
     async def _mint_registration(self) -> tuple[str, float]:
         url = (
@@ -265,7 +264,6 @@ class AdminChain:
         async with self._lock:
             if not self._fresh():
                 self._connection = await self._connect()
-                self.connects += 1
             assert self._connection is not None
             return self._connection
 

@@ -100,8 +100,6 @@ class Listener:
         self.scale_set_id = 0
         self.session: MessageSession | None = None
         self.last_demand: Demand | None = None
-        self.messages_handled = 0
-        self.unknown_messages = 0
         self.sessions_recreated = 0
         self.error = ""  # why the last turn failed, until GitHub answers again (for status)
 
@@ -242,7 +240,6 @@ class Listener:
         if message.message_type != JOB_MESSAGES:
             # Not ours to read: skipped (the cursor moves past it) but not acknowledged, so it
             # stays in GitHub's queue rather than vanishing unread; the official clients stop here.
-            self.unknown_messages += 1
             log.warning(
                 "github.unknown_message",
                 scale_set=self.config.name,
@@ -268,7 +265,6 @@ class Listener:
             if kind is not None:
                 await self._deliver_job(self._event(job, kind, offset))
         await self._cursors.set_last_message_id(self.scale_set_id, message.message_id)
-        self.messages_handled += 1
         await self._publish_if_present(message.statistics, "message")
         await self.session.ack(message.message_id)
 

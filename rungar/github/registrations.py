@@ -36,7 +36,6 @@ class PaceView:
     waiting: int
     source: str  # "github" (learned from a 429), "configured", or "" (no pace)
     throttled: int
-    next_in: float  # seconds until the next registration may go
 
     def sentence(self) -> str:
         """``registering 40/min, GitHub's limit; 312 waiting``, or "" with nothing to say."""
@@ -238,7 +237,6 @@ class RegistrationQueue:
             waiting=len(self._waiting),
             source=source,
             throttled=pace.throttled,
-            next_in=max(0.0, pace.next_at - self.clock.now()),
         )
 
     async def aclose(self) -> None:

@@ -38,7 +38,6 @@ class SimulateRequest:
 
 @dataclass(frozen=True, slots=True)
 class SimulateReport:
-    rows: tuple[Row, ...]
     jobs: int
     text: str
     json: dict[str, Any]
@@ -86,4 +85,4 @@ def simulate(request: SimulateRequest) -> SimulateReport:
     )
     rows = tuple(replay_one(s, config, models, jobs) for s in scenarios)
     days = (jobs[-1].queued_at - jobs[0].queued_at) / 86400.0
-    return SimulateReport(rows, len(jobs), render(rows, len(jobs), days), as_json(rows, len(jobs)))
+    return SimulateReport(len(jobs), render(rows, len(jobs), days), as_json(rows, len(jobs)))

@@ -52,13 +52,12 @@ class InsertFailure:
 
 @dataclass(frozen=True, slots=True)
 class Instance:
-    """An instance as listed: GCP labels plus the exact labels from ``rungar-labels``."""
+    """An instance as listed, with the exact labels from ``rungar-labels``."""
 
     name: str
     zone: str
     status: str  # GCE's: PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, …
     machine_type: str = ""
-    gcp_labels: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] | None = None  # None: no readable rungar-labels item
     request_id: str = ""
     runner_name: str = ""  # the runner's name as Rungar gave it ("" = the instance name)

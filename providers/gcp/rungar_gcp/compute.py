@@ -267,7 +267,6 @@ class ComputeApi:
             zone=_last_segment(raw.zone),
             status=raw.status,
             machine_type=_last_segment(raw.machine_type),
-            gcp_labels=dict(raw.labels),
             labels=decode_labels_metadata(items.get(LABELS_METADATA_KEY)),
             request_id=items.get(REQUEST_METADATA_KEY, ""),
             runner_name=items.get(NAME_METADATA_KEY, ""),

@@ -118,7 +118,6 @@ class _Child:
     killed_for_memory: bool = False  # an oom kill while its own limit held (memory.events)
     sock_throttled: int | None = None  # memory.events; None where the kernel lacks it
     oom_seen: int = 0
-    log_file: Path | None = None
 
 
 class ProcessRuntime:
@@ -208,7 +207,7 @@ class ProcessRuntime:
         except OSError as e:  # it runs all the same; only a crash of runnerd would lose it
             log.warning("runner.record_unwritten", runner=spec.name, error=str(e))
         waiter = asyncio.get_running_loop().create_task(self._wait_started(spec.name, process))
-        self._children[spec.name] = _Child(spec, process.pid, cgroup, waiter, log_file=log_file)
+        self._children[spec.name] = _Child(spec, process.pid, cgroup, waiter)
         return spec.name
 
     async def last_output(self, handle: str, lines: int) -> list[str]:
@@ -390,9 +389,7 @@ class ProcessRuntime:
                 env={},
             )
             waiter = asyncio.get_running_loop().create_task(self._wait_adopted(record))
-            self._children[record.name] = _Child(
-                spec, record.pid, cgroup, waiter, log_file=self.logs / f"{record.name}.log"
-            )
+            self._children[record.name] = _Child(spec, record.pid, cgroup, waiter)
             found.append(
                 Adopted(
                     name=record.name,
