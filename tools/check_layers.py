@@ -51,6 +51,7 @@ PURE = [
     "rungar/engine/reconcile/adoption",
     "rungar/engine/reconcile/ownership",
     "rungar/engine/reconcile/sightings",
+    "rungar/engine/jobs/reason_plan",
     "providers/runnerd/admission",
     "providers/runnerd/sizing/advise",
     "providers/runnerd/sizing/auto",

@@ -21,6 +21,7 @@ from rungar.config.floors import floor_problems
 from rungar.config.merge import merge_runner
 from rungar.config.model import (
     DEFAULT_USAGE_RETENTION,
+    JobReasonsConfig,
     Placement,
     ProviderConfig,
     ScaleSetConfig,
@@ -97,6 +98,8 @@ def _parse(text: str, problems: Problems) -> ScaleSetsFile:
     _check_floors_fit(top.get("scale_sets", []), providers, scale_sets, checker)
     _check_runner_keys(top.get("providers", []), top.get("scale_sets", []), checker)
     dashboard = dashboard_config(top.get("dashboard"), checker)
+    reasons = top.get("job_reasons")
+    job_reasons = JobReasonsConfig(**reasons.values) if reasons is not None else JobReasonsConfig()
     usage = top.get("usage")
     retention = usage.get("retention", DEFAULT_USAGE_RETENTION) if usage else None
     problems.raise_if_any()
@@ -109,6 +112,7 @@ def _parse(text: str, problems: Problems) -> ScaleSetsFile:
         path=problems.file,
         dashboard=resolve_dashboard(dashboard, base),
         usage_retention=retention or DEFAULT_USAGE_RETENTION,
+        job_reasons=job_reasons,
     )
 
 

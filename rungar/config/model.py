@@ -167,6 +167,17 @@ DEFAULT_USAGE_RETENTION = 90 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
+class JobReasonsConfig:
+    """Why a job waits, told on GitHub (docs/github.md, "Why a job waits, on GitHub")."""
+
+    enabled: bool = False
+    after: float = 60.0  # a job not started this long after it was assigned gets its reason
+    update_every: float = 60.0  # a reason is rewritten at most this often
+    rest_share: int = 5  # percent of the hourly REST budget the writes may spend
+    fleet_url: str = ""  # linked from each reason
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleSetsFile:
     providers: tuple[ProviderConfig, ...]
     scale_sets: tuple[ScaleSetConfig, ...]
@@ -174,6 +185,7 @@ class ScaleSetsFile:
     path: str = ""
     dashboard: DashboardConfig = field(default_factory=DashboardConfig)
     usage_retention: float = DEFAULT_USAGE_RETENTION  # jobs served are kept this long
+    job_reasons: JobReasonsConfig = field(default_factory=JobReasonsConfig)
 
     def provider(self, name: str) -> ProviderConfig:
         for p in self.providers:

@@ -622,6 +622,44 @@ USAGE = Obj(
     )
 )
 
+JOB_REASONS = Obj(
+    (
+        Field(
+            "enabled",
+            Bool(),
+            "Tell a job's developer on GitHub why it waits: a check run (a GitHub App with "
+            "Checks: write) or a commit status (a token with commit statuses: write) on its "
+            'workflow run\'s head commit (docs/github.md, "Why a job waits, on GitHub").',
+            default=False,
+        ),
+        Field(
+            "after",
+            Duration(0.0, above_minimum=True),
+            "A job assigned to a scale set and not started this long gets its reason written; "
+            "nothing is written for a job that starts sooner.",
+            default=60.0,
+        ),
+        Field(
+            "update_every",
+            Duration(0.0, above_minimum=True),
+            "A waiting job's reason is rewritten at most this often, and only when it changed.",
+            default=60.0,
+        ),
+        Field(
+            "rest_share",
+            Int(1, 50),
+            "Percent of GitHub's hourly REST budget these writes may spend; past it they wait.",
+            default=5,
+        ),
+        Field(
+            "fleet_url",
+            Str(pattern=r"^https?://\S+$", hint="an http(s) address"),
+            "The fleet page's address as a developer reaches it, linked from each reason; "
+            "unset = no link.",
+        ),
+    )
+)
+
 
 def file_obj() -> Obj:
     return Obj(
@@ -634,6 +672,12 @@ def file_obj() -> Obj:
             ),
             Field("dashboard", DASHBOARD, "The fleet page; unset = none.", default={}),
             Field("usage", USAGE, "Per-repository accounting of the jobs served.", default={}),
+            Field(
+                "job_reasons",
+                JOB_REASONS,
+                "Why a job waits, told on GitHub; unset = off.",
+                default={},
+            ),
         ),
         free_prefix="x-",
     )

@@ -26,6 +26,7 @@ from rungar.engine.core.notices import observe_job_wait
 from rungar.engine.core.scale_set_state import ScaleSetState
 from rungar.engine.jobs.accounting import Accounting
 from rungar.engine.jobs.book import JobBook
+from rungar.engine.jobs.reasons import JobReasons
 from rungar.engine.jobs.scaler import Scaler
 from rungar.engine.reconcile.reconciler import Reconciler
 from rungar.engine.reconcile.starting_sync import StartingSync
@@ -51,6 +52,7 @@ class RunLoop:
         starting: StartingSync,
         lease: LeaseKeeper | None = None,
         accounting: Accounting | None = None,
+        reasons: JobReasons | None = None,
     ) -> None:
         self.ctx = ctx
         self.jobs = jobs
@@ -59,6 +61,8 @@ class RunLoop:
         self.starting = starting
         self.lease = lease
         self.accounting = accounting  # records each job served (rungar usage)
+        self.reasons = reasons  # why a job waits, told on GitHub
+        self._reasons: asyncio.Task[None] | None = None
         self._listeners: dict[str, asyncio.Task[None]] = {}
         self._reconciler: asyncio.Task[None] | None = None
         self._prober: asyncio.Task[None] | None = None
@@ -87,6 +91,7 @@ class RunLoop:
             starting=engine.starting,
             lease=lease,
             accounting=accounting,
+            reasons=engine.reasons,
         )
 
     async def start(self) -> None:
@@ -97,6 +102,8 @@ class RunLoop:
         self._reconciler = asyncio.create_task(self._reconcile_forever())
         self._prober = asyncio.create_task(self._probe_forever())
         self._starting = asyncio.create_task(self.starting.forever())
+        if self.reasons is not None:
+            self._reasons = asyncio.create_task(self.reasons.forever())
 
     def start_scale_set(self, name: str) -> None:
         if name not in self._listeners:
@@ -121,7 +128,11 @@ class RunLoop:
     async def stop(self) -> None:
         await stop_keeper(self._keeper)
         tasks = [*self._listeners.values()]
-        tasks += [t for t in (self._reconciler, self._prober, self._starting) if t is not None]
+        tasks += [
+            t
+            for t in (self._reconciler, self._prober, self._starting, self._reasons)
+            if t is not None
+        ]
         for task in tasks:
             task.cancel()
         for task in tasks:

@@ -44,6 +44,7 @@ from rungar.engine.create.creating import Creations
 from rungar.engine.create.rooms import Rooms
 from rungar.engine.jobs.book import JobBook
 from rungar.engine.jobs.job_history import JobHistory
+from rungar.engine.jobs.reasons import JobReasons
 from rungar.engine.jobs.scaler import Scaler
 from rungar.engine.reconcile.recall import recall
 from rungar.engine.reconcile.reconciler import Reconciler
@@ -110,6 +111,8 @@ class Engine:
         self.creations = Creations(ctx, max_parallel_creates, self.rooms)
         self.scaler = Scaler(ctx, self.creations, self.removals, self.job_history)
         self.jobs = JobBook(ctx, self.scaler, self.removals, self.job_history)
+        # Why a job waits, told on GitHub (docs/github.md): run by the daemon's loops.
+        self.reasons = JobReasons(ctx)
         # The runners it knew count until their providers list them; the table is kept.
         self.runner_keeper = recall(ctx)
         self.reconciler = Reconciler(ctx, self.scaler, self.removals, self.jobs, self.runner_keeper)

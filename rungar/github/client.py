@@ -125,6 +125,18 @@ class ScaleSetClient:
             return response
         raise AssertionError("unreachable")
 
+    async def rest(self, method: str, path: str, body: Any = None) -> Response:
+        """A REST call under ``rest_base`` (``repos/o/r/...``): the token, the Accept header, a
+        401 refreshing the credential once; for the REST routes other modules speak
+        (:mod:`rungar.github.checks`)."""
+        return await self._rest(method, path, body)
+
+    def checked_object(
+        self, response: Response, what: str, ok: tuple[int, ...] = (200,)
+    ) -> dict[str, Any]:
+        """The answer's JSON object, or a GitHubError naming ``what`` and the status."""
+        return self._object(response, what, ok)
+
     async def _call(
         self,
         method: str,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from rungar.config.model import ScaleSetConfig
 from rungar.model.machine import Conclusion, JobHint
@@ -206,6 +206,31 @@ class GitHub(Protocol):
     async def rerun_failed_job(self, repository: str, run_id: str, runner_name: str) -> int:
         """Re-run, once, the job of ``run_id`` in ``repository`` that failed on
         ``runner_name`` (the REST job re-run route); the job's id. Raises GitHubError."""
+        ...
+
+    # ---- what a developer sees of a waiting job (rungar.github.checks)
+
+    def writes_check_runs(self) -> bool:
+        """True when the credential may write check runs (a GitHub App); a personal access
+        token writes commit statuses instead."""
+        ...
+
+    async def head_commit(self, repository: str, run_id: str) -> str:
+        """The workflow run's head commit. Raises GitHubError."""
+        ...
+
+    async def write_check_run(
+        self, repository: str, check_run_id: int, body: dict[str, Any]
+    ) -> int:
+        """Create (``check_run_id`` 0) or update a check run; its id. Raises GitHubError."""
+        ...
+
+    async def write_commit_status(self, repository: str, sha: str, body: dict[str, Any]) -> None:
+        """Raises GitHubError."""
+        ...
+
+    async def cancel_workflow_run(self, repository: str, run_id: str) -> None:
+        """Raises GitHubError."""
         ...
 
     async def get_runner_by_name(self, name: str) -> RunnerStatus | None: ...

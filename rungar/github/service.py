@@ -14,6 +14,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import structlog
@@ -21,7 +22,8 @@ import structlog
 from rungar.clock import Clock
 from rungar.config.model import ScaleSetConfig
 from rungar.errors import GitHubError
-from rungar.github.auth import AdminChain, Auth, token_source
+from rungar.github import checks
+from rungar.github.auth import AdminChain, AppAuth, Auth, token_source
 from rungar.github.client import ScaleSetClient
 from rungar.github.exceptions import RunnerBusy, RunnerExists
 from rungar.github.http import github_http
@@ -101,6 +103,7 @@ class ScaleSetGitHub:
         self.client = ScaleSetClient(
             self.target, tokens, transport, admin, long_poll_timeout=long_poll_timeout
         )
+        self._app = isinstance(auth, AppAuth)
         self._cursors = cursors or InMemoryCursorStore()
         self._sessions = sessions or InMemorySessionStore()
         self._session_retry = (session_retry_first, session_retry_max)
@@ -174,6 +177,23 @@ class ScaleSetGitHub:
 
     async def rerun_failed_job(self, repository: str, run_id: str, runner_name: str) -> int:
         return await self.client.rerun_failed_job(repository, run_id, runner_name)
+
+    def writes_check_runs(self) -> bool:
+        return self._app
+
+    async def head_commit(self, repository: str, run_id: str) -> str:
+        return await checks.head_commit(self.client, repository, run_id)
+
+    async def write_check_run(
+        self, repository: str, check_run_id: int, body: dict[str, Any]
+    ) -> int:
+        return await checks.write_check_run(self.client, repository, check_run_id, body)
+
+    async def write_commit_status(self, repository: str, sha: str, body: dict[str, Any]) -> None:
+        await checks.write_commit_status(self.client, repository, sha, body)
+
+    async def cancel_workflow_run(self, repository: str, run_id: str) -> None:
+        await checks.cancel_workflow_run(self.client, repository, run_id)
 
     async def remove_runner(self, runner_id: int) -> RemoveOutcome:
         try:

@@ -9,9 +9,11 @@ Every call is recorded in ``calls`` so tests can assert on what the engine asked
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from rungar.config.model import ScaleSetConfig
 from rungar.errors import GitHubError
@@ -44,6 +46,13 @@ class FakeGitHub:
         self._ids = itertools.count(1)
         self.scale_sets: dict[str, int] = {}
         self.reruns: list[tuple[str, str, str]] = []  # (repository, run id, runner) re-run
+        # What a waiting job shows on GitHub: True plays a GitHub App (check runs), False a
+        # personal access token (commit statuses).
+        self.app = True
+        self.head_reads: list[tuple[str, str]] = []  # (repository, run id) read
+        self.check_runs: dict[int, list[dict[str, Any]]] = {}  # id -> each body written
+        self.statuses: list[tuple[str, str, dict[str, Any]]] = []  # (repository, sha, body)
+        self.cancelled_runs: list[tuple[str, str]] = []  # (repository, run id)
         self.labels: dict[str, tuple[str, ...]] = {}
         self.runners: dict[int, FakeRunner] = {}
         self.capacity: dict[str, int] = {}
@@ -119,6 +128,30 @@ class FakeGitHub:
 
     def budget(self) -> Budget:
         return Budget()
+
+    def writes_check_runs(self) -> bool:
+        return self.app
+
+    async def head_commit(self, repository: str, run_id: str) -> str:
+        self._maybe_fail("head_commit", run_id)
+        self.head_reads.append((repository, run_id))
+        return hashlib.sha1(f"{repository}/{run_id}".encode(), usedforsecurity=False).hexdigest()
+
+    async def write_check_run(
+        self, repository: str, check_run_id: int, body: dict[str, Any]
+    ) -> int:
+        self._maybe_fail("write_check_run", repository)
+        check_run_id = check_run_id or next(self._ids)
+        self.check_runs.setdefault(check_run_id, []).append(dict(body))
+        return check_run_id
+
+    async def write_commit_status(self, repository: str, sha: str, body: dict[str, Any]) -> None:
+        self._maybe_fail("write_commit_status", repository)
+        self.statuses.append((repository, sha, dict(body)))
+
+    async def cancel_workflow_run(self, repository: str, run_id: str) -> None:
+        self._maybe_fail("cancel_workflow_run", run_id)
+        self.cancelled_runs.append((repository, run_id))
 
     async def rerun_failed_job(self, repository: str, run_id: str, runner_name: str) -> int:
         self._maybe_fail("rerun_failed_job", runner_name)

@@ -46,6 +46,12 @@ class Metrics:
             ["scale_set", "outcome"],
             registry=r,
         )
+        self.job_reasons_written = Counter(
+            "rungar_job_reasons_written",
+            "Why a job waits, written on GitHub (kind: publish, update, conclude)",
+            ["scale_set", "kind"],
+            registry=r,
+        )
         self.registration_pace = Gauge(
             "rungar_github_registration_pace_per_minute",
             "Registrations per minute the installation keeps to (0: no pace, sent at once)",

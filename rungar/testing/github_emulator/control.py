@@ -37,6 +37,7 @@ def job_spec(d: dict[str, Any]) -> JobSpec:
         result=str(d.get("result", "succeeded")),
         gated=bool(d.get("gated", False)),
         event_name=str(d.get("event_name", "push")),
+        run_id=int(d.get("run_id", d.get("runId", 0))),
     )
 
 
@@ -181,6 +182,8 @@ class ControlRoutes:
                 },
                 "faultsFired": len(s.faults.fired),
                 "throttled": {r: t.refused for r, t in s.faults.throttles.items()},
+                # What a developer sees on the runs' commits (github_emulator.checks)
+                "checks": s.checks.to_json(),
             }
         )
 

@@ -7,6 +7,7 @@ event loop, never shared with Rungar's code. Rungar's values stay frozen.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections import Counter
 from collections.abc import ItemsView, Iterator, MutableMapping, ValuesView
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class JobSpec:
     result: str = "succeeded"  # what the runner will report
     gated: bool = False
     event_name: str = "push"
+    run_id: int = 0  # the workflow run it belongs to; 0: a run of its own
 
 
 @dataclass(slots=True)
@@ -260,3 +262,25 @@ class RunnerTable(MutableMapping[int, Runner]):
 
     def items(self) -> ItemsView[int, Runner]:
         return self._by_id.items()
+
+
+def head_sha(repository: str, run_id: int) -> str:
+    """A workflow run's head commit: the same for every job of the run."""
+    return hashlib.sha1(f"{repository}/{run_id}".encode(), usedforsecurity=False).hexdigest()
+
+
+@dataclass(slots=True)
+class ChecksBook:
+    """The check runs (by id), commit statuses (in order) and runs cancelled (repository, run
+    id) written so far."""
+
+    check_runs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
+    cancelled_runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkRuns": list(self.check_runs.values()),
+            "statuses": list(self.statuses),
+            "cancelledRuns": list(self.cancelled_runs),
+        }

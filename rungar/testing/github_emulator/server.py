@@ -21,6 +21,7 @@ from starlette.middleware import Middleware
 
 from rungar.stopping import signal_free_server
 from rungar.testing.github_emulator.admin import AdminRoutes
+from rungar.testing.github_emulator.checks import ChecksRoutes
 from rungar.testing.github_emulator.clock import EmulatorClock
 from rungar.testing.github_emulator.control import ControlRoutes
 from rungar.testing.github_emulator.http import CollapseSlashes
@@ -47,6 +48,7 @@ class GitHubEmulator:
         self.app = Starlette(
             routes=[
                 *RestRoutes(self.state).routes(),
+                *ChecksRoutes(self.state, RestRoutes(self.state)).routes(),
                 *AdminRoutes(self.state).routes(),
                 *QueueRoutes(self.state).routes(),
                 *ControlRoutes(self.state, self.clock, self.webhooks).routes(),

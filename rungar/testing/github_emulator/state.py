@@ -23,6 +23,7 @@ from typing import Any
 from rungar.testing.github_emulator.clock import EmulatorClock
 from rungar.testing.github_emulator.faults import FaultPlan
 from rungar.testing.github_emulator.model import (
+    ChecksBook,
     Job,
     JobSpec,
     JobState,
@@ -126,6 +127,8 @@ class EmulatorState:
         self._withdraw_due = 0.0  # when tick next walks the jobs (see tick)
         self._withdraw_timeout = options.assignment_timeout
         self.closing = False  # set on shutdown: long polls answer at once
+        # check runs, commit statuses and runs cancelled (github_emulator.checks)
+        self.checks = ChecksBook()
 
     def close(self) -> None:
         self.closing = True
@@ -300,7 +303,7 @@ class EmulatorState:
             job_id=str(uuid.uuid4()),
             request_id=0 if self.options.zero_request_ids else 1000 + n,
             workflow_job_id=5_000_000 + n,
-            run_id=9_000_000 + n,
+            run_id=spec.run_id or 9_000_000 + n,
             spec=spec,
             created_at=self.clock.now(),
             state=JobState.WAITING if spec.gated else JobState.QUEUED,

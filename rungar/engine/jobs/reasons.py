@@ -1,0 +1,186 @@
+"""Why a job waits, told on GitHub: the thin task that carries out
+:func:`rungar.engine.jobs.reason_plan.plan_reasons` (docs/github.md, "Why a job waits, on
+GitHub").
+
+Each turn takes a snapshot (the jobs waiting, each scale set's reason, the notices on GitHub,
+the calls spent), asks the plan, and makes its calls one after the other. It is background
+work: a registration never waits for it (the registrations keep their own queue and pace), a
+call that fails is logged and tried again at a later turn, within the same share of the
+budget (a failed call counts, as GitHub counts it). Only the daemon that acts writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+
+import structlog
+
+from rungar.engine.core.context import EngineContext
+from rungar.engine.jobs.reason_plan import (
+    HOUR,
+    Notice,
+    NoticeKey,
+    ReasonPlan,
+    ReasonSnapshot,
+    WaitingJob,
+    Write,
+    plan_reasons,
+    scale_set_reason,
+)
+from rungar.errors import GitHubError
+from rungar.model.runner import RunnerState
+
+log = structlog.get_logger("rungar.engine")
+
+# The turn's pace: a fraction of the shortest wait it keeps, within these bounds.
+TURN_MIN = 0.25
+TURN_MAX = 5.0
+
+
+@dataclass(slots=True)
+class ReasonsSeen:
+    """What ``rungar status`` and tests read of the notices: how many of each kind were
+    written, and the last error."""
+
+    published: int = 0
+    updated: int = 0
+    concluded: int = 0
+    deferred: int = 0
+    failed: int = 0
+    last_error: str = ""
+
+
+class JobReasons:
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self.notices: dict[NoticeKey, Notice] = {}
+        self.heads: dict[tuple[str, str], str] = {}
+        self.spent: deque[float] = deque()
+        self.seen = ReasonsSeen()
+
+    def snapshot(self, now: float) -> ReasonSnapshot:
+        ctx = self.ctx
+        waiting: list[WaitingJob] = []
+        reasons: dict[str, str] = {}
+        starting: dict[str, set[str]] = {}
+        for record in ctx.runners:
+            if record.state is RunnerState.STARTING and not record.job_id:
+                starting.setdefault(record.scale_set, set()).add(record.provider)
+        for name, state in ctx.sets.items():
+            for job_id, hint in state.queued.items():
+                at = state.assigned_at.get(job_id)
+                if at is None or not hint.repository or not hint.run_id:
+                    continue
+                waiting.append(
+                    WaitingJob(job_id, NoticeKey(hint.repository, hint.run_id, name), at)
+                )
+            if state.queued:
+                reasons[name] = scale_set_reason(ctx.fleet, name, now, starting.get(name, ()))
+        for key, notice in self.notices.items():
+            if key.scale_set not in reasons:
+                reasons[key.scale_set] = notice.reason
+        while self.spent and now - self.spent[0] >= HOUR:
+            self.spent.popleft()
+        budget = ctx.github.budget()
+        return ReasonSnapshot(
+            waiting=tuple(waiting),
+            reasons=reasons,
+            notices=dict(self.notices),
+            heads=dict(self.heads),
+            spent=tuple(self.spent),
+            budget_limit=budget.limit,
+            check_runs=ctx.github.writes_check_runs(),
+            settings=ctx.config.job_reasons,
+        )
+
+    async def turn(self) -> ReasonPlan:
+        """One turn: the plan for now, carried out."""
+        ctx = self.ctx
+        if not ctx.config.job_reasons.enabled or not ctx.acting():
+            return ReasonPlan()
+        now = ctx.clock.now()
+        plan = plan_reasons(self.snapshot(now), now)
+        self.seen.deferred += plan.deferred
+        for head in plan.heads:
+            self.spent.append(ctx.clock.now())
+            try:
+                sha = await ctx.github.head_commit(head.repository, head.run_id)
+            except GitHubError as e:
+                self._failed("head", head.repository, head.run_id, e)
+                continue
+            self.heads[(head.repository, head.run_id)] = sha
+        for write in plan.writes:
+            await self._write(write)
+        self._forget_heads()
+        return plan
+
+    async def _write(self, write: Write) -> None:
+        ctx = self.ctx
+        key = write.key
+        known = self.notices.get(key)
+        self.spent.append(ctx.clock.now())
+        try:
+            if ctx.github.writes_check_runs():
+                check_run_id = await ctx.github.write_check_run(
+                    key.repository, known.check_run_id if known else 0, write.body
+                )
+            else:
+                sha = self.heads.get(key.run, "")
+                await ctx.github.write_commit_status(key.repository, sha, write.body)
+                check_run_id = 0
+        except GitHubError as e:
+            self._failed(write.kind, key.repository, key.run_id, e)
+            return
+        ctx.metrics.job_reasons_written.labels(key.scale_set, write.kind).inc()
+        if write.kind == "conclude":
+            self.notices.pop(key, None)
+            self.seen.concluded += 1
+            return
+        now = ctx.clock.now()
+        self.notices[key] = Notice(key, check_run_id, now, write.reason, write.since)
+        if write.kind == "publish":
+            self.seen.published += 1
+            log.info(
+                "job.reason_published",
+                scale_set=key.scale_set,
+                repository=key.repository,
+                run_id=key.run_id,
+                reason=write.reason,
+            )
+        else:
+            self.seen.updated += 1
+
+    def _failed(self, kind: str, repository: str, run_id: str, error: GitHubError) -> None:
+        self.seen.failed += 1
+        self.seen.last_error = str(error)
+        log.warning(
+            "job.reason_not_written",
+            kind=kind,
+            repository=repository,
+            run_id=run_id,
+            error=str(error),
+        )
+
+    def _forget_heads(self) -> None:
+        """A run's head is kept while one of its jobs waits or its notice stands."""
+        wanted = {key.run for key in self.notices}
+        for state in self.ctx.sets.values():
+            wanted.update((h.repository, h.run_id) for h in state.queued.values())
+        for run in [run for run in self.heads if run not in wanted]:
+            del self.heads[run]
+
+    def pace(self) -> float:
+        settings = self.ctx.config.job_reasons
+        return min(TURN_MAX, max(TURN_MIN, min(settings.after, settings.update_every) / 4))
+
+    async def forever(self) -> None:
+        while True:
+            await self.ctx.clock.sleep(self.pace())
+            try:
+                await self.turn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("job.reasons_failed")
