@@ -1,0 +1,95 @@
+"""Why a job waits, told on GitHub, by the engine's task (rungar.engine.jobs.reasons) on a fake
+clock: with a personal access token, a commit status per run past the threshold, none for a job
+that starts sooner, the head read once, and nothing at all while the key is off."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from rungar.config.model import (
+    JobReasonsConfig,
+    ProviderConfig,
+    ScaleSetConfig,
+    ScaleSetProvider,
+    ScaleSetsFile,
+    Timing,
+)
+from rungar.engine.engine import Engine
+from rungar.engine.report.events import EventLog
+from rungar.model.machine import JobHint
+from rungar.store.sqlite import SqliteStore
+from rungar.testing.clock import FakeClock
+from rungar.testing.fake_github import FakeGitHub
+from rungar.testing.fake_provider import GIB, FakeProvider
+
+RUNNER = {"vcpus": 2, "memory": "4GiB"}
+ON = JobReasonsConfig(enabled=True, after=60.0, update_every=60.0)
+
+
+def engine_for(tmp_path: Path, github: FakeGitHub, reasons: JobReasonsConfig) -> Engine:
+    clock = FakeClock()
+    linux = ScaleSetConfig("linux", max_runners=5, providers=(ScaleSetProvider("p", RUNNER),))
+    return Engine(
+        ScaleSetsFile(
+            (ProviderConfig("p", "fake", runner=RUNNER),),
+            (linux,),
+            Timing(),
+            job_reasons=reasons,
+        ),
+        {"p": FakeProvider("p", vcpus=64, memory_bytes=128 * GIB, clock=clock)},
+        github,
+        clock=clock,
+        store=SqliteStore(tmp_path / "state.db"),
+        events=EventLog(clock),
+        installation="gh-test",
+    )
+
+
+def hint(job_id: str, run_id: str) -> JobHint:
+    return JobHint("octo/app", "ci.yml", "build", job_id, "main", run_id)
+
+
+async def test_a_token_gets_a_commit_status_for_the_run_that_waited_and_none_for_the_other(
+    tmp_path: Path,
+) -> None:
+    github = FakeGitHub()
+    github.app = False  # a personal access token: commit statuses
+    engine = engine_for(tmp_path, github, ON)
+    clock = engine.clock
+    assert isinstance(clock, FakeClock)
+    engine.on_job_assigned("linux", "j1", hint("j1", "77"))
+    clock.advance(30)
+    await engine.reasons.turn()
+    engine.on_job_assigned("linux", "j2", hint("j2", "78"))
+    clock.advance(20)
+    engine.on_job_started("linux", "j2", "", hint("j2", "78"))  # started within the threshold
+    clock.advance(11)  # j1 has waited 61 s
+    await engine.reasons.turn()  # its run's head commit, first
+    assert github.head_reads == [("octo/app", "77")]
+    assert github.statuses == []
+    await engine.reasons.turn()
+    ((repository, sha, body),) = github.statuses
+    assert repository == "octo/app" and len(sha) == 40
+    assert body["state"] == "pending" and body["context"] == "rungar: linux"
+    assert str(body["description"]).startswith("waiting 1m 01s: ")
+    clock.advance(30)
+    engine.on_job_started("linux", "j1", "", hint("j1", "77"))
+    await engine.reasons.turn()
+    assert [s[2]["state"] for s in github.statuses] == ["pending", "success"]
+    assert str(github.statuses[-1][2]["description"]).startswith("waited 1m 31s: ")
+    assert github.head_reads == [("octo/app", "77")]  # run 78 never read, 77 once
+    assert github.check_runs == {}
+    assert engine.reasons.seen.published == 1 and engine.reasons.seen.concluded == 1
+
+
+async def test_nothing_is_written_while_the_key_is_off(tmp_path: Path) -> None:
+    github = FakeGitHub()
+    engine = engine_for(tmp_path, github, replace(ON, enabled=False))
+    clock = engine.clock
+    assert isinstance(clock, FakeClock)
+    engine.on_job_assigned("linux", "j1", hint("j1", "77"))
+    for _ in range(3):
+        clock.advance(120)
+        await engine.reasons.turn()
+    assert github.head_reads == [] and github.check_runs == {} and github.statuses == []
