@@ -357,9 +357,14 @@ def _scale_sets(
                 schedule=schedule,
                 warm_pool=warm_pool,
                 rerun_lost_jobs=record.get("rerun_lost_jobs", False),
+                unservable_cancel_after=_cancel_after(record.get("unservable")),
             )
         )
     return scale_sets
+
+
+def _cancel_after(unservable: Record | None) -> float | None:
+    return unservable.get("cancel_after") if unservable is not None else None
 
 
 def _schedule(record: Record, checker: Checker) -> tuple[bool, Schedule | None]:

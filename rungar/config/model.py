@@ -139,6 +139,8 @@ class ScaleSetConfig:
     schedule: Schedule | None = None
     warm_pool: WarmPool | None = None
     rerun_lost_jobs: bool = False
+    # A job no provider can ever serve has its run cancelled after this long; None = never.
+    unservable_cancel_after: float | None = None
 
     @property
     def provider_names(self) -> tuple[str, ...]:

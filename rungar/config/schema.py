@@ -459,6 +459,24 @@ SCALE_SET = Obj(
             "lost with its machine; needs the token's actions: write permission.",
             default=False,
         ),
+        Field(
+            "unservable",
+            Obj(
+                (
+                    Field(
+                        "cancel_after",
+                        Duration(0.0, above_minimum=True),
+                        "A job waiting this long whose runner no provider can ever take (each "
+                        "refused it INVALID, or has not answered for this long) has its workflow "
+                        "run cancelled through GitHub's REST API, the reason on its check run; "
+                        "never for a job waiting on a full provider, a hold or a backoff. Needs "
+                        "actions: write.",
+                        required=True,
+                    ),
+                )
+            ),
+            "End a job that can never be served quickly; unset = it waits.",
+        ),
         Field("schedule", SCHEDULE, "Time-of-day min_runners; unset = min_runners always."),
         Field(
             "warm_pool",

@@ -53,6 +53,10 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
         "a job GitHub failed because its runner was lost with its machine was re-run "
         "(rerun_lost_jobs; job_id, github_job_id, runner)"
     ),
+    ("scale_set", "run_cancelled"): (
+        "a workflow run was cancelled: no provider could ever take its job's runner "
+        "(unservable.cancel_after; repository, run_id)"
+    ),
     ("scale_set", "resumed"): "rungar scale-sets resume",
     ("scale_set", "min_runners_changed"): (
         "its schedule moved the min_runners in force (from, to, window)"

@@ -149,6 +149,20 @@ def kept_while_unreachable(provider: str, kept: int, written_off_in: float | Non
     return text
 
 
+def refuses_as_invalid(provider: str, error: str) -> str:
+    """``host2 refuses its runner as invalid: 8 vCPUs is more than the host's 4 CPUs``: a
+    provider where the runner fits nowhere, whatever room it has."""
+    return f"{provider} refuses its runner as invalid" + (f": {error}" if error else "")
+
+
+def unservable(scale_set: str, why: Iterable[str], after: float) -> str:
+    """Why a job's run was cancelled: no provider of its scale set can ever take its runner."""
+    return (
+        f"no provider of {scale_set} can take its runner ({'; '.join(why)}); "
+        f"its run was cancelled after {format_duration(after)} waiting"
+    )
+
+
 # ---------------------------------------------------------------- priority holds
 
 

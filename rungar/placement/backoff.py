@@ -39,6 +39,9 @@ class Backoff:
     last_error: str
     full: bool
     resource: str = ""
+    # The last refusal was INVALID: the runner fits nowhere on the provider, whatever room it
+    # has (kept until a restart; the state database does not keep it).
+    invalid: bool = False
 
     def active(self, now: float) -> bool:
         return now < self.until
@@ -50,7 +53,12 @@ class Backoff:
         """The wait ended now, the streak kept: room opened where it was refused as full, so
         the next try is an informed one, and a refusal after it still doubles the wait."""
         return Backoff(
-            self.refusals, min(self.until, now), self.last_error, self.full, self.resource
+            self.refusals,
+            min(self.until, now),
+            self.last_error,
+            self.full,
+            self.resource,
+            self.invalid,
         )
 
 
@@ -63,6 +71,7 @@ def after_refusal(
     resource: str,
     first: float,
     maximum: float,
+    invalid: bool = False,
 ) -> Backoff:
     """The backoff after one more refusal; full and failing refusals share one streak."""
     refusals = (previous.refusals if previous else 0) + 1
@@ -72,6 +81,7 @@ def after_refusal(
         last_error=error,
         full=full,
         resource=resource,
+        invalid=invalid,
     )
 
 
@@ -107,6 +117,7 @@ class Backoffs:
             resource=refusal.resource,
             first=timing.backoff_first,
             maximum=timing.backoff_max,
+            invalid=refusal.kind is RefusalKind.INVALID,
         )
         self._refusals[(scale_set, provider)] = backoff
         return backoff

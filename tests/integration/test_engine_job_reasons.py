@@ -17,7 +17,7 @@ from rungar.config.model import (
 )
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
-from rungar.model.machine import JobHint
+from rungar.model.machine import JobHint, Refusal, RefusalKind
 from rungar.store.sqlite import SqliteStore
 from rungar.testing.clock import FakeClock
 from rungar.testing.fake_github import FakeGitHub
@@ -27,9 +27,19 @@ RUNNER = {"vcpus": 2, "memory": "4GiB"}
 ON = JobReasonsConfig(enabled=True, after=60.0, update_every=60.0)
 
 
-def engine_for(tmp_path: Path, github: FakeGitHub, reasons: JobReasonsConfig) -> Engine:
+def engine_for(
+    tmp_path: Path,
+    github: FakeGitHub,
+    reasons: JobReasonsConfig,
+    cancel_after: float | None = None,
+) -> Engine:
     clock = FakeClock()
-    linux = ScaleSetConfig("linux", max_runners=5, providers=(ScaleSetProvider("p", RUNNER),))
+    linux = ScaleSetConfig(
+        "linux",
+        max_runners=5,
+        providers=(ScaleSetProvider("p", RUNNER),),
+        unservable_cancel_after=cancel_after,
+    )
     return Engine(
         ScaleSetsFile(
             (ProviderConfig("p", "fake", runner=RUNNER),),
@@ -93,3 +103,32 @@ async def test_nothing_is_written_while_the_key_is_off(tmp_path: Path) -> None:
         clock.advance(120)
         await engine.reasons.turn()
     assert github.head_reads == [] and github.check_runs == {} and github.statuses == []
+
+
+async def test_a_run_its_only_provider_refuses_as_invalid_is_cancelled_with_an_event_and_a_metric(
+    tmp_path: Path,
+) -> None:
+    github = FakeGitHub()
+    # Reasons off: the cancel is the scale set's own opt-in, and still says why on GitHub.
+    engine = engine_for(tmp_path, github, replace(ON, enabled=False), cancel_after=600.0)
+    clock = engine.clock
+    assert isinstance(clock, FakeClock)
+    engine.on_job_assigned("linux", "j1", hint("j1", "77"))
+    too_big = Refusal(RefusalKind.INVALID, "8 vCPUs is more than the host's 4 CPUs")
+    engine.fleet.record_refusal("linux", "p", too_big, clock.now())
+    clock.advance(599)
+    await engine.reasons.turn()
+    assert github.cancelled_runs == []
+    clock.advance(1)
+    await engine.reasons.turn()
+    assert github.cancelled_runs == [("octo/app", "77")]
+    ((body,),) = github.check_runs.values()
+    assert body["conclusion"] == "failure" and body["name"] == "rungar: linux"
+    assert "p refuses its runner as invalid: 8 vCPUs" in str(body["output"])
+    (event,) = [e for e in engine.events.recent() if e.action == "run_cancelled"]
+    assert event.scale_set == "linux" and "no provider of linux" in event.message
+    registry = engine.metrics.registry
+    assert registry.get_sample_value("rungar_runs_cancelled_total", {"scale_set": "linux"}) == 1
+    clock.advance(600)
+    await engine.reasons.turn()  # the job still queued until GitHub says it ended: not again
+    assert github.cancelled_runs == [("octo/app", "77")]

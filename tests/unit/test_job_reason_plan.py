@@ -14,9 +14,10 @@ from rungar.engine.jobs.reason_plan import (
     allowance,
     plan_reasons,
     scale_set_reason,
+    unservable_of,
 )
 from rungar.model.sentences import found_full
-from tests.unit.placement_helpers import FULL, fleet, provider, scale_set
+from tests.unit.placement_helpers import FULL, INVALID, fleet, provider, scale_set
 
 ON = JobReasonsConfig(enabled=True, after=60.0, update_every=60.0)
 RUN = NoticeKey("octo-org/app", "77", "linux")
@@ -128,3 +129,33 @@ def test_a_scale_sets_reason_is_the_status_skip_line_then_what_happens_next() ->
     assert scale_set_reason(f, "linux", 100.0, ["host2"]).endswith(
         "next: its runner is starting on host2"
     )
+
+
+def test_a_run_no_provider_can_ever_serve_is_cancelled_after_its_deadline_with_the_reason() -> None:
+    f = fleet([provider("host1"), provider("host2")], [scale_set("linux", ["host1", "host2"])])
+    f.record_refusal("linux", "host1", INVALID, 10.0)
+    assert unservable_of(f, "linux", 600.0, {}, {}) is None  # host2 may yet take it
+    never = unservable_of(f, "linux", 600.0, {"host2": 50.0}, {"host2": "connection refused"})
+    assert never is not None and never.since == 50.0
+    waiting = snapshot(waiting=(job("j1", 0.0),), unservable={"linux": never})
+    assert plan_reasons(waiting, 649.0).cancels == ()  # host2 silent for less than 600 s
+    (cancel,) = plan_reasons(waiting, 650.0).cancels
+    assert cancel.write.kind == "fail" and cancel.write.body["conclusion"] == "failure"
+    summary = str(cancel.write.body["output"])
+    assert "host1 refuses its runner as invalid: 8 vCPUs is more than the host's 4 CPUs" in summary
+    assert "host2 cannot be reached: connection refused" in summary
+    # Cancelled, its run is told nothing more, and its notice is not concluded as waited.
+    notice = Notice(RUN, 9, 100.0, "host: full", 0.0)
+    told = replace(waiting, notices={RUN: notice})
+    assert [w.kind for w in plan_reasons(told, 650.0).writes] == []
+    after = replace(told, cancelled=frozenset({RUN.run}))
+    assert plan_reasons(after, 700.0).cancels == ()
+
+
+def test_a_job_waiting_on_a_full_provider_is_never_cancelled() -> None:
+    f = fleet([provider("host1"), provider("host2")], [scale_set("linux", ["host1", "host2"])])
+    f.record_refusal("linux", "host1", INVALID, 10.0)
+    f.record_refusal("linux", "host2", FULL, 10.0)
+    assert unservable_of(f, "linux", 600.0, {}, {}) is None
+    f.record_refusal("linux", "host2", INVALID, 20.0)
+    assert unservable_of(f, "linux", 600.0, {}, {}) is not None

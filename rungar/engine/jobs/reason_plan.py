@@ -16,6 +16,11 @@ The rules:
   ``update_every``.
 - When none of its jobs waits any more, it is concluded: ``waited 4m 12s: <its last reason>``
   (a check run ``neutral``; a commit status ``success``, its description cut to 140).
+- With ``unservable: {cancel_after}`` on its scale set, a job that has waited ``cancel_after``
+  while no provider of the scale set can ever take its runner (each refused it INVALID, or has
+  not answered for ``cancel_after``) has its run cancelled and its notice concluded
+  ``failure`` with the reason. Never for a job waiting on FULL, a hold, a backoff of another
+  kind or a disabled provider: any provider not INVALID nor silent keeps the job waiting.
 - All of it within ``rest_share`` percent of GitHub's hourly REST budget, counted over the
   trailing hour, and never more than a tenth of that share in one minute (GitHub's secondary
   limits punish bursts of writes): concludes first (they end a notice), then the oldest jobs'
@@ -26,10 +31,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rungar.config.model import JobReasonsConfig
-from rungar.model.sentences import crash_sentence, hold_text, skip_sentence
+from rungar.model.sentences import (
+    cannot_be_reached,
+    crash_sentence,
+    hold_text,
+    refuses_as_invalid,
+    skip_sentence,
+    unservable,
+)
 from rungar.model.units import format_seconds
 from rungar.placement import Fleet
 
@@ -72,6 +84,16 @@ class Notice:
 
 
 @dataclass(frozen=True, slots=True)
+class Unservable:
+    """A scale set no provider can ever serve now: why, since when (the latest of its silent
+    providers' first silence; 0 when every one refused INVALID), and its ``cancel_after``."""
+
+    why: tuple[str, ...]
+    since: float
+    cancel_after: float
+
+
+@dataclass(frozen=True, slots=True)
 class ReasonSnapshot:
     waiting: tuple[WaitingJob, ...]
     reasons: Mapping[str, str]  # scale set -> why its jobs wait and what happens next
@@ -81,6 +103,8 @@ class ReasonSnapshot:
     budget_limit: int | None  # GitHub's hourly REST budget as last read; None: not known
     check_runs: bool  # a GitHub App: check runs; else commit statuses
     settings: JobReasonsConfig
+    unservable: Mapping[str, Unservable] = field(default_factory=dict)  # by scale set
+    cancelled: frozenset[tuple[str, str]] = frozenset()  # runs cancelled: told nothing more
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +118,24 @@ class Write:
     """Publish (no notice yet), rewrite or conclude ``key``'s notice with ``body``."""
 
     key: NoticeKey
-    kind: str  # "publish", "update" or "conclude"
+    kind: str  # "publish", "update", "conclude" or "fail" (its run cancelled)
     reason: str
     since: float
     body: dict[str, object]
 
 
 @dataclass(frozen=True, slots=True)
+class Cancel:
+    """Cancel ``write.key``'s run, then write its notice ``fail`` (``write``)."""
+
+    write: Write
+
+
+@dataclass(frozen=True, slots=True)
 class ReasonPlan:
     heads: tuple[ReadHead, ...] = ()
     writes: tuple[Write, ...] = ()
+    cancels: tuple[Cancel, ...] = ()
     deferred: int = 0  # calls due that the budget share kept for a later turn
     allowance: int = 0  # calls the share allowed this turn
 
@@ -123,23 +155,39 @@ def plan_reasons(snapshot: ReasonSnapshot, now: float) -> ReasonPlan:
     settings = snapshot.settings
     oldest: dict[NoticeKey, float] = {}
     for job in snapshot.waiting:
+        if job.key.run in snapshot.cancelled:
+            continue  # its run is cancelled: its jobs end, nothing more is told
         known = oldest.get(job.key)
         oldest[job.key] = job.assigned_at if known is None else min(known, job.assigned_at)
+    to_cancel = []
+    for key, since in sorted(oldest.items(), key=lambda item: (item[1], item[0])):
+        never = snapshot.unservable.get(key.scale_set)
+        if (
+            never is not None
+            and now - since >= never.cancel_after
+            and now - never.since >= never.cancel_after
+        ):
+            reason = unservable(key.scale_set, never.why, now - since)
+            to_cancel.append(_write(snapshot, key, "fail", reason, since, now))
+    failing = {write.key for write in to_cancel}
+    for key in failing:
+        del oldest[key]
     concludes = [
         _write(snapshot, notice.key, "conclude", notice.reason, notice.since, now)
         for key, notice in sorted(snapshot.notices.items())
-        if key not in oldest
+        if key not in oldest and key not in failing
     ]
     due = sorted(
         (since, key)
         for key, since in oldest.items()
-        if key not in snapshot.notices and now - since >= settings.after
+        if settings.enabled and key not in snapshot.notices and now - since >= settings.after
     )
     updates = []
     for notice in sorted(snapshot.notices.values(), key=lambda n: (n.written_at, n.key)):
         reason = snapshot.reasons.get(notice.key.scale_set, "")
         if (
-            notice.key in oldest
+            settings.enabled
+            and notice.key in oldest
             and reason != notice.reason
             and now - notice.written_at >= settings.update_every
         ):
@@ -150,6 +198,14 @@ def plan_reasons(snapshot: ReasonSnapshot, now: float) -> ReasonPlan:
     heads: list[ReadHead] = []
     asked: set[tuple[str, str]] = set()
     deferred = 0
+    cancels: list[Cancel] = []
+    for write in to_cancel:  # first: a run that can never be served ends now
+        cost = 2 if write.key.run in snapshot.heads else 3  # cancel, (head,) conclusion
+        if left >= cost:
+            cancels.append(Cancel(write))
+            left -= cost
+        else:
+            deferred += 1
     for write in concludes:
         if left > 0:
             writes.append(write)
@@ -179,7 +235,7 @@ def plan_reasons(snapshot: ReasonSnapshot, now: float) -> ReasonPlan:
             left -= 1
         else:
             deferred += 1
-    return ReasonPlan(tuple(heads), tuple(writes), deferred, budget)
+    return ReasonPlan(tuple(heads), tuple(writes), tuple(cancels), deferred, budget)
 
 
 def title(key: NoticeKey) -> str:
@@ -194,6 +250,8 @@ def _write(
     sha = snapshot.heads.get(key.run, "")
     if kind == "conclude":
         text = f"waited {format_seconds(waited)}: {reason}"
+    elif kind == "fail":
+        text = reason
     else:
         text = f"waiting {format_seconds(waited)}: {reason}"
     link = f"\n\nThe fleet: {settings.fleet_url}" if settings.fleet_url else ""
@@ -202,16 +260,16 @@ def _write(
         body = {
             "name": title(key),
             "head_sha": sha,
-            "status": "completed" if kind == "conclude" else "in_progress",
+            "status": "completed" if kind in ("conclude", "fail") else "in_progress",
             "output": {"title": _fit(text, 255), "summary": _fit(text, 60_000) + link},
         }
-        if kind == "conclude":
-            body["conclusion"] = "neutral"
+        if kind in ("conclude", "fail"):
+            body["conclusion"] = "neutral" if kind == "conclude" else "failure"
         if settings.fleet_url:
             body["details_url"] = settings.fleet_url
     else:
         body = {
-            "state": "success" if kind == "conclude" else "pending",
+            "state": {"conclude": "success", "fail": "failure"}.get(kind, "pending"),
             "context": title(key),
             "description": _fit(text, STATUS_DESCRIPTION_MAX),
         }
@@ -270,3 +328,30 @@ def scale_set_reason(fleet: Fleet, scale_set: str, now: float, starting: Iterabl
     else:
         parts.append("next: tries again as soon as a provider may be tried")
     return "; ".join(parts)
+
+
+def unservable_of(
+    fleet: Fleet,
+    scale_set: str,
+    cancel_after: float,
+    silent_since: Mapping[str, float],
+    errors: Mapping[str, str],
+) -> Unservable | None:
+    """The scale set's providers when none can ever take its runner: each one's last refusal
+    was INVALID, or it does not answer (``silent_since``: when each provider not answering
+    was first seen so; ``errors``: why). None as soon as one provider may yet take it."""
+    config = fleet.scale_sets.get(scale_set)
+    if config is None or not config.providers:
+        return None
+    why: list[str] = []
+    since = 0.0
+    for entry in config.providers:
+        backoff = fleet.backoff(scale_set, entry.name)
+        if entry.name in silent_since:
+            why.append(cannot_be_reached(entry.name, errors.get(entry.name, "")))
+            since = max(since, silent_since[entry.name])
+        elif backoff is not None and backoff.invalid:
+            why.append(refuses_as_invalid(entry.name, backoff.last_error))
+        else:
+            return None
+    return Unservable(tuple(why), since, cancel_after)

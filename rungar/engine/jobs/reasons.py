@@ -24,10 +24,12 @@ from rungar.engine.jobs.reason_plan import (
     NoticeKey,
     ReasonPlan,
     ReasonSnapshot,
+    Unservable,
     WaitingJob,
     Write,
     plan_reasons,
     scale_set_reason,
+    unservable_of,
 )
 from rungar.errors import GitHubError
 from rungar.model.runner import RunnerState
@@ -49,6 +51,7 @@ class ReasonsSeen:
     concluded: int = 0
     deferred: int = 0
     failed: int = 0
+    cancelled: int = 0
     last_error: str = ""
 
 
@@ -59,6 +62,8 @@ class JobReasons:
         self.heads: dict[tuple[str, str], str] = {}
         self.spent: deque[float] = deque()
         self.seen = ReasonsSeen()
+        self.silent_since: dict[str, float] = {}  # provider -> first seen not answering
+        self.cancelled: dict[tuple[str, str], float] = {}  # run -> when it was cancelled
 
     def snapshot(self, now: float) -> ReasonSnapshot:
         ctx = self.ctx
@@ -78,6 +83,22 @@ class JobReasons:
                 )
             if state.queued:
                 reasons[name] = scale_set_reason(ctx.fleet, name, now, starting.get(name, ()))
+        unservable: dict[str, Unservable] = {}
+        for name in ctx.fleet.providers:
+            if ctx.fleet.is_reachable(name):
+                self.silent_since.pop(name, None)
+            else:
+                self.silent_since.setdefault(name, now)
+        for name, state in ctx.sets.items():
+            after = state.config.unservable_cancel_after
+            if after is not None and state.queued:
+                never = unservable_of(
+                    ctx.fleet, name, after, self.silent_since, ctx.findings.list_errors
+                )
+                if never is not None:
+                    unservable[name] = never
+        for run in [run for run, at in self.cancelled.items() if now - at >= HOUR]:
+            del self.cancelled[run]
         for key, notice in self.notices.items():
             if key.scale_set not in reasons:
                 reasons[key.scale_set] = notice.reason
@@ -93,12 +114,14 @@ class JobReasons:
             budget_limit=budget.limit,
             check_runs=ctx.github.writes_check_runs(),
             settings=ctx.config.job_reasons,
+            unservable=unservable,
+            cancelled=frozenset(self.cancelled),
         )
 
     async def turn(self) -> ReasonPlan:
         """One turn: the plan for now, carried out."""
         ctx = self.ctx
-        if not ctx.config.job_reasons.enabled or not ctx.acting():
+        if not self.wanted() or not ctx.acting():
             return ReasonPlan()
         now = ctx.clock.now()
         plan = plan_reasons(self.snapshot(now), now)
@@ -111,10 +134,58 @@ class JobReasons:
                 self._failed("head", head.repository, head.run_id, e)
                 continue
             self.heads[(head.repository, head.run_id)] = sha
+        for cancel in plan.cancels:
+            await self._cancel(cancel.write)
         for write in plan.writes:
             await self._write(write)
         self._forget_heads()
         return plan
+
+    def wanted(self) -> bool:
+        """Reasons are told, or a scale set ends jobs that can never be served."""
+        ctx = self.ctx
+        return ctx.config.job_reasons.enabled or any(
+            s.config.unservable_cancel_after is not None for s in ctx.sets.values()
+        )
+
+    async def _cancel(self, write: Write) -> None:
+        """A run whose job can never be served: cancelled, with an event, a metric and the
+        reason on its notice."""
+        ctx = self.ctx
+        key = write.key
+        self.spent.append(ctx.clock.now())
+        try:
+            await ctx.github.cancel_workflow_run(key.repository, key.run_id)
+        except GitHubError as e:
+            self._failed("cancel", key.repository, key.run_id, e)
+            return
+        self.cancelled[key.run] = ctx.clock.now()
+        self.seen.cancelled += 1
+        ctx.metrics.runs_cancelled.labels(key.scale_set).inc()
+        ctx.events.record(
+            "scale_set",
+            key.scale_set,
+            "run_cancelled",
+            scale_set=key.scale_set,
+            message=write.reason,
+            repository=key.repository,
+            run_id=key.run_id,
+        )
+        log.warning(
+            "job.run_cancelled",
+            scale_set=key.scale_set,
+            repository=key.repository,
+            run_id=key.run_id,
+            reason=write.reason,
+        )
+        if key.run not in self.heads:
+            self.spent.append(ctx.clock.now())
+            try:
+                self.heads[key.run] = await ctx.github.head_commit(key.repository, key.run_id)
+            except GitHubError as e:
+                self._failed("head", key.repository, key.run_id, e)
+                return
+        await self._write(write)
 
     async def _write(self, write: Write) -> None:
         ctx = self.ctx
@@ -123,8 +194,10 @@ class JobReasons:
         self.spent.append(ctx.clock.now())
         try:
             if ctx.github.writes_check_runs():
+                body = dict(write.body)
+                body["head_sha"] = body.get("head_sha") or self.heads.get(key.run, "")
                 check_run_id = await ctx.github.write_check_run(
-                    key.repository, known.check_run_id if known else 0, write.body
+                    key.repository, known.check_run_id if known else 0, body
                 )
             else:
                 sha = self.heads.get(key.run, "")
@@ -134,7 +207,7 @@ class JobReasons:
             self._failed(write.kind, key.repository, key.run_id, e)
             return
         ctx.metrics.job_reasons_written.labels(key.scale_set, write.kind).inc()
-        if write.kind == "conclude":
+        if write.kind in ("conclude", "fail"):
             self.notices.pop(key, None)
             self.seen.concluded += 1
             return

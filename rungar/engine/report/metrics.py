@@ -52,6 +52,12 @@ class Metrics:
             ["scale_set", "kind"],
             registry=r,
         )
+        self.runs_cancelled = Counter(
+            "rungar_runs_cancelled",
+            "Workflow runs cancelled because no provider could ever take a job's runner",
+            ["scale_set"],
+            registry=r,
+        )
         self.registration_pace = Gauge(
             "rungar_github_registration_pace_per_minute",
             "Registrations per minute the installation keeps to (0: no pace, sent at once)",
