@@ -80,7 +80,8 @@ def test_json_output_for_a_valid_and_an_invalid_file(
         "col": 1,
         "path": "name",
         "message": (
-            "unknown key; known keys are version, providers, scale_sets, timing, dashboard, usage"
+            "unknown key; known keys are version, providers, scale_sets, timing, dashboard, usage, "
+            "job_reasons"
         ),
     } in result["problems"]
     assert {
