@@ -571,7 +571,7 @@ def render_reference() -> str:
         "",
         "### `job_reasons`",
         "",
-        "Why a job waits, told where its developer looks (docs/github.md, \"Why a job waits, on",
+        'Why a job waits, told where its developer looks (docs/github.md, "Why a job waits, on',
         "GitHub\"): a check run `rungar: <scale set>` on its workflow run's head commit, with a",
         "GitHub App that has **Checks: write** (and Actions: read); with a personal access token,",
         "which cannot write check runs, a commit status of that name (**Commit statuses: write**,",
