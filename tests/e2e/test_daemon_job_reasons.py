@@ -26,13 +26,14 @@ import pytest
 from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator.model import JobState, head_sha
 from tests.e2e.daemon_world import DaemonWorld
-from tests.e2e.test_token_leaks import APP, app_keys
+from tests.github_app import app_keys
 from tests.waiting import WAIT, until
 
 RUN = 4242  # the workflow run of the two jobs that wait
 AFTER = 4.0  # seconds a job waits before its reason is written (compressed from 60)
 CANCEL_AFTER = 3.0  # seconds a job no provider can serve waits before its run is cancelled
 HUGE_RUN = 5151
+APP = "Iv1.jobreasons"
 
 
 def fleet() -> dict[str, Any]:
