@@ -1,0 +1,141 @@
+"""Why a job waits, told on GitHub, for a hundred jobs through the real processes: a
+``rungar serve`` daemon authenticated as a GitHub App, the GitHub emulator, and a host over gRPC
+with room for four runners at a time.
+
+Ninety jobs in nine workflow runs queue on a host that takes four at a time, so most of them
+wait on FULL; ten jobs of two runs ask for a runner larger than the host (INVALID) and can never
+be served. Every run with a job that waited well past the threshold has a check run naming the
+host's answer; no run whose jobs all started well before it has one; every never-servable run is
+cancelled within its deadline plus a minute; no job that started was cancelled; and the writes
+stay within their documented share of the budget (5 % an hour, a tenth of that a minute).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rungar.testing.fake_provider import GIB, FakeProvider
+from rungar.testing.github_emulator.model import Job, JobState, head_sha
+from tests.e2e.daemon_world import DaemonWorld
+from tests.github_app import app_keys
+from tests.waiting import until
+
+pytestmark = pytest.mark.long  # a minute or two of real processes
+
+APP = "Iv1.jobreasonsburst"
+FACTOR = 10.0  # emulated seconds per real second
+AFTER = 4.0  # real seconds before a waiting job's reason is written
+CANCEL_AFTER = 6.0
+SLACK = 3.0  # a job within this of the threshold may go either way (polls, turns)
+RATE_LIMIT = 15000  # the emulator's hourly REST budget, as an App's on GitHub Enterprise
+
+
+def fleet() -> dict[str, Any]:
+    return {
+        "version": 1,
+        "timing": {"reconcile_interval": "5s", "backoff_first": "1s", "left_grace": "1s"},
+        "providers": [
+            {"name": "host", "type": "runnerd", "runner": {"vcpus": 1, "memory": "1GiB"}},
+        ],
+        "scale_sets": [
+            {
+                "name": "linux",
+                "labels": ["linux"],
+                "max_runners": 20,
+                "providers": ["host"],
+                "unservable": {"cancel_after": CANCEL_AFTER},
+            },
+            {
+                "name": "huge",
+                "labels": ["huge"],
+                "max_runners": 5,
+                "providers": [{"name": "host", "runner": {"vcpus": 8, "memory": "1GiB"}}],
+                "unservable": {"cancel_after": CANCEL_AFTER},
+            },
+        ],
+        "job_reasons": {"enabled": True, "after": AFTER, "update_every": AFTER},
+    }
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[DaemonWorld]:
+    root = Path(tempfile.mkdtemp(prefix="rg-", dir="/tmp"))
+    private, public = app_keys()
+    w = DaemonWorld(
+        root,
+        {"host": FakeProvider("host", vcpus=4, memory_bytes=4 * GIB)},
+        clock_factor=FACTOR,
+        app_private_key=private,
+        emulator_options={"apps": {APP: public}, "rate_limit": RATE_LIMIT},
+    )
+    await w.start(fleet())
+    yield w
+    await w.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def waited(job: Job) -> float:
+    """Real seconds from its assignment until a runner took it (or until now, still waiting)."""
+    end = job.started_at if job.started_at else job.finished_at
+    return (end - job.assigned_at) / FACTOR
+
+
+async def test_a_hundred_jobs_waiting_on_full_and_invalid_are_told_and_ended_within_budget(
+    world: DaemonWorld,
+) -> None:
+    await world.wait_for(
+        lambda s: s and all(x["status"] == "LISTENING" for x in s["scale_sets"]), "up", 60
+    )
+    started = time.monotonic()
+    for run in range(9):
+        for n in range(10):
+            await world.queue_job(labels=["linux"], name=f"j{n}", duration=20, run_id=100 + run)
+    for run in range(2):
+        for n in range(5):
+            await world.queue_job(labels=["huge"], name=f"h{n}", duration=20, run_id=900 + run)
+    state = world.emulator.state
+
+    def all_ended() -> bool:
+        return all(j.state is JobState.COMPLETED for j in state.jobs.values())
+
+    await until(all_ended, "every job to end", 300)
+    book = state.checks
+    runs: dict[int, list[Job]] = defaultdict(list)
+    for job in state.jobs.values():
+        runs[job.run_id].append(job)
+    by_head = {c["head_sha"]: c for c in book.check_runs.values() if c["name"] == "rungar: linux"}
+    told = 0
+    for run_id in range(100, 109):
+        jobs = runs[run_id]
+        assert all(j.result != "canceled" for j in jobs), run_id  # none of them was cancelled
+        check = by_head.get(head_sha("octo-org/app", run_id))
+        if max(waited(j) for j in jobs) > AFTER + SLACK:
+            assert check is not None, run_id
+            assert check["conclusion"] == "neutral", check
+            told += 1
+        if max(waited(j) for j in jobs) < AFTER - SLACK:
+            assert check is None, run_id
+    assert told >= 5  # four runners at a time: most runs waited
+    # Each names the host, where the runners of its jobs were tried.
+    assert all("host" in c["output"]["summary"] for c in by_head.values())
+    cancelled = {c["run_id"]: c["at"] for c in book.cancelled_runs}
+    assert sorted(cancelled) == [900, 901]
+    for run_id in (900, 901):
+        first = min(j.assigned_at for j in runs[run_id])
+        assert (cancelled[run_id] - first) / FACTOR < CANCEL_AFTER + 60
+        assert all(j.result == "canceled" and not j.started_at for j in runs[run_id])
+    # The writes' share: 5 % of the hour's budget, a tenth of that in any minute.
+    writes = [r for r in state.requests if r["route"] in ("R8", "R9", "R10", "R11", "R12")]
+    assert len(writes) <= RATE_LIMIT * 5 // 100
+    elapsed = time.monotonic() - started
+    per_minute = RATE_LIMIT * 5 // 100 // 10
+    assert len(writes) <= per_minute * (elapsed / 60 + 1), (len(writes), elapsed)
+    assert len([r for r in writes if r["route"] == "R8"]) <= 11  # each run's head, once
