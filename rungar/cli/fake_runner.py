@@ -23,6 +23,9 @@ from typing import Any
 import httpx
 
 ENV_JITCONFIG = "ACTIONS_RUNNER_INPUT_JITCONFIG"
+ENV_VERSION = "RUNGAR_FAKE_RUNNER_VERSION"  # the runner version it claims to be
+DEFAULT_VERSION = "2.330.0"
+OUTDATED_EXIT = 7  # the runner's exit when GitHub refuses its version: no retry needed
 PAGE = 4096
 
 
@@ -80,10 +83,23 @@ def run_workload(seconds: float, memory_bytes: int, cpu: float) -> None:
     del ballast
 
 
-def serve_one_job(identity: RunnerIdentity, *, max_wait: float, log: Any) -> int:
-    headers = {"Authorization": f"Bearer {identity.credential}"}
+def serve_one_job(
+    identity: RunnerIdentity, *, max_wait: float, log: Any, version: str = DEFAULT_VERSION
+) -> int:
+    headers = {
+        "Authorization": f"Bearer {identity.credential}",
+        # As the runner names itself to GitHub, its version included.
+        "User-Agent": f"GitHubActionsRunner-linux-x64/{version}",
+    }
     with httpx.Client(base_url=identity.server, headers=headers, timeout=70.0) as http:
         r = http.post("connect")
+        refused = _refusal_message(r) if r.status_code == 403 else ""
+        if "is deprecated" in refused:
+            # The runner's own lines when GitHub refuses its version, then its exit for good.
+            log(f"Current runner version: '{version}'")
+            log(f"An error occurred: {refused}")
+            log("Runner listener exit with terminated error, stop the service, no retry needed.")
+            return OUTDATED_EXIT
         if r.status_code != 200:
             log(f"runner {identity.name}: registration refused (HTTP {r.status_code})")
             return 1
@@ -112,6 +128,14 @@ def serve_one_job(identity: RunnerIdentity, *, max_wait: float, log: Any) -> int
         return 1
 
 
+def _refusal_message(answer: httpx.Response) -> str:
+    try:
+        body = answer.json()
+    except ValueError:
+        return ""
+    return str(body.get("message", ""))[:300] if isinstance(body, dict) else ""
+
+
 def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         name, help=help_text, description=__doc__
@@ -122,6 +146,12 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         help=f"read the encoded JIT config from stdin (default: ${ENV_JITCONFIG})",
     )
     parser.add_argument("--max-wait", type=float, default=3600.0, help="seconds to wait for a job")
+    parser.add_argument(
+        "--runner-version",
+        default=os.environ.get(ENV_VERSION, DEFAULT_VERSION),
+        help=f"the runner version it claims to GitHub (default: ${ENV_VERSION}, else "
+        f"{DEFAULT_VERSION}); one below GitHub's minimum is refused and exits {OUTDATED_EXIT}",
+    )
     return parser
 
 
@@ -147,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     try:
-        return serve_one_job(identity, max_wait=args.max_wait, log=log)
+        return serve_one_job(identity, max_wait=args.max_wait, log=log, version=args.runner_version)
     except httpx.HTTPError as e:
         print(
             f"fake-runner: {identity.name}: cannot reach {identity.server}: {type(e).__name__}",

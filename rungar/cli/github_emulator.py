@@ -50,6 +50,8 @@ control API (JSON; BASE is the URL on the first line of output):
   POST BASE/_fake/scalesets/ID/ACTION
                                   delete (the scale set), or evict (its message session)
   POST BASE/_fake/ratelimit       {"remaining": N, "reset_in": SECONDS}
+  POST BASE/_fake/runner-minimum  {"minimum": "2.331.0"}: GitHub's minimum runner version
+                                  from now on ("" takes every version)
   POST BASE/_fake/webhooks/redeliver/DELIVERY_ID
                                   send a workflow_job delivery again
   GET  BASE/_fake/requests        every request received: {"count", "value": [...]}

@@ -25,6 +25,11 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
     ("runner", "removed"): (
         "let go (reason: job_completed, scaled_down, ended, requested, orphaned, …)"
     ),
+    ("runner", "outdated"): (
+        "it exited before connecting because GitHub refused its runner version as outdated; "
+        "no crash: its scale set places nothing more on the provider until it reports a newer "
+        "runner (runner_version, output)"
+    ),
     ("runner", "lost"): "its provider did not answer for unreachable_grace; it is forgotten",
     ("provider", "full"): "it refused a create FULL (resource, refusals)",
     ("provider", "failing"): "it refused a create FAILED or INVALID (refusal, refusals)",

@@ -40,3 +40,29 @@ def parse_runner_version(text: object) -> RunnerVersion | None:
 def version_problem(text: object) -> str:
     """Why ``text`` is not a runner version (empty when it is one)."""
     return "" if parse_runner_version(text) is not None else FORM_PROBLEM
+
+
+# How a runner names itself to GitHub (``GitHubActionsRunner-linux-x64/2.329.0``), and GitHub's
+# answer to one below its minimum, which the runner prints before it exits for good.
+_USER_AGENT = re.compile(r"GitHubActionsRunner[\w.-]{0,40}/(v?\d{1,9}\.\d{1,9}\.\d{1,9})")
+_DEPRECATED = re.compile(r"Runner version (v?\d{1,9}\.\d{1,9}\.\d{1,9}) is deprecated")
+
+
+def runner_version_of(user_agent: str) -> RunnerVersion | None:
+    """The version a runner's User-Agent names, if it names one."""
+    found = _USER_AGENT.search(user_agent[:512])
+    return parse_runner_version(found.group(1)) if found else None
+
+
+def deprecated_message(version: RunnerVersion | None) -> str:
+    """GitHub's refusal of a runner below its minimum, in its words."""
+    return f"Runner version v{version} is deprecated and cannot receive messages."
+
+
+def refused_version(lines: list[str] | tuple[str, ...]) -> RunnerVersion | None:
+    """The version GitHub refused, when a runner's last output says it did."""
+    for line in reversed(lines):
+        found = _DEPRECATED.search(line[:1000])
+        if found:
+            return parse_runner_version(found.group(1))
+    return None

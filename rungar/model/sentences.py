@@ -53,6 +53,17 @@ def below_minimum_reason(version: object, minimum: object) -> str:
     return f"runner {version} is below GitHub's minimum {minimum}"
 
 
+def refused_reason(version: object) -> str:
+    """A provider whose runner GitHub refused as outdated when it connected (its exit said so),
+    until the provider reports a newer runner."""
+    return f"runner {version} was refused by GitHub as outdated"
+
+
+def outdated_exit(runner: str, version: object) -> str:
+    """A runner that exited because GitHub refused its version: told as such, never a crash."""
+    return f"runner {runner} exited: GitHub refused runner {version} as outdated (not a crash)"
+
+
 def outdated_sentence(scale_set: str, provider: str, reason: str) -> str:
     """``rungar status``'s line of a provider skipped for its runner version."""
     return f"{scale_set}'s runners are not placed on {provider}: {reason}"

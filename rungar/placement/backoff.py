@@ -10,7 +10,7 @@ there forgives the streak; room opening there (a machine deleted) lifts a FULL w
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rungar.config.model import Timing
 from rungar.model.machine import Refusal, RefusalKind
@@ -200,6 +200,21 @@ class Backoffs:
         )
         self._crash_loops[(scale_set, provider)] = backoff
         return backoff
+
+    def uncount(self, scale_set: str, provider: str, now: float, timing: Timing) -> None:
+        """One failure counted in the crash loop was no crash: the loop is one shorter, its
+        wait no longer than one that length would have (none below ``crash_backoff_after``)."""
+        current = self._crash_loops.get((scale_set, provider))
+        if current is None:
+            return
+        refusals = current.refusals - 1
+        if refusals < 1:
+            del self._crash_loops[(scale_set, provider)]
+            return
+        streak = refusals - max(1, timing.crash_backoff_after) + 1
+        wait = backoff_wait(streak, timing.crash_backoff_first, timing.crash_backoff_max)
+        until = min(current.until, now + wait) if wait > 0 else now
+        self._crash_loops[(scale_set, provider)] = replace(current, refusals=refusals, until=until)
 
     def connected(self, scale_set: str, provider: str) -> bool:
         """A runner connected: the crash loop is forgiven; True when there was one."""

@@ -12,7 +12,8 @@ Skip reasons, checked in this order, are user-facing sentences shared by logs, e
 
 1. ``disabled``
 2. ``unreachable``
-3. ``runner 2.320.0 is below GitHub's minimum 2.329.0``: GitHub would refuse the runner there
+3. ``runner 2.320.0 is below GitHub's minimum 2.329.0`` (or ``was refused by GitHub as
+   outdated``, told by a runner's exit): GitHub would refuse the runner there
    (:class:`~rungar.placement.versions.RunnerVersions`)
 4. ``full``
 5. ``failing to create its runner: <last error>``
@@ -412,6 +413,12 @@ class Fleet:
         """A runner ended, or never connected in time, before it ever connected: one more in
         the scale set's crash loop on that provider (``why`` is EXITED or NEVER_CONNECTED)."""
         return self.backoffs.crashed(scale_set, provider, why, now, self.timing)
+
+    def uncount_crash(self, scale_set: str, provider: str, now: float) -> Backoff | None:
+        """A runner counted in the crash loop exited for another reason (GitHub refused its
+        version): the loop is one shorter; what is left of it."""
+        self.backoffs.uncount(scale_set, provider, now, self.timing)
+        return self.backoffs.crash_loop(scale_set, provider)
 
     def record_connected(self, scale_set: str, provider: str) -> bool:
         """A runner connected: its scale set's crash loop on the provider is forgiven."""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from rungar.config.model import ScaleSetConfig
 from rungar.model.runner_version import RunnerVersion, parse_runner_version
-from rungar.model.sentences import below_minimum_reason
+from rungar.model.sentences import below_minimum_reason, refused_reason
 
 
 class RunnerVersions:
@@ -25,6 +25,8 @@ class RunnerVersions:
         self._reported: dict[str, RunnerVersion] = {}  # provider -> its Info's
         self._named: dict[tuple[str, str], RunnerVersion] = {}  # (scale set, provider) -> block's
         self.asked: set[str] = set()  # providers whose Info has been asked
+        # (scale set, provider) -> the version GitHub refused there, told by a runner's exit
+        self._turned_away: dict[tuple[str, str], RunnerVersion] = {}
 
     def configure(self, scale_sets: Sequence[ScaleSetConfig]) -> None:
         """The versions the runner blocks name (``runner_version``), read afresh."""
@@ -52,9 +54,17 @@ class RunnerVersions:
     def reported(self) -> dict[str, RunnerVersion]:
         return dict(self._reported)
 
+    def turned_away(self, scale_set: str, provider: str, version: RunnerVersion) -> None:
+        """A runner of ``scale_set`` on ``provider`` exited because GitHub refused its
+        ``version``: nothing more is placed there until the provider reports a newer one."""
+        self._turned_away[(scale_set, provider)] = version
+
     def refused(self, scale_set: str, provider: str) -> str | None:
-        """The skip reason when GitHub's minimum is above the runner there, else None."""
+        """The skip reason when GitHub would refuse the runner there, else None."""
         version = self.of(scale_set, provider)
+        turned = self._turned_away.get((scale_set, provider))
+        if turned is not None and (version is None or version <= turned):
+            return refused_reason(turned)
         if version is None or self.minimum is None or version >= self.minimum:
             return None
         return below_minimum_reason(version, self.minimum)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,50 @@ async def test_an_outdated_provider_gets_no_runner_and_the_compliant_one_takes_t
     printed = await world.rungar("status", "--json")
     found = mismatches(json.loads(printed.stdout), read_schema())
     assert found == [], "\n".join(found)
+
+
+@pytest.fixture
+async def unknown_versions() -> Any:
+    """Neither provider reports its runner version; old's runners are 2.320.0, which the
+    emulator (GitHub's minimum 2.329.0) refuses when they connect."""
+    root = Path(tempfile.mkdtemp(prefix="rg-", dir="/tmp"))
+    w = DaemonWorld(
+        root,
+        {
+            "old": FakeProvider("old", vcpus=64, memory_bytes=64 * GIB),
+            "new": FakeProvider("new", vcpus=64, memory_bytes=64 * GIB),
+        },
+    )
+    w.providers["old"].command = [
+        sys.executable, "-m", "rungar.cli.fake_runner", "--runner-version", "2.320.0",
+    ]  # fmt: skip
+    await w.start(fleet())
+    yield w
+    await w.stop()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_runner_github_refuses_at_connect_is_outdated_never_a_crash(
+    unknown_versions: DaemonWorld,
+) -> None:
+    world = unknown_versions
+    turned_away = "runner 2.320.0 was refused by GitHub as outdated"
+
+    def settled(status: dict[str, Any] | None) -> bool:
+        runners = (status or {}).get("runners", [])
+        skips = [s for s in (status or {}).get("skips", []) if s.get("outdated")]
+        idle = [r for r in runners if r["state"] == "idle" and r["provider"] == "new"]
+        return len(idle) >= 3 and bool(skips)
+
+    status = await world.wait_for(settled, "old skipped as outdated, new serving", 120)
+    (skip,) = [s for s in status["skips"] if s.get("outdated")]
+    assert (skip["provider"], skip["error"]) == ("old", turned_away)
+    assert not [s for s in status["skips"] if s.get("crash_loop")], "no crash loop"
+    events = [line.get("event") for line in world.log_lines()]
+    assert "runner.outdated" in events
+    assert "runner.crashed" not in events and "provider.crash_loop" not in events
+    outdated = [line for line in world.log_lines() if line.get("event") == "runner.outdated"]
+    assert {line["runner_version"] for line in outdated} == {"2.320.0"}
+    # The first runners went there at once (nothing was known); each told its exit, and none
+    # was placed there after.
+    assert world.providers["old"].fake.created == len(outdated) >= 1

@@ -342,3 +342,35 @@ async def test_a_runner_created_after_its_block_changes_carries_the_new_revision
     assert second.revision == world.engine.current_revisions("plain")["compute1"]
     assert second.revision != first.revision
     assert world.providers["compute1"].used()[0] == 2 + 4  # the second machine's new size
+
+
+async def test_a_runner_github_refused_as_outdated_is_no_crash_and_its_provider_is_skipped(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, scale_set("rungar-c4-m8"))
+    await world.start()
+    await stop_before_connecting(world, "rungar-c4-m8", output="try 0")  # a crash first
+    world.clock.advance(30)
+    await world.demand("rungar-c4-m8", 1)
+    (record,) = world.engine.runners.live("rungar-c4-m8")
+    world.providers["compute1"].output[record.name] = [
+        "Current runner version: '2.320.0'",
+        "An error occurred: Runner version v2.320.0 is deprecated and cannot receive messages.",
+        "Runner listener exit with terminated error, stop the service, no retry needed.",
+    ]
+    world.providers["compute1"].set_state(record.name, MachineState.STOPPED)
+    await world.engine.reconcile()
+    await world.engine.drain_tasks()
+
+    loop = world.engine.fleet.crash_loop("rungar-c4-m8", "compute1")
+    assert loop is not None and loop.refusals == 1, "the crash before still counts, alone"
+    crashed = world.engine.metrics.crashed.labels("rungar-c4-m8", "compute1", "exited")
+    assert crashed._value.get() == 1  # prometheus_client has no getter
+    outdated = world.engine.metrics.outdated.labels("rungar-c4-m8", "compute1")
+    assert outdated._value.get() == 1
+    (event,) = [e for e in world.engine.events.recent() if e.action == "outdated"]
+    assert event.attributes["runner_version"] == "2.320.0"
+    assert "GitHub refused runner 2.320.0 as outdated (not a crash)" in event.message
+    assert not [e for e in world.engine.events.recent() if e.action == "crash_loop"]
+    why = world.engine.fleet.cannot_place("rungar-c4-m8", world.clock.now())
+    assert "compute1: runner 2.320.0 was refused by GitHub as outdated" in why, why

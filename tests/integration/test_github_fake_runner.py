@@ -7,6 +7,9 @@ import os
 import resource
 import sys
 
+import httpx
+
+from rungar.model.runner_version import RunnerVersion, refused_version
 from rungar.testing.github_emulator import GitHubEmulator, JobSpec, JobState
 from rungar.testing.github_emulator.harness import fast_options, github, scale_set
 
@@ -69,3 +72,34 @@ async def test_the_fake_runner_refuses_to_start_without_a_jit_config() -> None:
     assert code == 2
     code, out = await _fake_runner("bm90IGEgaml0IGNvbmZpZw==", via_env=False)
     assert code == 2 and "not a JIT config" in out
+
+
+async def test_a_runner_below_githubs_minimum_is_refused_at_connect_and_exits_outdated() -> None:
+    async with GitHubEmulator(fast_options()) as emu, github(emu) as gh:
+        scale_set_id = await gh.ensure_scale_set(scale_set())
+        runner_id, jit = await gh.generate_jit_config(scale_set_id, "linux-1")
+        code, out = await _fake_runner(jit, "--runner-version", "2.320.0")
+        assert code == 7, out
+        assert (
+            "An error occurred: Runner version v2.320.0 is deprecated and cannot receive messages."
+            in out
+        )
+        assert not emu.state.runners[runner_id].online
+        assert refused_version(out.splitlines()) == RunnerVersion(2, 320, 0)
+
+
+async def test_moving_the_minimum_during_a_run_refuses_a_runner_taken_before() -> None:
+    async with GitHubEmulator(fast_options()) as emu, github(emu) as gh:
+        scale_set_id = await gh.ensure_scale_set(scale_set())
+        _, first = await gh.generate_jit_config(scale_set_id, "linux-1")
+        _, second = await gh.generate_jit_config(scale_set_id, "linux-2")
+        version = ("--runner-version", "2.330.0")
+        code, out = await _fake_runner(first, "--max-wait", "0.1", *version)
+        assert code == 1 and "online" in out, "taken at 2.329.0: no job came, so it gave up"
+        async with httpx.AsyncClient() as http:
+            moved = await http.post(
+                f"{emu.base_url}/_fake/runner-minimum", json={"minimum": "2.331.0"}
+            )
+        assert moved.status_code == 204
+        code, out = await _fake_runner(second, *version)
+        assert code == 7 and "v2.330.0 is deprecated" in out, out

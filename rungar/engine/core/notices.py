@@ -19,12 +19,14 @@ from rungar.engine.core.scale_set_state import ScaleSetState
 from rungar.errors import GitHubError, ProviderError
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
+from rungar.model.runner_version import RunnerVersion, refused_version
 from rungar.model.sentences import (
     CRASH_LOOP,
     EXITED,
     NEVER_CONNECTED,
     UNREACHABLE_SINCE,
     crash_sentence,
+    outdated_exit,
 )
 from rungar.scaling import InForce
 from rungar.scaling.stale_statistics import Judged
@@ -105,8 +107,8 @@ def note_crash(ctx: EngineContext, record: RunnerRecord, reason: str) -> None:
         return
     now = ctx.clock.now()
     backoff = ctx.fleet.record_crash(record.scale_set, record.provider, why, now)
-    kind = "exited" if why == EXITED else "never_connected"
-    ctx.metrics.crashed.labels(record.scale_set, record.provider, kind).inc()
+    if why != EXITED:  # an exit is counted once its output shows it was no version refusal
+        ctx.metrics.crashed.labels(record.scale_set, record.provider, "never_connected").inc()
     if backoff.active(now):
         ctx.metrics.crash_loop.labels(record.scale_set, record.provider).set(backoff.refusals)
     ctx.findings.crashes_to_report[record.name] = (why, backoff.refusals)
@@ -134,6 +136,12 @@ async def report_crash(ctx: EngineContext, record: RunnerRecord, provider: Provi
         )
     except (ProviderError, TimeoutError) as e:
         log.info("runner.output_unread", runner=record.name, error=str(e))
+    if why == EXITED:
+        turned_away = refused_version(lines)
+        if turned_away is not None:
+            note_outdated(ctx, record, turned_away, lines)
+            return
+        ctx.metrics.crashed.labels(record.scale_set, record.provider, "exited").inc()
     now = ctx.clock.now()
     backoff = ctx.fleet.crash_loop(record.scale_set, record.provider)
     if backoff is None or backoff.refusals != in_a_row:
@@ -172,6 +180,43 @@ async def report_crash(ctx: EngineContext, record: RunnerRecord, provider: Provi
         runner=record.name,
         in_a_row=backoff.refusals,
         output=lines,
+    )
+
+
+def note_outdated(
+    ctx: EngineContext,
+    record: RunnerRecord,
+    version: RunnerVersion,
+    lines: list[str],
+) -> None:
+    """A runner exited because GitHub refused its version (its output says so): no crash. Its
+    count in the crash loop is taken back, and its scale set places nothing more on the
+    provider until the provider reports a newer runner (docs/github.md, "Runner versions")."""
+    scale_set, provider = record.scale_set, record.provider
+    now = ctx.clock.now()
+    left = ctx.fleet.uncount_crash(scale_set, provider, now)
+    ctx.fleet.versions.turned_away(scale_set, provider, version)
+    loop = left.refusals if left is not None and left.active(now) else 0
+    ctx.metrics.crash_loop.labels(scale_set, provider).set(loop)
+    ctx.metrics.outdated.labels(scale_set, provider).inc()
+    sentence = outdated_exit(record.name, version)
+    ctx.events.record(
+        "runner",
+        record.name,
+        "outdated",
+        scale_set=scale_set,
+        provider=provider,
+        message=sentence,
+        runner_version=str(version),
+        output=lines,
+    )
+    log.warning(
+        "runner.outdated",
+        sentence=sentence,
+        scale_set=scale_set,
+        provider=provider,
+        runner=record.name,
+        runner_version=str(version),
     )
 
 

@@ -121,6 +121,13 @@ class Metrics:
             ["scale_set", "provider", "reason"],
             registry=r,
         )
+        # A runner that exited because GitHub refused its version: never counted as crashed.
+        self.outdated = Counter(
+            "rungar_runners_outdated",
+            "Runners that exited because GitHub refused their runner version as outdated",
+            ["scale_set", "provider"],
+            registry=r,
+        )
         self.crash_loop = Gauge(
             "rungar_crash_loop_runners",
             "Runners in a row that ended before connecting; 0 once one connects",

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from rungar.model.runner_version import parse_runner_version
 from rungar.testing.github_emulator.clock import EmulatorClock
 from rungar.testing.github_emulator.faults import Fault
 from rungar.testing.github_emulator.http import body_json, error, json_response
@@ -142,6 +143,20 @@ class ControlRoutes:
             self.state.evict_session(scale_set_id)
         return Response(status_code=204)
 
+    async def runner_minimum(self, request: Request) -> Response:
+        """A fault: GitHub's minimum runner version moves (``{"minimum": "2.331.0"}``; "" takes
+        every version); runners that connect from now on are held to it."""
+        body = await body_json(request)
+        minimum = body.get("minimum") if isinstance(body, dict) else None
+        if minimum == "":
+            self.state.runner_minimum = None
+            return Response(status_code=204)
+        parsed = parse_runner_version(minimum)
+        if parsed is None:
+            return error(400, "ArgumentException", "minimum: a runner version such as 2.329.0")
+        self.state.runner_minimum = parsed
+        return Response(status_code=204)
+
     async def rate_limit(self, request: Request) -> Response:
         body = await body_json(request)
         d = body if isinstance(body, dict) else {}
@@ -181,6 +196,7 @@ class ControlRoutes:
                     )
                 },
                 "faultsFired": len(s.faults.fired),
+                "runnerMinimum": str(s.runner_minimum or ""),
                 "throttled": {r: t.refused for r, t in s.faults.throttles.items()},
                 # What a developer sees on the runs' commits (github_emulator.checks)
                 "checks": s.checks.to_json(),
@@ -202,6 +218,7 @@ class ControlRoutes:
             Route("/_fake/clock/advance", self.advance, methods=["POST"]),
             Route("/_fake/scalesets/{id:int}/{action}", self.scale_set_action, methods=["POST"]),
             Route("/_fake/ratelimit", self.rate_limit, methods=["POST"]),
+            Route("/_fake/runner-minimum", self.runner_minimum, methods=["POST"]),
             Route("/_fake/webhooks/redeliver/{delivery_id}", self.redeliver, methods=["POST"]),
             Route("/_fake/requests", self.requests, methods=["GET"]),
             Route("/_fake/state", self.summary, methods=["GET"]),

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from rungar.model.runner_version import deprecated_message, runner_version_of
 from rungar.testing.github_emulator.http import bearer, body_json, error, json_response, route
 from rungar.testing.github_emulator.model import Job, Runner, ScaleSetRecord, SessionRecord
 from rungar.testing.github_emulator.state import EmulatorState
@@ -151,6 +152,10 @@ class QueueRoutes:
         runner = self._runner(request)
         if runner is None:
             return error(401, "VssUnauthorizedException", "unknown runner credential")
+        version = runner_version_of(request.headers.get("user-agent", ""))
+        if self.state.refuses_version(version):
+            # GitHub's answer to a runner below its minimum; the JIT config stays unused.
+            return error(403, "Forbidden", deprecated_message(version))
         if not self.state.connect(runner):
             return error(409, "RunnerJitConfigUsedException", "this JIT config was already used")
         return json_response(

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rungar.model.runner_version import RunnerVersion, parse_runner_version
 from rungar.testing.github_emulator.clock import EmulatorClock
 from rungar.testing.github_emulator.faults import FaultPlan
 from rungar.testing.github_emulator.model import (
@@ -78,6 +79,10 @@ class EmulatorOptions:
     # exist, as GitHub's can for hours after an incident; POST /_fake/scalesets/ID/stale
     # changes it for one scale set
     stale_assigned_jobs: int = 0
+    # GitHub's minimum runner version: a runner older than it is refused when it connects
+    # (403, "Runner version v2.320.0 is deprecated and cannot receive messages."), as GitHub
+    # does; POST /_fake/runner-minimum moves it during a run. "" = every version is taken.
+    runner_minimum: str = "2.329.0"
     webhook_url: str = ""
     webhook_secret: str = ""
     # HTTPS: a certificate (PEM, its chain after it) and its key; "" serves plain HTTP.
@@ -102,6 +107,7 @@ class EmulatorState:
     ) -> None:
         self.options = options
         self.clock = clock
+        self.runner_minimum = parse_runner_version(options.runner_minimum)
         self.tokens = TokenAuthority(
             clock,
             dict(options.apps),
@@ -454,6 +460,14 @@ class EmulatorState:
             if runner.credential == credential:
                 return runner
         return None
+
+    def refuses_version(self, version: RunnerVersion | None) -> bool:
+        """Whether GitHub's minimum is above the runner's version (an unstated one is taken)."""
+        return (
+            version is not None
+            and self.runner_minimum is not None
+            and (version < self.runner_minimum)
+        )
 
     def connect(self, runner: Runner) -> bool:
         """The runner uses its JIT config; False when it was used before (single use)."""
