@@ -2,12 +2,13 @@
 ``rungar serve`` daemon authenticated as a GitHub App, the GitHub emulator, and a host over gRPC
 with room for four runners at a time.
 
-Ninety jobs in nine workflow runs queue on a host that takes four at a time, so most of them
-wait on FULL; ten jobs of two runs ask for a runner larger than the host (INVALID) and can never
-be served. Every run with a job that waited well past the threshold has a check run naming the
-host's answer; no run whose jobs all started well before it has one; every never-servable run is
-cancelled within its deadline plus a minute; no job that started was cancelled; and the writes
-stay within their documented share of the budget (5 % an hour, a tenth of that a minute).
+Two jobs of a first run start at once, on an empty host. Then ninety jobs in nine workflow runs
+queue on the host, which takes four at a time, so most of them wait on FULL; ten jobs of two
+runs ask for a runner larger than the host (INVALID) and can never be served. Every run with a
+job that waited well past the threshold has a check run naming the host; no run whose jobs all
+started well before it has one; every never-servable run is cancelled within its deadline plus
+a minute; no job that started was cancelled; and the writes stay within their documented share
+of the budget (5 % an hour, a tenth of that a minute).
 """
 
 from __future__ import annotations
@@ -32,9 +33,11 @@ pytestmark = pytest.mark.long  # a minute or two of real processes
 
 APP = "Iv1.jobreasonsburst"
 FACTOR = 10.0  # emulated seconds per real second
-AFTER = 4.0  # real seconds before a waiting job's reason is written
+AFTER = 8.0  # real seconds before a waiting job's reason is written
 CANCEL_AFTER = 6.0
-SLACK = 3.0  # a job within this of the threshold may go either way (polls, turns)
+# A job this close to the threshold may go either way: the daemon hears of an assignment and a
+# start a poll after GitHub's times, and its task turns every 2 s.
+ABOVE, BELOW = 3.0, 2.0
 RATE_LIMIT = 15000  # the emulator's hourly REST budget, as an App's on GitHub Enterprise
 
 
@@ -61,7 +64,7 @@ def fleet() -> dict[str, Any]:
                 "unservable": {"cancel_after": CANCEL_AFTER},
             },
         ],
-        "job_reasons": {"enabled": True, "after": AFTER, "update_every": AFTER},
+        "job_reasons": {"enabled": True, "after": AFTER, "update_every": "8s"},
     }
 
 
@@ -95,13 +98,17 @@ async def test_a_hundred_jobs_waiting_on_full_and_invalid_are_told_and_ended_wit
         lambda s: s and all(x["status"] == "LISTENING" for x in s["scale_sets"]), "up", 60
     )
     started = time.monotonic()
+    quick = [await world.queue_job(labels=["linux"], name=f"q{n}", run_id=99) for n in range(2)]
+    state = world.emulator.state
+    await until(
+        lambda: all(state.jobs[j["jobId"]].started_at for j in quick), "the first run started"
+    )
     for run in range(9):
         for n in range(10):
             await world.queue_job(labels=["linux"], name=f"j{n}", duration=20, run_id=100 + run)
     for run in range(2):
         for n in range(5):
             await world.queue_job(labels=["huge"], name=f"h{n}", duration=20, run_id=900 + run)
-    state = world.emulator.state
 
     def all_ended() -> bool:
         return all(j.state is JobState.COMPLETED for j in state.jobs.values())
@@ -112,18 +119,20 @@ async def test_a_hundred_jobs_waiting_on_full_and_invalid_are_told_and_ended_wit
     for job in state.jobs.values():
         runs[job.run_id].append(job)
     by_head = {c["head_sha"]: c for c in book.check_runs.values() if c["name"] == "rungar: linux"}
-    told = 0
-    for run_id in range(100, 109):
+    told = quiet = 0
+    for run_id in range(99, 109):
         jobs = runs[run_id]
         assert all(j.result != "canceled" for j in jobs), run_id  # none of them was cancelled
         check = by_head.get(head_sha("octo-org/app", run_id))
-        if max(waited(j) for j in jobs) > AFTER + SLACK:
+        if max(waited(j) for j in jobs) > AFTER + ABOVE:
             assert check is not None, run_id
             assert check["conclusion"] == "neutral", check
             told += 1
-        if max(waited(j) for j in jobs) < AFTER - SLACK:
+        if max(waited(j) for j in jobs) < AFTER - BELOW:
             assert check is None, run_id
-    assert told >= 5  # four runners at a time: most runs waited
+            quiet += 1
+    assert told >= 3  # four runners at a time: the later runs waited
+    assert quiet >= 1  # the first run started at once: nothing was written for it
     # Each names the host, where the runners of its jobs were tried.
     assert all("host" in c["output"]["summary"] for c in by_head.values())
     cancelled = {c["run_id"]: c["at"] for c in book.cancelled_runs}
