@@ -129,6 +129,11 @@ def test_a_scale_sets_reason_is_the_status_skip_line_then_what_happens_next() ->
     assert scale_set_reason(f, "linux", 100.0, ["host2"]).endswith(
         "next: its runner is starting on host2"
     )
+    # Its backoff over, host1 is tried next: its last answer still says why the job waits.
+    later = 100.0 + left
+    assert scale_set_reason(f, "linux", later) == (
+        f"{found_full('linux', 'host1', 0.0)}; next: tries host1 then host2"
+    )
 
 
 def test_a_run_no_provider_can_ever_serve_is_cancelled_after_its_deadline_with_the_reason() -> None:

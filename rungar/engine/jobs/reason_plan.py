@@ -288,7 +288,8 @@ def _fit(text: str, limit: int) -> str:
 def scale_set_reason(fleet: Fleet, scale_set: str, now: float, starting: Iterable[str] = ()) -> str:
     """Why the scale set's jobs wait and what happens next, in the words of ``rungar status``:
     each provider it skips with its skip line (a backoff's and a crash loop's as ``status``
-    says them, a hold's as its providers' lines say it), then what is tried next. ``starting``
+    says them, a hold's as its providers' lines say it), a provider whose backoff just ended
+    with its last answer ("tries it again in 0s"), then what is tried next. ``starting``
     names the providers where one of its runners is starting."""
     found = fleet.candidates(scale_set, now)
     parts: list[str] = []
@@ -314,6 +315,15 @@ def scale_set_reason(fleet: Fleet, scale_set: str, now: float, starting: Iterabl
             )
         else:
             parts.append(str(skip))
+    for provider in found.order:
+        # Its wait is over and it is tried again next: its last answer still says why.
+        backoff = fleet.backoff(scale_set, provider)
+        if backoff is not None and backoff.refusals:
+            parts.append(
+                skip_sentence(
+                    scale_set, provider, backoff.full, backoff.refusals, 0.0, backoff.last_error
+                )
+            )
     for provider in fleet.providers:
         hold = fleet.hold_on(provider, now)
         if hold is not None and hold.holder == scale_set:
