@@ -36,6 +36,7 @@ from rungar.model.provider import Provider
 if TYPE_CHECKING:
     from rungar.rpc.client import GrpcProvider
     from rungar.rpc.plugin import PluginProcess
+    from rungar.rpc.reconnects import Reconnects
 
 
 def plugin_settings(config: ProviderConfig, installation: str) -> dict[str, Any]:
@@ -133,6 +134,11 @@ class PluginProvider:
         self.timeouts = timeouts
         if self._client is not None:
             timeouts.apply(self._client)
+
+    @property
+    def reconnects(self) -> Reconnects | None:
+        """Its client's reconnects after broken connections (rungar.rpc.reconnects)."""
+        return self._client.reconnects if self._client is not None else None
 
     @property
     def client(self) -> GrpcProvider:

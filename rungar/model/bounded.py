@@ -49,8 +49,13 @@ def resource(word: str) -> str:
 
 def is_name(name: str) -> bool:
     """Whether ``name`` can be a machine's name: 1 to :data:`NAME_MAX` printable characters,
-    no space."""
-    return 0 < len(name) <= NAME_MAX and name.isprintable() and " " not in name
+    no space, and not one cut short (:func:`cut`)."""
+    return (
+        0 < len(name) <= NAME_MAX
+        and name.isprintable()
+        and " " not in name
+        and not name.endswith(CUT)
+    )
 
 
 def labels(pairs: dict[str, str]) -> dict[str, str]:

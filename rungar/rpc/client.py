@@ -49,6 +49,7 @@ from rungar.model.runner_block import RunnerBlock
 from rungar.rpc import convert
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2_grpc as pb_grpc
+from rungar.rpc.reconnects import Reconnects
 from rungar.rpc.tls import ClientTls, channel_credentials, check_address, is_unix
 from rungar.stopping import timed_out
 
@@ -70,12 +71,19 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_permit_without_calls", 0),
     # A provider that comes back is reconnected within a second, not after gRPC's backoff of
     # up to 2 minutes: the wait between refused attempts never grows past 800 ms (plus gRPC's
-    # 20% jitter). An attempt nobody answers (a host that drops it) is given 2 s, enough for a
-    # TLS handshake over a slow link, instead of gRPC's 20 s.
+    # 20% jitter). A connection that breaks after it is made is waited on by the client itself
+    # (rungar.rpc.reconnects), 1 s doubling to 30 s. An attempt nobody answers (a host that
+    # drops it) is given 2 s, enough for a TLS handshake over a slow link, instead of gRPC's 20 s.
     ("grpc.initial_reconnect_backoff_ms", 200),
     ("grpc.max_reconnect_backoff_ms", 800),
     ("grpc.min_reconnect_backoff_ms", 2_000),
 )
+
+
+# gRPC's own words for a connection that could not be made (its reconnect backoff applies),
+# and for one lost under a call.
+NOT_MADE = "failed to connect to all addresses"
+LOST = "Stream removed"
 
 
 def map_rpc_error(
@@ -122,6 +130,8 @@ class GrpcProvider:
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        # A connection that breaks once made is tried again after a wait (rungar.rpc.reconnects).
+        self.reconnects = Reconnects()
 
     def __repr__(self) -> str:
         return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
@@ -182,15 +192,48 @@ class GrpcProvider:
         if not self._in_flight:
             self._idle.set()
 
+    def _check_connection(self, call: str) -> None:
+        """Fail at once while a broken connection waits to be tried again."""
+        left = self.reconnects.left()
+        if left:
+            raise ProviderUnavailable(
+                f"provider {self.name} did not answer {call}: its connection broke "
+                f"({self.reconnects.why}); trying again in {left:.1f} s"
+            )
+
+    def _failed(self, call: str, error: grpc.aio.AioRpcError, timeout: float | None) -> Exception:
+        """The error to raise; a connection that broke after it was made makes the next calls
+        wait (rungar.rpc.reconnects). It broke when the channel lost it (idle, or connecting
+        again): not when the provider answered UNAVAILABLE on a sound connection (still
+        ready), nor when no connection could be made (gRPC's own backoff: transient
+        failure)."""
+        mapped = map_rpc_error(self.name, call, error, timeout)
+        channel = self._channel
+        details = error.details() or ""
+        if (
+            error.code() is grpc.StatusCode.UNAVAILABLE
+            and not details.startswith(NOT_MADE)
+            and (
+                details.startswith(LOST)
+                or channel is None
+                or channel.get_state(try_to_connect=False) is not grpc.ChannelConnectivity.READY
+            )
+        ):
+            self.reconnects.broke(bounded.sentence(error.details() or "", 200))
+        return mapped
+
     async def _call(self, call: str, request: Any, timeout: float) -> Any:
+        self._check_connection(call)
         stub = self._connect()
         self._started()
         try:
-            return await getattr(stub, call)(request, timeout=timeout, metadata=self._metadata)
+            answer = await getattr(stub, call)(request, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
-            raise map_rpc_error(self.name, call, e, timeout) from e
+            raise self._failed(call, e, timeout) from e
         finally:
             self._ended()
+        self.reconnects.answered()
+        return answer
 
     async def info(self) -> ProviderInfo:
         return convert.info_from_pb(await self._call("Info", pb.InfoRequest(), self._timeout))
@@ -210,15 +253,17 @@ class GrpcProvider:
         call on its own clock, and this client never gives up on a Create before it does."""
         timeout = None if request.budget is None else request.budget + CREATE_DEADLINE_SLACK
         # The hot call, so the stub is called here rather than through _call.
+        self._check_connection("Create")
         message = convert.create_request_to_pb(request)
         stub = self._stub if self._stub is not None else self._connect()
         self._started()
         try:
             answer = await stub.Create(message, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as e:
-            raise map_rpc_error(self.name, "Create", e, timeout) from e
+            raise self._failed("Create", e, timeout) from e
         finally:
             self._ended()
+        self.reconnects.answered()
         return convert.create_response_from_pb(answer, provider=self.name)
 
     async def delete(self, name: str, removal: Removal | None = None) -> None:
@@ -235,6 +280,7 @@ class GrpcProvider:
 
     async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
         """LastOutput; a provider that does not implement it (an older plugin) has no lines."""
+        self._check_connection("LastOutput")
         stub = self._connect()
         self._started()
         try:
@@ -246,7 +292,7 @@ class GrpcProvider:
         except grpc.aio.AioRpcError as e:
             if e.code() is grpc.StatusCode.UNIMPLEMENTED:
                 return []
-            raise map_rpc_error(self.name, "LastOutput", e) from e
+            raise self._failed("LastOutput", e, self._timeout) from e
         finally:
             self._ended()
         kept = answer.lines[-min(bounded.LINES_MAX, lines or 20) :]  # the last ones asked for

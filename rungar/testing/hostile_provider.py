@@ -9,10 +9,15 @@ name; serve it with :func:`rungar.rpc.server.serve` to put it behind a real gRPC
     hostile = HostileProvider("b", scenarios={"lists_others", "huge_texts"})
     hostile.others = lambda: healthy.machines  # what "lists_others" lists
     server = await serve(hostile, "unix:///tmp/b.sock")
+
+:class:`GarbageServer` is the fault below the protocol: a peer that answers a valid HTTP/2
+preface, then garbage.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
@@ -94,3 +99,46 @@ class HostileProvider(FakeProvider):
             labels = L.machine_labels(selector.get(L.INSTALLATION, ""), "linux", "long", "r")
             found.append(Machine("n" * HUGE, MachineState.RUNNING, labels))
         return found
+
+
+# An empty HTTP/2 SETTINGS frame: a valid server preface. What follows it is a frame of a type
+# no HTTP/2 peer knows, whose length runs past what is sent: garbage.
+SERVER_PREFACE = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+GARBAGE = b"\x00\x00\x10\xff\x00\x00\x00\x00\x00" + b"not a frame at all"
+
+
+class GarbageServer:
+    """A peer that answers every connection with a valid HTTP/2 preface, then garbage, then
+    hangs up: the connection is made, and breaks. ``connections`` counts them, so a test sees
+    how often the daemon connects again. Listens on ``unix:///path`` or ``127.0.0.1:PORT``
+    (port 0 picks one; :attr:`address` says which)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.connections = 0
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        if self.address.startswith("unix://"):
+            path = self.address.removeprefix("unix://")
+            self._server = await asyncio.start_unix_server(self._answer, path)
+            return
+        host, _, port = self.address.rpartition(":")
+        self._server = await asyncio.start_server(self._answer, host, int(port))
+        bound = self._server.sockets[0].getsockname()
+        self.address = f"{bound[0]}:{bound[1]}"
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        with contextlib.suppress(OSError):
+            writer.write(SERVER_PREFACE + GARBAGE)
+            await writer.drain()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reader.read(65_536), 0.2)
+        writer.close()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None

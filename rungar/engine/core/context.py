@@ -86,6 +86,7 @@ class Findings:
     list_errors: dict[str, str] = field(default_factory=dict)  # why a provider is unreachable
     orphans_seen: dict[str, float] = field(default_factory=dict)  # registration -> first seen
     github_calls_exported: dict[str, int] = field(default_factory=dict)
+    reconnects_exported: dict[str, int] = field(default_factory=dict)  # by provider
     draining_providers: set[str] = field(default_factory=set)
     # Crashed runners whose output is still to be read (why, crashes in a row), and the last
     # crashed runner's output per (scale set, provider), shown with its crash loop.

@@ -302,6 +302,13 @@ def export_gauges(ctx: EngineContext) -> None:
     pace = ctx.registrations.view()
     metrics.registration_pace.set(pace.per_minute)
     metrics.registrations_waiting.set(pace.waiting)
+    for provider_name, client in ctx.providers.items():
+        reconnects = getattr(client, "reconnects", None)  # a gRPC provider's (rpc.reconnects)
+        attempts = getattr(reconnects, "attempts", 0)
+        seen = ctx.findings.reconnects_exported.get(provider_name, 0)
+        if attempts > seen:
+            metrics.provider_reconnects.labels(provider_name).inc(attempts - seen)
+            ctx.findings.reconnects_exported[provider_name] = attempts
     counter = getattr(ctx.github, "counter", None)
     if counter is not None:
         for code, total in counter.snapshot().items():

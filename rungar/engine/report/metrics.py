@@ -209,6 +209,12 @@ class Metrics:
         self.provider_runners = Gauge(
             "rungar_provider_runners", "Runners per provider", ["scale_set", "provider"], registry=r
         )
+        self.provider_reconnects = Counter(
+            "rungar_provider_reconnects",
+            "Attempts to connect again to a provider whose connection broke once made",
+            ["provider"],
+            registry=r,
+        )
         self.provider_calls = Counter(
             "rungar_provider_calls",
             "Provider calls",
