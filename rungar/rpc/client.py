@@ -132,6 +132,7 @@ class GrpcProvider:
         self._idle.set()
         # A connection that breaks once made is tried again after a wait (rungar.rpc.reconnects).
         self.reconnects = Reconnects()
+        self._closing: set[asyncio.Future[None]] = set()  # channels dropped after a break
 
     def __repr__(self) -> str:
         return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
@@ -193,34 +194,48 @@ class GrpcProvider:
             self._idle.set()
 
     def _check_connection(self, call: str) -> None:
-        """Fail at once while a broken connection waits to be tried again."""
+        """Fail at once while a failed connection waits to be tried again."""
         left = self.reconnects.left()
         if left:
             raise ProviderUnavailable(
-                f"provider {self.name} did not answer {call}: its connection broke "
+                f"provider {self.name} did not answer {call}: {self.reconnects.what} "
                 f"({self.reconnects.why}); trying again in {left:.1f} s"
             )
 
     def _failed(self, call: str, error: grpc.aio.AioRpcError, timeout: float | None) -> Exception:
-        """The error to raise; a connection that broke after it was made makes the next calls
-        wait (rungar.rpc.reconnects). It broke when the channel lost it (idle, or connecting
-        again): not when the provider answered UNAVAILABLE on a sound connection (still
-        ready), nor when no connection could be made (gRPC's own backoff: transient
-        failure)."""
+        """The error to raise; a connection that failed makes the next calls wait
+        (rungar.rpc.reconnects), never a provider that answered UNAVAILABLE on a sound
+        connection (the channel still ready). One that could not be made is tried again a
+        second later; one that broke after it was made (the channel lost it), 1 s doubling to
+        30 s."""
         mapped = map_rpc_error(self.name, call, error, timeout)
+        if error.code() is not grpc.StatusCode.UNAVAILABLE:
+            return mapped
         channel = self._channel
         details = error.details() or ""
-        if (
-            error.code() is grpc.StatusCode.UNAVAILABLE
-            and not details.startswith(NOT_MADE)
-            and (
-                details.startswith(LOST)
-                or channel is None
-                or channel.get_state(try_to_connect=False) is not grpc.ChannelConnectivity.READY
-            )
+        why = bounded.sentence(details, 200)
+        if details.startswith(NOT_MADE):
+            self.reconnects.not_made(why)
+        elif (
+            details.startswith(LOST)
+            or channel is None
+            or channel.get_state(try_to_connect=False) is not grpc.ChannelConnectivity.READY
         ):
-            self.reconnects.broke(bounded.sentence(error.details() or "", 200))
+            self.reconnects.broke(why)
+        else:
+            return mapped
+        self._drop_channel()
         return mapped
+
+    def _drop_channel(self) -> None:
+        """Close the channel whose connection failed: gRPC would otherwise keep connecting
+        again in the background (every 0.2 to 0.8 s), however long the calls wait. The next
+        call allowed makes a new one, which connects at once."""
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is not None:
+            closing = asyncio.ensure_future(channel.close(grace=None))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
 
     async def _call(self, call: str, request: Any, timeout: float) -> Any:
         self._check_connection(call)

@@ -1,13 +1,14 @@
 """How often the daemon tries a provider whose connection keeps breaking once it is made.
 
-gRPC backs off by itself from a connection that cannot be made (refused, reset at once, a
-handshake that times out): the channel waits ``grpc.initial_reconnect_backoff_ms`` between
-attempts (rungar.rpc.client's channel options). A connection that *is* made and then breaks (a
-peer that answers garbage after a valid HTTP/2 preface, one that resets every stream) leaves
-the channel idle instead, and gRPC's next call connects again at once: one connection per call,
-hundreds a second. :class:`Reconnects` bounds those: after such a break, calls fail at once
-without touching the channel until a wait has passed, 1 s doubling to 30 s, reset by the first
-call answered.
+gRPC alone connects again far too often to a peer that fails: a connection that is made and
+then breaks (a peer that answers garbage after a valid HTTP/2 preface, one that resets every
+stream) leaves the channel idle, and its next call connects again at once: one connection per
+call, hundreds a second; a connection that cannot be made (garbage during the handshake, say)
+is tried in the background every 0.2 to 0.8 s. :class:`Reconnects` bounds both: after a
+failure the channel is closed and calls fail at once without a new one until a wait has
+passed: 1 s after a connection that could not be made (so a provider that comes back is
+reached within about a second), 1 s doubling to 30 s after one that broke once made; the first
+call answered resets it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+BROKE = "its connection broke"
+NOT_MADE = "no connection could be made"
 FIRST_WAIT = 1.0
 MOST_WAIT = 30.0
 
@@ -31,7 +34,8 @@ class Reconnects:
         self._now = now
         self._wait = 0.0  # the wait after the last break; 0 while the connection holds
         self._until = 0.0
-        self.why = ""  # the last break's error
+        self.why = ""  # the last failure's error
+        self.what = ""  # what failed: BROKE or NOT_MADE
         self.attempts = 0  # calls let through to connect again after a break
 
     def left(self) -> float:
@@ -45,10 +49,25 @@ class Reconnects:
         return 0.0
 
     def broke(self, why: str) -> None:
-        """A call found the connection broken after it was made: wait before the next."""
-        self._wait = min(self.most, self._wait * 2) if self._wait else self.first
+        """A call found the connection broken after it was made: wait before the next, 1 s
+        doubling to 30 s."""
+        again = self._wait and self.what == BROKE
+        self._wait = min(self.most, self._wait * 2) if again else self.first
         self._until = self._now() + self._wait
         self.why = why
+        self.what = BROKE
+
+    def not_made(self, why: str) -> None:
+        """A call found that no connection could be made (refused, reset at once, a handshake
+        that failed): try again a second later, so a provider that comes back is reached
+        within about a second; after a break, the break's wait keeps doubling."""
+        if self._wait and self.what == BROKE:
+            self.broke(why)
+            return
+        self._wait = self.first
+        self._until = self._now() + self._wait
+        self.why = why
+        self.what = NOT_MADE
 
     def answered(self) -> None:
         self._wait = 0.0

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
@@ -111,14 +112,32 @@ class GarbageServer:
     """A peer that answers every connection with a valid HTTP/2 preface, then garbage, then
     hangs up: the connection is made, and breaks. ``connections`` counts them, so a test sees
     how often the daemon connects again. Listens on ``unix:///path`` or ``127.0.0.1:PORT``
-    (port 0 picks one; :attr:`address` says which)."""
+    (port 0 picks one; :attr:`address` says which), on a loop of its own in a thread, so a
+    busy caller's loop never delays its answers (a late answer is another fault)."""
 
     def __init__(self, address: str) -> None:
         self.address = address
         self.connections = 0
         self._server: asyncio.AbstractServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
 
     async def start(self) -> None:
+        ready = threading.Event()
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            loop.run_until_complete(self._listen())
+            ready.set()
+            loop.run_forever()
+
+        self._thread = threading.Thread(target=run, name="garbage-server", daemon=True)
+        self._thread.start()
+        await asyncio.to_thread(ready.wait)
+
+    async def _listen(self) -> None:
         if self.address.startswith("unix://"):
             path = self.address.removeprefix("unix://")
             self._server = await asyncio.start_unix_server(self._answer, path)
@@ -138,7 +157,17 @@ class GarbageServer:
         writer.close()
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        self._loop = self._thread = None
+
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+                await self._server.wait_closed()
+                self._server = None
+
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(close(), loop))
+        loop.call_soon_threadsafe(loop.stop)
+        await asyncio.to_thread(thread.join)
