@@ -1,7 +1,7 @@
 """GitHub's assigned count stuck above its jobs: ``rungar serve`` notices, says so, and scales
 to the jobs it was sent, with no operator.
 
-The emulator keeps every scale set's ``TotalAssignedJobs`` 12 above the jobs that exist (as
+The emulator keeps every scale set's ``TotalAssignedJobs`` 6 above the jobs that exist (as
 GitHub's can for hours after an incident). The daemon first creates runners for the count, they
 sit idle, and once ``stale_statistics_after`` passed it counts the jobs GitHub sent instead:
 the surplus goes, ``rungar status`` and an event say why, real jobs still run, and a count GitHub
@@ -26,7 +26,7 @@ from rungar.testing.github_emulator.model import JobState
 from tests.e2e.daemon_world import DaemonWorld
 from tests.waiting import WAIT
 
-PHANTOM = 12
+PHANTOM = 6
 JOBS = 3
 
 
@@ -37,7 +37,7 @@ def fleet() -> dict[str, Any]:
             "reconcile_interval": "5s",
             "starting_sync_interval": "1s",
             "left_grace": "1s",
-            "stale_statistics_after": "5s",
+            "stale_statistics_after": "3s",
         },
         "providers": [
             {"name": "host", "type": "runnerd", "runner": {"vcpus": 1, "memory": "1GiB"}},
@@ -79,7 +79,7 @@ def events(world: DaemonWorld, action: str) -> list[dict[str, Any]]:
 async def test_a_stale_assigned_count_is_noticed_said_and_scaled_back_to_the_jobs_sent(
     world: DaemonWorld,
 ) -> None:
-    # The count is believed first: runners for 12 jobs that do not exist.
+    # The count is believed first: runners for 6 jobs that do not exist.
     await world.wait_for(
         lambda s: s and scale_set(s)["runners"] >= PHANTOM, "runners for GitHub's count", WAIT
     )
@@ -89,7 +89,7 @@ async def test_a_stale_assigned_count_is_noticed_said_and_scaled_back_to_the_job
     )
     statistics = scale_set(status)["statistics"]
     assert statistics["reported"] == PHANTOM and statistics["counted"] == 0
-    assert "GitHub counts 12 jobs assigned, but sent 0" in statistics["sentence"]
+    assert "GitHub counts 6 jobs assigned, but sent 0" in statistics["sentence"]
     await world.wait_for(
         lambda s: s and scale_set(s)["runners"] == 0, "the idle surplus removed", 2 * WAIT
     )
