@@ -31,14 +31,15 @@ proto-check: $(STAMP)
 	$(BIN)/python tools/gen_proto.py --check
 
 # PYTEST_ARGS adds pytest options, e.g. make test PYTEST_ARGS=--durations=10. The tests run in
-# two worker processes (TEST_WORKERS): most of them wait on processes, sockets and the disk, so
-# two keep both CPUs busy even beside mypy. TEST_WORKERS=0 runs them in this process.
-# --dist worksteal: a worker that runs out of tests takes the other's, so the long end-to-end
+# three worker processes (TEST_WORKERS) on two CPUs: most of them wait on processes, sockets,
+# the disk and the clocks they configure, so two workers left the CPUs idle more than half the
+# run (docs/benchmarks.md, "The default test run"). TEST_WORKERS=0 runs them in this process.
+# --dist worksteal: a worker that runs out of tests takes another's, so the long end-to-end
 # tests, neighbours by name, do not all wait on one worker while the other sits idle.
 # The tests start hundreds of Python processes (daemons, plugins, fake runners, the CLI): they
 # write the bytecode cache even where PYTHONDONTWRITEBYTECODE is set, so each of Rungar's
 # modules is compiled once rather than in every process (__pycache__ is ignored by git).
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 unit: chromium squid $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -m "not long" -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
