@@ -157,12 +157,16 @@ class Summary:
         )
 
 
+# Fewer waits than this and a p95 is only the largest of them: the longest is shown instead.
+P95_SAMPLES = 20
+
+
 def _percentiles(waits: list[float]) -> str:
     ordered = sorted(waits)
-    return (
-        f"p50 {_rank(ordered, 50):.0f}s, p95 {_rank(ordered, 95):.0f}s of "
-        f"{len(ordered)} {'job' if len(ordered) == 1 else 'jobs'}"
-    )
+    jobs = f"{len(ordered)} {'job' if len(ordered) == 1 else 'jobs'}"
+    if len(ordered) < P95_SAMPLES:
+        return f"p50 {_rank(ordered, 50):.0f}s, longest {ordered[-1]:.0f}s of {jobs}"
+    return f"p50 {_rank(ordered, 50):.0f}s, p95 {_rank(ordered, 95):.0f}s of {jobs}"
 
 
 def _minutes(seconds: float) -> str:

@@ -47,10 +47,13 @@ def test_the_waits_are_counted_as_rungar_usage_counts_them_and_say_so() -> None:
         clock_factor=20.0,
     )
     rows = rendered_rows(summary)
-    assert rows["wait for a runner"].startswith("p50 20s, p95 40s of 4 jobs (GitHub's clock, 20x")
+    # Fewer than 20 waits: no p95, which would be only the longest of them.
+    assert rows["wait for a runner"].startswith(
+        "p50 20s, longest 40s of 4 jobs (GitHub's clock, 20x"
+    )
     assert "from assigned to a scale set until a runner took the job" in rows["wait for a runner"]
-    assert rows["wait, big"] == "p50 10s, p95 40s of 2 jobs"
-    assert rows["wait, small"] == "p50 20s, p95 30s of 2 jobs"
+    assert rows["wait, big"] == "p50 10s, longest 40s of 2 jobs"
+    assert rows["wait, small"] == "p50 20s, longest 30s of 2 jobs"
 
 
 def test_the_run_time_is_real_time_and_also_given_on_githubs_faster_clock() -> None:
@@ -70,3 +73,10 @@ def rendered_rows(summary: Summary) -> dict[str, str]:
         if len(cells) == 2 and cells[0]:
             rows[cells[0]] = cells[1]
     return rows
+
+
+def test_a_p95_is_shown_only_of_twenty_waits_or_more() -> None:
+    from rungar.demo.scenario import _percentiles
+
+    assert _percentiles([float(n) for n in range(1, 20)]) == "p50 10s, longest 19s of 19 jobs"
+    assert _percentiles([float(n) for n in range(1, 21)]) == "p50 10s, p95 19s of 20 jobs"
