@@ -12,7 +12,7 @@ import json
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +86,13 @@ def events(world: DaemonWorld) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-async def run_jobs(world: DaemonWorld) -> None:
+async def run_jobs(
+    world: DaemonWorld, while_running: Callable[[], Awaitable[None]] | None = None
+) -> None:
     for i in range(JOBS):
         await world.queue_job(labels=["linux"], name=f"job-{i}", duration=20.0)
+    if while_running is not None:
+        await while_running()
     await world.wait_for(
         lambda _: all(j.state is JobState.COMPLETED for j in world.emulator.state.jobs.values()),
         "every job to complete",
@@ -128,7 +132,17 @@ def check_outcome(world: DaemonWorld) -> list[dict[str, Any]]:
 async def test_a_provider_listing_another_providers_machines_costs_it_no_job(
     lister: DaemonWorld,
 ) -> None:
-    await run_jobs(lister)
+    async def a_pass_while_both_hold_machines() -> None:
+        # b lists a's machines, and its own twice, only in a pass made while both hold some:
+        # one is asked for then, rather than hoping the reconcile interval falls there.
+        await lister.wait_for(
+            lambda _: all(lister.providers[p].fake.machines for p in ("a", "b")),
+            "machines on a and on b",
+            60,
+        )
+        await lister.reconcile()
+
+    await run_jobs(lister, a_pass_while_both_hold_machines)
     found = check_outcome(lister)
     faults = Counter(e["attributes"]["fault"] for e in found if e["action"] == "listing_fault")
     assert faults["held_elsewhere"] >= 1 and faults["other_installation"] == 1, faults
