@@ -527,7 +527,7 @@ TIMING_NOTES = {
     ),
     "start_timeout": "Default start_timeout of scale sets; at least 30s.",
     "never_connected_grace": "0 = the scale set's start_timeout.",
-    "stuck_after": "0 = the scale set's start_timeout × 2.",
+    "stuck_after": "Busy and offline this long: stuck. 0 = the scale set's start_timeout.",
     "session_retry_max": "At least session_retry_first.",
     "crash_backoff_after": (
         "Runners of a scale set on a provider that end, or never connect within "
