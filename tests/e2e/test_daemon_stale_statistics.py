@@ -93,6 +93,11 @@ async def test_a_stale_assigned_count_is_noticed_said_and_scaled_back_to_the_job
     await world.wait_for(
         lambda s: s and scale_set(s)["runners"] == 0, "the idle surplus removed", 2 * WAIT
     )
+    # Gone from GitHub too: a runner still leaving could be handed a real job below, and the
+    # job would wait for GitHub to give it back (the emulator's assignment timeout).
+    await world.wait_for(
+        lambda _: not world.emulator.state.runners, "the surplus registrations removed", WAIT
+    )
     human = (await world.rungar("status")).stdout
     assert statistics["sentence"] in human
     assert [e["counted"] for e in events(world, "statistics_stale")] == [0]
