@@ -59,11 +59,10 @@ control API (JSON; BASE is the URL on the first line of output):
                                   "runnersCreated", "jobs": {STATE: count}, "faultsFired"}
 
 time: the emulator's clock runs --clock-factor emulated seconds per real second (job
-durations and assignment timeouts are emulated seconds); /_fake/clock/advance jumps it
-forward. Tokens are stamped and checked in wall-clock time (--token-ttl real seconds), and so
-are sessions (--session-ttl; --session-clock emulated counts it on the emulated clock),
-whatever the emulated clock does; a message poll in progress keeps its session alive across a
-jump."""
+durations, assignment timeouts and session TTLs are emulated seconds, the TTLs real ones with
+--session-clock wall); /_fake/clock/advance jumps it forward. Tokens are stamped and checked in
+wall-clock time (--token-ttl real seconds), whatever the emulated clock does; a message poll in
+progress keeps its session alive across a jump."""
 
 
 def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentParser:
@@ -87,14 +86,16 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         "--session-ttl",
         type=float,
         default=120.0,
-        help="seconds without a poll before a session is stale (on --session-clock)",
+        help="seconds without a poll before a session is stale (emulated, or real with "
+        "--session-clock wall)",
     )
     parser.add_argument(
         "--session-clock",
-        choices=("wall", "emulated"),
-        default="wall",
-        help="the clock --session-ttl counts on: wall (as tokens; a client polls by its own "
-        "clock) or emulated (GitHub's: a clock jump can end an idle session)",
+        choices=("emulated", "wall"),
+        default="emulated",
+        help="the clock --session-ttl counts on: emulated (GitHub's: a compressed clock "
+        "compresses a dead client's session expiry, and a jump can end an idle session) or "
+        "wall (as tokens: for a client that polls by its own clock at a high clock factor)",
     )
     parser.add_argument(
         "--assignment-timeout",

@@ -132,10 +132,11 @@ async def test_a_long_poll_open_across_a_one_hour_jump_keeps_its_session_and_get
 
 
 async def test_on_the_wall_clock_a_jump_past_the_session_ttl_leaves_an_idle_session_alive() -> None:
-    # Sessions count their TTL on the wall clock by default, as tokens do: a client polls by
-    # its own clock, so GitHub's running 120 times faster must not end its session between two
-    # polls (a 1.5 s gap would be 3 emulated minutes).
+    # With --session-clock wall, sessions count their TTL on the wall clock, as tokens do: a
+    # client polls by its own clock, so GitHub's running 120 times faster must not end its
+    # session between two polls (a 1.5 s gap would be 3 emulated minutes).
     args = ("--clock-factor", "120", "--long-poll", "0.2", "--session-ttl", "120")
+    args += ("--session-clock", "wall")
     async with emulator_process(*args) as base:
         client = WallClockClient(base)
         try:
@@ -151,7 +152,7 @@ async def test_on_the_wall_clock_a_jump_past_the_session_ttl_leaves_an_idle_sess
 
 
 async def test_on_the_emulated_clock_a_jump_past_the_session_ttl_ends_an_idle_session() -> None:
-    args = ("--long-poll", "0.2", "--session-ttl", "120", "--session-clock", "emulated")
+    args = ("--long-poll", "0.2", "--session-ttl", "120")  # on the emulated clock by default
     async with emulator_process(*args) as base:
         client = WallClockClient(base)
         try:

@@ -49,10 +49,12 @@ class EmulatorOptions:
     zero_request_ids: bool = False  # the broker's runnerRequestId 0 (GARM PR #459)
     long_poll_seconds: float = 50.0  # real seconds a GET waits before 202
     session_idle_ttl: float = 120.0  # seconds without a GET before a session is stale
-    # The clock those seconds are counted on: "wall", as tokens are, since a client polls by its
-    # own clock (at 120× a 1.5 s gap between polls would be 3 emulated minutes); or "emulated",
-    # GitHub's, so a jump (POST /_fake/clock/advance) can end a session nobody polls.
-    session_clock: str = "wall"
+    # The clock those seconds are counted on: "emulated", GitHub's, so a compressed clock
+    # compresses a dead daemon's session expiry too (a standby takes over, a restarted daemon
+    # gets its session back, in compressed time) and a jump can end a session nobody polls; or
+    # "wall", as tokens are, for a client that polls by its own clock at a high clock factor
+    # (at 120× a 1.5 s gap between two polls is 3 emulated minutes).
+    session_clock: str = "emulated"
     assignment_timeout: float = 300.0  # emulated seconds an assigned job waits for a runner
     max_reassignments: int = 3
     # Token lifetimes are real (wall-clock) seconds: clients renew tokens by their own clock.
