@@ -135,7 +135,7 @@ async def test_on_the_wall_clock_a_jump_past_the_session_ttl_leaves_an_idle_sess
     # With --session-clock wall, sessions count their TTL on the wall clock, as tokens do: a
     # client polls by its own clock, so GitHub's running 120 times faster must not end its
     # session between two polls (a 1.5 s gap would be 3 emulated minutes).
-    args = ("--clock-factor", "120", "--long-poll", "0.2", "--session-ttl", "120")
+    args: tuple[str, ...] = ("--clock-factor", "120", "--long-poll", "0.2", "--session-ttl", "120")
     args += ("--session-clock", "wall")
     async with emulator_process(*args) as base:
         client = WallClockClient(base)
