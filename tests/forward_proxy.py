@@ -22,7 +22,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -193,10 +192,9 @@ shutdown_lifetime 0 seconds
         """Stop squid and return every transaction it logged (the folder stays for reading)."""
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
-            deadline = time.monotonic() + WAIT
-            while self.process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if self.process.poll() is None:
+            try:
+                self.process.wait(timeout=WAIT)
+            except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         return self.transactions()

@@ -173,7 +173,8 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 class MutantError(Exception):
-    pass
+    """The check cannot be made: a mutant's snippet is not found exactly once, or the copy
+    imports code other than its own."""
 
 
 def copy_tree(root: Path, into: Path) -> None:
