@@ -176,6 +176,9 @@ class JobReasonsConfig:
     after: float = 60.0  # a job not started this long after it was assigned gets its reason
     update_every: float = 60.0  # a reason is rewritten at most this often
     rest_share: int = 5  # percent of the hourly REST budget the writes may spend
+    burst_share: int = 10  # percent of that hourly share the writes may spend in burst_window
+    burst_window: float = 60.0  # seconds over which burst_share is counted
+    turn_every: float | None = None  # None: a quarter of min(after, update_every), 0.25 s-5 s
     fleet_url: str = ""  # linked from each reason
 
 

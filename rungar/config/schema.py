@@ -670,6 +670,25 @@ JOB_REASONS = Obj(
             default=5,
         ),
         Field(
+            "burst_share",
+            Int(1, 100),
+            "Percent of that hourly share the writes may spend within any burst_window, which "
+            "keeps them under GitHub's secondary limits on writes.",
+            default=10,
+        ),
+        Field(
+            "burst_window",
+            Duration(0.0, above_minimum=True),
+            "The window burst_share is counted over.",
+            default=60.0,
+        ),
+        Field(
+            "turn_every",
+            Duration(0.0, above_minimum=True, nullable=True),
+            "How often the writes are planned; unset = a quarter of the shorter of after and "
+            "update_every, within 0.25 s and 5 s.",
+        ),
+        Field(
             "fleet_url",
             Str(pattern=r"^https?://\S+$", hint="an http(s) address"),
             "The fleet page's address as a developer reaches it, linked from each reason; "

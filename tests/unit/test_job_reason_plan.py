@@ -120,6 +120,17 @@ def test_the_writes_keep_to_their_share_of_the_budget_concludes_first() -> None:
     assert allowance(spent_hour, 3600.5) == 1  # the first call left the trailing hour
 
 
+def test_the_burst_share_and_window_are_the_configured_ones() -> None:
+    # 5 % of 1000 an hour is 50; a burst_share of 20 % allows 10 within a 5-minute window.
+    wide = replace(ON, burst_share=20, burst_window=300.0)
+    spent = tuple(float(n) for n in range(4))  # four calls at 0-3 s
+    assert allowance(snapshot(budget_limit=1000, spent=spent, settings=wide), 200.0) == 6
+    assert allowance(snapshot(budget_limit=1000, spent=spent, settings=wide), 304.0) == 10
+    # The defaults: a tenth of the share in any minute; the same calls left it at 70 s.
+    assert allowance(snapshot(budget_limit=1000, spent=spent), 30.0) == 1
+    assert allowance(snapshot(budget_limit=1000, spent=spent), 70.0) == 5
+
+
 def test_a_scale_sets_reason_is_the_status_skip_line_then_what_happens_next() -> None:
     f = fleet([provider("host1"), provider("host2")], [scale_set("linux", ["host1", "host2"])])
     f.record_refusal("linux", "host1", FULL, 100.0)

@@ -22,9 +22,10 @@ The rules:
   ``failure`` with the reason. Never for a job waiting on FULL, a hold, a backoff of another
   kind or a disabled provider: any provider not INVALID nor silent keeps the job waiting.
 - All of it within ``rest_share`` percent of GitHub's hourly REST budget, counted over the
-  trailing hour, and never more than a tenth of that share in one minute (GitHub's secondary
-  limits punish bursts of writes): concludes first (they end a notice), then the oldest jobs'
-  publishes, then updates, longest unchanged first. What does not fit waits for the next turn.
+  trailing hour, and never more than ``burst_share`` percent of that share (a tenth) in any
+  ``burst_window`` (a minute: GitHub's secondary limits punish bursts of writes): concludes
+  first (they end a notice), then the oldest jobs' publishes, then updates, longest unchanged
+  first. What does not fit waits for the next turn.
 """
 
 from __future__ import annotations
@@ -45,9 +46,12 @@ from rungar.model.sentences import (
 from rungar.model.units import format_seconds
 from rungar.placement import Fleet
 
-HOUR = 3600.0
-MINUTE = 60.0
+HOUR = 3600.0  # GitHub's REST budget is counted over the hour
 UNKNOWN_LIMIT = 5000  # GitHub's hourly REST budget of a token, until an answer tells it
+# The turns' pace unless job_reasons.turn_every sets it: a quarter of the shorter of the
+# threshold and the update interval, within these bounds.
+TURN_MIN = 0.25
+TURN_MAX = 5.0
 STATUS_DESCRIPTION_MAX = 140  # GitHub's limit on a commit status's description
 CUT = "…"
 
@@ -141,14 +145,22 @@ class ReasonPlan:
 
 
 def allowance(snapshot: ReasonSnapshot, now: float) -> int:
-    """REST calls the share allows now: what is left of the hour's share, and of the minute's
-    tenth of it."""
+    """REST calls the share allows now: what is left of the hour's share, and of the burst
+    window's part of it."""
+    settings = snapshot.settings
     limit = snapshot.budget_limit or UNKNOWN_LIMIT
-    hourly = max(1, math.floor(limit * snapshot.settings.rest_share / 100))
-    per_minute = max(1, math.ceil(hourly / 10))
+    hourly = max(1, math.floor(limit * settings.rest_share / 100))
+    per_burst = max(1, math.ceil(hourly * settings.burst_share / 100))
     in_hour = sum(1 for at in snapshot.spent if now - at < HOUR)
-    in_minute = sum(1 for at in snapshot.spent if now - at < MINUTE)
-    return max(0, min(hourly - in_hour, per_minute - in_minute))
+    in_burst = sum(1 for at in snapshot.spent if now - at < settings.burst_window)
+    return max(0, min(hourly - in_hour, per_burst - in_burst))
+
+
+def turn_every(settings: JobReasonsConfig) -> float:
+    """Seconds between two turns of the task that carries the plans out."""
+    if settings.turn_every is not None:
+        return settings.turn_every
+    return min(TURN_MAX, max(TURN_MIN, min(settings.after, settings.update_every) / 4))
 
 
 def plan_reasons(snapshot: ReasonSnapshot, now: float) -> ReasonPlan:

@@ -29,16 +29,13 @@ from rungar.engine.jobs.reason_plan import (
     Write,
     plan_reasons,
     scale_set_reason,
+    turn_every,
     unservable_of,
 )
 from rungar.errors import GitHubError
 from rungar.model.runner import RunnerState
 
 log = structlog.get_logger("rungar.engine")
-
-# The turn's pace: a fraction of the shortest wait it keeps, within these bounds.
-TURN_MIN = 0.25
-TURN_MAX = 5.0
 
 
 @dataclass(slots=True)
@@ -245,8 +242,7 @@ class JobReasons:
             del self.heads[run]
 
     def pace(self) -> float:
-        settings = self.ctx.config.job_reasons
-        return min(TURN_MAX, max(TURN_MIN, min(settings.after, settings.update_every) / 4))
+        return turn_every(self.ctx.config.job_reasons)
 
     async def forever(self) -> None:
         while True:

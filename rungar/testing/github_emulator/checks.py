@@ -51,16 +51,33 @@ class ChecksRoutes:
     def _repo(self, request: Request) -> str:
         return f"{request.path_params['o']}/{request.path_params['r']}"
 
+    def _allowed(self, request: Request, *, app_only: bool = False) -> Response | str:
+        """The repository, when the token may act on it (its owner's; a GitHub App's for
+        ``app_only``, as only an App writes check runs); else GitHub's refusal."""
+        repo = self._repo(request)
+        owner = self.rest._owner(request, f"repos/{repo}")
+        if isinstance(owner, Response):
+            return owner
+        if app_only and self.state.tokens.pats.get(_token(request)) is not None:
+            return self.rest._answer({"message": "You must authenticate via a GitHub App."}, 403)
+        return repo
+
+    def _spent_and_allowed(self, request: Request, *, app_only: bool = False) -> Response | str:
+        """A write: counted in the budget first (a refused one too, as GitHub counts it), then
+        :meth:`_allowed`."""
+        if (spent := self.rest._spend()) is not None:
+            return spent
+        return self._allowed(request, app_only=app_only)
+
     def _run_jobs(self, repo: str, run_id: int) -> list[Any]:
         return [
             j for j in self.state.jobs.values() if j.run_id == run_id and j.spec.repository == repo
         ]
 
     async def workflow_run(self, request: Request) -> Response:  # R8
-        rest, repo = self.rest, self._repo(request)
-        owner = rest._owner(request, f"repos/{repo}")
-        if isinstance(owner, Response):
-            return owner
+        rest, repo = self.rest, self._allowed(request)
+        if isinstance(repo, Response):
+            return repo
         run_id = int(request.path_params["run_id"])
         jobs = self._run_jobs(repo, run_id)
         if not jobs:
@@ -81,14 +98,9 @@ class ChecksRoutes:
         return rest._answer(body, 200)
 
     async def create_check_run(self, request: Request) -> Response:  # R9
-        rest, repo = self.rest, self._repo(request)
-        if (spent := rest._spend()) is not None:
-            return spent
-        owner = rest._owner(request, f"repos/{repo}")
-        if isinstance(owner, Response):
-            return owner
-        if self.state.tokens.pats.get(_token(request)) is not None:
-            return rest._answer({"message": "You must authenticate via a GitHub App."}, 403)
+        rest, repo = self.rest, self._spent_and_allowed(request, app_only=True)
+        if isinstance(repo, Response):
+            return repo
         body = await body_json(request)
         if not isinstance(body, dict) or not body.get("name") or not body.get("head_sha"):
             return _invalid(rest, "name and head_sha are required")
@@ -103,14 +115,9 @@ class ChecksRoutes:
         return rest._answer(_shown(record), 201)
 
     async def update_check_run(self, request: Request) -> Response:  # R10
-        rest, repo = self.rest, self._repo(request)
-        if (spent := rest._spend()) is not None:
-            return spent
-        owner = rest._owner(request, f"repos/{repo}")
-        if isinstance(owner, Response):
-            return owner
-        if self.state.tokens.pats.get(_token(request)) is not None:
-            return rest._answer({"message": "You must authenticate via a GitHub App."}, 403)
+        rest, repo = self.rest, self._spent_and_allowed(request, app_only=True)
+        if isinstance(repo, Response):
+            return repo
         record = self.book.check_runs.get(int(request.path_params["check_id"]))
         if record is None or record["repository"] != repo:
             return rest._answer({"message": "Not Found"}, 404)
@@ -125,12 +132,9 @@ class ChecksRoutes:
         return rest._answer(_shown(record), 200)
 
     async def create_status(self, request: Request) -> Response:  # R11
-        rest, repo = self.rest, self._repo(request)
-        if (spent := rest._spend()) is not None:
-            return spent
-        owner = rest._owner(request, f"repos/{repo}")
-        if isinstance(owner, Response):
-            return owner
+        rest, repo = self.rest, self._spent_and_allowed(request)
+        if isinstance(repo, Response):
+            return repo
         body = await body_json(request)
         if not isinstance(body, dict) or body.get("state") not in STATUS_STATES:
             return _invalid(rest, "state must be one of error, failure, pending, success")
@@ -151,12 +155,9 @@ class ChecksRoutes:
         return rest._answer(status, 201)
 
     async def cancel_run(self, request: Request) -> Response:  # R12
-        rest, repo = self.rest, self._repo(request)
-        if (spent := rest._spend()) is not None:
-            return spent
-        owner = rest._owner(request, f"repos/{repo}")
-        if isinstance(owner, Response):
-            return owner
+        rest, repo = self.rest, self._spent_and_allowed(request)
+        if isinstance(repo, Response):
+            return repo
         run_id = int(request.path_params["run_id"])
         jobs = self._run_jobs(repo, run_id)
         if not jobs:
