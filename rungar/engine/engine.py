@@ -247,6 +247,7 @@ class Engine:
         self, name: str, job_id: str, runner: str, hint: JobHint, times: JobTimes | None = None
     ) -> None:
         self.jobs.on_job_started(name, job_id, runner, hint, times)
+        self.reasons.job_left(job_id)
 
     def on_job_completed(
         self,
@@ -257,3 +258,4 @@ class Engine:
         hint: JobHint | None = None,
     ) -> None:
         self.jobs.on_job_completed(name, job_id, runner, conclusion, hint)
+        self.reasons.job_left(job_id)

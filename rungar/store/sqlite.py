@@ -2,7 +2,9 @@
 tracks, the listeners' last message ids, scale-set and session ids (in a small key-value ``meta``
 table), and when each scale set's recent jobs were assigned (the warm pool's history, pruned by
 age), and the jobs lost with their machine and those re-run (``rerun_lost_jobs``, pruned by
-age), so a restart never re-runs a job twice.
+age), so a restart never re-runs a job twice. Its companions keep their own tables in the same
+database: the jobs served (:mod:`rungar.store.usage`) and the job reasons standing on GitHub
+(:mod:`rungar.store.notices`).
 
 Tables are created when missing, so a database written by an earlier release gains the new ones
 on its first start and keeps the rest.

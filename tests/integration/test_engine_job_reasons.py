@@ -1,6 +1,7 @@
 """Why a job waits, told on GitHub, by the engine's task (rungar.engine.jobs.reasons) on a fake
 clock: with a personal access token, a commit status per run past the threshold, none for a job
-that starts sooner, the head read once, and nothing at all while the key is off."""
+that starts sooner, the head read once, and nothing at all while the key is off; across a
+restart, the same check run updated and concluded."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ def engine_for(
     github: FakeGitHub,
     reasons: JobReasonsConfig,
     cancel_after: float | None = None,
+    clock: FakeClock | None = None,
 ) -> Engine:
-    clock = FakeClock()
+    clock = clock or FakeClock()
     linux = ScaleSetConfig(
         "linux",
         max_runners=5,
@@ -132,3 +134,36 @@ async def test_a_run_its_only_provider_refuses_as_invalid_is_cancelled_with_an_e
     clock.advance(600)
     await engine.reasons.turn()  # the job still queued until GitHub says it ended: not again
     assert github.cancelled_runs == [("octo/app", "77")]
+
+
+async def test_a_restarted_engine_updates_and_concludes_the_same_check_run(tmp_path: Path) -> None:
+    github = FakeGitHub()
+    clock = FakeClock()
+    first = engine_for(tmp_path, github, ON, clock=clock)
+    first.on_job_assigned("linux", "j1", hint("j1", "77"))
+    first.on_job_assigned("linux", "j2", hint("j2", "78"))
+    clock.advance(61)
+    await first.reasons.turn()  # the heads
+    await first.reasons.turn()  # the check runs
+    assert len(github.check_runs) == 2
+    first.store.close()
+
+    again = engine_for(tmp_path, github, ON, clock=clock)  # the same state database
+    full = Refusal(RefusalKind.FULL, "no memory left", resource="memory")
+    again.fleet.record_refusal("linux", "p", full, clock.now())
+    clock.advance(61)
+    await again.reasons.turn()  # the reason changed: each check run rewritten, none created
+    assert github.head_reads == [("octo/app", "77"), ("octo/app", "78")]  # kept, not read again
+    assert sorted(len(bodies) for bodies in github.check_runs.values()) == [2, 2]
+    assert all("found p full" in str(b[-1]["output"]) for b in github.check_runs.values())
+    assert all(b[-1]["head_sha"] == b[0]["head_sha"] != "" for b in github.check_runs.values())
+    again.on_job_started("linux", "j1", "", hint("j1", "77"))
+    await again.reasons.turn()
+    ended = [b[-1] for b in github.check_runs.values() if b[-1].get("conclusion")]
+    assert len(ended) == 1 and str(ended[0]["output"]).count("waited 2m 02s") == 2
+    # Run 78's job was never heard of again; the statistics say no job is assigned: concluded.
+    again.on_demand("linux", 0)
+    clock.advance(1)
+    await again.reasons.turn()
+    assert all(b[-1].get("conclusion") == "neutral" for b in github.check_runs.values())
+    assert len(github.check_runs) == 2
