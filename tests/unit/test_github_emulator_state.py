@@ -1,5 +1,6 @@
-"""The emulator's state as GitHub keeps it: taken runner names, capacity-bound dispatch, and
-service tokens checked at every call however often they are presented."""
+"""The emulator's state as GitHub keeps it: taken runner names, capacity-bound dispatch, no job
+for a removed runner, and service tokens checked at every call however often they are
+presented."""
 
 from __future__ import annotations
 
@@ -34,6 +35,22 @@ def test_a_runner_name_is_taken_until_every_runner_of_that_name_is_gone() -> Non
     assert s.register_runner(record.id, "r-1") is not None
     assert s.register_runner(record.id, "r-9") is None
     assert sorted(r.name for r in s.runners.values()) == ["r-1", "r-2", "r-9"]
+
+
+def test_a_removed_runner_takes_no_job_even_from_a_request_it_opened_before() -> None:
+    s, _ = state()
+    record = s.create_scale_set("linux", 1, ["linux"])
+    assert s.open_session(record.id, "rungar") is not None
+    record.polled = True
+    removed, kept = s.register_runner(record.id, "r-1"), s.register_runner(record.id, "r-2")
+    assert removed is not None and kept is not None
+    assert s.connect(removed) and s.connect(kept)
+    # The removed runner's long poll still holds its runner object when the job arrives.
+    assert s.remove_runner(removed.id) == "removed"
+    job = s.queue_job(JobSpec(labels=("self-hosted", "linux")))
+    assert s.take_job(removed) is None
+    assert job.state is JobState.ASSIGNED and not job.runner_id
+    assert s.take_job(kept) is job and job.runner_id == kept.id
 
 
 def test_a_burst_is_dispatched_oldest_first_within_each_scale_sets_capacity() -> None:

@@ -481,9 +481,14 @@ class EmulatorState:
         return True
 
     def take_job(self, runner: Runner) -> Job | None:
-        """Bind the oldest assigned job of the runner's scale set to it (``JobStarted``)."""
+        """Bind the oldest assigned job of the runner's scale set to it (``JobStarted``).
+
+        A runner removed meanwhile takes nothing, even from a request it opened before: GitHub
+        hands no job to a registration it deleted."""
         if runner.job_id:
             return self.jobs.get(runner.job_id)
+        if not runner.online or self.runners.get(runner.id) is not runner:
+            return None
         waiting = [
             j
             for j in self.jobs.values()
@@ -529,6 +534,7 @@ class EmulatorState:
         if runner.busy:
             return "busy"
         del self.runners[runner_id]
+        runner.online = False
         return "removed"
 
     def lose_runner(self, runner: Runner) -> Job | None:
