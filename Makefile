@@ -68,10 +68,12 @@ BUSY_RUNS ?= 3
 test-busy: chromium squid $(STAMP)
 	@$(PYTHON) tools/busy_test.py --loops $(BUSY_LOOPS) --runs $(BUSY_RUNS) -- $(MAKE) --no-print-directory test
 
-# Everything, the tests marked `long` included, with the soaks at full size.
+# Everything, the tests marked `long` included, with the soaks at full size, on TEST_WORKERS
+# workers as make test (one worker takes well over an hour).
 test-long: chromium squid $(STAMP)
 	RUNGAR_SIM_SEEDS=2000 RUNGAR_SIM_STEPS=5000 RUNGAR_CRASH_TRIALS=2000 RUNGAR_VIRTUAL_SEEDS=200 \
-	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 $(BIN)/pytest -q
+	RUNGAR_KILL_TRIALS=200 RUNGAR_KILL_JOBS=500 RUNGAR_FUZZ_EXAMPLES=300 PYTHONDONTWRITEBYTECODE= \
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 # The dashboards' pictures in docs/screenshots/, taken by the browser tests in a real Chromium.
 screenshots: chromium $(STAMP)
