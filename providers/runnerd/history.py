@@ -321,7 +321,8 @@ class History:
         """Every finished run with a known job since ``since``, oldest first."""
         rows = self._db.execute(
             "SELECT profile, repository, workflow, job_name, finished_at, result, peak_memory,"
-            " cap_memory, avg_cpu, met_cap, killed_for_memory, reserved_memory FROM jobs"
+            " cap_memory, avg_cpu, met_cap, killed_for_memory, reserved_memory,"
+            " finished_at - COALESCE(job_started_at, started_at) FROM jobs"
             " WHERE finished_at >= ? AND result IS NOT NULL AND repository IS NOT NULL"
             " ORDER BY finished_at",
             (since,),
@@ -340,7 +341,9 @@ class History:
         start = max(since, oldest[0]) if oldest else since
         rows = self._db.execute(
             "SELECT finished_at, result, peak_memory, cap_memory, avg_cpu, met_cap,"
-            " killed_for_memory, reserved_memory FROM jobs WHERE profile = ? AND repository = ?"
+            " killed_for_memory, reserved_memory,"
+            " finished_at - COALESCE(job_started_at, started_at) FROM jobs"
+            " WHERE profile = ? AND repository = ?"
             " AND workflow = ? AND job_name = ? AND finished_at >= ? AND result IS NOT NULL"
             " ORDER BY finished_at",
             (*args[:4], start),
@@ -390,6 +393,8 @@ def _migrate(db: sqlite3.Connection) -> None:
 
 
 def _run(r: Sequence[Any]) -> Run:
+    """A row as predictions read it; its duration from its job's start (its runner's when the
+    job's is not known) to its end."""
     return Run(
         finished_at=r[0],
         result=r[1],
@@ -399,4 +404,5 @@ def _run(r: Sequence[Any]) -> Run:
         met_cap=bool(r[5]),
         killed_for_memory=bool(r[6]),
         reserved=r[7],
+        duration=r[8] if len(r) > 8 and r[8] is not None and r[8] >= 0 else None,
     )

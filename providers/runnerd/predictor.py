@@ -29,6 +29,19 @@ from runnerd.admission.predict import (
     predict_from_facts,
     profile_stats,
 )
+from runnerd.admission.room import DURATIONS_KEPT, MIN_DURATIONS
+
+
+def _durations(runs: Sequence[Run]) -> list[float]:
+    """The last durations of ``runs`` (oldest first), cancelled ones left out."""
+    found: list[float] = []
+    for run in reversed(runs):
+        if run.duration is not None and not run.cancelled:
+            found.append(run.duration)
+            if len(found) >= DURATIONS_KEPT:
+                break
+    return found
+
 
 # Enough runs per job for a p95 over max(20, min_jobs) successes with failures among them and
 # for a cap hold's clean streak; older runs of a very busy job cannot change a prediction.
@@ -113,6 +126,17 @@ class Predictor:
         if job is None:
             return []
         return job.runs.runs[job.runs.window_start(now - self.window) :]
+
+    def durations(self, key: JobKey, now: float) -> list[float]:
+        """The job's last durations (:data:`runnerd.admission.room.DURATIONS_KEPT`, cancelled
+        runs left out); its profile's when it has fewer than
+        :data:`~runnerd.admission.room.MIN_DURATIONS`."""
+        own = _durations(self.runs(key, now))
+        if len(own) >= MIN_DURATIONS:
+            return own
+        runs = self._profiles.get(key.profile, [])
+        start = bisect.bisect_left(runs, now - self.window, key=lambda r: r.finished_at)
+        return _durations(runs[start:])
 
     def profile(self, name: str, now: float) -> ProfileStats:
         cached = self._stats.get(name)

@@ -37,6 +37,7 @@ from rungar.model.machine import (
     Refusal,
     RefusalKind,
     Removal,
+    RoomExpected,
 )
 from rungar.model.runner_block import RunnerBlock
 from rungar.model.units import format_bytes
@@ -55,6 +56,7 @@ from runnerd.admission import (
 )
 from runnerd.admission.admit import fits_beside
 from runnerd.admission.model import Admit, Decided, Run
+from runnerd.admission.room import PredictedEnd, expected_room, predicted_end
 from runnerd.config import Profile, RunnerdConfig, prediction_rules
 from runnerd.events import EventLog
 from runnerd.figures import HeldSpan, converted, held_back, queued_by_our_clock
@@ -420,7 +422,8 @@ class RunnerdProvider:
                 resource=decision.resource,
                 reason=decision.message,
             )
-            return Refusal(RefusalKind.FULL, decision.message, decision.resource)
+            room = self._expected_room(request, profile, now)
+            return Refusal(RefusalKind.FULL, decision.message, decision.resource, room)
         waits = self._end_wait(request.scale_set, now)
         try:
             handle = await self.runtime.start(self._spec(request, profile))
@@ -451,6 +454,56 @@ class RunnerdProvider:
     def _decide(self, request: CreateRequest, profile: Profile, now: float) -> Decided:
         """Admission's decision for the runner, beside every runner running now."""
         running = [r for r in self.runners.values() if r.state is not MachineState.STOPPED]
+        return decide(
+            self._candidate(request, profile, now, running),
+            [r.running() for r in running],
+            self.readings.slice,
+            self.readings.host,
+            self._disk_free(now),
+            self.limits,
+            self.guard,
+            now,
+        )
+
+    def _disk_free(self, now: float) -> int | None:
+        fresh = now - self.readings.disk_at <= self.limits.fresh_for
+        return self.readings.disk_free if fresh else None
+
+    def _expected_room(
+        self, request: CreateRequest, profile: Profile, now: float
+    ) -> RoomExpected | None:
+        """When room is expected for a runner just refused: the earliest predicted end of the
+        running jobs after which admission would take it (docs/admission.md, "When room comes
+        back"); None when no prediction says."""
+        running = [r for r in self.runners.values() if r.state is not MachineState.STOPPED]
+        ends: dict[str, PredictedEnd] = {}
+        for runner in running:
+            key = runner.key()
+            if key is None or runner.job_started_at is None:
+                continue  # no job yet: its end is not known
+            ending = predicted_end(self.predictor.durations(key, now), runner.job_started_at, now)
+            if ending is not None:
+                ends[runner.name] = ending
+        if not ends:
+            return None
+        expected = expected_room(
+            self._candidate(request, profile, now, running),
+            [r.running() for r in running],
+            ends,
+            self.readings.slice,
+            self.readings.host,
+            self._disk_free(now),
+            self.limits,
+            self.guard,
+            now,
+        )
+        if expected is None:
+            return None
+        return RoomExpected(round(expected.seconds, 1), round(expected.confidence, 3))
+
+    def _candidate(
+        self, request: CreateRequest, profile: Profile, now: float, running: list[HostedRunner]
+    ) -> Candidate:
         prediction = self.predictor.predict_runner(
             profile.name,
             request.job_hints,
@@ -462,7 +515,7 @@ class RunnerdProvider:
                 h.repository for r in running if r.job is None for h in r.hints
             ),
         )
-        candidate = Candidate(
+        return Candidate(
             request.runner_name,
             profile.name,
             request.scale_set,
@@ -471,18 +524,6 @@ class RunnerdProvider:
             profile.disk or self.config.host.disk_per_runner,
             profile.slots,
             prediction,
-        )
-        return decide(
-            candidate,
-            [r.running() for r in running],
-            self.readings.slice,
-            self.readings.host,
-            self.readings.disk_free
-            if now - self.readings.disk_at <= self.limits.fresh_for
-            else None,
-            self.limits,
-            self.guard,
-            now,
         )
 
     def _spec(self, request: CreateRequest, profile: Profile) -> RunnerSpec:
@@ -980,6 +1021,7 @@ class RunnerdProvider:
                     state.met_cap,
                     state.killed_for_memory,
                     state.reserved,
+                    max(0.0, end.finished_at - (state.job_started_at or state.created_at)),
                 ),
             )
         log.info("runner.finished", runner=state.name, result=result, peak=state.peak, why=why)

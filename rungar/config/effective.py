@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rungar.config.model import ScaleSetsFile
+from rungar.config.model import Overflow, ScaleSetsFile
 from rungar.config.validate import seconds_text
 
 REDACTED = "<redacted>"
@@ -96,6 +96,10 @@ def effective_scale_sets(
         }
         if p.overflow_after:
             entry["overflow_after"] = p.overflow_after
+        if p.overflow is not Overflow.AT_ONCE:
+            entry["overflow"] = p.overflow.value
+            entry["overflow_margin"] = p.overflow_margin
+            entry["typical_start"] = p.typical_start
         if p.address:
             entry["address"] = p.address
         if command:

@@ -20,8 +20,11 @@ from rungar.config.dashboard import dashboard_config, resolve_dashboard
 from rungar.config.floors import floor_problems
 from rungar.config.merge import merge_runner
 from rungar.config.model import (
+    DEFAULT_MARGIN,
+    DEFAULT_TYPICAL_START,
     DEFAULT_USAGE_RETENTION,
     JobReasonsConfig,
+    Overflow,
     Placement,
     ProviderConfig,
     ScaleSetConfig,
@@ -187,6 +190,9 @@ def _providers(
                 timeout=record.get("timeout", 0.0),
                 price_per_hour=record.get("price_per_hour"),
                 overflow_after=record.get("overflow_after", 0.0),
+                overflow=Overflow(record.get("overflow", Overflow.AT_ONCE.value)),
+                overflow_margin=record.get("overflow_margin", DEFAULT_MARGIN),
+                typical_start=record.get("typical_start", DEFAULT_TYPICAL_START),
             )
         )
     return providers, runner_blocks

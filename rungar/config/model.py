@@ -18,6 +18,18 @@ class Placement(StrEnum):
     PACK = "pack"
 
 
+class Overflow(StrEnum):
+    """A priced provider's ``overflow``: when a runner that cheaper providers refused as full
+    may come here (docs/placement.md)."""
+
+    AT_ONCE = "at_once"  # the default: at once
+    WHEN_HOST_IS_LATER = "when_host_is_later"  # unless a host expects room sooner
+
+
+DEFAULT_MARGIN = 120.0  # ``overflow_margin``
+DEFAULT_TYPICAL_START = 60.0  # ``typical_start``: before its own starts are measured
+
+
 @dataclass(frozen=True, slots=True)
 class Timing:
     """Every documented duration, in seconds; ``hold`` of ``None`` is 2 × reconcile_interval."""
@@ -74,6 +86,9 @@ class ProviderConfig:
     timeout: float = 0.0  # 0 = timing.provider_timeout
     price_per_hour: float | None = None  # a runner-hour's price, for `rungar usage`'s cost
     overflow_after: float = 0.0  # > 0: taken only by work that has waited this long elsewhere
+    overflow: Overflow = Overflow.AT_ONCE  # when_host_is_later: not while a host expects room
+    overflow_margin: float = DEFAULT_MARGIN
+    typical_start: float = DEFAULT_TYPICAL_START
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,6 +223,31 @@ PROVIDER_COMMON = (
         "idle reserve refills never come here before that. For a priced cloud behind hosts: "
         "fewer cloud hours for some waiting (docs/placement.md). Unset = 0, taken at once.",
     ),
+    Field(
+        "overflow",
+        Enum(("at_once", "when_host_is_later")),
+        "Opt-in: when_host_is_later keeps a scale set's runner that cheaper providers refused "
+        "as full off this provider while one of them expects room (its refusal says when) "
+        "sooner than this provider's typical start plus overflow_margin: it waits for that "
+        "provider and is tried there at the expected time (docs/placement.md). at_once = taken "
+        "at once, as without it.",
+        default="at_once",
+    ),
+    Field(
+        "overflow_margin",
+        Duration(),
+        "With overflow: when_host_is_later, how much longer than this provider's typical start "
+        "a host's expected room may be for the runner to wait for it.",
+        default=120.0,
+    ),
+    Field(
+        "typical_start",
+        Duration(above_minimum=True),
+        "With overflow: when_host_is_later, this provider's start (from its Create to the "
+        "runner online) until 5 of its own runners have been measured; then the median of "
+        "its last 20.",
+        default=60.0,
+    ),
 )
 COMMON_KEYS = frozenset(f.name for f in PROVIDER_COMMON)
 

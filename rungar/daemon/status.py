@@ -48,10 +48,13 @@ Document (every time in epoch seconds, every duration in seconds)::
      unreachable_grace writes the first off, null when none is kept; listing_faults: the
      latest sentences saying what its listings said that was not believed)
      "skips": [{"scale_set", "provider", "full", "refusals", "left", "error", "resource",
-                "sentence", "crash_loop"?, "runner"?, "output"?, "outdated"?}],
+                "sentence", "crash_loop"?, "runner"?, "output"?, "outdated"?,
+                "waits_for_host"?, "confidence"?}],
      (crash_loop: runners that end before connecting; runner: the last of them, output: its
      last lines of output as its provider gave them, oldest first; outdated: its runner is
-     below GitHub's minimum version, error says which)
+     below GitHub's minimum version, error says which; waits_for_host: the host whose expected
+     room keeps the runner off this priced provider, left: seconds until that room,
+     confidence: how sure the host is)
      "runners": [{"name", "scale_set", "provider", "state", "machine", "github", "age",
                   "job"}]}
      (state: starting | idle | busy | leaving; machine: starting | running | stopped |
@@ -84,6 +87,7 @@ from rungar.model.sentences import (
     outdated_sentence,
     paused_note,
     skip_sentence,
+    waits_for_host,
 )
 from rungar.scaling import in_force
 
@@ -449,6 +453,22 @@ def skips_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
                 ),
                 "runner": runner,
                 "output": list(output),
+            }
+        )
+    for wait in fleet.host_waits(now):
+        left = wait.host.left(now)
+        skips.append(
+            {
+                "scale_set": wait.scale_set,
+                "provider": wait.provider,
+                "full": False,
+                "waits_for_host": wait.host.provider,
+                "refusals": 0,
+                "left": round(left, 1),
+                "error": "",
+                "resource": "",
+                "confidence": round(wait.host.confidence, 3),
+                "sentence": waits_for_host(wait.scale_set, wait.provider, wait.host.provider, left),
             }
         )
     for scale_set in sorted(ctx.sets):

@@ -9,7 +9,11 @@ Everything a provider answers is untrusted: a refusal whose ``resource`` is 200 
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import replace
+
+from rungar.model.machine import Refusal, RefusalKind
 
 CUT = "…(cut)"  # ends a text that was cut
 TEXT_MAX = 1024  # a sentence: a refusal's message, an error's details, a line of output
@@ -66,3 +70,30 @@ def labels(pairs: dict[str, str]) -> dict[str, str]:
         return pairs
     kept = list(pairs.items())[:LABELS_MAX]
     return {cut(k, LABEL_MAX): cut(v, LABEL_MAX) for k, v in kept}
+
+
+ROOM_MAX = 86400.0  # a FULL refusal's expected room: at most a day from the answer
+
+
+def room_expected(seconds: float, confidence: float) -> str:
+    """Why a FULL refusal's expected room cannot be believed, or "" when it can: ``seconds``
+    finite, 0 to :data:`ROOM_MAX`; ``confidence`` 0 to 1."""
+    if not math.isfinite(seconds) or seconds < 0 or seconds > ROOM_MAX:
+        return f"room expected in {seconds!r} s is not 0 to {ROOM_MAX:g} s: ignored"
+    if not (0.0 <= confidence <= 1.0):  # NaN fails too
+        return f"room expected with confidence {confidence!r}, not 0 to 1: ignored"
+    return ""
+
+
+def believed_room(refusal: Refusal) -> Refusal:
+    """``refusal`` with its expected room kept only when it can be believed: a FULL refusal's,
+    within :func:`room_expected`'s bounds; otherwise dropped, and ``room_ignored`` says why (a
+    provider's answer is untrusted, in process or not)."""
+    room = refusal.room
+    if room is None:
+        return refusal
+    if refusal.kind is not RefusalKind.FULL:
+        why = f"room expected on a {refusal.kind.value} refusal, not a full one: ignored"
+    else:
+        why = room_expected(room.seconds, room.confidence)
+    return replace(refusal, room=None, room_ignored=why) if why else refusal

@@ -29,12 +29,26 @@ class RefusalKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class RoomExpected:
+    """When a provider that refused as FULL expects room for the runner: ``seconds`` from its
+    answer, and how sure it is (``confidence``, 0..1). Checked before it is believed
+    (:func:`rungar.model.bounded.room_expected`)."""
+
+    seconds: float
+    confidence: float
+
+
+@dataclass(frozen=True, slots=True)
 class Refusal:
     """A provider's answer that it will not create the runner."""
 
     kind: RefusalKind
     message: str
     resource: str = ""
+    # FULL only: when room is expected; None = not known.
+    room: RoomExpected | None = None
+    # The provider sent an expected room that could not be believed: why (it was dropped).
+    room_ignored: str = ""
 
     def __str__(self) -> str:
         return self.message

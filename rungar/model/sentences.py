@@ -48,6 +48,18 @@ def overflow_reason(after: float) -> str:
     return f"taken only after {format_duration(after)} waiting for room elsewhere"
 
 
+def waits_for_host_reason(host: str, left: float) -> str:
+    """A priced provider with ``overflow: when_host_is_later`` skipped while a host expects
+    room sooner than it would start the runner (docs/placement.md)."""
+    return f"waits for {host}: room expected in {format_duration(left)}"
+
+
+def waits_for_host(scale_set: str, provider: str, host: str, left: float) -> str:
+    """``rungar status``'s line, the event and the log of a runner waiting for a host's
+    expected room rather than going to a priced provider."""
+    return f"{scale_set}'s runner is not sent to {provider}: " + waits_for_host_reason(host, left)
+
+
 def below_minimum_reason(version: object, minimum: object) -> str:
     """A provider whose runner GitHub would refuse (docs/github.md, "Runner versions")."""
     return f"runner {version} is below GitHub's minimum {minimum}"

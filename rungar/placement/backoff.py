@@ -122,6 +122,13 @@ class Backoffs:
         self._refusals[(scale_set, provider)] = backoff
         return backoff
 
+    def retry_at(self, scale_set: str, provider: str, at: float) -> Backoff:
+        """The scale set tries the provider again at ``at`` (when it said room comes), not
+        when its backoff would have it; the streak is kept."""
+        backoff = replace(self._refusals[(scale_set, provider)], until=at)
+        self._refusals[(scale_set, provider)] = backoff
+        return backoff
+
     def created(self, scale_set: str, provider: str) -> None:
         """A runner created there forgives the streak of refusals."""
         self._refusals.pop((scale_set, provider), None)

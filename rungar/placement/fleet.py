@@ -22,7 +22,9 @@ Skip reasons, checked in this order, are user-facing sentences shared by logs, e
 7. ``held for scale set <name>``
 8. ``kept for the assigned jobs of scale set <name>`` (only for an idle-reserve refill)
 9. ``taken only after 5m waiting for room elsewhere`` (a provider with ``overflow_after``)
-10. ``at its limit of N runners``
+10. ``waits for host1: room expected in 40s`` (a provider with ``overflow: when_host_is_later``,
+    :mod:`rungar.placement.host_waits`)
+11. ``at its limit of N runners``
 
 Real work comes before reserves. A create is either for an assigned job or for the idle
 reserve (``min_runners`` in force). Only work may take a priority hold; a scale set whose
@@ -69,8 +71,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from rungar.config.model import ProviderConfig, ScaleSetConfig, Timing
-from rungar.model.machine import Refusal
+from rungar.config.model import Overflow, ProviderConfig, ScaleSetConfig, Timing
+from rungar.model.machine import Refusal, RefusalKind
 from rungar.model.runner import RunnerView
 from rungar.model.sentences import (
     SCALE_SET_GONE,
@@ -80,10 +82,12 @@ from rungar.model.sentences import (
     nothing_to_try,
     overflow_reason,
     scale_set_limit_reason,
+    waits_for_host_reason,
 )
 from rungar.placement.backoff import Backoff, Backoffs
 from rungar.placement.counts import Claim, Counts
 from rungar.placement.holds import Hold, HoldDecision, HoldRule, Holds, RoomOpened, place_hold
+from rungar.placement.host_waits import HostRooms, HostWait, StartTimes, host_to_wait_for
 from rungar.placement.index import ProviderOrder
 from rungar.placement.order import order_providers
 from rungar.placement.switches import Switches
@@ -148,6 +152,8 @@ class Fleet:
         self.holds = Holds(self.timing.hold_duration)
         self.switches = Switches()
         self.versions = RunnerVersions()
+        self.host_rooms = HostRooms()  # rooms hosts expect, for overflow: when_host_is_later
+        self.start_times = StartTimes()  # each provider's starts, for its typical start
         self.configure(providers, scale_sets, self.timing)
 
     # ----------------------------------------------------------------- configuration
@@ -175,6 +181,7 @@ class Fleet:
         self.versions.configure(scale_sets)
         self.holds.duration = timing.hold_duration
         self.holds.keep_only(self.providers, self.scale_sets, pairs)
+        self.host_rooms.keep_only(self.scale_sets, self.providers)
         self._reorder()
 
     def _reorder(self) -> None:
@@ -290,6 +297,10 @@ class Fleet:
         patience = self.providers[provider].overflow_after
         if patience > 0 and self.holds.asking_for(scale_set, now) < patience:
             return overflow_reason(patience)
+        if self.providers[provider].overflow is Overflow.WHEN_HOST_IS_LATER:
+            wait = self.host_wait(scale_set, provider, now)
+            if wait is not None:
+                return waits_for_host_reason(wait.host.provider, wait.host.left(now))
         limit = self.providers[provider].max_runners
         if limit > 0 and self.counts.on_provider(provider) >= limit:
             return limit_reason(limit)
@@ -402,12 +413,101 @@ class Fleet:
         self.backoffs.created(claim.scale_set, claim.provider)
         overflowing = bool(self.providers[claim.provider].overflow_after)
         self.holds.placed(claim.scale_set, overflowing=overflowing)
+        self.host_rooms.forget(claim.scale_set)
 
     def record_refusal(
         self, scale_set: str, provider: str, refusal: Refusal, now: float
     ) -> Backoff:
-        """A refusal of any kind backs the scale set off the provider; only FULL may hold."""
-        return self.backoffs.refused(scale_set, provider, refusal, now, self.timing)
+        """A refusal of any kind backs the scale set off the provider; only FULL may hold.
+
+        A FULL refusal saying when room comes, from a provider cheaper than one of the scale
+        set's providers with ``overflow: when_host_is_later``, is kept for that rule; when the
+        room is expected within that provider's patience, the scale set tries this provider
+        again at the expected time (``backoff_first`` at the soonest) rather than after its
+        backoff."""
+        backoff = self.backoffs.refused(scale_set, provider, refusal, now, self.timing)
+        if refusal.kind is not RefusalKind.FULL:
+            return backoff
+        dearer = self._waiting_providers(scale_set, self.price_of(provider))
+        if not dearer:
+            return backoff
+        if refusal.room is None:
+            self.host_rooms.not_told(scale_set, provider)
+            return backoff
+        patience = max(self.patience(name) for name in dearer)
+        seconds = refusal.room.seconds
+        retry_at = now + max(seconds, self.timing.backoff_first)
+        self.host_rooms.told(
+            scale_set, provider, refusal.room, now, retry_at=retry_at, patience=patience
+        )
+        if seconds < patience:
+            backoff = self.backoffs.retry_at(scale_set, provider, retry_at)
+        return backoff
+
+    def record_start(self, provider: str, seconds: float) -> None:
+        """A runner on ``provider`` came online ``seconds`` after its Create was sent: one more
+        of its starts, for its typical start (:meth:`patience`)."""
+        if provider in self.providers:
+            self.start_times.record(provider, seconds)
+
+    def patience(self, provider: str) -> float:
+        """How much sooner than a priced provider with ``overflow: when_host_is_later`` a
+        host's room must be expected for a runner to wait for it: the provider's typical start
+        (measured, or ``typical_start``) plus its ``overflow_margin``."""
+        config = self.providers[provider]
+        typical = self.start_times.typical(provider, config.typical_start)
+        return typical + config.overflow_margin
+
+    def _waiting_providers(self, scale_set: str, price: float) -> list[str]:
+        """The scale set's providers with ``overflow: when_host_is_later`` dearer than
+        ``price``."""
+        config = self.scale_sets.get(scale_set)
+        if config is None:
+            return []
+        return [
+            entry.name
+            for entry in config.providers
+            if entry.name in self.providers
+            and self.providers[entry.name].overflow is Overflow.WHEN_HOST_IS_LATER
+            and self.price_of(entry.name) > price
+        ]
+
+    def host_wait(self, scale_set: str, provider: str, now: float) -> HostWait | None:
+        """The host whose expected room keeps ``scale_set``'s runner off ``provider`` now (a
+        provider with ``overflow: when_host_is_later``), or None
+        (:func:`rungar.placement.host_waits.host_to_wait_for`)."""
+        price = self.price_of(provider)
+        rooms = [
+            room
+            for room in self.host_rooms.expected(scale_set)
+            if room.provider in self.providers and self.price_of(room.provider) < price
+        ]
+        if not rooms:
+            return None
+        since = self.host_rooms.since(scale_set, now)
+        room = host_to_wait_for(rooms, now, self.patience(provider), since)
+        return None if room is None else HostWait(scale_set, provider, room, since)
+
+    def host_waits(self, now: float) -> list[HostWait]:
+        """Every scale set's runner waiting for a host's expected room now, by scale set."""
+        waits: list[HostWait] = []
+        for name in sorted(self.scale_sets):
+            for provider in self._waiting_providers(name, 0.0):
+                wait = self.host_wait(name, provider, now)
+                if wait is not None:
+                    waits.append(wait)
+        return waits
+
+    def wake_at(self, scale_set: str, now: float) -> float | None:
+        """When a scale set waiting for a host's expected room should be scaled again: the
+        host's retry, or the end of its wait (the priced provider then takes it); None when
+        it waits for none."""
+        found: list[float] = []
+        for provider in self._waiting_providers(scale_set, 0.0):
+            wait = self.host_wait(scale_set, provider, now)
+            if wait is not None:
+                found.append(min(wait.host.retry_at, wait.since + self.patience(provider)))
+        return min(found, default=None)
 
     def record_crash(self, scale_set: str, provider: str, why: str, now: float) -> Backoff:
         """A runner ended, or never connected in time, before it ever connected: one more in

@@ -6,7 +6,8 @@ Conversions are total: an unknown enum number from a newer peer falls back to th
 meaning the proto documents (an unspecified refusal kind is FAILED, an unspecified state is
 STARTING), never to an exception. What a provider answers is bounded here, before anything
 stores, logs or shows it (:mod:`rungar.model.bounded`): texts cut to their documented length,
-a refusal's resource kept only when it is one lowercase word.
+a refusal's resource kept only when it is one lowercase word, its expected room only when it
+is within bounds (:func:`rungar.model.bounded.believed_room`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from rungar.model.machine import (
     Refusal,
     RefusalKind,
     Removal,
+    RoomExpected,
 )
 from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
@@ -376,6 +378,9 @@ def create_response_to_pb(outcome: Created | Refusal) -> Any:
     refused.kind = _KIND_TO_PB[outcome.kind]
     refused.resource = outcome.resource
     refused.message = outcome.message
+    if outcome.room is not None:
+        refused.room_expected.seconds = outcome.room.seconds
+        refused.room_expected.confidence = outcome.room.confidence
     return message
 
 
@@ -388,7 +393,12 @@ def create_response_from_pb(message: Any, provider: str = "") -> Created | Refus
         refused = message.refused
         kind = _KIND_FROM_PB.get(refused.kind, RefusalKind.FAILED)
         text = bounded.sentence(refused.message) or f"refused ({kind.value}) without a message"
-        return Refusal(kind=kind, message=text, resource=bounded.resource(refused.resource))
+        room = None
+        if refused.HasField("room_expected"):
+            sent = refused.room_expected
+            room = RoomExpected(float(sent.seconds), float(sent.confidence))
+        refusal = Refusal(kind, text, bounded.resource(refused.resource), room)
+        return bounded.believed_room(refusal)
     return Refusal(RefusalKind.FAILED, "the provider answered Create with neither outcome")
 
 

@@ -20,12 +20,20 @@ from typing import TYPE_CHECKING
 
 from rungar.errors import ProviderUnavailable
 from rungar.model.job_key import JobKey
-from rungar.model.machine import Created, JobHint, Machine, MachineState, Refusal, RefusalKind
+from rungar.model.machine import (
+    Created,
+    JobHint,
+    Machine,
+    MachineState,
+    Refusal,
+    RefusalKind,
+    RoomExpected,
+)
 from rungar.simulate.history import SimJob
 from rungar.simulate.models import ProviderModel
 
 if TYPE_CHECKING:
-    from runnerd.admission import PredictionRules, Running
+    from runnerd.admission import Candidate, PredictionRules, Running, SliceReading
     from runnerd.admission.model import Run
     from runnerd.predictor import Predictor
 
@@ -115,6 +123,7 @@ class _HostRunner:
     peak: int = 0
     counted: bool = False  # its peak is in the slice's reading
     key: JobKey | None = None
+    started: float = 0.0  # when it took its job
 
 
 class RunnerdHost(Backend):
@@ -212,13 +221,45 @@ class RunnerdHost(Backend):
         self.guard = outcome.state
         decision = outcome.decision
         if isinstance(decision, NoRoom):
-            return Refusal(RefusalKind.FULL, decision.message, decision.resource)
+            room = self.expected_room(candidate, reading, now)
+            return Refusal(RefusalKind.FULL, decision.message, decision.resource, room)
         self.runners[runner] = _HostRunner(
             name, scale_set, profile.memory, profile.cpus, decision.memory, decision.cpu,
             tuple(hints),
         )  # fmt: skip
         self._view(runner)
         return None
+
+    def expected_room(
+        self, candidate: Candidate, reading: SliceReading, now: float
+    ) -> RoomExpected | None:
+        """As runnerd answers a refusal: when its running jobs' predicted ends (from the
+        predictor's past durations, never the replay's own end of each job) leave room."""
+        from runnerd.admission.room import PredictedEnd, expected_room, predicted_end
+
+        ends: dict[str, PredictedEnd] = {}
+        for name, state in self.runners.items():
+            if state.key is None:
+                continue  # no job yet: its end is not known
+            ending = predicted_end(self.predictor.durations(state.key, now), state.started, now)
+            if ending is not None:
+                ends[name] = ending
+        if not ends:
+            return None
+        expected = expected_room(
+            candidate,
+            list(self.views.values()),
+            ends,
+            reading,
+            None,
+            None,
+            self.limits,
+            self.guard,
+            now,
+        )
+        if expected is None:
+            return None
+        return RoomExpected(round(expected.seconds, 1), round(expected.confidence, 3))
 
     def delete(self, runner: str, now: float) -> None:
         super().delete(runner, now)
@@ -232,7 +273,7 @@ class RunnerdHost(Backend):
         if state is None:
             return []
         key = JobKey(state.profile, job.repository, job.workflow, job.job)
-        state.job, state.key = job, key
+        state.job, state.key, state.started = job, key, now
         peak = job.peak
         if job.cap and peak:
             peak = int(peak * state.cap / job.cap)
@@ -271,7 +312,8 @@ class RunnerdHost(Backend):
             return
         peak = state.peak
         result = "failure" if killed else job.result
-        run = Run(now, result, peak, state.cap, job.avg_cpu, False, killed, state.reserved)
+        run = Run(now, result, peak, state.cap, job.avg_cpu, False, killed, state.reserved,
+                  now - state.started)  # fmt: skip
         self.predictor.add(state.key, run)
 
 

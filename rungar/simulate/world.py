@@ -46,7 +46,7 @@ from rungar.simulate.backends import Backend
 from rungar.simulate.history import SimJob
 
 # At one instant: room is freed before it is asked for, and given to its holder first.
-FINISH, BOOTED, ROOM, TICK = 0, 1, 2, 3
+FINISH, BOOTED, ROOM, TICK, WAKE = 0, 1, 2, 3, 4
 HINTS = 20  # queued jobs handed to a create, as the engine hands them
 GIVE_UP_AFTER = 7 * 86400.0  # after the last job is queued, with nothing running
 
@@ -123,6 +123,7 @@ class World:
         self.now = jobs[0].queued_at if jobs else 0.0
         self.events = 0
         self.hints_read = any(getattr(b, "measured", False) for b in self.backends.values())
+        self.wakes: dict[str, float] = {}  # scale set -> its next scale step (host waits)
 
     # ------------------------------------------------------------------ the loop
 
@@ -159,6 +160,10 @@ class World:
                 self.booted(what)
             elif kind == ROOM:
                 await self.room(what)
+            elif kind == WAKE:
+                if self.wakes.get(what) == at:
+                    del self.wakes[what]
+                    await self.scale(what)
             else:
                 if (
                     nxt >= n
@@ -210,6 +215,7 @@ class World:
         if record is None:
             return
         record.connected = True
+        self.fleet.record_start(record.provider, self.now - record.created_at)
         if self.queue[record.scale_set]:
             self.start_job(record)
         else:
@@ -338,6 +344,7 @@ class World:
         if self.fleet.cannot_place(name, now, reserve=reserve):
             if not reserve and cheaper_than is None:
                 self.note_holds(self.fleet.apply_holds(self.fleet.plan_holds(name, now)))
+                self.wake_later(name)
             return False
         runner = f"{name}-{next(self.serial):06d}"
         config = self.sets[name]
@@ -373,6 +380,8 @@ class World:
         )
         if not isinstance(result, Placed):
             self.note_holds(result.held)
+            if not reserve and cheaper_than is None:
+                self.wake_later(name)
             return False
         self.close_holds(now)
         opened = self.room_waits.pop((name, result.provider), None)
@@ -387,6 +396,20 @@ class World:
         backend.usage.created += 1
         self.push(now + backend.boot, BOOTED, runner)
         return True
+
+    def wake_later(self, name: str) -> None:
+        """As the engine (:meth:`rungar.engine.create.rooms.Rooms.wake_later`): a scale set
+        waiting for a host's expected room is scaled again when the host is to be tried, or
+        when its wait ends."""
+        at = self.fleet.wake_at(name, self.now)
+        if at is None:
+            return
+        pending = self.wakes.get(name)
+        if pending is not None and self.now < pending <= at:
+            return
+        at = max(at, self.now + 1e-3)  # never again at this very instant
+        self.wakes[name] = at
+        self.push(at, WAKE, name)
 
     def observe(self, scale_set: str, attempt: Try) -> None:
         if attempt.outcome is Outcome.CREATED or attempt.outcome is Outcome.SKIPPED:

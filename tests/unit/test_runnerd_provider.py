@@ -245,7 +245,11 @@ async def test_a_finished_job_teaches_the_predictor_once_rungar_says_how_it_ende
     clock.set(clock.now() + 1)
     await provider.delete("a", Removal(RemovalReason.JOB_COMPLETED, Conclusion.SUCCEEDED))
     runs = provider.predictor.runs(key, clock.now())
-    assert list(runs) == [Run(ended, SUCCESS, int(1.5 * G), 7 * G, 2.0, False, False, reserved)]
+    # its duration from when it took its job (here, at once) to its end: what ends are
+    # predicted from
+    assert list(runs) == [
+        Run(ended, SUCCESS, int(1.5 * G), 7 * G, 2.0, False, False, reserved, 60.0)
+    ]
     row = provider.history.job("1")
     assert row is not None and (row["peak_memory"], row["avg_cpu"]) == (int(1.5 * G), 2.0)
     assert (row["finished_at"], row["exit_code"]) == (ended, 0)

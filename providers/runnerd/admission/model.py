@@ -76,6 +76,9 @@ class Run:
     met_cap: bool = False  # memory.events.local oom: its own limit ran out
     killed_for_memory: bool = False  # an oom kill while its own limit held
     reserved: int | None = None
+    # From its job's start (its runner's, when the job's is not known) to its end: what its
+    # next runs' ends are predicted from (docs/admission.md, "When room comes back").
+    duration: float | None = None
 
     @property
     def counted_peak(self) -> int:

@@ -33,7 +33,7 @@ from rungar.engine.create.rooms import Rooms
 from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
 from rungar.github.exceptions import RegistrationThrottled
 from rungar.github.registrations import Ticket
-from rungar.model import sentences
+from rungar.model import bounded, sentences
 from rungar.model.create_intent import CreateIntent
 from rungar.model.labels import machine_labels
 from rungar.model.machine import (
@@ -122,6 +122,8 @@ class Creations:
         if why_not:
             ctx.metrics.scale_up_failures.labels(config.name, "no_capacity").inc()
             log.info("runner.cannot_scale_up", scale_set=config.name, reason=why_not)
+            if not reserve:
+                self.rooms.wake_later(config.name)
             return None
         name = runner_name(config.name)
         ctx.runners.creating.name(config.name, name)
@@ -164,6 +166,8 @@ class Creations:
             )
             if isinstance(result, NotPlaced):
                 self.report_holds(result.held)
+                if not reserve:
+                    self.rooms.wake_later(config.name)
             if isinstance(result, Placed):
                 revision = blocks[result.provider].revision  # as the Create's labels say
                 return self._record(config.name, name, runner_id, revision, result, budget)
@@ -278,6 +282,15 @@ class Creations:
             )
             if isinstance(answer, Created) and answer.machine.name != name:
                 return await self._misnamed(provider, name, answer.machine.name)
+            if isinstance(answer, Refusal):
+                answer = bounded.believed_room(answer)  # in process too: untrusted
+                if answer.room_ignored:
+                    log.warning(
+                        "provider.room_ignored",
+                        provider=provider,
+                        runner=name,
+                        reason=answer.room_ignored,
+                    )
             if isinstance(answer, Refusal) and answer.kind is RefusalKind.FULL:
                 listed = {h.job_id for h in ask.hints if h.job_id}
                 state.refused_by[provider] = (name, listed)  # told as they leave the queue
@@ -420,6 +433,7 @@ class Creations:
                 resource=attempt.refusal.resource,
                 refusal=attempt.refusal.kind.value,
                 refusals=refusals,
+                **_room_fields(attempt.refusal),
             )
             log.info(
                 f"provider.{action}",
@@ -442,6 +456,18 @@ class Creations:
                 sentence=sentences.UNREACHABLE_SINCE,
                 provider=attempt.provider,
             )
+
+
+def _room_fields(refusal: Refusal) -> dict[str, object]:
+    """A refusal's expected room for its event: when and how sure, or why it was ignored."""
+    if refusal.room is not None:
+        return {
+            "room_in": round(refusal.room.seconds, 1),
+            "room_confidence": round(refusal.room.confidence, 3),
+        }
+    if refusal.room_ignored:
+        return {"room_ignored": refusal.room_ignored}
+    return {}
 
 
 def _deadline(ctx: EngineContext, state: ScaleSetState, now: float) -> float:

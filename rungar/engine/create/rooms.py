@@ -21,6 +21,7 @@ import structlog
 
 from rungar.engine.core.context import EngineContext
 from rungar.engine.core.records import RunnerRecord
+from rungar.model import sentences
 from rungar.model.runner import RunnerState
 from rungar.placement import RoomOpened
 
@@ -47,6 +48,7 @@ class Rooms:
         self.create_cheaper = create_cheaper
         self.remove = remove
         self._opened: dict[tuple[str, str], float] = {}  # (holder, provider) -> first opened
+        self._wakes: dict[str, float] = {}  # scale set -> when it is scaled again (host waits)
 
     def opened(self, opened: RoomOpened) -> None:
         """Act on room opened: the holder is tried there now; a dearer idle runner replaced."""
@@ -67,6 +69,48 @@ class Rooms:
         runner = ctx.fleet.replacement(opened.provider, idle, opened.at)
         if runner is not None:
             ctx.spawn(self._replace(runner.name))
+
+    def wake_later(self, scale_set: str) -> None:
+        """A scale set whose runner waits for a host's expected room (a priced provider with
+        ``overflow: when_host_is_later``) is scaled again when the host is to be tried, or
+        when its wait ends and the priced provider takes it (docs/placement.md)."""
+        ctx = self.ctx
+        now = ctx.clock.now()
+        at = ctx.fleet.wake_at(scale_set, now)
+        if at is None:
+            return
+        pending = self._wakes.get(scale_set)
+        if pending is not None and now < pending <= at:
+            return  # an earlier wake stands; it looks again then
+        self._wakes[scale_set] = at
+        for wait in ctx.fleet.host_waits(now):
+            if wait.scale_set == scale_set:
+                sentence = sentences.waits_for_host(
+                    scale_set, wait.provider, wait.host.provider, wait.host.left(now)
+                )
+                ctx.events.record(
+                    "scale_set",
+                    scale_set,
+                    "waits_for_host",
+                    scale_set=scale_set,
+                    provider=wait.provider,
+                    host=wait.host.provider,
+                    message=sentence,
+                    room_in=round(wait.host.left(now), 1),
+                    confidence=round(wait.host.confidence, 3),
+                )
+                log.info("scale_set.waits_for_host", sentence=sentence, scale_set=scale_set)
+                break
+        ctx.spawn(self._wake(scale_set, at))
+
+    async def _wake(self, scale_set: str, at: float) -> None:
+        ctx = self.ctx
+        await ctx.clock.sleep(max(0.0, at - ctx.clock.now()))
+        if self._wakes.get(scale_set) != at:
+            return  # an earlier wake replaced this one, and looked again
+        del self._wakes[scale_set]
+        if ctx.acting():
+            await self.scale(scale_set)
 
     def taken(self, scale_set: str, provider: str, now: float) -> float | None:
         """A runner of ``scale_set`` was created on ``provider``: how long the room held for it

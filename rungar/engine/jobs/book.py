@@ -157,6 +157,7 @@ class JobBook:
         note_connected(ctx, record)
         if record.created_at and not record.adopted:
             boot = max(0.0, ctx.clock.now() - record.created_at)
+            ctx.fleet.record_start(record.provider, boot)  # its typical start (host waits)
             ctx.metrics.boot_duration.labels(record.scale_set, record.provider).observe(boot)
             ctx.events.record(
                 "runner",

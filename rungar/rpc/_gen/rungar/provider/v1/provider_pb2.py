@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!rungar/provider/v1/provider.proto\x12\x12rungar.provider.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"|\n\nRunnerSpec\x12\r\n\x05vcpus\x18\x01 \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x02 \x01(\x03\x12\x12\n\ndisk_bytes\x18\x03 \x01(\x03\x12\r\n\x05image\x18\x04 \x01(\t\x12&\n\x05\x65xtra\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa9\x02\n\x07JobHint\x12\x12\n\nrepository\x18\x01 \x01(\t\x12\x10\n\x08workflow\x18\x02 \x01(\t\x12\x0b\n\x03job\x18\x03 \x01(\t\x12\x0e\n\x06job_id\x18\x04 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12-\n\tqueued_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x63ompleted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x0c\x63lock_offset\x18\n \x01(\x01H\x00\x88\x01\x01\x42\x0f\n\r_clock_offset\"\r\n\x0bInfoRequest\"i\n\x0cInfoResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\x12\x16\n\x0erunner_version\x18\x05 \x01(\t\"G\n\x15ValidateRunnerRequest\x12.\n\x06runner\x18\x01 \x01(\x0b\x32\x1e.rungar.provider.v1.RunnerSpec\"*\n\x16ValidateRunnerResponse\x12\x10\n\x08problems\x18\x01 \x03(\t\"\xd7\x02\n\rCreateRequest\x12\x13\n\x0brunner_name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tscale_set\x18\x03 \x01(\t\x12=\n\x06labels\x18\x04 \x03(\x0b\x32-.rungar.provider.v1.CreateRequest.LabelsEntry\x12.\n\x06runner\x18\x05 \x01(\x0b\x32\x1e.rungar.provider.v1.RunnerSpec\x12\x12\n\njit_config\x18\x06 \x01(\t\x12*\n\x05hints\x18\x07 \x03(\x0b\x32\x1b.rungar.provider.v1.JobHint\x12,\n\x08\x64\x65\x61\x64line\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"{\n\x0e\x43reateResponse\x12.\n\x07\x63reated\x18\x01 \x01(\x0b\x32\x1b.rungar.provider.v1.CreatedH\x00\x12.\n\x07refused\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.RefusedH\x00\x42\t\n\x07outcome\"7\n\x07\x43reated\x12,\n\x07machine\x18\x01 \x01(\x0b\x32\x1b.rungar.provider.v1.Machine\"\x9d\x01\n\x07Refused\x12.\n\x04kind\x18\x01 \x01(\x0e\x32 .rungar.provider.v1.Refused.Kind\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\"?\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04\x46ULL\x10\x01\x12\x0b\n\x07INVALID\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\"\xb7\x02\n\x07Machine\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x30\n\x05state\x18\x02 \x01(\x0e\x32!.rungar.provider.v1.Machine.State\x12\x37\n\x06labels\x18\x03 \x03(\x0b\x32\'.rungar.provider.v1.Machine.LabelsEntry\x12\x0c\n\x04size\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"F\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08STARTING\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\x0b\n\x07STOPPED\x10\x03\"K\n\rDeleteRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x07removal\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.Removal\"\x8d\x04\n\x07Removal\x12\x32\n\x06reason\x18\x01 \x01(\x0e\x32\".rungar.provider.v1.Removal.Reason\x12:\n\nconclusion\x18\x02 \x01(\x0e\x32&.rungar.provider.v1.Removal.Conclusion\x12(\n\x03job\x18\x03 \x01(\x0b\x32\x1b.rungar.provider.v1.JobHint\"\x84\x02\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x11\n\rJOB_COMPLETED\x10\x01\x12\x0f\n\x0bSCALED_DOWN\x10\x02\x12\x11\n\rIDLE_TOO_LONG\x10\x03\x12\x13\n\x0fNEVER_CONNECTED\x10\x04\x12\x0b\n\x07\x45XPIRED\x10\x05\x12\x15\n\x11SCALE_SET_REMOVED\x10\x06\x12\x0b\n\x07\x44RAINED\x10\x07\x12\r\n\tREQUESTED\x10\x08\x12\x0c\n\x08OUTDATED\x10\t\x12\x10\n\x0cUNREGISTERED\x10\n\x12\x10\n\x0c\x44ISCONNECTED\x10\x0b\x12\t\n\x05STUCK\x10\x0c\x12\t\n\x05\x45NDED\x10\r\x12\x0e\n\nNOT_PLACED\x10\x0e\"a\n\nConclusion\x12\x1a\n\x16\x43ONCLUSION_UNSPECIFIED\x10\x00\x12\r\n\tSUCCEEDED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\r\n\tCANCELLED\x10\x03\x12\r\n\tTIMED_OUT\x10\x04\"\x10\n\x0e\x44\x65leteResponse\"\x7f\n\x0bListRequest\x12?\n\x08selector\x18\x01 \x03(\x0b\x32-.rungar.provider.v1.ListRequest.SelectorEntry\x1a/\n\rSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"=\n\x0cListResponse\x12-\n\x08machines\x18\x01 \x03(\x0b\x32\x1b.rungar.provider.v1.Machine\"\x81\x01\n\x13UpdateRunnerRequest\x12\x13\n\x0brunner_name\x18\x01 \x01(\t\x12(\n\x03job\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.JobHint\x12+\n\x06queued\x18\x03 \x03(\x0b\x32\x1b.rungar.provider.v1.JobHint\"\x16\n\x14UpdateRunnerResponse\"0\n\x11LastOutputRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lines\x18\x02 \x01(\r\"#\n\x12LastOutputResponse\x12\r\n\x05lines\x18\x01 \x03(\t2\xeb\x04\n\x08Provider\x12I\n\x04Info\x12\x1f.rungar.provider.v1.InfoRequest\x1a .rungar.provider.v1.InfoResponse\x12g\n\x0eValidateRunner\x12).rungar.provider.v1.ValidateRunnerRequest\x1a*.rungar.provider.v1.ValidateRunnerResponse\x12O\n\x06\x43reate\x12!.rungar.provider.v1.CreateRequest\x1a\".rungar.provider.v1.CreateResponse\x12O\n\x06\x44\x65lete\x12!.rungar.provider.v1.DeleteRequest\x1a\".rungar.provider.v1.DeleteResponse\x12I\n\x04List\x12\x1f.rungar.provider.v1.ListRequest\x1a .rungar.provider.v1.ListResponse\x12\x61\n\x0cUpdateRunner\x12\'.rungar.provider.v1.UpdateRunnerRequest\x1a(.rungar.provider.v1.UpdateRunnerResponse\x12[\n\nLastOutput\x12%.rungar.provider.v1.LastOutputRequest\x1a&.rungar.provider.v1.LastOutputResponseB/Z-rungar.sh/proto/rungar/provider/v1;providerv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!rungar/provider/v1/provider.proto\x12\x12rungar.provider.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"|\n\nRunnerSpec\x12\r\n\x05vcpus\x18\x01 \x01(\x01\x12\x14\n\x0cmemory_bytes\x18\x02 \x01(\x03\x12\x12\n\ndisk_bytes\x18\x03 \x01(\x03\x12\r\n\x05image\x18\x04 \x01(\t\x12&\n\x05\x65xtra\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa9\x02\n\x07JobHint\x12\x12\n\nrepository\x18\x01 \x01(\t\x12\x10\n\x08workflow\x18\x02 \x01(\t\x12\x0b\n\x03job\x18\x03 \x01(\t\x12\x0e\n\x06job_id\x18\x04 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x05 \x01(\t\x12\x0e\n\x06run_id\x18\x06 \x01(\t\x12-\n\tqueued_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nstarted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0c\x63ompleted_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x19\n\x0c\x63lock_offset\x18\n \x01(\x01H\x00\x88\x01\x01\x42\x0f\n\r_clock_offset\"\r\n\x0bInfoRequest\"i\n\x0cInfoResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07version\x18\x03 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\x12\x16\n\x0erunner_version\x18\x05 \x01(\t\"G\n\x15ValidateRunnerRequest\x12.\n\x06runner\x18\x01 \x01(\x0b\x32\x1e.rungar.provider.v1.RunnerSpec\"*\n\x16ValidateRunnerResponse\x12\x10\n\x08problems\x18\x01 \x03(\t\"\xd7\x02\n\rCreateRequest\x12\x13\n\x0brunner_name\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\x12\x11\n\tscale_set\x18\x03 \x01(\t\x12=\n\x06labels\x18\x04 \x03(\x0b\x32-.rungar.provider.v1.CreateRequest.LabelsEntry\x12.\n\x06runner\x18\x05 \x01(\x0b\x32\x1e.rungar.provider.v1.RunnerSpec\x12\x12\n\njit_config\x18\x06 \x01(\t\x12*\n\x05hints\x18\x07 \x03(\x0b\x32\x1b.rungar.provider.v1.JobHint\x12,\n\x08\x64\x65\x61\x64line\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"{\n\x0e\x43reateResponse\x12.\n\x07\x63reated\x18\x01 \x01(\x0b\x32\x1b.rungar.provider.v1.CreatedH\x00\x12.\n\x07refused\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.RefusedH\x00\x42\t\n\x07outcome\"7\n\x07\x43reated\x12,\n\x07machine\x18\x01 \x01(\x0b\x32\x1b.rungar.provider.v1.Machine\"\xd6\x01\n\x07Refused\x12.\n\x04kind\x18\x01 \x01(\x0e\x32 .rungar.provider.v1.Refused.Kind\x12\x10\n\x08resource\x18\x02 \x01(\t\x12\x0f\n\x07message\x18\x03 \x01(\t\x12\x37\n\rroom_expected\x18\x04 \x01(\x0b\x32 .rungar.provider.v1.RoomExpected\"?\n\x04Kind\x12\x14\n\x10KIND_UNSPECIFIED\x10\x00\x12\x08\n\x04\x46ULL\x10\x01\x12\x0b\n\x07INVALID\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\"3\n\x0cRoomExpected\x12\x0f\n\x07seconds\x18\x01 \x01(\x01\x12\x12\n\nconfidence\x18\x02 \x01(\x01\"\xb7\x02\n\x07Machine\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x30\n\x05state\x18\x02 \x01(\x0e\x32!.rungar.provider.v1.Machine.State\x12\x37\n\x06labels\x18\x03 \x03(\x0b\x32\'.rungar.provider.v1.Machine.LabelsEntry\x12\x0c\n\x04size\x18\x04 \x01(\t\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"F\n\x05State\x12\x15\n\x11STATE_UNSPECIFIED\x10\x00\x12\x0c\n\x08STARTING\x10\x01\x12\x0b\n\x07RUNNING\x10\x02\x12\x0b\n\x07STOPPED\x10\x03\"K\n\rDeleteRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\x07removal\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.Removal\"\x8d\x04\n\x07Removal\x12\x32\n\x06reason\x18\x01 \x01(\x0e\x32\".rungar.provider.v1.Removal.Reason\x12:\n\nconclusion\x18\x02 \x01(\x0e\x32&.rungar.provider.v1.Removal.Conclusion\x12(\n\x03job\x18\x03 \x01(\x0b\x32\x1b.rungar.provider.v1.JobHint\"\x84\x02\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x11\n\rJOB_COMPLETED\x10\x01\x12\x0f\n\x0bSCALED_DOWN\x10\x02\x12\x11\n\rIDLE_TOO_LONG\x10\x03\x12\x13\n\x0fNEVER_CONNECTED\x10\x04\x12\x0b\n\x07\x45XPIRED\x10\x05\x12\x15\n\x11SCALE_SET_REMOVED\x10\x06\x12\x0b\n\x07\x44RAINED\x10\x07\x12\r\n\tREQUESTED\x10\x08\x12\x0c\n\x08OUTDATED\x10\t\x12\x10\n\x0cUNREGISTERED\x10\n\x12\x10\n\x0c\x44ISCONNECTED\x10\x0b\x12\t\n\x05STUCK\x10\x0c\x12\t\n\x05\x45NDED\x10\r\x12\x0e\n\nNOT_PLACED\x10\x0e\"a\n\nConclusion\x12\x1a\n\x16\x43ONCLUSION_UNSPECIFIED\x10\x00\x12\r\n\tSUCCEEDED\x10\x01\x12\n\n\x06\x46\x41ILED\x10\x02\x12\r\n\tCANCELLED\x10\x03\x12\r\n\tTIMED_OUT\x10\x04\"\x10\n\x0e\x44\x65leteResponse\"\x7f\n\x0bListRequest\x12?\n\x08selector\x18\x01 \x03(\x0b\x32-.rungar.provider.v1.ListRequest.SelectorEntry\x1a/\n\rSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"=\n\x0cListResponse\x12-\n\x08machines\x18\x01 \x03(\x0b\x32\x1b.rungar.provider.v1.Machine\"\x81\x01\n\x13UpdateRunnerRequest\x12\x13\n\x0brunner_name\x18\x01 \x01(\t\x12(\n\x03job\x18\x02 \x01(\x0b\x32\x1b.rungar.provider.v1.JobHint\x12+\n\x06queued\x18\x03 \x03(\x0b\x32\x1b.rungar.provider.v1.JobHint\"\x16\n\x14UpdateRunnerResponse\"0\n\x11LastOutputRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05lines\x18\x02 \x01(\r\"#\n\x12LastOutputResponse\x12\r\n\x05lines\x18\x01 \x03(\t2\xeb\x04\n\x08Provider\x12I\n\x04Info\x12\x1f.rungar.provider.v1.InfoRequest\x1a .rungar.provider.v1.InfoResponse\x12g\n\x0eValidateRunner\x12).rungar.provider.v1.ValidateRunnerRequest\x1a*.rungar.provider.v1.ValidateRunnerResponse\x12O\n\x06\x43reate\x12!.rungar.provider.v1.CreateRequest\x1a\".rungar.provider.v1.CreateResponse\x12O\n\x06\x44\x65lete\x12!.rungar.provider.v1.DeleteRequest\x1a\".rungar.provider.v1.DeleteResponse\x12I\n\x04List\x12\x1f.rungar.provider.v1.ListRequest\x1a .rungar.provider.v1.ListResponse\x12\x61\n\x0cUpdateRunner\x12\'.rungar.provider.v1.UpdateRunnerRequest\x1a(.rungar.provider.v1.UpdateRunnerResponse\x12[\n\nLastOutput\x12%.rungar.provider.v1.LastOutputRequest\x1a&.rungar.provider.v1.LastOutputResponseB/Z-rungar.sh/proto/rungar/provider/v1;providerv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -62,39 +62,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREATED']._serialized_start=1256
   _globals['_CREATED']._serialized_end=1311
   _globals['_REFUSED']._serialized_start=1314
-  _globals['_REFUSED']._serialized_end=1471
-  _globals['_REFUSED_KIND']._serialized_start=1408
-  _globals['_REFUSED_KIND']._serialized_end=1471
-  _globals['_MACHINE']._serialized_start=1474
-  _globals['_MACHINE']._serialized_end=1785
+  _globals['_REFUSED']._serialized_end=1528
+  _globals['_REFUSED_KIND']._serialized_start=1465
+  _globals['_REFUSED_KIND']._serialized_end=1528
+  _globals['_ROOMEXPECTED']._serialized_start=1530
+  _globals['_ROOMEXPECTED']._serialized_end=1581
+  _globals['_MACHINE']._serialized_start=1584
+  _globals['_MACHINE']._serialized_end=1895
   _globals['_MACHINE_LABELSENTRY']._serialized_start=1084
   _globals['_MACHINE_LABELSENTRY']._serialized_end=1129
-  _globals['_MACHINE_STATE']._serialized_start=1715
-  _globals['_MACHINE_STATE']._serialized_end=1785
-  _globals['_DELETEREQUEST']._serialized_start=1787
-  _globals['_DELETEREQUEST']._serialized_end=1862
-  _globals['_REMOVAL']._serialized_start=1865
-  _globals['_REMOVAL']._serialized_end=2390
-  _globals['_REMOVAL_REASON']._serialized_start=2031
-  _globals['_REMOVAL_REASON']._serialized_end=2291
-  _globals['_REMOVAL_CONCLUSION']._serialized_start=2293
-  _globals['_REMOVAL_CONCLUSION']._serialized_end=2390
-  _globals['_DELETERESPONSE']._serialized_start=2392
-  _globals['_DELETERESPONSE']._serialized_end=2408
-  _globals['_LISTREQUEST']._serialized_start=2410
-  _globals['_LISTREQUEST']._serialized_end=2537
-  _globals['_LISTREQUEST_SELECTORENTRY']._serialized_start=2490
-  _globals['_LISTREQUEST_SELECTORENTRY']._serialized_end=2537
-  _globals['_LISTRESPONSE']._serialized_start=2539
-  _globals['_LISTRESPONSE']._serialized_end=2600
-  _globals['_UPDATERUNNERREQUEST']._serialized_start=2603
-  _globals['_UPDATERUNNERREQUEST']._serialized_end=2732
-  _globals['_UPDATERUNNERRESPONSE']._serialized_start=2734
-  _globals['_UPDATERUNNERRESPONSE']._serialized_end=2756
-  _globals['_LASTOUTPUTREQUEST']._serialized_start=2758
-  _globals['_LASTOUTPUTREQUEST']._serialized_end=2806
-  _globals['_LASTOUTPUTRESPONSE']._serialized_start=2808
-  _globals['_LASTOUTPUTRESPONSE']._serialized_end=2843
-  _globals['_PROVIDER']._serialized_start=2846
-  _globals['_PROVIDER']._serialized_end=3465
+  _globals['_MACHINE_STATE']._serialized_start=1825
+  _globals['_MACHINE_STATE']._serialized_end=1895
+  _globals['_DELETEREQUEST']._serialized_start=1897
+  _globals['_DELETEREQUEST']._serialized_end=1972
+  _globals['_REMOVAL']._serialized_start=1975
+  _globals['_REMOVAL']._serialized_end=2500
+  _globals['_REMOVAL_REASON']._serialized_start=2141
+  _globals['_REMOVAL_REASON']._serialized_end=2401
+  _globals['_REMOVAL_CONCLUSION']._serialized_start=2403
+  _globals['_REMOVAL_CONCLUSION']._serialized_end=2500
+  _globals['_DELETERESPONSE']._serialized_start=2502
+  _globals['_DELETERESPONSE']._serialized_end=2518
+  _globals['_LISTREQUEST']._serialized_start=2520
+  _globals['_LISTREQUEST']._serialized_end=2647
+  _globals['_LISTREQUEST_SELECTORENTRY']._serialized_start=2600
+  _globals['_LISTREQUEST_SELECTORENTRY']._serialized_end=2647
+  _globals['_LISTRESPONSE']._serialized_start=2649
+  _globals['_LISTRESPONSE']._serialized_end=2710
+  _globals['_UPDATERUNNERREQUEST']._serialized_start=2713
+  _globals['_UPDATERUNNERREQUEST']._serialized_end=2842
+  _globals['_UPDATERUNNERRESPONSE']._serialized_start=2844
+  _globals['_UPDATERUNNERRESPONSE']._serialized_end=2866
+  _globals['_LASTOUTPUTREQUEST']._serialized_start=2868
+  _globals['_LASTOUTPUTREQUEST']._serialized_end=2916
+  _globals['_LASTOUTPUTRESPONSE']._serialized_start=2918
+  _globals['_LASTOUTPUTRESPONSE']._serialized_end=2953
+  _globals['_PROVIDER']._serialized_start=2956
+  _globals['_PROVIDER']._serialized_end=3575
 # @@protoc_insertion_point(module_scope)

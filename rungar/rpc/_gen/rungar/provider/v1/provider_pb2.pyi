@@ -122,7 +122,7 @@ class Created(_message.Message):
     def __init__(self, machine: _Optional[_Union[Machine, _Mapping]] = ...) -> None: ...
 
 class Refused(_message.Message):
-    __slots__ = ("kind", "resource", "message")
+    __slots__ = ("kind", "resource", "message", "room_expected")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         KIND_UNSPECIFIED: _ClassVar[Refused.Kind]
@@ -136,10 +136,20 @@ class Refused(_message.Message):
     KIND_FIELD_NUMBER: _ClassVar[int]
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    ROOM_EXPECTED_FIELD_NUMBER: _ClassVar[int]
     kind: Refused.Kind
     resource: str
     message: str
-    def __init__(self, kind: _Optional[_Union[Refused.Kind, str]] = ..., resource: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    room_expected: RoomExpected
+    def __init__(self, kind: _Optional[_Union[Refused.Kind, str]] = ..., resource: _Optional[str] = ..., message: _Optional[str] = ..., room_expected: _Optional[_Union[RoomExpected, _Mapping]] = ...) -> None: ...
+
+class RoomExpected(_message.Message):
+    __slots__ = ("seconds", "confidence")
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    seconds: float
+    confidence: float
+    def __init__(self, seconds: _Optional[float] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class Machine(_message.Message):
     __slots__ = ("name", "state", "labels", "size", "created_at")
