@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+from rungar.model import bounded
 from rungar.model import labels as label_keys
 from rungar.model.machine import (
     Conclusion,
@@ -259,6 +260,23 @@ def check_every_refusal_has_a_human_message(run: Run) -> None:
             raise _fail(f"a {refusal.kind} refusal has no human message: {refusal.message!r}")
 
 
+def check_every_expected_room_is_absent_or_sane(run: Run) -> None:
+    """A refusal's expected room (proto: ``Refused.room_expected``) is optional; when sent it
+    is on a FULL refusal only, 0 to 86400 seconds, with a confidence of 0 to 1. Through
+    ``GrpcProvider`` an insane one arrives dropped, ``room_ignored`` saying why."""
+    for refusal in run.refusals:
+        if refusal.room_ignored:
+            raise _fail(f"a {refusal.kind} refusal's expected room {refusal.room_ignored}")
+        room = refusal.room
+        if room is None:
+            continue
+        if refusal.kind is not RefusalKind.FULL:
+            raise _fail(f"a {refusal.kind} refusal says when room is expected; only full may")
+        why = bounded.room_expected(room.seconds, room.confidence)
+        if why:
+            raise _fail(f"a full refusal's expected {why}")
+
+
 CHECKS: dict[str, Callable[[Provider, Run], Awaitable[None]]] = {
     "repeated_create": check_repeated_create_returns_the_same_machine,
     "delete_unknown": check_delete_of_an_unknown_name_succeeds,
@@ -311,6 +329,11 @@ async def check_provider(
         passed.append("refusal_messages")
     except ConformanceFailure as e:
         failures.append(f"refusal_messages: {e}")
+    try:
+        check_every_expected_room_is_absent_or_sane(run)
+        passed.append("expected_room")
+    except ConformanceFailure as e:
+        failures.append(f"expected_room: {e}")
     if failures:
         raise ConformanceFailure("provider is not conformant:\n  " + "\n  ".join(failures))
     return passed

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 import trustme
 
 from rungar.errors import ProviderError
-from rungar.model.machine import Conclusion, Created, CreateRequest, JobHint, Refusal, Removal
+from rungar.model.machine import (
+    Conclusion,
+    Created,
+    CreateRequest,
+    JobHint,
+    Refusal,
+    RefusalKind,
+    Removal,
+    RoomExpected,
+)
 from rungar.model.provider import Provider
 from rungar.model.runner import RemovalReason
 from rungar.model.runner_block import RunnerBlock
@@ -94,7 +103,7 @@ async def test_the_fake_provider_conforms_over_loopback_mtls(
         )
     finally:
         await server.stop(None)
-    assert len(passed) == 9
+    assert len(passed) == 10
     assert fake.machines == []  # every check cleaned up after itself
 
 
@@ -168,6 +177,52 @@ async def test_the_kit_reports_a_provider_that_overcommits_under_concurrency() -
         await check_provider(
             make_client, capacity_runner=CAPACITY_RUNNER, impossible_runner=IMPOSSIBLE_RUNNER
         )
+
+
+async def test_the_kit_reports_a_full_refusal_whose_expected_room_is_negative_over_grpc(
+    tmp_path: Path,
+) -> None:
+    class Hasty(FakeProvider):
+        """Says room comes 30 s in the past: what the kit must catch, over the wire too."""
+
+        async def create(self, request: CreateRequest) -> Created | Refusal:
+            outcome = await super().create(request)
+            if isinstance(outcome, Refusal) and outcome.kind is RefusalKind.FULL:
+                return replace(outcome, room=RoomExpected(-30.0, 0.9))
+            return outcome
+
+    hasty = Hasty(vcpus=8, memory_bytes=16 * GIB)
+    server = await serve(hasty, f"unix://{tmp_path}/hasty.sock")
+    try:
+
+        async def make_client() -> Provider:
+            return GrpcProvider("hasty", server.address, timeout=WAIT)
+
+        with pytest.raises(ConformanceFailure, match=r"expected_room: .* -30\.0 s is not 0"):
+            await check_provider(
+                make_client, capacity_runner=CAPACITY_RUNNER, impossible_runner=IMPOSSIBLE_RUNNER
+            )
+    finally:
+        await server.stop(None)
+
+
+async def test_a_full_refusal_may_say_when_room_comes_and_the_kit_passes_it() -> None:
+    class Forthcoming(FakeProvider):
+        async def create(self, request: CreateRequest) -> Created | Refusal:
+            outcome = await super().create(request)
+            if isinstance(outcome, Refusal) and outcome.kind is RefusalKind.FULL:
+                return replace(outcome, room=RoomExpected(40.0, 0.8))
+            return outcome
+
+    forthcoming = Forthcoming(vcpus=8, memory_bytes=16 * GIB)
+
+    async def make_client() -> Provider:
+        return forthcoming
+
+    passed = await check_provider(
+        make_client, capacity_runner=CAPACITY_RUNNER, impossible_runner=IMPOSSIBLE_RUNNER
+    )
+    assert "expected_room" in passed
 
 
 async def test_the_kit_reports_a_provider_that_fails_a_delete_that_says_why() -> None:
