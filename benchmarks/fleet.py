@@ -1,22 +1,35 @@
 """Benchmark: the whole fleet replayed by ``rungar simulate``'s engine, and what it costs.
 
-Prints JSON lines only (docs/benchmarks.md has the targets):
+Prints JSON lines only (docs/benchmarks.md has the targets). The priority and pack sections
+replay each of the seeds 1-4 (``--seeds N``: the first N): every figure is printed for each seed
+(``"params": {"seed": N, ...}``), then as the median over the seeds (``"of": "median"``) with
+its ``"range"`` (the least and the most of them). A p95 is never quoted from fewer than 20
+samples (a p99, 100): its value is then null ("n/a") and ``"samples"`` says how many there were;
+a median over seeds of which any had none is null too.
 
 - priority: large runners (16G, priority 10) among small ones (4G) on two 32G hosts kept busy
-  by the small, side by side on the same trace: every full provider held (the default, no
-  suffix), one provider held (``hold_one``), no holds (``no_holds``); the large and small p95
-  waits, how long held room stood empty before its holder took it (``held_room_idle_p95``),
-  the large ones' p95 without holds over with them (``_cut_ratio``, goal at least 4 at the busy
-  load), the least the large ones' p95 could be with nothing kept empty in advance and no
-  runner taken away (``large_p95_drain_bound``: as each is queued, how soon some host's busy
-  runners end to leave room for it, every idle one gone at once; on the default's states) and
-  the cut that would give (``_cut_ratio_bound``), and the small ones' p95 with holds over
-  without (``small_p95_ratio``), for spread and for pack with the hosts about 90 % busy, and
-  for spread at a lighter load;
+  by the small, side by side on the same 30 days (``--quick``: 2; ``--days``): every full
+  provider held (the default, no suffix), no holds (``no_holds``); the large and small p95 waits,
+  how long held room stood empty before its holder took it (``held_room_idle_p95``), the large
+  ones' p95 without holds over with them (``large_p95_cut_ratio``), and the small ones' p95 with
+  holds over without (``small_p95_ratio``), for spread and for pack with the hosts about 90 %
+  busy, and for spread at a lighter load. Each replay is watched for the large-job bound
+  (:mod:`rungar.simulate.bound`): as each large job is queued, the earliest it could start under
+  any placement from that moment that keeps nothing empty in advance and takes no runner away,
+  knowing every job's duration: every runner on a host keeps its room until it ends, a booting
+  one until the end of the queued job it takes when it connects; nothing but large runners is
+  placed from then on; the large jobs queued before it start first, each on a runner placed as
+  early as the hosts' room and the scale set's ``max_runners`` allow, holding its room until its
+  job ends. Its p95 on each row's own replay (``large_p95_bound_s``), the row's large p95 over
+  it (``large_p95_over_bound``), the no-holds p95 over the bound of the default's replay
+  (``large_p95_cut_ratio_bound``), and, over every replay, how many large jobs were checked
+  against their own bound (``large_bound_checks``) and how many started before it
+  (``large_started_before_bound``: 0, or it is no bound);
 - admission: measured vs caps on ``runnerd history generate``'s jobs across two of its 33G
   hosts, each taking several times the 500 jobs a month it was sized for (measured with the
   slots the slice then holds): p95 wait of each, and kills;
-- pack: hosts first, a cloud for overflow, on hosts given 60 % of the room the history needs:
+- pack: hosts first, a cloud for overflow, on hosts given 60 % of the room the history needs
+  (30 days, 10,000 jobs, seeds 1-4):
   the cloud's runner-hours over the least possible given the hosts' slots (every moment's jobs
   beyond the hosts' slots of their profile, each job counted from queued to finished, as if a
   running job could move to a host when a slot frees), and over two bounds for placements in
@@ -39,139 +52,169 @@ import asyncio
 import heapq
 import json
 import math
+import statistics
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
 from rungar.config.model import Placement, ScaleSetsFile  # noqa: E402
+from rungar.simulate.bound import BoundWatch, checked_bounds  # noqa: E402
 from rungar.simulate.history import SimJob  # noqa: E402
 from rungar.simulate.models import Models  # noqa: E402
 from rungar.simulate.report import Row, nearest_rank, warm_pool_effects  # noqa: E402
-from rungar.simulate.run import replay_one  # noqa: E402
-from rungar.simulate.scenario import Scenario, backends, configure, jobs_for  # noqa: E402
+from rungar.simulate.run import replay_one, world_for  # noqa: E402
+from rungar.simulate.scenario import Scenario  # noqa: E402
 from rungar.simulate.synthetic import fragmented_fleet, generated_fleet, rush_fleet  # noqa: E402
-from rungar.simulate.world import World, WorldResult  # noqa: E402
+from rungar.simulate.world import WorldResult  # noqa: E402
 
 BASELINE = Scenario()
 
 
-def emit(metric: str, value: float, unit: str, **params: object) -> None:
-    line = {"bench": "fleet", "metric": metric, "value": round(value, 4), "unit": unit}
-    print(json.dumps({**line, "params": params}), flush=True)
+SEEDS = (1, 2, 3, 4)
+FEWEST = 20  # samples: a p95 of fewer is not quoted (printed as null, "n/a"); a p99, 100
+Figures = dict[str, object]
 
 
-def p95(waits: list[float]) -> float:
-    return nearest_rank(waits, 0.95)
+def emit(metric: str, value: float | None, unit: str, extra: Figures | None = None, /,
+         **params: object) -> None:  # fmt: skip
+    """One JSON line; ``value`` None (null) when there is no honest figure to give."""
+    rounded = None if value is None else round(value, 4)
+    line = {"bench": "fleet", "metric": metric, "value": rounded, "unit": unit}
+    print(json.dumps({**line, **(extra or {}), "params": params}), flush=True)
+
+
+def p95(values: Sequence[float]) -> float | None:
+    """The nearest-rank p95; None when fewer than :data:`FEWEST` values back it."""
+    return nearest_rank(list(values), 0.95) if len(values) >= FEWEST else None
+
+
+def p99(values: Sequence[float]) -> float | None:
+    """The nearest-rank p99; None when fewer than 5 × :data:`FEWEST` values back it."""
+    return nearest_rank(list(values), 0.99) if len(values) >= 5 * FEWEST else None
+
+
+def ratio(over: float | None, under: float | None, floor: float = 1.0) -> float | None:
+    if over is None or under is None:
+        return None
+    return over / max(floor, under)
+
+
+class Seeds:
+    """Figures of one section measured on every seed: each printed as measured (with its
+    ``seed``), then :meth:`summarise` prints each one's median over the seeds and its range."""
+
+    VARYING = ("jobs",)  # a seed's own: not a parameter of the median
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], dict[int, float | None]] = {}
+        self.params: dict[tuple[str, str], dict[str, object]] = {}
+        self.units: dict[tuple[str, str], str] = {}
+
+    def emit(self, seed: int, metric: str, value: float | None, unit: str,
+             samples: int | None = None, /, **params: object) -> None:  # fmt: skip
+        same = {k: v for k, v in params.items() if k not in self.VARYING}
+        key = (metric, json.dumps(same, sort_keys=True))
+        self.values.setdefault(key, {})[seed] = value
+        self.params[key], self.units[key] = same, unit
+        extra: Figures = {} if samples is None else {"samples": samples}
+        emit(metric, value, unit, extra, seed=seed, **params)
+
+    def p95(self, seed: int, metric: str, values: Sequence[float], **params: object) -> None:
+        self.emit(seed, metric, p95(values), "s", len(values), **params)
+
+    def summarise(self) -> None:
+        """The median of each figure over the seeds, with its range; null, with how many seeds
+        gave one, when any seed had none."""
+        for key, by_seed in self.values.items():
+            metric, _ = key
+            known = [v for v in by_seed.values() if v is not None]
+            whole = len(known) == len(by_seed)
+            extra: Figures = {
+                "of": "median",
+                "range": [round(min(known), 4), round(max(known), 4)] if known else None,
+                "seeds": sorted(by_seed),
+            }
+            if not whole:
+                extra["seeds_measured"] = len(known)
+            value = statistics.median(known) if whole else None
+            emit(metric, value, self.units[key], extra, **self.params[key])
 
 
 # Small jobs an hour: 30 keeps the two hosts about 90 % busy; 20 leaves room most of the time.
 LOADS = ((30.0, (Placement.SPREAD, Placement.PACK)), (20.0, (Placement.SPREAD,)))
 
 
-def bench_priority(days: float) -> None:
+def bench_priority(days: float, seeds: Sequence[int]) -> None:
+    checks = broken = 0
     for small_per_hour, placements in LOADS:
-        config, models, jobs = fragmented_fleet(days=days, small_per_hour=small_per_hour)
         for placement in placements:
-            compare_holds(config, models, jobs, placement, days, small_per_hour)
+            figures = Seeds()
+            for seed in seeds:
+                config, models, jobs = fragmented_fleet(days=days, small_per_hour=small_per_hour,
+                                                        seed=seed)  # fmt: skip
+                found = compare_holds(figures, seed, config, models, jobs, placement,
+                                      days=days, small_per_hour=small_per_hour)  # fmt: skip
+                checks, broken = checks + found[0], broken + found[1]
+            figures.summarise()
+    # Every large job of every replay above, its start against its own bound.
+    emit("large_bound_checks", checks, "jobs", days=days, seeds=list(seeds))
+    emit("large_started_before_bound", broken, "jobs", days=days, seeds=list(seeds))
+
+
+HOLD_ROWS = {
+    "holds": Scenario(),  # every full provider held: the default
+    "no_holds": Scenario(no_priority=True),
+}
 
 
 def compare_holds(
+    figures: Seeds,
+    seed: int,
     config: ScaleSetsFile,
     models: Models,
     jobs: list[SimJob],
     placement: Placement,
-    days: float,
-    small_per_hour: float,
-) -> None:
-    """Side by side on the same trace: every full provider held (the default), one held (the
-    older rule), no holds (every priority 0)."""
-    rows = {
-        "holds": Scenario(placement=placement),
-        "hold_one": Scenario(placement=placement, hold_one=True),
-        "no_holds": Scenario(placement=placement, no_priority=True),
-    }
-    results = {name: replay_one(s, config, models, jobs).result for name, s in rows.items()}
-    drains = drain_bounds(rows["holds"], config, models, jobs)
-    params = {"placement": placement.value, "days": days, "jobs": len(jobs), "hosts": 2,
-              "small_per_hour": small_per_hour}  # fmt: skip
-    for name, result in results.items():
-        emit(f"large_p95_wait_{name}_s", p95(result.waits["large"]), "s", **params)
-        emit(f"small_p95_wait_{name}_s", p95(result.waits["small"]), "s", **params)
-        if name != "no_holds":
-            emit(f"held_room_idle_p95_{name}_s", p95(result.held_room_idle), "s", **params)
-    free, every, one = results["no_holds"], results["holds"], results["hold_one"]
-
-    def cut(held: WorldResult) -> float:
-        return p95(free.waits["large"]) / max(1.0, p95(held.waits["large"]))
-
-    def cost(held: WorldResult) -> float:
-        return p95(held.waits["small"]) / max(1.0, p95(free.waits["small"]))
-
-    emit("large_p95_cut_ratio", cut(every), "x", **params)
-    emit("large_p95_drain_bound_s", p95(drains), "s", **params)
-    emit("large_p95_cut_ratio_bound", p95(free.waits["large"]) / max(1.0, p95(drains)), "x",
-         **params)  # fmt: skip
-    emit("small_p95_ratio", cost(every), "x", **params)
-    emit("large_p95_cut_ratio_hold_one", cut(one), "x", **params)
-    emit("small_p95_ratio_hold_one", cost(one), "x", **params)
-
-
-class DrainWatch(World):
-    """A replay that notes, as each large job is queued, how soon some host could have room
-    for it at the earliest: no runner placed there again, each idle or booting runner gone at
-    once, each busy one at its job's end (a running runner is never taken away)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.drains: list[float] = []
-
-    async def arrive(self, index: int) -> None:
-        job = self.jobs[index]
-        if job.scale_set == "large":
-            self.drains.append(min(self.drain(host, job.label) for host in self.backends))
-        await super().arrive(index)
-
-    def drain(self, provider: str, label: str) -> float:
-        host = self.backends[provider]
-        config = host.config  # type: ignore[attr-defined]  # a RunnerdHost
-        need = config.profiles[label].memory
-        ends = sorted(
-            (
-                self.now if r.job is None else r.started + self.jobs[r.job].duration,
-                config.profiles[
-                    self.jobs[r.job].label if r.job is not None else r.scale_set
-                ].memory,
-            )
-            for r in self.runners.values()
-            if r.provider == provider
-        )
-        free = config.host.memory_max - sum(memory for _, memory in ends)
-        at = self.now
-        for end, memory in ends:
-            if free >= need:
-                break
-            free, at = free + memory, end
-        return at - self.now
-
-
-def drain_bounds(
-    scenario: Scenario, config: ScaleSetsFile, models: Models, jobs: list[SimJob]
-) -> list[float]:
-    """:class:`DrainWatch`'s bound for each large job, on the states of ``scenario``'s replay:
-    no placement that keeps nothing empty in advance and takes no runner away starts the job
-    sooner (given those states)."""
-    config, models = configure(scenario, config, models)
-    paced = jobs_for(scenario, jobs)
-    made = backends(scenario, config, models, paced[0].queued_at)
-    world = DrainWatch(config, made, paced)
-    asyncio.run(world.run())
-    return world.drains
+    **load: float,
+) -> tuple[int, int]:
+    """Side by side on the same trace, each replay watched for the large jobs' bound
+    (:class:`rungar.simulate.bound.BoundWatch`); returns how many large jobs were checked
+    against their bound and how many started before it."""
+    params = {"placement": placement.value, **load, "jobs": len(jobs), "hosts": 2}
+    checks = broken = 0
+    waits: dict[str, WorldResult] = {}
+    bounds: dict[str, list[float]] = {}
+    for name, scenario in HOLD_ROWS.items():
+        world, _ = world_for(replace(scenario, placement=placement), config, models, jobs,
+                             BoundWatch)  # fmt: skip
+        assert isinstance(world, BoundWatch)
+        waits[name] = asyncio.run(world.run())
+        bounds[name] = list(world.bounds.values())
+        found = checked_bounds(world)
+        checks, broken = checks + found[0], broken + found[1]
+    free = waits["no_holds"]
+    for name, result in waits.items():
+        suffix = "" if name == "holds" else f"_{name}"
+        figures.p95(seed, f"large_p95_wait_{name}_s", result.waits["large"], **params)
+        figures.p95(seed, f"small_p95_wait_{name}_s", result.waits["small"], **params)
+        figures.p95(seed, f"large_p95_bound{suffix}_s", bounds[name], **params)
+        large, bound = p95(result.waits["large"]), p95(bounds[name])
+        figures.emit(seed, f"large_p95_over_bound{suffix}", ratio(large, bound), "x", **params)
+        if name == "no_holds":
+            continue
+        figures.p95(seed, f"held_room_idle_p95{suffix}_s", result.held_room_idle, **params)
+        cut = ratio(p95(free.waits["large"]), large)
+        figures.emit(seed, "large_p95_cut_ratio" + suffix, cut, "x", **params)
+        cost = ratio(p95(result.waits["small"]), p95(free.waits["small"]))
+        figures.emit(seed, "small_p95_ratio" + suffix, cost, "x", **params)
+        at_bound = ratio(p95(free.waits["large"]), bound)
+        figures.emit(seed, "large_p95_cut_ratio_bound" + suffix, at_bound, "x", **params)
+    return checks, broken
 
 
 def bench_admission(jobs: int) -> None:
@@ -184,7 +227,7 @@ def bench_admission(jobs: int) -> None:
         waits = [w for ws in result.waits.values() for w in ws]
         kills = sum(b.usage.kills for b in result.backends.values())
         params = {"admission": admission, "jobs": jobs, "hosts": 2, "memory_max": "33G"}
-        emit("p95_wait_s", p95(waits), "s", **params)
+        emit("p95_wait_s", p95(waits), "s", {"samples": len(waits)}, **params)
         emit("max_wait_s", max(waits, default=0.0), "s", **params)
         emit("kills", kills, "jobs", **params)
 
@@ -295,9 +338,16 @@ def most_time_in_chains(jobs: list[tuple[float, float]], k: int) -> float:
     return kept
 
 
-def bench_pack(jobs: int) -> None:
+def bench_pack(jobs: int, seeds: Sequence[int]) -> None:
+    figures = Seeds()
+    for seed in seeds:
+        pack_seed(figures, seed, jobs)
+    figures.summarise()
+
+
+def pack_seed(figures: Seeds, seed: int, jobs: int) -> None:
     config, models, history = generated_fleet(
-        jobs=jobs, days=30, hosts=2, clouds=1, slots_share=0.6, placement="pack"
+        jobs=jobs, days=30, hosts=2, clouds=1, slots_share=0.6, placement="pack", seed=seed
     )
     result = replay_one(BASELINE, config, models, history).result
     cloud = result.backends["cloud1"].usage.machine_seconds / 3600
@@ -306,19 +356,23 @@ def bench_pack(jobs: int) -> None:
     least = least_cloud_hours(history, slots)
     unmoved = least_unmoved_cloud_hours(history, slots)
     greedy = host_first_cloud_hours(history, slots)
-    params = {"jobs": jobs, "hosts": 2, "clouds": 1, "host_room": 0.6}
-    emit("cloud_runner_hours", cloud, "h", **params)
-    emit("cloud_job_hours", result.backends["cloud1"].usage.job_seconds / 3600, "h", **params)
-    emit("cloud_runners", result.backends["cloud1"].usage.created, "runners", **params)
-    emit("least_cloud_hours", least, "h", **params)
-    emit("cloud_hours_over_least_ratio", cloud / max(least, 1e-9), "x", **params)
-    emit("least_unmoved_cloud_hours", unmoved, "h", **params)
-    emit("cloud_hours_over_least_unmoved_ratio", cloud / max(unmoved, 1e-9), "x", **params)
-    emit("host_first_cloud_hours", greedy, "h", **params)
-    emit("cloud_hours_over_host_first_ratio", cloud / max(greedy, 1e-9), "x", **params)
+    params = {"jobs": jobs, "days": 30, "hosts": 2, "clouds": 1, "host_room": 0.6}
+
+    def put(metric: str, value: float | None, unit: str, **more: object) -> None:
+        figures.emit(seed, metric, value, unit, **params, **more)
+
+    put("cloud_runner_hours", cloud, "h")
+    put("cloud_job_hours", result.backends["cloud1"].usage.job_seconds / 3600, "h")
+    put("cloud_runners", result.backends["cloud1"].usage.created, "runners")
+    put("least_cloud_hours", least, "h")
+    put("cloud_hours_over_least_ratio", cloud / max(least, 1e-9), "x")
+    put("least_unmoved_cloud_hours", unmoved, "h")
+    put("cloud_hours_over_least_unmoved_ratio", cloud / max(unmoved, 1e-9), "x")
+    put("host_first_cloud_hours", greedy, "h")
+    put("cloud_hours_over_host_first_ratio", cloud / max(greedy, 1e-9), "x")
     waits = [w for ws in result.waits.values() for w in ws]
-    emit("p95_wait_s", p95(waits), "s", **params)
-    emit("p99_wait_s", nearest_rank(waits, 0.99), "s", **params)
+    figures.emit(seed, "p95_wait_s", p95(waits), "s", len(waits), **params)
+    figures.emit(seed, "p99_wait_s", p99(waits), "s", len(waits), **params)
     for patience in OVERFLOW_AFTER:  # opt-in: the cloud taken only after that long waiting
         providers = tuple(
             replace(p, overflow_after=patience) if p.name == "cloud1" else p
@@ -327,11 +381,11 @@ def bench_pack(jobs: int) -> None:
         waited = replay_one(BASELINE, replace(config, providers=providers), models, history)
         cloud_after = waited.result.backends["cloud1"].usage.machine_seconds / 3600
         waits = [w for ws in waited.result.waits.values() for w in ws]
-        more = {**params, "overflow_after_s": patience}
-        emit("cloud_runner_hours", cloud_after, "h", **more)
-        emit("cloud_hours_over_least_ratio", cloud_after / max(least, 1e-9), "x", **more)
-        emit("p95_wait_s", p95(waits), "s", **more)
-        emit("p99_wait_s", nearest_rank(waits, 0.99), "s", **more)
+        put("cloud_runner_hours", cloud_after, "h", overflow_after_s=patience)
+        put("cloud_hours_over_least_ratio", cloud_after / max(least, 1e-9), "x",
+            overflow_after_s=patience)  # fmt: skip
+        put("p95_wait_s", p95(waits), "s", overflow_after_s=patience)
+        put("p99_wait_s", p99(waits), "s", overflow_after_s=patience)
 
 
 OVERFLOW_AFTER = (60.0, 120.0, 180.0, 240.0, 300.0, 600.0)
@@ -374,13 +428,28 @@ def bench_cost(jobs: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else "")
     parser.add_argument("--quick", action="store_true", help="smaller histories")
+    parser.add_argument("--days", type=float, default=0.0,
+                        help="days of the priority history (default 30; --quick 2)")  # fmt: skip
+    parser.add_argument("--seeds", type=int, default=len(SEEDS), choices=range(1, 5),
+                        help="how many of the seeds 1-4 to replay (default all four)")  # fmt: skip
     args = parser.parse_args()
-    bench_priority(0.5 if args.quick else 3.0)
-    bench_admission(3000 if args.quick else 8000)
-    bench_pack(1500 if args.quick else 10000)
-    bench_warm_pool(56)  # fewer days: the first weekend's learning dominates the p95
-    bench_cost(10_000 if args.quick else 100_000)
+    seeds = SEEDS[: args.seeds]
+    days = args.days or (2.0 if args.quick else 30.0)
+    timed("priority", lambda: bench_priority(days, seeds))
+    timed("admission", lambda: bench_admission(3000 if args.quick else 8000))
+    timed("pack", lambda: bench_pack(1500 if args.quick else 10000, seeds))
+    # Fewer days: the first weekend's learning dominates the p95.
+    timed("warm_pool", lambda: bench_warm_pool(56))
+    timed("cost", lambda: bench_cost(10_000 if args.quick else 100_000))
     return 0
+
+
+def timed(section: str, run: Callable[[], None]) -> None:
+    """Run one section and say how long it took: CPU seconds of this process, and wall."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    emit("section_cpu_s", time.process_time() - cpu, "s", section=section)
+    emit("section_wall_s", time.perf_counter() - wall, "s", section=section)
 
 
 if __name__ == "__main__":

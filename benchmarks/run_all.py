@@ -30,7 +30,7 @@ def main() -> int:
         for script in scripts:
             command = [sys.executable, str(script)] + (["--quick"] if args.quick else [])
             started = time.time()
-            done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
             if done.returncode != 0:
                 failed += 1
                 print(f"{script.name} failed:\n{done.stderr[-2000:]}", file=sys.stderr)

@@ -49,15 +49,29 @@ def replay_one(
     """One row: the scenario's configuration, fresh providers, the jobs at its pace."""
     import asyncio
 
+    world, models = world_for(scenario, config, models, jobs)
+    result: WorldResult = asyncio.run(world.run())
+    made = world.backends
+    priced = frozenset(n for n, b in made.items() if not models.of(n).is_runnerd)
+    warm = "without" if scenario.no_warm_pool else "with" if scenario.warm_pool else ""
+    return Row(scenario.name, result, priced, warm)
+
+
+def world_for(
+    scenario: Scenario,
+    config: ScaleSetsFile,
+    models: Models,
+    jobs: list[SimJob],
+    kind: type[World] = World,
+) -> tuple[World, Models]:
+    """The replay of one row, not yet run (``kind``: a :class:`World` that watches more), and
+    the models it replays."""
     config, models = configure(scenario, config, models)
     paced = jobs_for(scenario, jobs)
     start = paced[0].queued_at if paced else 0.0
     made = backends(scenario, config, models, start)
     rule = HoldRule.ONE if scenario.hold_one else HoldRule.EVERY_FULL
-    result: WorldResult = asyncio.run(World(config, made, paced, hold_rule=rule).run())
-    priced = frozenset(n for n, b in made.items() if not models.of(n).is_runnerd)
-    warm = "without" if scenario.no_warm_pool else "with" if scenario.warm_pool else ""
-    return Row(scenario.name, result, priced, warm)
+    return kind(config, made, paced, hold_rule=rule), models
 
 
 def simulate(request: SimulateRequest) -> SimulateReport:

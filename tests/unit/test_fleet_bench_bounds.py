@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import random
 from pathlib import Path
 from types import ModuleType
+
+import pytest
 
 from rungar.simulate.history import SimJob
 
@@ -59,3 +62,29 @@ def test_the_bounds_are_ordered_on_random_histories() -> None:
         unmoved = BENCH.least_unmoved_cloud_hours(history, slots)
         greedy = BENCH.host_first_cloud_hours(history, slots)
         assert least <= unmoved + 1e-9 <= greedy + 2e-9
+
+
+def test_a_p95_of_fewer_than_20_samples_is_not_quoted() -> None:
+    assert BENCH.p95([float(i) for i in range(19)]) is None
+    assert BENCH.p95([float(i) for i in range(20)]) == 18.0  # nearest rank: the 19th of 20
+    assert BENCH.p99([1.0] * 99) is None
+    assert BENCH.ratio(None, 3.0) is None
+
+
+def test_each_seed_is_printed_then_the_median_and_range(capsys: pytest.CaptureFixture[str]) -> None:
+    figures = BENCH.Seeds()
+    for seed, value in ((1, 4.0), (2, 1.0), (3, 3.0), (4, 10.0)):
+        figures.emit(seed, "cut_ratio", value, "x", placement="pack", jobs=100 + seed)
+    figures.p95(1, "wait_s", [1.0] * 5, placement="pack")  # too few: null, with its count
+    figures.p95(2, "wait_s", [2.0] * 30, placement="pack")
+    figures.summarise()
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["params"]["seed"] for line in lines[:4]] == [1, 2, 3, 4]
+    assert lines[4]["value"] is None and lines[4]["samples"] == 5
+    median = next(line for line in lines if line.get("of") == "median" and
+                  line["metric"] == "cut_ratio")  # fmt: skip
+    assert median["value"] == 3.5 and median["range"] == [1.0, 10.0]
+    assert median["seeds"] == [1, 2, 3, 4] and "jobs" not in median["params"]
+    unknown = next(line for line in lines if line.get("of") == "median" and
+                   line["metric"] == "wait_s")  # fmt: skip
+    assert unknown["value"] is None and unknown["seeds_measured"] == 1
