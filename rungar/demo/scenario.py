@@ -3,9 +3,11 @@
 Small jobs arrive in a wave and fill the three hosts one after another (pack); when every host
 refuses one as full for memory, AWS takes the overflow up to its own limit. Large jobs
 (priority 10) arrive into the full fleet: a host refusing one holds the small runners off it
-until the large runner has its room. Every job's runner is a real process that allocates the
-memory the job asks for. At the end a summary says what happened, from the daemon's own events
-and GitHub's (the emulator's) record of every job.
+until the large runner has its room. One job asks for a runner larger than every host: each
+refuses it INVALID, so its run is cancelled with the reason. Jobs that wait say why on their
+commit (a commit status). Every job's runner is a real process that allocates the memory the
+job asks for. At the end a summary says what happened, from the daemon's own events and
+GitHub's (the emulator's) record of every job and of what a developer sees on the commits.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,25 +30,30 @@ from rich.table import Table
 from rich.text import Text
 
 from rungar.demo.learning import HostLearning, settled_learning
+from rungar.demo.on_github import Told, told_on_github
 from rungar.demo.stack import Stack, StackStopped
 from rungar.engine.report.events import Event
 from rungar.testing.github_emulator.model import JobSpec, JobState
 from rungar.usage.summary import percentile
 
 MIB = 1024 * 1024
+SMALL_RUNS = 100  # a small job's workflow run: its repository's, four jobs to a run
+LARGE_RUN = 200  # the large jobs: one run, a matrix
+HUGE_RUN = 300
 
 
 @dataclass
 class Burst:
     small: int = 28
     large: int = 4
+    huge: int = 1  # jobs whose runner fits on no provider
     seed: int = 7
     large_after: float = 4.0  # real seconds after the small wave
     deadline: float = 110.0  # real seconds for every job to finish
 
     def small_jobs(self, rng: random.Random) -> list[JobSpec]:
         repos = ["octo-org/web", "octo-org/api", "octo-org/docs"]
-        return [
+        jobs = [
             JobSpec(
                 labels=("demo-small",),
                 repository=rng.choice(repos),
@@ -61,6 +68,11 @@ class Burst:
             )
             for i in range(self.small)
         ]
+        # The jobs of one repository pushed together are one run (one status on its commit).
+        return [
+            replace(job, run_id=SMALL_RUNS + 10 * repos.index(job.repository) + i // 4)
+            for i, job in enumerate(jobs)
+        ]
 
     def large_jobs(self, rng: random.Random) -> list[JobSpec]:
         return [
@@ -72,8 +84,24 @@ class Burst:
                 duration=rng.uniform(80, 160),
                 memory_bytes=rng.randint(220, 380) * MIB,
                 cpu=0.1,
+                run_id=LARGE_RUN,
             )
             for _ in range(self.large)
+        ]
+
+    def huge_jobs(self) -> list[JobSpec]:
+        return [
+            JobSpec(
+                labels=("demo-huge",),
+                repository="octo-org/models",
+                workflow="train.yml",
+                name="train",
+                duration=60,
+                memory_bytes=64 * MIB,
+                cpu=0.1,
+                run_id=HUGE_RUN,
+            )
+            for _ in range(self.huge)
         ]
 
 
@@ -81,6 +109,7 @@ class Burst:
 class Summary:
     jobs: int = 0
     completed: int = 0
+    cancelled: int = 0  # of the completed, by a cancel of their run
     # GitHub's seconds (the emulator's clock), each started job's wait: assigned to its scale
     # set until a runner took it (``rungar usage`` shows waits on Rungar's clock instead)
     waits: list[float] = field(default_factory=list)
@@ -91,6 +120,9 @@ class Summary:
     waits_by_scale_set: dict[str, list[float]] = field(default_factory=dict)
     held_room_idle: list[float] = field(default_factory=list)  # daemon's seconds, per room taken
     learning: list[HostLearning] = field(default_factory=list)  # per runnerd host
+    on_github: list[Told] = field(default_factory=list)  # per scale set, what a developer sees
+    statuses: int = 0  # commit statuses written
+    runs_cancelled: list[int] = field(default_factory=list)  # workflow runs, as GitHub has them
     seconds: float = 0.0  # real seconds the burst took
     clock_factor: float = 1.0  # how much faster the emulator's (GitHub's) clock runs
     stopped: bool = False  # asked to stop (Ctrl-C, SIGTERM) before every job finished
@@ -129,13 +161,30 @@ class Summary:
         table.add_row("held room stood empty", self.held_room_text())
         for host in self.learning:
             table.add_row(f"{host.host} learnt", host.text())
+        table.add_row("said on GitHub", self.github_text())
+        for told in self.on_github:
+            table.add_row(f"on GitHub, {told.scale_set}", told.text())
         return table
+
+    def github_text(self) -> str:
+        """How many commit statuses were written, and the runs cancelled."""
+        text = (
+            f"{self.statuses} commit statuses on the waiting runs' commits"
+            if self.statuses
+            else "nothing: no job waited long enough"
+        )
+        if self.runs_cancelled:
+            runs = ", ".join(str(run) for run in self.runs_cancelled)
+            text += f"; run {runs} cancelled: no provider can take its runner"
+        return text
 
     def jobs_text(self) -> str:
         """How many jobs ran, in real time and on GitHub's (the emulator's) faster clock."""
         text = f"{self.completed} of {self.jobs} in {self.seconds:.0f}s real time"
         if self.clock_factor != 1.0:
             text += f" ({_minutes(self.seconds * self.clock_factor)} on GitHub's clock)"
+        if self.cancelled:
+            text += f"; {self.cancelled} of them cancelled"
         return text
 
     def held_room_text(self) -> str:
@@ -186,6 +235,11 @@ def collect(stack: Stack, events: list[Event], started: float) -> Summary:
     jobs = list(stack.emulator.state.jobs.values())
     summary.jobs = len(jobs)
     summary.completed = sum(1 for j in jobs if j.state is JobState.COMPLETED)
+    summary.cancelled = sum(1 for j in jobs if j.result == "canceled")
+    book = stack.emulator.state.checks
+    summary.statuses = len(book.statuses)
+    summary.on_github = told_on_github(book.statuses)
+    summary.runs_cancelled = [int(run["run_id"]) for run in book.cancelled_runs]
     for job in jobs:
         if job.started_at and job.assigned_at and job.started_at >= job.assigned_at:
             summary.waits.append(job.started_at - job.assigned_at)
@@ -246,7 +300,7 @@ async def _run(
         # whole when copied or clicked.
         console.print(dashboards_text(stack) + "\n", highlight=False, soft_wrap=True)
         started = time.monotonic()
-        for spec in burst.small_jobs(rng):
+        for spec in [*burst.small_jobs(rng), *burst.huge_jobs()]:
             stack.emulator.state.queue_job(spec)
         large = burst.large_jobs(rng)
         progress = Progress(
@@ -256,7 +310,7 @@ async def _run(
             TimeElapsedColumn(),
             console=console,
         )
-        task = progress.add_task("jobs", total=len(large) + burst.small)
+        task = progress.add_task("jobs", total=len(large) + burst.small + burst.huge)
         queued_large = False
         with Live(console=console, refresh_per_second=4, transient=True, auto_refresh=live) as view:
             while time.monotonic() - started < burst.deadline and not stop.is_set():

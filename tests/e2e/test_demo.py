@@ -1,5 +1,6 @@
 """`make demo` as a newcomer sees it: every provider used, FULL for memory, a priority hold,
-and what each host learnt.
+what each host learnt, and what a developer sees on GitHub: a job waiting on a hold with its
+commit status while it waits, and the job no provider can take cancelled with its reason.
 
 The whole loopback world runs: the GitHub emulator, three `runnerd serve` processes whose
 runners are real `rungar fake-runner` processes, AWS on moto's server, and the daemon. It runs
@@ -14,11 +15,11 @@ import pytest
 from rich.console import Console
 
 from rungar.demo.placement_story import timelines
-from rungar.demo.scenario import Burst, run_demo
+from rungar.demo.scenario import HUGE_RUN, Burst, run_demo
 
 
 @pytest.mark.long
-async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hold() -> None:
+async def test_the_demo_runs_every_job_with_refusals_and_a_hold_and_tells_why_on_github() -> None:
     console = Console(file=io.StringIO(), width=132)
     summary = await run_demo(console, burst=Burst(), live=False)
     assert summary.ok, f"{summary.completed} of {summary.jobs} jobs finished"
@@ -36,12 +37,21 @@ async def test_the_demo_runs_every_job_on_every_provider_with_refusals_and_a_hol
     assert sum(h.jobs for h in summary.learning) > 0
     assert not any(h.conclusions["cancelled"] for h in summary.learning)
     assert sum(h.predicted for h in summary.learning) > 0
+    # On GitHub: the job whose runner fits nowhere had its run cancelled, its status failed
+    # with the hosts' answer; a job waiting on a hold had a pending status saying so.
+    assert summary.cancelled == 1 and summary.runs_cancelled == [HUGE_RUN]
+    told = {t.scale_set: t for t in summary.on_github}
+    assert told["demo-huge"].state == "failure", told
+    assert "refuses its runner as invalid" in told["demo-huge"].ended, told
+    assert any(t.held and t.waiting.startswith("waiting ") for t in told.values()), told
     # why the ignore[attr-defined] below: the Console's file is the StringIO given above
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "rungar demo: what happened" in out
     assert "  fleet page       http://127.0.0.1:" in out
     assert "wait, demo-large" in out and "wait, demo-small" in out
     assert "held room stood empty" in out
+    assert "on GitHub, demo-huge" in out and "on GitHub, demo-small" in out
+    assert "cancelled: no provider can take its runner" in out
 
 
 def test_the_placement_timelines_tell_a_pack_fallback_and_a_priority_hold() -> None:

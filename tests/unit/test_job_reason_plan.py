@@ -65,6 +65,20 @@ def test_jobs_of_one_run_make_one_notice_and_its_head_is_read_once_first() -> No
     assert sorted(w.key.scale_set for w in known.writes) == ["gpu", "linux"]
 
 
+def test_a_head_is_read_only_with_room_left_for_its_publish() -> None:
+    # 5 % of 1000 an hour is 50, 5 in a minute: two runs' heads and their publishes, not five.
+    runs = [NoticeKey("octo-org/app", str(n), "linux") for n in range(5)]
+    waiting = tuple(job(f"j{n}", float(n), k) for n, k in enumerate(runs))
+    plan = plan_reasons(snapshot(waiting=waiting, heads={}, budget_limit=1000), 100.0)
+    assert [h.run_id for h in plan.heads] == ["0", "1"]
+    assert plan.deferred == 3
+    read = {k.run: SHA for k in runs[:2]}
+    spent = (100.0, 100.0)
+    then = plan_reasons(snapshot(waiting=waiting, heads=read, budget_limit=1000, spent=spent), 101)
+    assert [(w.kind, w.key.run_id) for w in then.writes] == [("publish", "0"), ("publish", "1")]
+    assert [h.run_id for h in then.heads] == []  # one call left: no head without its publish
+
+
 def test_a_notice_is_rewritten_only_when_its_reason_changed_and_no_oftener_than_update_every() -> (
     None
 ):

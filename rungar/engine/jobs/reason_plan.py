@@ -24,8 +24,9 @@ The rules:
 - All of it within ``rest_share`` percent of GitHub's hourly REST budget, counted over the
   trailing hour, and never more than ``burst_share`` percent of that share (a tenth) in any
   ``burst_window`` (a minute: GitHub's secondary limits punish bursts of writes): concludes
-  first (they end a notice), then the oldest jobs' publishes, then updates, longest unchanged
-  first. What does not fit waits for the next turn.
+  first (they end a notice), then the oldest jobs' publishes (a run's head is read only with
+  room left for its publish too), then updates, longest unchanged first. What does not fit
+  waits for the next turn.
 """
 
 from __future__ import annotations
@@ -228,10 +229,12 @@ def plan_reasons(snapshot: ReasonSnapshot, now: float) -> ReasonPlan:
         if key.run not in snapshot.heads:
             if key.run in asked:
                 continue  # its run's head is read once, for all its scale sets
-            if left > 0:
+            # Read only with room left for its publish as well: a share spent on reading
+            # every run's head would tell nobody anything until the next window.
+            if left > 1:
                 heads.append(ReadHead(*key.run))
                 asked.add(key.run)
-                left -= 1
+                left -= 2
             else:
                 deferred += 1
             continue
