@@ -26,7 +26,7 @@ class Overflow(StrEnum):
     WHEN_HOST_IS_LATER = "when_host_is_later"  # unless a host expects room sooner
 
 
-DEFAULT_MARGIN = 120.0  # ``overflow_margin``
+DEFAULT_MARGIN = 180.0  # ``overflow_margin``
 DEFAULT_TYPICAL_START = 60.0  # ``typical_start``: before its own starts are measured
 
 

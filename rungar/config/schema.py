@@ -238,7 +238,7 @@ PROVIDER_COMMON = (
         Duration(),
         "With overflow: when_host_is_later, how much longer than this provider's typical start "
         "a host's expected room may be for the runner to wait for it.",
-        default=120.0,
+        default=180.0,
     ),
     Field(
         "typical_start",

@@ -140,7 +140,7 @@ def test_overflow_is_read_with_its_margin_and_start_and_defaults_to_at_once() ->
     cloud = config.providers[1]
     assert (cloud.overflow, cloud.overflow_margin, cloud.typical_start) == (
         Overflow.WHEN_HOST_IS_LATER,
-        120.0,
+        180.0,
         60.0,
     )
     plain = parse_scale_sets(YAML.replace("    overflow: %s\n", ""), "/etc/rungar/s.yaml")
