@@ -24,6 +24,7 @@ from rungar.daemon.lease import LeaseKeeper, stop_keeper
 from rungar.engine.core.context import EngineContext
 from rungar.engine.core.notices import observe_job_wait
 from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.create.rooms import Rooms
 from rungar.engine.jobs.accounting import Accounting
 from rungar.engine.jobs.book import JobBook
 from rungar.engine.jobs.reasons import JobReasons
@@ -53,8 +54,10 @@ class RunLoop:
         lease: LeaseKeeper | None = None,
         accounting: Accounting | None = None,
         reasons: JobReasons | None = None,
+        rooms: Rooms | None = None,
     ) -> None:
         self.ctx = ctx
+        self.rooms = rooms  # its waits for a host's expected room end with the loops
         self.jobs = jobs
         self.scaler = scaler
         self.reconciler = reconciler
@@ -92,6 +95,7 @@ class RunLoop:
             lease=lease,
             accounting=accounting,
             reasons=engine.reasons,
+            rooms=engine.rooms,
         )
 
     async def start(self) -> None:
@@ -127,6 +131,8 @@ class RunLoop:
 
     async def stop(self) -> None:
         await stop_keeper(self._keeper)
+        if self.rooms is not None:
+            self.rooms.cancel_wakes()
         tasks = [*self._listeners.values()]
         tasks += [
             t

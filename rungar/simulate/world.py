@@ -407,7 +407,8 @@ class World:
         pending = self.wakes.get(name)
         if pending is not None and self.now < pending <= at:
             return
-        at = max(at, self.now + 1e-3)  # never again at this very instant
+        if at <= self.now:  # the host is kept off for another reason: asked again, not at once
+            at = self.now + self.timing.backoff_first
         self.wakes[name] = at
         self.push(at, WAKE, name)
 

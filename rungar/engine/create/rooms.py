@@ -14,6 +14,7 @@ recorded with the runner's ``created`` event (``held_room_idle``, seconds on the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -48,7 +49,10 @@ class Rooms:
         self.create_cheaper = create_cheaper
         self.remove = remove
         self._opened: dict[tuple[str, str], float] = {}  # (holder, provider) -> first opened
-        self._wakes: dict[str, float] = {}  # scale set -> when it is scaled again (host waits)
+        # Scale sets waiting for a host's expected room: when each is scaled again, and the
+        # task that sleeps until then (apart from the engine's work in flight, which a clean
+        # stop waits for: a wait may last minutes, and is cancelled instead, cancel_wakes).
+        self._wakes: dict[str, tuple[float, asyncio.Task[None]]] = {}
 
     def opened(self, opened: RoomOpened) -> None:
         """Act on room opened: the holder is tried there now; a dearer idle runner replaced."""
@@ -79,10 +83,13 @@ class Rooms:
         at = ctx.fleet.wake_at(scale_set, now)
         if at is None:
             return
+        if at <= now:  # the host is kept off for another reason: asked again, not at once
+            at = now + ctx.config.timing.backoff_first
         pending = self._wakes.get(scale_set)
-        if pending is not None and now < pending <= at:
+        if pending is not None and now < pending[0] <= at and not pending[1].done():
             return  # an earlier wake stands; it looks again then
-        self._wakes[scale_set] = at
+        if pending is not None:
+            pending[1].cancel()
         for wait in ctx.fleet.host_waits(now):
             if wait.scale_set == scale_set:
                 sentence = sentences.waits_for_host(
@@ -101,16 +108,24 @@ class Rooms:
                 )
                 log.info("scale_set.waits_for_host", sentence=sentence, scale_set=scale_set)
                 break
-        ctx.spawn(self._wake(scale_set, at))
+        self._wakes[scale_set] = (at, asyncio.ensure_future(self._wake(scale_set, at)))
 
     async def _wake(self, scale_set: str, at: float) -> None:
         ctx = self.ctx
         await ctx.clock.sleep(max(0.0, at - ctx.clock.now()))
-        if self._wakes.get(scale_set) != at:
-            return  # an earlier wake replaced this one, and looked again
-        del self._wakes[scale_set]
+        self._wakes.pop(scale_set, None)
         if ctx.acting():
-            await self.scale(scale_set)
+            ctx.spawn(self.scale(scale_set))
+
+    def waking(self) -> dict[str, float]:
+        """The scale sets to be scaled again for a host's expected room, and when."""
+        return {name: at for name, (at, task) in self._wakes.items() if not task.done()}
+
+    def cancel_wakes(self) -> None:
+        """The engine stops: no scale set is woken any more."""
+        for _, task in self._wakes.values():
+            task.cancel()
+        self._wakes.clear()
 
     def taken(self, scale_set: str, provider: str, now: float) -> float | None:
         """A runner of ``scale_set`` was created on ``provider``: how long the room held for it
