@@ -498,6 +498,11 @@ class Fleet:
                     waits.append(wait)
         return waits
 
+    def waiting_for_host(self, host: str, now: float) -> list[str]:
+        """The scale sets whose runner waits for ``host``'s expected room: room that opens
+        there is theirs to try at once, as a holder's is."""
+        return [wait.scale_set for wait in self.host_waits(now) if wait.host.provider == host]
+
     def wake_at(self, scale_set: str, now: float) -> float | None:
         """When a scale set waiting for a host's expected room should be scaled again: the
         host's retry, or the end of its wait (the priced provider then takes it); None when

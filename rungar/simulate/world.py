@@ -433,6 +433,10 @@ class World:
             self.room_waits.setdefault((opened.holder, opened.provider), opened.at)
         if opened.holder or self.priced:
             self.push(self.now, ROOM, f"{opened.holder}\0{opened.provider}")
+        for waiting in self.fleet.waiting_for_host(opened.provider, opened.at):
+            if waiting != opened.holder:  # its wait was for this room: tried now
+                self.wakes[waiting] = self.now
+                self.push(self.now, WAKE, waiting)
 
     async def room(self, what: str) -> None:
         holder, _, provider = what.partition("\0")

@@ -27,7 +27,9 @@ def test_a_jobs_end_is_its_durations_quantile_among_those_longer_than_its_run_so
     later = predicted_end(durations, started=1000.0, now=1250.0)  # ran 250: 300 or 400 left
     assert later is not None and later.at == 1400.0
     assert later.ended_by(1300.0) == 0.5 and later.ended_by(1400.0) == 1.0
-    assert predicted_end(durations, started=1000.0, now=1500.0) is None, "outran them all"
+    overdue = predicted_end(durations, started=1000.0, now=1500.0)  # outran them all
+    assert overdue is not None and overdue.at == 1500.0, "due now"
+    assert (overdue.ended_by(1499.0), overdue.ended_by(1500.0)) == (0.0, 0.5), "as not"
     assert predicted_end([], started=1000.0, now=1000.0) is None
 
 

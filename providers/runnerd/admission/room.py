@@ -4,13 +4,14 @@ Pure: the running runners' predicted ends come in, and :func:`expected_room` ans
 moment at which enough of them have ended for :func:`~runnerd.admission.admit.decide` to admit
 the refused runner, and how sure that is. A running job's end is predicted from its own past
 durations (its profile's when it has fewer than :data:`MIN_DURATIONS`), given how long it has
-run already: the :data:`QUANTILE` of the durations longer than that. A runner without a job, or
-whose job has outrun every duration known, has no predicted end and is never counted as ending.
+run already: the :data:`QUANTILE` of the durations longer than that. A runner without a job has
+no predicted end and is never counted as ending; a job that has outrun every duration known is
+predicted to end now, as likely as not (:data:`OVERDUE`).
 
 How sure: for the end of any one of several runners, the chance that at least one of them has
-ended by then (the moment is the first at which it reaches :data:`QUANTILE`); for several that
-must all end, the product of the share of each one's past durations longer than what it has run
-that ended by then.
+ended by then (the moment is the first at which it reaches :data:`QUANTILE`, else the surest
+moment, with how sure it is); for several that must all end, the product of the share of each
+one's past durations longer than what it has run that ended by then.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from runnerd.admission.model import (
 MIN_DURATIONS = 3  # a job's own durations needed before its profile's are not used instead
 DURATIONS_KEPT = 20  # the last durations a prediction reads
 QUANTILE = 0.75  # the predicted end: this share of the past durations longer than its run so far
+OVERDUE = 0.5  # how sure a job that has outrun every duration known ends any moment now
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +48,11 @@ class PredictedEnd:
     durations: tuple[float, ...]
 
     def ended_by(self, moment: float) -> float:
-        """The share of its durations longer than its run so far that end by ``moment``."""
+        """The share of its durations longer than its run so far that end by ``moment``; for a
+        job that has run longer than all of them, :data:`OVERDUE` from its prediction on."""
         longer = [d for d in self.durations if d > self.ran]
         if not longer:
-            return 0.0
+            return OVERDUE if moment >= self.at else 0.0
         return sum(1 for d in longer if d <= moment - self.started) / len(longer)
 
 
@@ -61,12 +64,14 @@ def _quantile(values: Sequence[float]) -> float:
 
 def predicted_end(durations: Sequence[float], started: float, now: float) -> PredictedEnd | None:
     """A job started at ``started``, with these past durations: when it is predicted to end,
-    or None when nothing known says (no durations, or it has run longer than all of them)."""
+    or None when nothing known says (no durations). A job that has run longer than all of them
+    is predicted to end now, as likely as not (:data:`OVERDUE`)."""
+    if not durations:
+        return None
     ran = max(0.0, now - started)
     longer = [d for d in durations if d > ran]
-    if not longer:
-        return None
-    return PredictedEnd(started + _quantile(longer), started, ran, tuple(durations))
+    at = started + _quantile(longer) if longer else now
+    return PredictedEnd(at, started, ran, tuple(durations))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +131,21 @@ def expected_room(
 
     alone = [end for name, end in known.items() if admits({name})]
     if alone:
-        moments = sorted({end.started + d for end in alone for d in end.durations if d > end.ran})
+        moments = sorted(
+            {end.started + d for end in alone for d in end.durations if d > end.ran}
+            | {end.at for end in alone}
+        )
+        best: Expected | None = None
         for moment in moments:
             none_ended = 1.0
             for end in alone:
                 none_ended *= 1.0 - end.ended_by(moment)
-            if 1.0 - none_ended >= sure:
-                return Expected(max(0.0, moment - now), 1.0 - none_ended)
-        return None
+            found = Expected(max(0.0, moment - now), 1.0 - none_ended)
+            if found.confidence >= sure:
+                return found
+            if found.confidence > 0 and (best is None or found.confidence > best.confidence):
+                best = found  # never as sure as asked: the surest moment, and how sure
+        return best
     gone: set[str] = set()
     for at, name in sorted((end.at, name) for name, end in known.items()):
         gone.add(name)

@@ -69,6 +69,9 @@ class Rooms:
                 sentence=f"room opened on {opened.provider}: trying {opened.holder} there now",
             )
             ctx.spawn(self.scale(opened.holder))
+        for waiting in ctx.fleet.waiting_for_host(opened.provider, opened.at):
+            if waiting != opened.holder:  # its wait was for this room: tried now, not later
+                ctx.spawn(self.scale(waiting))
         idle = [r.view() for r in ctx.runners if _never_busy_idle(r)]
         runner = ctx.fleet.replacement(opened.provider, idle, opened.at)
         if runner is not None:
