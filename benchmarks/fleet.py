@@ -37,7 +37,12 @@ a median over seeds of which any had none is null too.
   advance (``least_unmoved``), and the rule "a host when one has a free slot at queue time, else
   the cloud" (``host_first``); the cloud's job hours and runners beside its runner-hours; and
   the same with the cloud's ``overflow_after`` (opt-in) at 1, 2, 3, 4, 5 and 10 minutes: its
-  runner-hours, ratio, p95 and p99 wait (``overflow_after_s``);
+  runner-hours, ratio, p95 and p99 wait (``overflow_after_s``); and the same with the cloud's
+  ``overflow: when_host_is_later`` (opt-in: the runner waits for a host whose refusal expects
+  room sooner than the cloud's typical start plus ``overflow_margin``, the hosts' expected room
+  predicted from past durations as runnerd does) at margins of 2, 3 (its default) and 4
+  minutes: runner-hours over ``least_unmoved`` and ``host_first``, the p95 and p99 wait and the
+  p95 less the default's (``overflow_margin_s``);
 - warm pool: a nightly matrix and a weekday morning rush then random daytime jobs on a cloud
   booting in 90 s, replayed with the scale sets' warm pools and without: the p95 wait it saves
   and the runner-hours it costs, per scale set (``p95_wait_saved_s``, ``runner_hours_spent``);
@@ -63,7 +68,7 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from rungar.config.model import Placement, ScaleSetsFile  # noqa: E402
+from rungar.config.model import DEFAULT_MARGIN, Overflow, Placement, ScaleSetsFile  # noqa: E402
 from rungar.simulate.bound import BoundWatch, checked_bounds  # noqa: E402
 from rungar.simulate.history import SimJob  # noqa: E402
 from rungar.simulate.models import Models  # noqa: E402
@@ -386,9 +391,36 @@ def pack_seed(figures: Seeds, seed: int, jobs: int) -> None:
             overflow_after_s=patience)  # fmt: skip
         put("p95_wait_s", p95(waits), "s", overflow_after_s=patience)
         put("p99_wait_s", p99(waits), "s", overflow_after_s=patience)
+    default_p95 = p95([w for ws in result.waits.values() for w in ws])
+    for margin in OVERFLOW_MARGINS:  # opt-in: not while a host expects room sooner
+        providers = tuple(
+            replace(p, overflow=Overflow.WHEN_HOST_IS_LATER, overflow_margin=margin)
+            if p.name == "cloud1"
+            else p
+            for p in config.providers
+        )
+        waited = replay_one(BASELINE, replace(config, providers=providers), models, history)
+        cloud_later = waited.result.backends["cloud1"].usage.machine_seconds / 3600
+        waits = [w for ws in waited.result.waits.values() for w in ws]
+        later = {"overflow": Overflow.WHEN_HOST_IS_LATER.value, "overflow_margin_s": margin}
+        put("cloud_runner_hours", cloud_later, "h", **later)
+        put("cloud_hours_over_least_unmoved_ratio", cloud_later / max(unmoved, 1e-9), "x",
+            **later)  # fmt: skip
+        put("cloud_hours_over_host_first_ratio", cloud_later / max(greedy, 1e-9), "x", **later)
+        put("p95_wait_s", p95(waits), "s", **later)
+        put("p95_wait_over_default_s", difference(p95(waits), default_p95), "s",
+            **later)  # fmt: skip
+        put("p99_wait_s", p99(waits), "s", **later)
 
 
 OVERFLOW_AFTER = (60.0, 120.0, 180.0, 240.0, 300.0, 600.0)
+# overflow: when_host_is_later's margins, the default (3m) among them
+OVERFLOW_MARGINS = (120.0, DEFAULT_MARGIN, 240.0)
+
+
+def difference(one: float | None, other: float | None) -> float | None:
+    """``one - other``, or None when either is not known."""
+    return None if one is None or other is None else one - other
 
 
 def bench_warm_pool(days: int) -> None:
