@@ -174,6 +174,32 @@ SETTINGS_NOTES: dict[str, str] = {
         "(its Info's, or its runner block's `runner_version`) is older. GitHub's API does not "
         "publish it; raise it when GitHub does."
     ),
+    "github.runner_versions.latest": (
+        "The latest runner release, with `latest_released`, for a GitHub whose API names none "
+        "(a GitHub Enterprise Server without the actions/runner repository); GitHub's own, "
+        "when it names one, is newer or the same. Empty: none configured."
+    ),
+    "github.runner_versions.latest_released": (
+        "The date `latest` was released (`2026-11-20`, or an ISO 8601 time, UTC); set with "
+        "`latest`."
+    ),
+    "github.runner_versions.check_interval": (
+        "Seconds between reads of GitHub's latest runner release (GET "
+        "repos/actions/runner/releases/latest, conditional: an unchanged answer costs no "
+        "budget; twice or four times as long while the REST budget is low); 0 never asks."
+    ),
+    "github.runner_versions.info_interval": (
+        "Seconds between asks of a listing provider's Info for its runner version (a runner "
+        "install upgraded in place is seen this way)."
+    ),
+    "github.runner_versions.window_days": (
+        "GitHub's window: it stops queueing jobs to a runner that has not installed a release "
+        "within this many days of it."
+    ),
+    "github.runner_versions.warn_days": (
+        "Days before that window closes on a provider's runner that `rungar status`, `rungar "
+        "doctor`, an event and `rungar_provider_runner_days_left` warn of it."
+    ),
     "scale_sets": "Path of scale_sets.yaml; relative to this file's folder.",
     "installation": (
         "Installation id written on every machine's labels; empty = `gh-` + 12 hex digits of "
@@ -416,6 +442,8 @@ def settings_rows(model: type[BaseModel] = DaemonSettings, prefix: str = "") -> 
         if key not in SETTINGS_NOTES:
             raise KeyError(f"rungar.yaml key {key!r} has no entry in SETTINGS_NOTES")
         type_cell = _annotation_text(info.annotation)
+        if key.endswith("_days"):
+            type_cell = type_cell.replace("(seconds)", "(days)")
         bounds = _bounds(info.metadata)
         if bounds:
             type_cell += f" {bounds}"

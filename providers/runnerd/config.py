@@ -65,6 +65,9 @@ class HostConfig:
     # The GitHub Actions runner version of the install the profiles start ("2.329.0"), told to
     # Rungar in Info so it places nothing here once GitHub refuses it; "" = not known.
     runner_version: str = ""
+    # The runner install whose bin/Runner.Listener --version is told to Rungar; "" = the folder
+    # of the run.sh a process profile's command starts, if any (docs/runnerd.md)
+    runner_dir: str = ""
     metrics_listen: str = ""  # host:port for Prometheus metrics; "" = none
     dashboard_listen: str = ""  # host:port for the dashboard (docs/runnerd-dashboard.md); "" = off
     state_dir: str = "/var/lib/runnerd"
@@ -196,6 +199,7 @@ HOST_STRINGS = (
     "disk_path",
     "runner_image",
     "runner_version",
+    "runner_dir",
     "metrics_listen",
     "dashboard_listen",
 )
@@ -283,6 +287,7 @@ def parse_config(text: str, file: str = "runnerd.toml") -> RunnerdConfig:
 
 # [host] keys naming a file or folder: a relative one is relative to runnerd.toml's folder.
 HOST_PATHS = (
+    "runner_dir",
     "state_dir",
     "socket",
     "api_socket",

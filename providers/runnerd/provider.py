@@ -64,6 +64,7 @@ from runnerd.history import History, JobEnd, JobStart, JobTimes
 from runnerd.metrics import LiveFigures, RunnerdMetrics, SliceCounters
 from runnerd.outcome import Ending, recorded_result, waits_for_exit
 from runnerd.predictor import Predictor
+from runnerd.runner_install import RunnerVersionReader
 from runnerd.runtime.base import (
     MANAGED_LABEL,
     NAME_LABEL,
@@ -258,6 +259,7 @@ class RunnerdProvider:
         # queue of a scale set this host keeps a queue entry for
         self.refused_names: dict[str, str] = {}
         self.events: EventLog | None = None  # the daemon's; None in tools and some tests
+        self.runner_version = RunnerVersionReader(config, clock)  # what Info tells
         self.metrics = RunnerdMetrics()
         self.metrics.watch(self.live_figures)
         self._lock = asyncio.Lock()
@@ -274,6 +276,7 @@ class RunnerdProvider:
             if self.config.profiles.get(name) != profile
         )
         self.config = config
+        self.runner_version = RunnerVersionReader(config, self.clock)  # read afresh
         self.set_slice(memory_max, slice_cpus)
         self.limits = limits_of(config, memory_max, slice_cpus)
         host = config.host
@@ -358,7 +361,7 @@ class RunnerdProvider:
             "runnerd",
             VERSION,
             RUNNER_KEYS["runnerd"],
-            runner_version=self.config.host.runner_version,
+            runner_version=await self.runner_version.version(),
         )
 
     async def validate_runner(self, runner: Mapping[str, Any]) -> list[str]:

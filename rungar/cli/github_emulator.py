@@ -52,6 +52,8 @@ control API (JSON; BASE is the URL on the first line of output):
   POST BASE/_fake/ratelimit       {"remaining": N, "reset_in": SECONDS}
   POST BASE/_fake/runner-minimum  {"minimum": "2.331.0"}: GitHub's minimum runner version
                                   from now on ("" takes every version)
+  POST BASE/_fake/runner-release  {"version": "2.331.0", "age": SECONDS | "published_at": ISO}:
+                                  GitHub publishes a runner release ("" takes it away)
   POST BASE/_fake/webhooks/redeliver/DELIVERY_ID
                                   send a workflow_job delivery again
   GET  BASE/_fake/requests        every request received: {"count", "value": [...]}
@@ -120,6 +122,24 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
     )
     parser.add_argument("--acquire-mode", choices=("broker", "legacy"), default="broker")
     parser.add_argument(
+        "--runner-minimum",
+        default="2.329.0",
+        help="GitHub's minimum runner version: an older runner is refused when it connects "
+        '("" takes every version)',
+    )
+    parser.add_argument(
+        "--runner-latest",
+        default="2.330.0",
+        help="the latest runner release GET /repos/actions/runner/releases/latest names "
+        '("" = none: 404)',
+    )
+    parser.add_argument(
+        "--runner-latest-age",
+        type=float,
+        default=1.0,
+        help="days before the emulator starts that release was published",
+    )
+    parser.add_argument(
         "--jit-rate",
         type=float,
         default=0.0,
@@ -169,6 +189,9 @@ def run(args: argparse.Namespace) -> int:
         webhook_url=args.webhook_url,
         webhook_secret=secret,
         jit_rate_per_minute=args.jit_rate,
+        runner_minimum=args.runner_minimum,
+        runner_latest=args.runner_latest,
+        runner_latest_age=args.runner_latest_age * 86400,
         tls_cert_file=args.tls_cert,
         tls_key_file=args.tls_key,
         public_host=args.public_host,

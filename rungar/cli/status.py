@@ -408,6 +408,10 @@ def provider_lines(
                 lines.append(f"  {sentences.kept_while_unreachable(p['name'], kept, off_in)}")
     for p in providers:
         lines += [f"  {sentence}" for sentence in p.get("listing_faults") or []]
+    for p in providers:
+        deadline = p.get("runner_deadline") or {}
+        if deadline.get("warn") and deadline.get("sentence"):
+            lines.append(f"  {deadline['sentence']}")
     for skip in skips:
         lines.append(f"  {skip['sentence']}")
         output = skip.get("output") or []

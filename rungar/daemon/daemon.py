@@ -39,6 +39,7 @@ from rungar.daemon.settings import DaemonSettings, MetricsSettings, github_netwo
 from rungar.engine.core.naming import installation_id
 from rungar.engine.engine import Engine
 from rungar.engine.jobs.accounting import Accounting
+from rungar.engine.reconcile.runner_versions import restore_releases, watch_latest_release
 from rungar.engine.report.events import EventLog
 from rungar.engine.report.metrics import Metrics
 from rungar.errors import ConfigError, ProviderError
@@ -345,8 +346,15 @@ class Daemon:
             ),
         )
         engine.ctx.settings_path = self.settings_path
-        minimum = settings.github.runner_versions.minimum
-        engine.ctx.fleet.versions.minimum = parse_runner_version(minimum)
+        runner_versions = settings.github.runner_versions
+        versions = engine.ctx.fleet.versions
+        versions.minimum = parse_runner_version(runner_versions.minimum)
+        versions.window = runner_versions.window()
+        versions.info_interval = runner_versions.info_interval
+        configured = runner_versions.configured_release()
+        if configured is not None:
+            versions.learn_release(configured)
+        restore_releases(engine.ctx)
         lead = config.scale_sets[0].name
         retry = config.timing.standby_retry
         github.session_retry_for[lead] = (retry, retry)
@@ -463,6 +471,11 @@ class Daemon:
             log.info("dashboard.serving", url=dashboard_url(config.dashboard, page.address))
         started.push_async_callback(runloop.stop)
         await runloop.start()
+        check_interval = settings.github.runner_versions.check_interval
+        if check_interval > 0:
+            # Its own task: GitHub's answer about releases never delays a registration.
+            watch = asyncio.create_task(watch_latest_release(engine.ctx, check_interval))
+            started.push_async_callback(_cancelled, watch)
         if self.on_control is not None:
             started.callback(self.on_control, None)  # before the loops stop, as they serve it
         started.push_async_callback(reporter.stop)
@@ -473,6 +486,12 @@ class Daemon:
             providers=len(config.providers),
             installation=engine.installation,
         )
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 async def _quietly(close: Callable[[], Awaitable[object]]) -> None:

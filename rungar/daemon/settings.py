@@ -16,13 +16,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from rungar.config.paths import resolve_path
 from rungar.errors import ConfigError
 from rungar.github.network import Network, NetworkError, Trust
 from rungar.github.timing import GitHubTiming
+from rungar.model.runner_release import RunnerRelease, date_problem, parse_date
 from rungar.model.runner_version import parse_runner_version, version_problem
+from rungar.placement.version_window import VersionWindow
 
 
 class _Strict(BaseModel):
@@ -65,17 +75,56 @@ class GitHubTimingSettings(_Strict):
 
 class RunnerVersionSettings(_Strict):
     """GitHub's runner versions (docs/github.md, "Runner versions"): no runner is placed on a
-    provider whose runner is below ``minimum``."""
+    provider whose runner is below ``minimum``, and a provider whose runner has not caught up
+    with the latest release is warned of from ``warn_days`` before GitHub's ``window_days``
+    window closes on it."""
 
     minimum: str = "2.329.0"  # GitHub's refusal floor; its API does not publish it
+    # The latest runner release and its date, for when GitHub's API does not name one (a GitHub
+    # Enterprise Server without the actions/runner repository): "" = none configured
+    latest: str = ""
+    latest_released: str = ""
+    # How often GitHub's latest release is asked (GET repos/actions/runner/releases/latest,
+    # conditional); 0 = never, only the configured one counts
+    check_interval: float = Field(default=3600.0, ge=0)
+    info_interval: float = Field(default=300.0, gt=0)  # how often each provider's Info is asked
+    window_days: float = Field(default=30.0, gt=0)  # GitHub's: a release must be installed within
+    warn_days: float = Field(default=7.0, ge=0)  # the warning starts this long before it closes
 
-    @field_validator("minimum")
+    @field_validator("minimum", "latest")
     @classmethod
-    def _a_version(cls, value: str) -> str:
+    def _a_version(cls, value: str, info: ValidationInfo) -> str:
+        if not value and info.field_name == "latest":
+            return ""
         problem = version_problem(value)
         if problem:
             raise ValueError(problem)
         return str(parse_runner_version(value))
+
+    @field_validator("latest_released")
+    @classmethod
+    def _a_date(cls, value: str) -> str:
+        problem = date_problem(value) if value else ""
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> RunnerVersionSettings:
+        if bool(self.latest) != bool(self.latest_released):
+            raise ValueError("latest and latest_released: set both or neither")
+        return self
+
+    def configured_release(self) -> RunnerRelease | None:
+        """The latest release rungar.yaml names, if it names one."""
+        version = parse_runner_version(self.latest)
+        published = parse_date(self.latest_released)
+        if version is None or published is None:
+            return None
+        return RunnerRelease(version, published, "configured")
+
+    def window(self) -> VersionWindow:
+        return VersionWindow(self.window_days, self.warn_days)
 
 
 class GitHubSettings(_Strict):

@@ -21,6 +21,8 @@ Document (every time in epoch seconds, every duration in seconds)::
                            2 or 4: how many times less often reads that can wait are made),
                            "not_modified" (reads answered 304, free), "note"},
                 "reruns": {"count" (jobs re-run since start), "last": its sentence},
+                "runner_release": null | {"latest", "released_at", "source" ("github" |
+                                  "configured"), "window_days", "warn_days"},
                 "notes": [{"label", "text"}] (the three above in words, as rungar status and
                 the fleet page show them)},
      "scale_sets": [{"name", "status", "note", "runners", "creating", "busy", "idle", "starting",
@@ -42,8 +44,10 @@ Document (every time in epoch seconds, every duration in seconds)::
      "providers": [{"name", "type", "status" (a display sentence), "state" (ok | unreachable |
                     draining | disabled | held), "runners", "max_runners", "leaving", "weight",
                     "reachable", "disabled", "draining", "runtime_change", "kept",
-                    "written_off_in", "listing_faults", "hold": null | {"holder",
-                    "priority", "left"}}],
+                    "written_off_in", "listing_faults", "runner_version",
+                    "runner_deadline": null | {"runner_version", "latest", "stops_at",
+                    "days_left", "warn", "sentence"}, "hold": null | {"holder", "priority",
+                    "left"}}],
      (kept: runners of an unreachable provider still counted; written_off_in: seconds until
      unreachable_grace writes the first off, null when none is kept; listing_faults: the
      latest sentences saying what its listings said that was not believed)
@@ -71,6 +75,7 @@ from rungar.config.model import ScaleSetConfig
 from rungar.daemon.readiness import readiness
 from rungar.engine.core.context import EngineContext
 from rungar.engine.core.scale_set_state import ScaleSetState
+from rungar.engine.reconcile.runner_versions import deadline_sentence
 from rungar.model.columns import plural
 from rungar.model.json_shapes import STATUS_SHAPE
 from rungar.model.phase import Phase
@@ -89,6 +94,7 @@ from rungar.model.sentences import (
     skip_sentence,
     waits_for_host,
 )
+from rungar.placement.version_window import latest_release, runner_deadlines
 from rungar.scaling import in_force
 
 LISTING_FAULTS_SHOWN = 5  # per provider, the latest
@@ -327,6 +333,7 @@ def daemon_document(ctx: EngineContext, now: float) -> dict[str, Any]:
             "count": ctx.findings.reruns.done,
             "last": ctx.findings.reruns.last,
         },
+        "runner_release": runner_release_document(ctx),
     }
     daemon["notes"] = daemon_notes(daemon)
     return daemon
@@ -372,10 +379,44 @@ def scale_sets_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
     return scale_sets
 
 
+def runner_release_document(ctx: EngineContext) -> dict[str, Any] | None:
+    """The latest runner release known, and GitHub's window (docs/github.md, "Runner
+    versions")."""
+    versions = ctx.fleet.versions
+    latest = latest_release(versions.snapshot().releases)
+    if latest is None:
+        return None
+    return {
+        "latest": str(latest.version),
+        "released_at": latest.published_at,
+        "source": latest.source,
+        "window_days": versions.window.days,
+        "warn_days": versions.window.warn_days,
+    }
+
+
+def deadlines_document(ctx: EngineContext, now: float) -> dict[str, dict[str, Any]]:
+    """Each provider whose runner is older than the latest release: when GitHub stops queueing
+    jobs to it, and whether that is near enough to warn of."""
+    versions = ctx.fleet.versions
+    return {
+        d.provider: {
+            "runner_version": str(d.version),
+            "latest": str(d.latest.version),
+            "stops_at": d.stops_at,
+            "days_left": round(d.days_left, 2),
+            "warn": d.warn,
+            "sentence": deadline_sentence(d, now),
+        }
+        for d in runner_deadlines(versions.snapshot(), now, versions.window)
+    }
+
+
 def providers_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
     fleet = ctx.fleet
     providers = []
     reported = fleet.versions.reported()
+    deadlines = deadlines_document(ctx, now)
     for name, provider_config in fleet.providers.items():
         hold = fleet.hold_on(name, now)
         kept, written_off_in = kept_while_unreachable(ctx, name, now)
@@ -403,6 +444,7 @@ def providers_document(ctx: EngineContext, now: float) -> list[dict[str, Any]]:
                 ][-LISTING_FAULTS_SHOWN:],
                 "runtime_change": fleet.disabled_at_runtime(name) is not None,
                 "runner_version": str(reported[name]) if name in reported else None,
+                "runner_deadline": deadlines.get(name),
                 "hold": None
                 if hold is None
                 else {

@@ -216,8 +216,8 @@ def running_file_check(scale_sets: str, running: str) -> Check:
 
 
 async def daemon_file_checks(settings: DaemonSettings, timeout: float = 5.0) -> list[Check]:
-    """What :func:`running_file_check` says of the daemon answering on the socket; nothing
-    when none answers (socket_checks says so)."""
+    """What :func:`running_file_check` and :func:`runner_deadline_checks` say of the daemon
+    answering on the socket; nothing when none answers (socket_checks says so)."""
     import asyncio
 
     from rungar.rpc.admin_client import AdminClient, DaemonUnreachable
@@ -228,7 +228,24 @@ async def daemon_file_checks(settings: DaemonSettings, timeout: float = 5.0) -> 
     except (DaemonUnreachable, TimeoutError, OSError):
         return []
     running = str((status.get("daemon") or {}).get("config_path") or "")
-    return [running_file_check(settings.scale_sets, running)]
+    return [running_file_check(settings.scale_sets, running), *runner_deadline_checks(status)]
+
+
+def runner_deadline_checks(status: dict[str, Any]) -> list[Check]:
+    """The running daemon's warnings that GitHub is about to stop queueing jobs to a
+    provider's runner, or has (docs/github.md, "Runner versions"); nothing when none warns."""
+    from rungar.model.sentences import runner_deadline_fix
+
+    out = []
+    for provider in status.get("providers") or []:
+        deadline = provider.get("runner_deadline") or {}
+        if not deadline.get("warn"):
+            continue
+        name = str(provider.get("name", ""))
+        level = FAIL if float(deadline.get("days_left") or 0) <= 0 else WARN
+        fix = runner_deadline_fix(name, deadline.get("latest", ""))
+        out.append(Check(f"provider {name}", level, str(deadline.get("sentence", "")), fix))
+    return out
 
 
 def _me() -> str:
@@ -413,7 +430,9 @@ async def provider_check(config: ProviderConfig, installation: str, timeout: flo
         for plugin in plugins:
             with contextlib.suppress(Exception):
                 await plugin.stop()
-    out = [Check(area, OK, f"answers as {info.kind} {info.version} ({info.name}){_over(config)}")]
+    runner = f", runner {info.runner_version}" if info.runner_version else ""
+    answers = f"answers as {info.kind} {info.version} ({info.name}){_over(config)}{runner}"
+    out = [Check(area, OK, answers)]
     if info.kind and info.kind != config.type:
         out.append(
             Check(

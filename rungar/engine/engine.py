@@ -98,6 +98,7 @@ class Engine:
         backoffs, holds = store.load_placement()
         ctx.fleet.restore_state(backoffs, holds)
         ctx.fleet.restore_crash_loops(store.load_crash_loops())
+        ctx.fleet.versions.restore_turned_away(store.load_turned_away())
         self.job_history = JobHistory(store, config.scale_sets, clock.now())
         reruns.restore(ctx)
         # Room opening reaches the scaler and the creations made just below, when it happens.

@@ -108,13 +108,16 @@ class ScaleSetClient:
 
     # ---- plumbing -------------------------------------------------------------------------
 
-    async def _rest(self, method: str, path: str, body: Any = None) -> Response:
+    async def _rest(
+        self, method: str, path: str, body: Any = None, extra: Mapping[str, str] | None = None
+    ) -> Response:
         url = f"{self.target.rest_base}/{path}"
         for attempt in range(2):
             headers = {
                 "Authorization": f"Bearer {await self._tokens.token()}",
                 "Accept": REST_ACCEPT,
                 "User-Agent": self._user_agent,
+                **(extra or {}),
             }
             response = await self._transport.request(
                 method, url, headers=headers, json_body=body, rest=True
@@ -125,11 +128,14 @@ class ScaleSetClient:
             return response
         raise AssertionError("unreachable")
 
-    async def rest(self, method: str, path: str, body: Any = None) -> Response:
+    async def rest(
+        self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
+    ) -> Response:
         """A REST call under ``rest_base`` (``repos/o/r/...``): the token, the Accept header, a
         401 refreshing the credential once; for the REST routes other modules speak
-        (:mod:`rungar.github.checks`)."""
-        return await self._rest(method, path, body)
+        (:mod:`rungar.github.checks`, :mod:`rungar.github.releases`). ``headers`` are added
+        (``If-None-Match``)."""
+        return await self._rest(method, path, body, headers)
 
     def checked_object(
         self, response: Response, what: str, ok: tuple[int, ...] = (200,)

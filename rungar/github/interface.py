@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from rungar.config.model import ScaleSetConfig
 from rungar.model.machine import Conclusion, JobHint
 from rungar.model.phase import Phase
+from rungar.model.runner_release import RunnerRelease
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,6 +257,11 @@ class GitHub(Protocol):
 
     def budget(self) -> Budget:
         """The REST budget and how much it slows reads that can wait."""
+        ...
+
+    async def latest_runner_release(self) -> RunnerRelease | None:
+        """GitHub's latest runner release (:mod:`rungar.github.releases`); None when GitHub
+        publishes none. Raises :class:`rungar.errors.GitHubError` when it does not answer."""
         ...
 
     async def renew_session(self, scale_set: str) -> bool:

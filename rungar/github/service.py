@@ -41,12 +41,14 @@ from rungar.github.interface import (
 from rungar.github.listener import Listener
 from rungar.github.network import Network
 from rungar.github.ratelimit import RequestCounter, budget_note, read_stretch
+from rungar.github.releases import LatestRunnerRelease
 from rungar.github.runner_list import SharedListing
 from rungar.github.scale_set import ensure_scale_set
 from rungar.github.timing import GitHubTiming
 from rungar.github.transport import Sender, Transport
 from rungar.github.urls import parse_config_url
 from rungar.github.wire import RunnerReference
+from rungar.model.runner_release import RunnerRelease
 
 log = structlog.get_logger("rungar.github")
 
@@ -112,6 +114,7 @@ class ScaleSetGitHub:
             self._list_runners, clock, self.timing.runner_list_max_age, self.read_stretch
         )
         self._budget_read_at = 0.0
+        self._latest_release = LatestRunnerRelease()
         self._ids: dict[str, int] = {}
         self._configs: dict[str, ScaleSetConfig] = {}
         self.listeners: dict[str, Listener] = {}
@@ -214,6 +217,9 @@ class ScaleSetGitHub:
         half or a quarter as often while the REST budget runs low."""
         await self._read_budget()
         return list(await self.runner_listing.get())
+
+    async def latest_runner_release(self) -> RunnerRelease | None:
+        return await self._latest_release.read(self.client)
 
     def read_stretch(self) -> float:
         """How many times longer reads that can wait wait now (1, 2 or 4), by the budget."""

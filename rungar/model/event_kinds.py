@@ -47,6 +47,11 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
         "the provider's plugin process exited on its own and is restarted after a backoff "
         "(the message says its exit code and when)"
     ),
+    ("provider", "runner_expiring"): (
+        "its runner is older than GitHub's latest release, and GitHub stops queueing jobs to it "
+        "within warn_days (or has): told once per change (runner_version, latest, stops_at, "
+        "days_left)"
+    ),
     ("provider", "held"): "a higher-priority scale set holds it (priority)",
     ("provider", "crash_loop"): (
         "a scale set's runners there ended before they ever connected, the second in a row or "

@@ -71,6 +71,25 @@ def refused_reason(version: object) -> str:
     return f"runner {version} was refused by GitHub as outdated"
 
 
+def runner_deadline(
+    provider: str, version: object, latest: object, released: str, stops_on: str, left: float
+) -> str:
+    """A provider whose runner has not caught up with GitHub's latest release, ``left`` seconds
+    before GitHub stops queueing jobs to it (none left: it has)."""
+    said = f"{provider} runs runner {version}; the latest is {latest} (released {released}): "
+    if left <= 0:
+        return said + f"GitHub stopped queueing jobs to it on {stops_on}"
+    return said + f"GitHub stops queueing jobs to it on {stops_on} (in {format_duration(left)})"
+
+
+def runner_deadline_fix(provider: str, latest: object) -> str:
+    """What to do of :func:`runner_deadline`: what GitHub wants installed, and where."""
+    return (
+        f"install runner {latest} on {provider}'s machines (its runner install or image), then "
+        "tell it there (runnerd reads its install; a runner block's runner_version)"
+    )
+
+
 def outdated_exit(runner: str, version: object) -> str:
     """A runner that exited because GitHub refused its version: told as such, never a crash."""
     return f"runner {runner} exited: GitHub refused runner {version} as outdated (not a crash)"

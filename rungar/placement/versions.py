@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rungar.config.model import ScaleSetConfig
+from rungar.model.runner_release import RunnerRelease
 from rungar.model.runner_version import RunnerVersion, parse_runner_version
 from rungar.model.sentences import below_minimum_reason, refused_reason
+from rungar.placement.version_window import VersionSnapshot, VersionWindow
 
 
 class RunnerVersions:
@@ -24,9 +26,15 @@ class RunnerVersions:
         self.minimum: RunnerVersion | None = None
         self._reported: dict[str, RunnerVersion] = {}  # provider -> its Info's
         self._named: dict[tuple[str, str], RunnerVersion] = {}  # (scale set, provider) -> block's
-        self.asked: set[str] = set()  # providers whose Info has been asked
         # (scale set, provider) -> the version GitHub refused there, told by a runner's exit
         self._turned_away: dict[tuple[str, str], RunnerVersion] = {}
+        # The runner releases known, by version and source: GitHub's latest as it was read, and
+        # rungar.yaml's github.runner_versions.latest
+        self._releases: dict[tuple[RunnerVersion, str], RunnerRelease] = {}
+        self.asked_at: dict[str, float] = {}  # provider -> when its Info was last asked
+        # Engine settings (rungar.yaml's github.runner_versions), set by the daemon
+        self.window = VersionWindow()
+        self.info_interval = 300.0  # seconds between asks of a reachable provider's Info
 
     def configure(self, scale_sets: Sequence[ScaleSetConfig]) -> None:
         """The versions the runner blocks name (``runner_version``), read afresh."""
@@ -45,6 +53,10 @@ class RunnerVersions:
             self._reported.pop(provider, None)
         else:
             self._reported[provider] = parsed
+            # A newer runner than the one GitHub turned away: that skip is over for good.
+            for key, turned in list(self._turned_away.items()):
+                if key[1] == provider and parsed > turned:
+                    del self._turned_away[key]
         return before != parsed
 
     def of(self, scale_set: str, provider: str) -> RunnerVersion | None:
@@ -53,6 +65,45 @@ class RunnerVersions:
 
     def reported(self) -> dict[str, RunnerVersion]:
         return dict(self._reported)
+
+    def runners(self) -> dict[str, RunnerVersion]:
+        """Each provider's runner version where one is known: the oldest of what its Info says
+        and what its scale sets' runner blocks name (the one GitHub would stop first)."""
+        out = dict(self._reported)
+        for (_, provider), version in self._named.items():
+            if provider not in out or version < out[provider]:
+                out[provider] = version
+        return out
+
+    def learn_release(self, release: RunnerRelease) -> bool:
+        """A release GitHub named, or rungar.yaml; True when it was not known."""
+        key = (release.version, release.source)
+        if release.source == "configured":
+            # rungar.yaml names one latest release: a changed setting replaces the last.
+            for known in [k for k in self._releases if k[1] == "configured"]:
+                del self._releases[known]
+        before = self._releases.get(key)
+        self._releases[key] = release
+        return before != release
+
+    def snapshot(self) -> VersionSnapshot:
+        """What :func:`~rungar.placement.version_window.runner_deadlines` decides on."""
+        return VersionSnapshot(tuple(sorted(self._releases.values())), self.runners())
+
+    def releases(self) -> list[RunnerRelease]:
+        return sorted(self._releases.values())
+
+    def export_turned_away(self) -> list[tuple[str, str, str]]:
+        """(scale set, provider, version) of every skip a runner's exit told, to keep."""
+        return [(s, p, str(v)) for (s, p), v in sorted(self._turned_away.items())]
+
+    def restore_turned_away(self, rows: list[tuple[str, str, str]]) -> None:
+        """The skips a previous run kept: still applied until the provider reports a newer
+        runner."""
+        for scale_set, provider, text in rows:
+            version = parse_runner_version(text)
+            if version is not None:
+                self._turned_away[(scale_set, provider)] = version
 
     def turned_away(self, scale_set: str, provider: str, version: RunnerVersion) -> None:
         """A runner of ``scale_set`` on ``provider`` exited because GitHub refused its

@@ -55,6 +55,9 @@ CREATE TABLE IF NOT EXISTS backoffs (
 CREATE TABLE IF NOT EXISTS crash_loops (
     scale_set TEXT NOT NULL, provider TEXT NOT NULL, runners INTEGER NOT NULL,
     until REAL NOT NULL, why TEXT NOT NULL, PRIMARY KEY (scale_set, provider));
+CREATE TABLE IF NOT EXISTS turned_away (
+    scale_set TEXT NOT NULL, provider TEXT NOT NULL, runner_version TEXT NOT NULL,
+    PRIMARY KEY (scale_set, provider));
 CREATE TABLE IF NOT EXISTS holds (
     provider TEXT PRIMARY KEY, holder TEXT NOT NULL, priority INTEGER NOT NULL,
     since REAL NOT NULL);
@@ -300,6 +303,18 @@ class SqliteStore:
         with self._lock:
             rows = self._db.execute("SELECT * FROM crash_loops").fetchall()
         return [(s, p, Backoff(int(n), float(u), str(w), False)) for s, p, n, u, w in rows]
+
+    def save_turned_away(self, rows: list[tuple[str, str, str]]) -> None:
+        """(scale set, provider, runner version) of each provider skipped because GitHub
+        refused its runner as outdated: kept across a restart."""
+        with self._tx() as db:
+            db.execute("DELETE FROM turned_away")
+            db.executemany("INSERT INTO turned_away VALUES (?, ?, ?)", rows)
+
+    def load_turned_away(self) -> list[tuple[str, str, str]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM turned_away").fetchall()
+        return [(str(s), str(p), str(v)) for s, p, v in rows]
 
     # ------------------------------------------------------------ create intents
 

@@ -29,6 +29,7 @@ from rungar.github.interface import (
 )
 from rungar.model.machine import JobHint, conclusion_from_github
 from rungar.model.phase import Phase
+from rungar.model.runner_release import RunnerRelease
 
 
 @dataclass(slots=True)
@@ -49,6 +50,7 @@ class FakeGitHub:
         # What a waiting job shows on GitHub: True plays a GitHub App (check runs), False a
         # personal access token (commit statuses).
         self.app = True
+        self.runner_release: RunnerRelease | None = None  # what releases/latest names
         self.head_reads: list[tuple[str, str]] = []  # (repository, run id) read
         self.check_runs: dict[int, list[dict[str, Any]]] = {}  # id -> each body written
         self.statuses: list[tuple[str, str, dict[str, Any]]] = []  # (repository, sha, body)
@@ -128,6 +130,10 @@ class FakeGitHub:
 
     def budget(self) -> Budget:
         return Budget()
+
+    async def latest_runner_release(self) -> RunnerRelease | None:
+        self._maybe_fail("latest_runner_release", "")
+        return self.runner_release
 
     def writes_check_runs(self) -> bool:
         return self.app

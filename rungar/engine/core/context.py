@@ -96,6 +96,12 @@ class Findings:
     # What a provider listed that could not be believed, each (provider, fault kind, machine)
     # reported once: its sentence, shown by rungar status (rungar.engine.reconcile.ownership).
     listing_faults: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # Runner versions (rungar.engine.reconcile.runner_versions): the providers whose days left
+    # are exported, the warning last told of each (runner, latest release, deadline passed),
+    # and whether GitHub's naming no release was said
+    runner_days_exported: set[str] = field(default_factory=set)
+    runner_deadlines_told: dict[str, tuple[str, str, bool]] = field(default_factory=dict)
+    no_runner_release_said: bool = False
 
 
 @dataclass(eq=False, slots=True)
@@ -179,6 +185,7 @@ class EngineContext:
         backoffs, holds = self.fleet.export_state()
         self.store.save_placement(backoffs, holds)
         self.store.save_crash_loops(self.fleet.export_crash_loops())
+        self.store.save_turned_away(self.fleet.versions.export_turned_away())
 
     def call_timeout(self, provider: str) -> float:
         """The deadline of a provider's List and UpdateRunner calls: its own ``timeout``, else

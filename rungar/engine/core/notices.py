@@ -196,6 +196,7 @@ def note_outdated(
     now = ctx.clock.now()
     left = ctx.fleet.uncount_crash(scale_set, provider, now)
     ctx.fleet.versions.turned_away(scale_set, provider, version)
+    ctx.save_placement()  # kept at once: a restart goes on skipping it
     loop = left.refusals if left is not None and left.active(now) else 0
     ctx.metrics.crash_loop.labels(scale_set, provider).set(loop)
     ctx.metrics.outdated.labels(scale_set, provider).inc()

@@ -43,7 +43,7 @@ from rungar.engine.reconcile.adoption import INTERRUPTED_CREATE, UNTRACKED, plan
 from rungar.engine.reconcile.listing_faults import note_listing_faults
 from rungar.engine.reconcile.ownership import SortedListings, sort_listings
 from rungar.engine.reconcile.recall import RunnerKeeper, settle_recalled
-from rungar.engine.reconcile.runner_versions import read_runner_version
+from rungar.engine.reconcile.runner_versions import note_runner_deadlines, read_runner_version
 from rungar.engine.reconcile.sightings import plan_sightings
 from rungar.engine.remove.removing import Removals
 from rungar.errors import GitHubError, ProviderError
@@ -447,6 +447,7 @@ class Reconciler:
             ctx.metrics.last_reconcile.labels(name).set(now)
             await self.scaler.scale(name)
         export_gauges(ctx)
+        note_runner_deadlines(ctx)
         took = max(0.0, ctx.clock.now() - started)
         ctx.metrics.reconcile_duration.observe(took)
         log.info("reconcile.pass", runners=len(ctx.runners), duration=round(took, 3))

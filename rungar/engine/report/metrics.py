@@ -128,6 +128,15 @@ class Metrics:
             ["scale_set", "provider"],
             registry=r,
         )
+        # A provider whose runner is older than GitHub's latest release: days until GitHub
+        # stops queueing jobs to it (negative once it has); absent for one that is current.
+        self.runner_days_left = Gauge(
+            "rungar_provider_runner_days_left",
+            "Days until GitHub stops queueing jobs to the provider's runner, which is older "
+            "than the latest release (negative once it has)",
+            ["provider"],
+            registry=r,
+        )
         self.crash_loop = Gauge(
             "rungar_crash_loop_runners",
             "Runners in a row that ended before connecting; 0 once one connects",

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from rungar.model.runner_release import RunnerRelease, parse_date
 from rungar.model.runner_version import parse_runner_version
 from rungar.testing.github_emulator.clock import EmulatorClock
 from rungar.testing.github_emulator.faults import Fault
@@ -157,6 +158,32 @@ class ControlRoutes:
         self.state.runner_minimum = parsed
         return Response(status_code=204)
 
+    async def runner_release(self, request: Request) -> Response:
+        """A fault: GitHub publishes a runner release during a run (``{"version": "2.331.0"}``,
+        published now, or ``"published_at"`` an ISO 8601 time, or ``"age"`` emulated seconds
+        ago); ``{"version": ""}`` takes every release away (404)."""
+        body = await body_json(request)
+        d = body if isinstance(body, dict) else {}
+        if d.get("version") == "":
+            self.state.runner_release = None
+            return Response(status_code=204)
+        version = parse_runner_version(d.get("version"))
+        if version is None:
+            return error(400, "ArgumentException", "version: a runner version such as 2.331.0")
+        published: float | None = self.state.clock.now()
+        if "published_at" in d:
+            published = parse_date(d.get("published_at"))
+        elif "age" in d:
+            age = d.get("age")
+            if isinstance(age, int | float) and not isinstance(age, bool) and age >= 0:
+                published = self.state.clock.now() - float(age)
+            else:
+                published = None
+        if published is None:
+            return error(400, "ArgumentException", "published_at: an ISO 8601 time; age: seconds")
+        self.state.runner_release = RunnerRelease(version, published)
+        return Response(status_code=204)
+
     async def rate_limit(self, request: Request) -> Response:
         body = await body_json(request)
         d = body if isinstance(body, dict) else {}
@@ -197,6 +224,7 @@ class ControlRoutes:
                 },
                 "faultsFired": len(s.faults.fired),
                 "runnerMinimum": str(s.runner_minimum or ""),
+                "runnerLatest": str(s.runner_release.version) if s.runner_release else "",
                 "throttled": {r: t.refused for r, t in s.faults.throttles.items()},
                 # What a developer sees on the runs' commits (github_emulator.checks)
                 "checks": s.checks.to_json(),
@@ -219,6 +247,7 @@ class ControlRoutes:
             Route("/_fake/scalesets/{id:int}/{action}", self.scale_set_action, methods=["POST"]),
             Route("/_fake/ratelimit", self.rate_limit, methods=["POST"]),
             Route("/_fake/runner-minimum", self.runner_minimum, methods=["POST"]),
+            Route("/_fake/runner-release", self.runner_release, methods=["POST"]),
             Route("/_fake/webhooks/redeliver/{delivery_id}", self.redeliver, methods=["POST"]),
             Route("/_fake/requests", self.requests, methods=["GET"]),
             Route("/_fake/state", self.summary, methods=["GET"]),

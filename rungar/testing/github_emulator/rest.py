@@ -293,6 +293,34 @@ class RestRoutes:
             return self._answer({"message": "This job cannot be re-run."}, 403)
         return self._answer({}, 201)
 
+    async def runner_release(self, request: Request) -> Response:  # R8
+        """The latest release of actions/runner, as GitHub's REST API names it; any token of
+        the emulator's is enough (the repository is public)."""
+        token = bearer(request)
+        if not token or self.state.tokens.rest_owner(token) is None:
+            return self._answer({"message": "Bad credentials"}, 401)
+        release = self.state.runner_release
+        if release is None:
+            if (spent := self._spend()) is not None:
+                return spent
+            return self._answer({"message": "Not Found"}, 404)
+        tag = f"v{release.version}"
+        body = {
+            "tag_name": tag,
+            "name": tag,
+            "draft": False,
+            "prerelease": False,
+            "published_at": iso(release.published_at),
+            "html_url": f"https://github.com/actions/runner/releases/tag/{tag}",
+        }
+        answer = self._answer(body, 200)
+        # A 304 to a conditional request costs nothing, as on GitHub; anything else one call.
+        if request.headers.get("if-none-match", "") == etag_of(bytes(answer.body)):
+            return answer  # made a 304 by the route
+        if (spent := self._spend()) is not None:
+            return spent
+        return self._answer(body, 200)
+
     async def rate_limit(self, request: Request) -> Response:
         s = self.state
         core = {
@@ -317,6 +345,11 @@ class RestRoutes:
                 methods=["POST"],
             ),
             Route("/api/v3/rate_limit", route(s, "R5", self.rate_limit), methods=["GET"]),
+            Route(
+                "/api/v3/repos/actions/runner/releases/latest",
+                route(s, "R8", self.runner_release),
+                methods=["GET"],
+            ),
         ]
         out += [
             Route(

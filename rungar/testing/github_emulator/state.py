@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rungar.model.runner_release import RunnerRelease
 from rungar.model.runner_version import RunnerVersion, parse_runner_version
 from rungar.testing.github_emulator.clock import EmulatorClock
 from rungar.testing.github_emulator.faults import FaultPlan
@@ -85,6 +86,11 @@ class EmulatorOptions:
     # (403, "Runner version v2.320.0 is deprecated and cannot receive messages."), as GitHub
     # does; POST /_fake/runner-minimum moves it during a run. "" = every version is taken.
     runner_minimum: str = "2.329.0"
+    # The latest runner release GET /repos/actions/runner/releases/latest names, published
+    # runner_latest_age emulated seconds before the emulator starts ("" = none: 404, as a GitHub
+    # Enterprise Server without the repository); POST /_fake/runner-release publishes another
+    runner_latest: str = "2.330.0"
+    runner_latest_age: float = 86400.0
     webhook_url: str = ""
     webhook_secret: str = ""
     # HTTPS: a certificate (PEM, its chain after it) and its key; "" serves plain HTTP.
@@ -110,6 +116,12 @@ class EmulatorState:
         self.options = options
         self.clock = clock
         self.runner_minimum = parse_runner_version(options.runner_minimum)
+        latest = parse_runner_version(options.runner_latest)
+        self.runner_release: RunnerRelease | None = (
+            None
+            if latest is None
+            else RunnerRelease(latest, clock.now() - options.runner_latest_age)
+        )
         self.tokens = TokenAuthority(
             clock,
             dict(options.apps),
