@@ -92,6 +92,8 @@ async def unknown_versions() -> Any:
             "old": FakeProvider("old", vcpus=64, memory_bytes=64 * GIB),
             "new": FakeProvider("new", vcpus=64, memory_bytes=64 * GIB),
         },
+        # Each provider's Info asked every second: a runner installed anew is seen at once.
+        github={"runner_versions": {"info_interval": 1}},
     )
     w.providers["old"].command = [
         sys.executable, "-m", "rungar.cli.fake_runner", "--runner-version", "2.320.0",
@@ -102,9 +104,11 @@ async def unknown_versions() -> Any:
     shutil.rmtree(root, ignore_errors=True)
 
 
-async def test_a_runner_github_refuses_at_connect_is_outdated_never_a_crash(
+async def test_a_runner_github_refuses_at_connect_is_outdated_never_a_crash_and_stays_skipped(
     unknown_versions: DaemonWorld,
 ) -> None:
+    """... across a kill -9 and a restart of rungar serve, until the provider reports a newer
+    runner."""
     world = unknown_versions
     turned_away = "runner 2.320.0 was refused by GitHub as outdated"
 
@@ -126,3 +130,23 @@ async def test_a_runner_github_refuses_at_connect_is_outdated_never_a_crash(
     # The first runners went there at once (nothing was known); each told its exit, and none
     # was placed there after.
     assert world.providers["old"].fake.created == len(outdated) >= 1
+
+    # kill -9 and start again: the skip is kept in the state database, so the new daemon
+    # applies it from its first status on, without another runner having to be refused.
+    world.kill_daemon()
+    await world.start_daemon()
+    status = await world.wait_for(lambda s: bool(s and s["providers"]), "the daemon again", 60)
+    kept = [s for s in status["skips"] if s.get("outdated")]
+    assert [(s["provider"], s["error"]) for s in kept] == [("old", turned_away)], status["skips"]
+    await world.reconcile()
+    assert world.providers["old"].fake.created == len(outdated), "nothing placed on old since"
+
+    # The host installs a newer runner and says so in its Info: the skip ends.
+    world.providers["old"].fake.runner_version = "2.330.0"
+
+    def lifted(status: dict[str, Any] | None) -> bool:
+        versions = {p["name"]: p["runner_version"] for p in (status or {}).get("providers", [])}
+        skips = [s for s in (status or {}).get("skips", []) if s.get("outdated")]
+        return versions.get("old") == "2.330.0" and not skips
+
+    await world.wait_for(lifted, "old's skip to end with its newer runner", 60)
