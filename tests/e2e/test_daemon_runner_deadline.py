@@ -49,7 +49,12 @@ async def world() -> Any:
                 {"name": "new", "type": "runnerd", "runner": {"vcpus": 1}},
             ],
             "scale_sets": [
-                {"name": "linux", "labels": ["linux"], "max_runners": 2, "providers": ["old", "new"]}
+                {
+                    "name": "linux",
+                    "labels": ["linux"],
+                    "max_runners": 2,
+                    "providers": ["old", "new"],
+                }
             ],
         }
     )
