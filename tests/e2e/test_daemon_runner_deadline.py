@@ -123,5 +123,5 @@ async def test_a_runner_six_days_from_githubs_cutoff_is_warned_of_everywhere(
     assert deadline(status, "new")["warn"] is False, "new has 30 days for 2.331.0"
     assert deadline(status, "old")["stops_at"] == released["released_at"] + 30 * DAY
     assert [e["attributes"]["latest"] for e in expiring(world)] == ["2.330.0", "2.331.0"]
-    reads = [r for r in world.emulator.state.requests if r["route"] == "R8"]
+    reads = [r for r in world.emulator.state.requests if r["route"] == "R13"]
     assert 304 in {r["status"] for r in reads}, "unchanged answers are conditional"

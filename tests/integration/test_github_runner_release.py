@@ -13,7 +13,7 @@ from rungar.testing.github_emulator.harness import emulator, github
 
 
 def release_reads(emu: GitHubEmulator) -> list[dict[str, object]]:
-    return [r for r in emu.state.requests if r["route"] == "R8"]
+    return [r for r in emu.state.requests if r["route"] == "R13"]
 
 
 async def test_the_latest_release_is_read_conditionally_and_a_new_one_is_seen() -> None:

@@ -293,7 +293,7 @@ class RestRoutes:
             return self._answer({"message": "This job cannot be re-run."}, 403)
         return self._answer({}, 201)
 
-    async def runner_release(self, request: Request) -> Response:  # R8
+    async def runner_release(self, request: Request) -> Response:  # R13
         """The latest release of actions/runner, as GitHub's REST API names it; any token of
         the emulator's is enough (the repository is public)."""
         token = bearer(request)
@@ -347,7 +347,7 @@ class RestRoutes:
             Route("/api/v3/rate_limit", route(s, "R5", self.rate_limit), methods=["GET"]),
             Route(
                 "/api/v3/repos/actions/runner/releases/latest",
-                route(s, "R8", self.runner_release),
+                route(s, "R13", self.runner_release),
                 methods=["GET"],
             ),
         ]
