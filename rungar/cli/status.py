@@ -238,12 +238,25 @@ def role_text(lease: dict[str, Any] | None, now: float | None) -> str:
             text += f", renewed {format_age(now - renewed)} ago"
         if not lease.get("adopted"):
             text += "; adopting what exists"
-        return text + ")"
+        return text + ")" + unconfirmed_text(lease, now)
     holder, seen = lease.get("holder"), lease.get("holder_seen_at")
     if holder:
         ago = f", seen holding the lease {format_age(now - seen)} ago" if seen and now else ""
         return f"standby; active is {holder}{ago}"
+    if lease.get("unconfirmed_why"):
+        unconfirmed = unconfirmed_text(lease, now)
+        return f"standby{unconfirmed}; it acts again once GitHub confirms the lease"
     return f"standby; waiting for the message session of scale set {lease.get('lead', '?')}"
+
+
+def unconfirmed_text(lease: dict[str, Any], now: float) -> str:
+    """``; GitHub does not answer: the lease renewal timed out after 10 s; 25s without a
+    confirmation``, or "" while GitHub confirms the lease."""
+    why, since = lease.get("unconfirmed_why"), lease.get("unconfirmed_since")
+    if not why:
+        return ""
+    for_how_long = f"; {format_age(now - since)} without a confirmation" if since and now else ""
+    return f"; {why}{for_how_long}"
 
 
 def header_lines(daemon: dict[str, Any], queue_age: str = "") -> list[str]:

@@ -98,6 +98,10 @@ class LeaseKeeper:
         self.on_active = on_active
         self.on_standby = on_standby
         self._poked = asyncio.Event()
+        # GitHub left the lease unconfirmed (no answer, or an error) since this time; 0 = it
+        # answered the last look. ``unconfirmed_why`` says how, for rungar status.
+        self.unconfirmed_since = 0.0
+        self.unconfirmed_why = ""
         ctx.metrics.active.set(0)
 
     @property
@@ -146,6 +150,8 @@ class LeaseKeeper:
             "holder": "" if active else lease.holder,
             "holder_seen_at": (lease.holder_seen_at or None) if not active else None,
             "adopted": active and self.adopted_term == lease.term,
+            "unconfirmed_since": self.unconfirmed_since or None,
+            "unconfirmed_why": self.unconfirmed_why,
         }
 
     # ------------------------------------------------------------------ the loop
@@ -186,11 +192,18 @@ class LeaseKeeper:
             heard, holder = Heard.HELD_ELSEWHERE, phase.holder
         elif renewal_due(self.lease, now, timing):
             try:
-                confirmed = await within(github.renew_session(self.lead), timing.renew_interval)
+                confirmed = await within(
+                    github.renew_session(self.lead), timing.renew_interval, "the lease renewal"
+                )
             except (GitHubError, TimeoutError) as e:
-                log.warning("lease.not_renewed", error=str(e) or type(e).__name__)
+                why = unconfirmed_why(e)
+                log.warning("lease.not_renewed", error=why)
+                self.unconfirmed_since = self.unconfirmed_since or now
+                self.unconfirmed_why = why
             else:
                 heard = Heard.CONFIRMED if confirmed else Heard.GONE
+        if heard is not Heard.NOTHING:  # GitHub answered
+            self.unconfirmed_since, self.unconfirmed_why = 0.0, ""
         # A confirmation counts from when it was asked: GitHub knew the session was ours then.
         lease = observe(self.lease, heard, now, timing, holder)
         if heard is Heard.HELD_ELSEWHERE and phase.holder_seen_at:
@@ -235,6 +248,14 @@ class LeaseKeeper:
         log.warning("lease.lost", owner=self.owner, reason=why, runners_forgotten=forgotten)
         self.active.clear()
         self.on_standby()
+
+
+def unconfirmed_why(error: GitHubError | TimeoutError) -> str:
+    """A failed lease renewal in words: "GitHub does not answer: the lease renewal timed out
+    after 10 s" when no answer came, else what GitHub answered."""
+    if isinstance(error, TimeoutError) or (isinstance(error, GitHubError) and error.status is None):
+        return f"GitHub does not answer: {str(error) or type(error).__name__}"
+    return f"GitHub refused the lease renewal: {error}"
 
 
 async def stop_keeper(task: asyncio.Task[None] | None) -> None:

@@ -13,7 +13,10 @@ Document (every time in epoch seconds, every duration in seconds)::
                 "lease": null | {"role": "active"|"standby", "owner", "lead", "term",
                                  "held_since", "renewed_at", "expires_at" (null on a standby),
                                  "holder", "holder_seen_at" (a standby: the active daemon as
-                                 GitHub names it, and when it last did), "adopted"},
+                                 GitHub names it, and when it last did), "adopted",
+                                 "unconfirmed_since", "unconfirmed_why" (GitHub left the
+                                 lease unconfirmed since then, and how; null and "" while
+                                 it answers)},
                 "registrations": {"per_minute" (0: sent at once), "waiting", "source"
                                   ("github": GitHub's limit learned from a 429, "configured",
                                   ""), "throttled" (429s so far), "sentence"},

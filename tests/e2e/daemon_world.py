@@ -204,7 +204,8 @@ class DaemonWorld:
         self.socket = str(root / "rungar.sock")
 
     async def start(self, scale_sets: dict[str, Any]) -> None:
-        self.emulator.start_in_thread()
+        if not self.emulator.port:  # a test may start it first, to put a proxy in front of it
+            self.emulator.start_in_thread()
         for name, provider in self.providers.items():
             self.servers.append(await serve(provider, f"unix://{self.root}/{name}.sock"))
         for entry in scale_sets["providers"]:

@@ -273,6 +273,26 @@ async def test_runners_of_an_unreachable_provider_are_kept_then_written_off(worl
     assert world.on("compute1") == [name], "its machine is left alone"
 
 
+async def test_a_provider_unreachable_through_a_delete_says_why_in_status(world: World) -> None:
+    # A Delete that got no answer makes the provider unreachable as a List's silence does;
+    # status says what went unanswered, not a bare "cannot be reached".
+    from rungar.cli.status import render_status
+    from rungar.daemon.status import snapshot
+
+    await world.demand(1)
+    (name,) = world.on("compute1")
+    world.providers["compute1"].fail_deletes(always=True, unanswered=True)
+    world.engine.on_job_completed("linux", "7", name, Conclusion.SUCCEEDED)
+    await world.engine.drain_tasks()
+    document = snapshot(world.engine.ctx)
+    (compute1,) = [p for p in document["providers"] if p["name"] == "compute1"]
+    assert compute1["state"] == "unreachable"
+    assert compute1["error"] == "compute1: no answer to delete (scripted)"
+    assert "compute1 cannot be reached: compute1: no answer to delete (scripted)" in render_status(
+        document
+    )
+
+
 async def test_a_stopped_machine_ends_its_runner(world: World) -> None:
     await world.demand(1)
     (name,) = world.on("compute1")

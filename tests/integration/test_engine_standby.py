@@ -28,6 +28,7 @@ from rungar.engine.core.records import RunnerRecord
 from rungar.engine.engine import Engine
 from rungar.engine.report.events import EventLog
 from rungar.errors import Busy, GitHubError
+from rungar.github.exceptions import GitHubUnreachable
 from rungar.github.interface import SessionPhase
 from rungar.model.phase import Phase
 from rungar.model.runner import RemovalReason, RunnerState
@@ -211,6 +212,36 @@ async def test_a_lease_github_stops_confirming_stops_the_daemon_acting_when_it_r
     await keeper.look()
     assert keeper.document()["role"] == "standby"
     assert [e.action for e in engine.events.recent() if e.kind == "daemon"][-1] == "standby"
+
+
+async def test_a_lease_github_leaves_unconfirmed_says_why_until_github_answers_again(
+    pair: Pair,
+) -> None:
+    engine = pair.engine("a")
+    keeper = await keeper_for(engine, "host-a/1")
+    await keeper.look()
+    assert keeper.document()["unconfirmed_why"] == ""
+    pair.github.renewals["linux"] = GitHubUnreachable("connection refused")
+    pair.clock.advance(10)
+    started = pair.clock.now()
+    await keeper.look()
+    pair.github.renewals["linux"] = GitHubError("Service Unavailable", 503)
+    pair.clock.advance(10)
+    await keeper.look()
+    shown = keeper.document()
+    assert shown["role"] == "active" and shown["unconfirmed_since"] == started
+    assert shown["unconfirmed_why"] == "GitHub refused the lease renewal: Service Unavailable"
+    pair.github.renewals["linux"] = GitHubUnreachable("connection refused")
+    pair.clock.advance(10)  # 30 s: the lease runs out, and status says why
+    await keeper.look()
+    shown = keeper.document()
+    assert shown["role"] == "standby" and shown["unconfirmed_since"] == started
+    assert shown["unconfirmed_why"] == "GitHub does not answer: connection refused"
+    del pair.github.renewals["linux"]
+    await keeper.look()  # GitHub confirms the session again
+    shown = keeper.document()
+    assert shown["role"] == "active"
+    assert (shown["unconfirmed_since"], shown["unconfirmed_why"]) == (None, "")
 
 
 async def test_github_saying_the_lead_session_is_gone_ends_the_lease_at_once(pair: Pair) -> None:

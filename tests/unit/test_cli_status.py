@@ -378,6 +378,35 @@ def test_a_standby_that_knows_no_holder_says_what_it_waits_for() -> None:
     assert role_line(lease) == "standby; waiting for the message session of scale set linux"
 
 
+NO_ANSWER = "GitHub does not answer: the lease renewal timed out after 10 s"
+
+
+def test_an_active_daemon_github_leaves_unconfirmed_says_why_and_for_how_long() -> None:
+    lease = {
+        "role": "active",
+        "held_since": NOW - 600,
+        "renewed_at": NOW - 25,
+        "adopted": True,
+        "unconfirmed_since": NOW - 15,
+        "unconfirmed_why": NO_ANSWER,
+    }
+    assert role_line(lease).endswith(f"renewed 25s ago); {NO_ANSWER}; 15s without a confirmation")
+
+
+def test_a_daemon_cut_off_from_github_stands_by_saying_so_not_waiting_for_a_session() -> None:
+    lease = {
+        "role": "standby",
+        "holder": "",
+        "lead": "linux",
+        "unconfirmed_since": NOW - 45,
+        "unconfirmed_why": NO_ANSWER,
+    }
+    assert role_line(lease) == (
+        f"standby; {NO_ANSWER}; 45s without a confirmation; it acts again once GitHub "
+        "confirms the lease"
+    )
+
+
 def test_shape_one_gives_scripts_written_against_it_the_words_and_counts_they_read() -> None:
     from rungar.cli.status import shape_one
 

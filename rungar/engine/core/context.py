@@ -83,7 +83,8 @@ class Findings:
     # every one ever reported (its gauge is set back to 0 once it is gone).
     leftovers: list[Leftover] = field(default_factory=list)
     leftovers_reported: set[str] = field(default_factory=set)
-    list_errors: dict[str, str] = field(default_factory=dict)  # why a provider is unreachable
+    # why a provider is unreachable: the last List, Create or Delete that got no answer
+    list_errors: dict[str, str] = field(default_factory=dict)
     orphans_seen: dict[str, float] = field(default_factory=dict)  # registration -> first seen
     github_calls_exported: dict[str, int] = field(default_factory=dict)
     reconnects_exported: dict[str, int] = field(default_factory=dict)  # by provider

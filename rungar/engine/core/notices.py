@@ -246,7 +246,8 @@ def observe_job_wait(
 
 def note_unanswered(ctx: EngineContext, provider: str, error: str) -> None:
     """A provider went unreachable because a call other than List got no answer (a Delete):
-    the same log line, event and gauge as an unanswered List."""
+    the same log line, event and gauge as an unanswered List, and the same reason in status."""
+    ctx.findings.list_errors[provider] = error
     log.warning("provider.unreachable", sentence=UNREACHABLE_SINCE, provider=provider, error=error)
     ctx.events.record("provider", provider, "unreachable", provider=provider, message=error)
     ctx.metrics.provider_reachable.labels(provider).set(0)

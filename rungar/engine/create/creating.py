@@ -443,6 +443,7 @@ class Creations:
                 error=attempt.message,
             )
         elif attempt.outcome is Outcome.UNANSWERED:
+            ctx.findings.list_errors[attempt.provider] = attempt.message  # status says why
             ctx.events.record(
                 "provider",
                 attempt.provider,

@@ -13,7 +13,7 @@ from starlette.routing import Route
 
 from rungar.testing.github_emulator.http import bearer, body_json, error, json_response, route
 from rungar.testing.github_emulator.model import stored_runner_setting
-from rungar.testing.github_emulator.rest import encode_jit
+from rungar.testing.github_emulator.rest import encode_jit, runner_base
 from rungar.testing.github_emulator.state import EmulatorState
 
 SETS = "/tenant/{tid}/_apis/runtime/runnerscalesets"
@@ -260,7 +260,7 @@ class AdminRoutes:
         work = str(body.get("workFolder", "")) if isinstance(body, dict) else ""
         jit = encode_jit(
             self.state.tokens,
-            str(request.base_url).rstrip("/"),
+            runner_base(self.state, request),
             runner.id,
             name,
             runner.credential,

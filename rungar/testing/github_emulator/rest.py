@@ -43,6 +43,12 @@ def scope_owner(scope: str) -> str:
     return scope.split("/")[1] if "/" in scope else ""
 
 
+def runner_base(state: EmulatorState, request: Request) -> str:
+    """Where a runner registered by ``request`` reaches the emulator (``runner_url``, else the
+    URL the request came to)."""
+    return state.options.runner_url or str(request.base_url).rstrip("/")
+
+
 def encode_jit(
     tokens: TokenAuthority,
     base: str,
@@ -223,7 +229,7 @@ class RestRoutes:
         s.runners[runner.id] = runner
         s.runners_created += 1
         jit = encode_jit(
-            s.tokens, str(request.base_url).rstrip("/"), runner.id, name, runner.credential, "_work"
+            s.tokens, runner_base(s, request), runner.id, name, runner.credential, "_work"
         )
         return self._answer({"runner": runner.to_json(), "encoded_jit_config": jit}, 201)
 

@@ -99,6 +99,10 @@ class EmulatorOptions:
     # The host name in the URLs the emulator prints (its certificate's name, one a proxy may
     # resolve): "" is the address it binds.
     public_host: str = ""
+    # The base URL written into runners' JIT configs (where runners reach the emulator): "" is
+    # the one the registration came to. Set when the daemon reaches the emulator by a way its
+    # runners do not take (a fault proxy between the two, say).
+    runner_url: str = ""
 
 
 def labels_match(job_labels: tuple[str, ...], scale_set_labels: list[str]) -> bool:
