@@ -250,12 +250,22 @@ class LeaseKeeper:
         self.on_standby()
 
 
+GITHUB_SILENT = "GitHub does not answer: "  # how unconfirmed_why begins when no answer came
+
+
 def unconfirmed_why(error: GitHubError | TimeoutError) -> str:
     """A failed lease renewal in words: "GitHub does not answer: the lease renewal timed out
     after 10 s" when no answer came, else what GitHub answered."""
     if isinstance(error, TimeoutError) or (isinstance(error, GitHubError) and error.status is None):
-        return f"GitHub does not answer: {str(error) or type(error).__name__}"
+        return GITHUB_SILENT + (str(error) or type(error).__name__)
     return f"GitHub refused the lease renewal: {error}"
+
+
+def github_silence(lease: DaemonLease | None) -> str:
+    """What the last lease renewal met when GitHub gave it no answer at all ("the lease renewal
+    timed out after 10 s"), or "" (GitHub answers, or answered with an error)."""
+    why = str(lease.document().get("unconfirmed_why") or "") if lease is not None else ""
+    return why.removeprefix(GITHUB_SILENT) if why.startswith(GITHUB_SILENT) else ""
 
 
 async def stop_keeper(task: asyncio.Task[None] | None) -> None:

@@ -75,6 +75,7 @@ from typing import Any
 
 from rungar import __version__
 from rungar.config.model import ScaleSetConfig
+from rungar.daemon.lease import github_silence
 from rungar.daemon.readiness import readiness
 from rungar.engine.core.context import EngineContext
 from rungar.engine.core.scale_set_state import ScaleSetState
@@ -185,6 +186,11 @@ def scale_set_status(ctx: EngineContext, name: str, now: float) -> tuple[str, st
             return Phase.WAITING, WAITING_NOTE
         if session.phase is Phase.UNREACHABLE:
             return Phase.UNREACHABLE, f"{UNREACHABLE_NOTE}: {session.error}"
+        # A long poll cut off by a partition reads as "nothing new": the lease renewal, a call
+        # GitHub answers at once, is what tells that GitHub does not answer.
+        silence = github_silence(ctx.lease)
+        if silence:
+            return Phase.UNREACHABLE, f"{UNREACHABLE_NOTE}: {silence}"
         # Listening, but its runners end before they connect: not a healthy scale set.
         loops = [
             crash_sentence(name, provider, loop.last_error, loop.refusals, loop.remaining(now))

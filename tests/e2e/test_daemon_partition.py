@@ -47,6 +47,10 @@ LONG_TIMING = {**SHORT_TIMING, "provider_timeout": "10s", "lease_renew_interval"
 # What rungar status says: the provider's line with what went unanswered, and the Role line.
 RUNNERD_DOWN = "host1 cannot be reached: "
 GITHUB_DOWN = "GitHub does not answer: the lease renewal timed out after"
+SCALE_SET_DOWN = (
+    "GitHub does not answer; trying again for the message session: the lease renewal timed "
+    "out after"
+)
 GITHUB_REFUSED = "GitHub does not answer: "  # then the HTTP client's words for the reset
 
 
@@ -135,7 +139,8 @@ async def test_partitions_resets_and_a_drip_heal_with_every_job_done_and_nothing
         # The reason is gRPC's: "… Connection reset by peer", "Socket closed", by the moment.
         await fault(stack, stack.to_runnerd, Mode.RESET, RUNNERD_DOWN, 0.5)
         assert stack.to_runnerd.counts.reset >= 1
-        await fault(stack, stack.to_github, Mode.BLACKHOLE, f"{GITHUB_DOWN} 1 s", 1)
+        shown = await fault(stack, stack.to_github, Mode.BLACKHOLE, f"{GITHUB_DOWN} 1 s", 1)
+        assert f"ci: {SCALE_SET_DOWN} 1 s" in shown
         await fault(stack, stack.to_github, Mode.RESET, GITHUB_REFUSED, 0.5)
         assert stack.to_github.counts.reset >= 1
         await load

@@ -231,17 +231,33 @@ async def test_a_lease_github_leaves_unconfirmed_says_why_until_github_answers_a
     shown = keeper.document()
     assert shown["role"] == "active" and shown["unconfirmed_since"] == started
     assert shown["unconfirmed_why"] == "GitHub refused the lease renewal: Service Unavailable"
+    assert scale_set_words(engine) == ("LISTENING", ""), "GitHub answers, with an error"
     pair.github.renewals["linux"] = GitHubUnreachable("connection refused")
     pair.clock.advance(10)  # 30 s: the lease runs out, and status says why
     await keeper.look()
     shown = keeper.document()
     assert shown["role"] == "standby" and shown["unconfirmed_since"] == started
     assert shown["unconfirmed_why"] == "GitHub does not answer: connection refused"
+    # The listener's long polls see nothing wrong (a cut poll is "nothing new"); the scale set's
+    # words come from the lease renewal GitHub left unanswered.
+    assert scale_set_words(engine) == (
+        "UNREACHABLE",
+        "GitHub does not answer; trying again for the message session: connection refused",
+    )
     del pair.github.renewals["linux"]
     await keeper.look()  # GitHub confirms the session again
     shown = keeper.document()
     assert shown["role"] == "active"
     assert (shown["unconfirmed_since"], shown["unconfirmed_why"]) == (None, "")
+    assert scale_set_words(engine) == ("LISTENING", "")
+
+
+def scale_set_words(engine: Engine) -> tuple[str, str]:
+    from rungar.daemon.status import snapshot
+
+    engine.sets["linux"].phase = Phase.LISTENING  # as its listener sets it once a session opened
+    (linux,) = snapshot(engine.ctx)["scale_sets"]
+    return linux["status"], linux["note"]
 
 
 async def test_github_saying_the_lead_session_is_gone_ends_the_lease_at_once(pair: Pair) -> None:
