@@ -44,12 +44,18 @@ control API (JSON; BASE is the URL on the first line of output):
                                   "method": "POST"}; route names: R1-R5, A1-A17, MQ_GET,
                                   MQ_DELETE, RUNNER, or * for any; {"route": "A13", "kind":
                                   "throttle", "rate": 180} lets A13 through 180 times a
-                                  minute and answers 429 with Retry-After past that
+                                  minute for each App installation (and the PATs) and
+                                  answers 429 with Retry-After past that
   POST BASE/_fake/clock/advance?seconds=S
                                   move the emulated clock forward; answers {"now"}
   POST BASE/_fake/scalesets/ID/ACTION
                                   delete (the scale set), or evict (its message session)
   POST BASE/_fake/ratelimit       {"remaining": N, "reset_in": SECONDS}
+  POST BASE/_fake/apps/APP/ACTION revoke (the GitHub App: its JWTs and every token minted
+                                  through it answered 401 from now on) or restore
+  POST BASE/_fake/installations/ID/ACTION
+                                  suspend (the App installation: its tokens 403 at minting,
+                                  refused after) or unsuspend
   POST BASE/_fake/runner-minimum  {"minimum": "2.331.0"}: GitHub's minimum runner version
                                   from now on ("" takes every version)
   POST BASE/_fake/runner-release  {"version": "2.331.0", "age": SECONDS | "published_at": ISO}:

@@ -35,7 +35,13 @@ from rungar.daemon.providers import (
 )
 from rungar.daemon.readiness import ReadinessReporter
 from rungar.daemon.runloop import RunLoop
-from rungar.daemon.settings import DaemonSettings, MetricsSettings, github_network, read_secret
+from rungar.daemon.settings import (
+    DaemonSettings,
+    MetricsSettings,
+    github_network,
+    read_secret,
+    where_key,
+)
 from rungar.engine.core.naming import installation_id
 from rungar.engine.engine import Engine
 from rungar.engine.jobs.accounting import Accounting
@@ -177,7 +183,10 @@ class Daemon:
 
         gh = self.settings.github
         auth: Any
-        if gh.app_private_key_path:
+        apps = self.app_auths()
+        if apps:
+            auth = apps[0]
+        elif gh.app_private_key_path:
             auth = AppAuth(
                 gh.app_client_id,
                 gh.app_installation_id,
@@ -211,7 +220,36 @@ class Daemon:
             session_retry_first=self.timing.session_retry_first,
             session_retry_max=self.timing.session_retry_max,
             owner=session_owner(),
+            more_apps=apps[1:],
         )
+
+    def app_auths(self) -> list[Any]:
+        """Each App of ``github.apps``, its key read; a key that cannot be read or used is a
+        problem at its ``private_key_path`` (FILE:LINE:COL)."""
+        from rungar.github.auth import AppAuth, check_auth
+        from rungar.github.urls import parse_config_url
+
+        gh = self.settings.github
+        found, problems = [], []
+        for i, app in enumerate(gh.apps):
+            where = where_key(self.settings_path, ("github", "apps", i, "private_key_path"))
+            try:
+                auth = AppAuth(
+                    app.client_id,
+                    app.installation_id,
+                    read_secret(app.private_key_path, self.warnings),
+                )
+                check_auth(auth, parse_config_url(gh.url))
+            except OSError as e:
+                problems.append(f"{where}: cannot read {app.private_key_path}: {e.strerror}")
+                continue
+            except ConfigError as e:
+                problems.extend(f"{where}: {p}" for p in e.problems)
+                continue
+            found.append(auth)
+        if problems:
+            raise ConfigError(problems)
+        return found
 
     def _bind_webhook(self) -> tuple[socket.socket, str] | None:
         """The optional ``workflow_job`` receiver's socket and secret, taken before anything
@@ -343,6 +381,8 @@ class Daemon:
                 most_in_flight=timing.registrations_in_flight,
                 in_flight_share=timing.registrations_in_flight_share,
                 window=timing.registration_pace_window,
+                apps=[app.client_id for app in settings.github.apps] or [""],
+                app_retry_after=timing.app_retry_after,
             ),
         )
         engine.ctx.settings_path = self.settings_path

@@ -66,6 +66,7 @@ class GitHubTimingSettings(_Strict):
     registrations_in_flight: int = Field(default=4, ge=0)
     registrations_in_flight_share: float = Field(default=0.02, ge=0, le=1)
     registration_pace_window: float = Field(default=60.0, gt=0)
+    app_retry_after: float = Field(default=600.0, ge=0)
     budget_check_interval: float = Field(default=60.0, ge=0)
     http_keepalive_expiry: float = Field(default=5.0, ge=0)
 
@@ -127,6 +128,15 @@ class RunnerVersionSettings(_Strict):
         return VersionWindow(self.window_days, self.warn_days)
 
 
+class AppSettings(_Strict):
+    """One GitHub App of ``github.apps`` (docs/configuration.md): as the single App's
+    ``app_client_id``, ``app_installation_id`` and ``app_private_key_path``."""
+
+    client_id: str = Field(min_length=1)
+    installation_id: int = Field(ge=1)
+    private_key_path: str = Field(min_length=1)
+
+
 class GitHubSettings(_Strict):
     url: str
     token_path: str = ""
@@ -134,6 +144,9 @@ class GitHubSettings(_Strict):
     app_client_id: str = ""
     app_installation_id: int = 0
     app_private_key_path: str = ""
+    # Several Apps of the organisation, registrations spread over them (docs/github.md, "More
+    # than one App"); instead of the app_* keys.
+    apps: tuple[AppSettings, ...] = ()
     long_poll_timeout: float = 50.0
     # How GitHub is reached (docs/configuration.md, docs/operating.md "Behind a proxy"): a
     # proxy that takes precedence over HTTPS_PROXY/HTTP_PROXY, its USER:PASSWORD from a file,
@@ -202,17 +215,24 @@ def load_settings(path: str) -> DaemonSettings:
         settings = DaemonSettings.model_validate(raw)
     except ValidationError as e:
         raise ConfigError(
-            [f"{path}: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()]
+            [_validation_problem(path, err["loc"], err["msg"]) for err in e.errors()]
         ) from e
     problems = []
     gh = settings.github
     has_app = bool(gh.app_client_id or gh.app_private_key_path or gh.app_installation_id)
     has_token = bool(gh.token_path or gh.token_env)
-    if has_app and has_token:
+    if gh.apps:
+        problems.extend(_apps_problems(path, gh, has_app, has_token))
+        has_app = True
+    elif has_app and has_token:
         problems.append(f"{path}: github: a GitHub App and a token together are refused")
     if not has_app and not has_token:
         problems.append(f"{path}: github: needs token_path, token_env or a GitHub App")
-    if has_app and not (gh.app_client_id and gh.app_private_key_path and gh.app_installation_id):
+    if (
+        has_app
+        and not gh.apps
+        and not (gh.app_client_id and gh.app_private_key_path and gh.app_installation_id)
+    ):
         problems.append(
             f"{path}: github: an App needs app_client_id, app_installation_id and "
             "app_private_key_path"
@@ -255,6 +275,73 @@ def _network_problems(path: str, gh: GitHubSettings) -> list[str]:
         except NetworkError as e:
             problems.append(f"{_where(path, 'github', e.key)}: {e.reason}")
     return problems
+
+
+def _validation_problem(path: str, loc: tuple[int | str, ...], msg: str) -> str:
+    """A schema problem as ``FILE: key: what``; under ``github.apps``, where it is written
+    (``FILE:LINE:COL: github.apps[1].installation_id: …``)."""
+    if loc[:2] == ("github", "apps") and len(loc) > 2:
+        return f"{where_key(path, loc)}: {msg}"
+    return f"{path}: {'.'.join(str(p) for p in loc)}: {msg}"
+
+
+def _apps_problems(path: str, gh: GitHubSettings, has_app: bool, has_token: bool) -> list[str]:
+    """``github.apps`` stands alone (not with the single App's keys nor a token), and names
+    each App and each installation once."""
+    problems = []
+    if has_app:
+        problems.append(
+            f"{where_key(path, ('github', 'apps'))}: the single App's app_client_id, "
+            "app_installation_id and app_private_key_path go with it no more: list that App "
+            "under apps"
+        )
+    if has_token:
+        problems.append(
+            f"{where_key(path, ('github', 'apps'))}: GitHub Apps and a token together are refused"
+        )
+    seen: dict[tuple[str, object], int] = {}
+    for i, app in enumerate(gh.apps):
+        for key, value in (("client_id", app.client_id), ("installation_id", app.installation_id)):
+            first = seen.setdefault((key, value), i)
+            if first != i:
+                problems.append(
+                    f"{where_key(path, ('github', 'apps', i, key))}: the same as "
+                    f"github.apps[{first}].{key}: each App is listed once"
+                )
+    return problems
+
+
+def key_path_text(keys: tuple[int | str, ...]) -> str:
+    """``github.apps[1].installation_id`` for ("github", "apps", 1, "installation_id")."""
+    text = ""
+    for key in keys:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else key)
+    return text
+
+
+def where_key(path: str, keys: tuple[int | str, ...]) -> str:
+    """``FILE:LINE:COL: github.apps[1].installation_id``: where the value at ``keys`` (map keys
+    and list indexes) is written in the settings file ``path``, or ``FILE: …`` when it cannot
+    be found."""
+    from rungar.config.problems import Problems
+    from rungar.config.yaml_safe import YMap, YNode, YSeq, read_yaml
+
+    shown = key_path_text(keys)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return f"{path}: {shown}"
+    node: YNode | None = read_yaml(text, Problems(path))
+    for key in keys:  # a key that is missing: where the mapping that lacks it is written
+        if isinstance(key, int) and isinstance(node, YSeq) and 0 <= key < len(node.items):
+            node = node.items[key]
+        elif isinstance(key, str) and isinstance(node, YMap) and key in node.entries:
+            node = node.entries[key].value
+        else:
+            break
+    if node is None or node.mark.line <= 0:
+        return f"{path}: {shown}"
+    return f"{path}:{node.mark.line}:{node.mark.col}: {shown}"
 
 
 def _where(path: str, section: str, key: str) -> str:
@@ -302,8 +389,16 @@ def resolve_settings_paths(settings: DaemonSettings, base: Path) -> DaemonSettin
             sections.setdefault(section, {})[key] = value
         else:
             top[key] = value
+    apps = tuple(
+        app.model_copy(update={"private_key_path": resolve_path(app.private_key_path, base)})
+        for app in settings.github.apps
+    )
+    sections.setdefault("github", {})
     for section, values in sections.items():
-        top[section] = getattr(settings, section).model_copy(update=values)
+        update: dict[str, Any] = dict(values)
+        if section == "github":
+            update["apps"] = apps
+        top[section] = getattr(settings, section).model_copy(update=update)
     return settings.model_copy(update=top)
 
 

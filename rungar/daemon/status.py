@@ -19,7 +19,13 @@ Document (every time in epoch seconds, every duration in seconds)::
                                  it answers)},
                 "registrations": {"per_minute" (0: sent at once), "waiting", "source"
                                   ("github": GitHub's limit learned from a 429, "configured",
-                                  ""), "throttled" (429s so far), "sentence"},
+                                  ""), "throttled" (429s so far), "sentence",
+                                  "apps": with several GitHub Apps, one each in github.apps
+                                  order: [{"app" (its client_id), "state" (ok | failing),
+                                  "per_minute", "source", "throttled", "taken" (registrations
+                                  GitHub took from it in the trailing window), "failing_since"
+                                  (null: not failing), "error" (GitHub's refusal), "sentence"}],
+                                  [] with one},
                 "budget": {"remaining", "limit", "reset_at" (null until read), "stretch" (1,
                            2 or 4: how many times less often reads that can wait are made),
                            "not_modified" (reads answered 304, free), "note"},
@@ -258,13 +264,29 @@ def kept_while_unreachable(
 
 def registrations_document(ctx: EngineContext) -> dict[str, Any]:
     """The installation's registration pace and queue (docs/github.md, "Registration pace")."""
-    view = ctx.registrations.view()
+    queue = ctx.registrations
+    view = queue.view()
+    apps = queue.apps() if len(queue.lanes) > 1 else []
     return {
         "per_minute": round(view.per_minute, 1),
         "waiting": view.waiting,
         "source": view.source,
         "throttled": view.throttled,
         "sentence": view.sentence(),
+        "apps": [
+            {
+                "app": a.app,
+                "state": "failing" if a.failing_since else "ok",
+                "per_minute": round(a.per_minute, 1),
+                "source": a.source,
+                "throttled": a.throttled,
+                "taken": a.taken,
+                "failing_since": a.failing_since or None,
+                "error": a.error,
+                "sentence": a.sentence(),
+            }
+            for a in apps
+        ],
     }
 
 
@@ -297,6 +319,8 @@ def daemon_notes(daemon: dict[str, Any]) -> list[dict[str, str]]:
     registering = str(daemon["registrations"].get("sentence") or "")
     if registering:
         notes.append({"label": "Registering", "text": registering.removeprefix("registering ")})
+    for app in daemon["registrations"].get("apps", ()):
+        notes.append({"label": f"App {app['app']}", "text": str(app["sentence"])})
     return notes
 
 

@@ -198,8 +198,11 @@ class GitHub(Protocol):
         """The scale set's id, creating it in its runner group when missing."""
         ...
 
-    async def generate_jit_config(self, scale_set_id: int, runner_name: str) -> tuple[int, str]:
-        """Register a runner: its id and its JIT config (a secret)."""
+    async def generate_jit_config(
+        self, scale_set_id: int, runner_name: str, app: int = 0
+    ) -> tuple[int, str]:
+        """Register a runner: its id and its JIT config (a secret), through the GitHub App
+        ``app`` (its index in ``github.apps``; 0, the only one, without that key)."""
         ...
 
     async def remove_runner(self, runner_id: int) -> RemoveOutcome: ...

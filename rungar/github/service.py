@@ -4,6 +4,11 @@ It wires the pieces together (target URL, credentials, the admin chain, one coun
 a listener per scale set) and adds the JIT-name recovery of ARC: when generate-jitconfig
 says the name is taken, a registration of the same scale set left by a crash is removed and the
 call retried; a name owned by another scale set is an error.
+
+With several GitHub Apps of one organisation (``github.apps``), the first App does everything
+and the others register runners too: each App has its own installation token, admin
+connection and client (on the one transport), and :meth:`generate_jit_config` goes through the
+App its registration turn names (docs/github.md, "More than one App").
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
@@ -82,6 +87,7 @@ class ScaleSetGitHub:
         timing: GitHubTiming | None = None,
         owner: str = "",
         network: Network | None = None,
+        more_apps: Sequence[Auth] = (),
     ) -> None:
         self.target = parse_config_url(url)
         # Named in each session it opens; GitHub names it to another daemon's 409s.
@@ -105,6 +111,20 @@ class ScaleSetGitHub:
         self.client = ScaleSetClient(
             self.target, tokens, transport, admin, long_poll_timeout=long_poll_timeout
         )
+        # Registration clients, one an App: the first is ``client``.
+        self.registering = [self.client]
+        for more in more_apps:
+            app_tokens = token_source(more, self.target, transport, clock)
+            app_admin = AdminChain(self.target, app_tokens, transport, clock, self.timing)
+            self.registering.append(
+                ScaleSetClient(
+                    self.target,
+                    app_tokens,
+                    transport,
+                    app_admin,
+                    long_poll_timeout=long_poll_timeout,
+                )
+            )
         self._app = isinstance(auth, AppAuth)
         self._cursors = cursors or InMemoryCursorStore()
         self._sessions = sessions or InMemorySessionStore()
@@ -159,9 +179,12 @@ class ScaleSetGitHub:
         self._ids[config.name] = scale_set.id
         return scale_set.id
 
-    async def generate_jit_config(self, scale_set_id: int, runner_name: str) -> tuple[int, str]:
+    async def generate_jit_config(
+        self, scale_set_id: int, runner_name: str, app: int = 0
+    ) -> tuple[int, str]:
+        client = self.registering[app]
         try:
-            jit = await self.client.generate_jit_config(scale_set_id, runner_name)
+            jit = await client.generate_jit_config(scale_set_id, runner_name)
         except RunnerExists:
             existing = await self.client.get_runner_by_name(runner_name)
             if existing is not None:
@@ -175,7 +198,7 @@ class ScaleSetGitHub:
                 log.info(
                     "github.stale_registration_removed", runner=runner_name, runner_id=existing.id
                 )
-            jit = await self.client.generate_jit_config(scale_set_id, runner_name)
+            jit = await client.generate_jit_config(scale_set_id, runner_name)
         return jit.runner.id, jit.encoded
 
     async def rerun_failed_job(self, repository: str, run_id: str, runner_name: str) -> int:

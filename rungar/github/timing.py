@@ -57,6 +57,8 @@ class GitHubTiming:
     registrations_in_flight_share: float = 0.02
     # The span GitHub states its registration limit over (a minute).
     registration_pace_window: float = 60.0
+    # With several GitHub Apps: one GitHub refused (401/403) is tried again after this long.
+    app_retry_after: float = 600.0
     # A connection to GitHub idle this long is closed rather than used again.
     http_keepalive_expiry: float = 5.0
 

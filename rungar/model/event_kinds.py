@@ -71,6 +71,11 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
     ("scale_set", "min_runners_changed"): (
         "its schedule moved the min_runners in force (from, to, window)"
     ),
+    ("github_app", "failing"): (
+        "GitHub refused one of several GitHub Apps (revoked, suspended: 401 or 403); its "
+        "registrations go to the others, and it is tried again after app_retry_after (error)"
+    ),
+    ("github_app", "working"): "a GitHub App GitHub had refused registers runners again",
     ("daemon", "active"): (
         "this daemon (name: its session owner) holds the lease and acts; it adopts first (term)"
     ),

@@ -63,6 +63,10 @@ class FakeGitHub:
         self._failures: dict[str, list[Exception]] = {}
         self.phases: dict[str, SessionPhase] = {}  # a test plays a held or failing session
         self.renewals: dict[str, bool | BaseException] = {}  # a test plays a lost session
+        # Several GitHub Apps: those GitHub refuses (revoked, suspended), and which App
+        # registered each runner, by its id.
+        self.refused_apps: set[int] = set()
+        self.registered_by: dict[int, int] = {}
 
     # ---- test controls ---------------------------------------------------------------------
 
@@ -164,8 +168,12 @@ class FakeGitHub:
         self.reruns.append((repository, run_id, runner_name))
         return len(self.reruns)
 
-    async def generate_jit_config(self, scale_set_id: int, runner_name: str) -> tuple[int, str]:
+    async def generate_jit_config(
+        self, scale_set_id: int, runner_name: str, app: int = 0
+    ) -> tuple[int, str]:
         self._maybe_fail("generate_jit_config", runner_name)
+        if app in self.refused_apps:
+            raise GitHubError(f"installation token: HTTP 401: app {app} revoked", 401)
         if scale_set_id not in self.scale_sets.values():
             raise GitHubError(f"scale set {scale_set_id} is gone", 404)
         for runner in list(self.runners.values()):
@@ -174,6 +182,7 @@ class FakeGitHub:
         runner_id = next(self._ids)
         jit = f"fake-jit-{runner_id}"
         self.runners[runner_id] = FakeRunner(runner_id, runner_name, scale_set_id, jit)
+        self.registered_by[runner_id] = app
         return runner_id, jit
 
     async def remove_runner(self, runner_id: int) -> RemoveOutcome:

@@ -158,6 +158,7 @@ class DaemonWorld:
         github_timing: Mapping[str, Any] | None = None,
         emulator_options: Mapping[str, Any] | None = None,
         app_private_key: str = "",
+        apps: Mapping[str, tuple[int, str]] | None = None,
         log_level: str = "",
         github: Mapping[str, Any] | None = None,
         daemon_env: Mapping[str, str] | None = None,
@@ -199,6 +200,8 @@ class DaemonWorld:
         # A GitHub App's private key (PEM): the daemon authenticates as the App's installation,
         # whose public key the emulator is given in ``emulator_options={"apps": ...}``.
         self.app_private_key = app_private_key
+        # Several Apps (github.apps): client id -> (installation id, private key PEM).
+        self.apps = dict(apps or {})
         self.log_level = log_level
         self.daemon: subprocess.Popen[bytes] | None = None
         self.socket = str(root / "rungar.sock")
@@ -239,6 +242,21 @@ class DaemonWorld:
             settings["github"].update(
                 app_client_id=app_id, app_installation_id=1, app_private_key_path=str(key)
             )
+        if self.apps:
+            del settings["github"]["token_path"]
+            listed = []
+            for n, (client_id, (installation, private)) in enumerate(self.apps.items()):
+                key = self.root / f"app-key-{n}.pem"
+                key.write_text(private)
+                key.chmod(0o600)
+                listed.append(
+                    {
+                        "client_id": client_id,
+                        "installation_id": installation,
+                        "private_key_path": str(key),
+                    }
+                )
+            settings["github"]["apps"] = listed
         if self.log_level:
             settings["log_level"] = self.log_level
         if self.relative_paths:

@@ -397,8 +397,10 @@ async def test_a_create_left_with_no_provider_to_try_keeps_its_registrations_id_
     seen: list[tuple[int, list[CreateIntent]]] = []
 
     class GoneWhileRegistering(FakeGitHub):
-        async def generate_jit_config(self, scale_set_id: int, runner_name: str) -> Any:
-            answer = await super().generate_jit_config(scale_set_id, runner_name)
+        async def generate_jit_config(
+            self, scale_set_id: int, runner_name: str, app: int = 0
+        ) -> Any:
+            answer = await super().generate_jit_config(scale_set_id, runner_name, app)
             for name in ("a", "b"):
                 engine.fleet.set_reachable(name, False)
             return answer

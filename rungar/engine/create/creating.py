@@ -356,16 +356,43 @@ class Creations:
             first = False
             ticket.sent()
             try:
-                answer = await github.generate_jit_config(scale_set_id, name)
+                answer = await github.generate_jit_config(scale_set_id, name, app=ticket.app)
             except RegistrationThrottled as e:
                 self.ctx.metrics.registrations_throttled.inc()
                 await ticket.throttled(e.retry_after)  # answered; waits for its next turn
                 continue
+            except GitHubError as e:
+                if e.status not in (401, 403) or not ticket.elsewhere():
+                    ticket.answered()
+                    raise
+                self._app_refused(ticket, str(e))
+                await ticket.again()  # another App's turn, ahead of those that came later
+                continue
             except BaseException:
                 ticket.answered()
                 raise
-            ticket.accepted()
+            working = ticket.accepted()
+            if working:
+                self.ctx.events.record(
+                    "github_app",
+                    working,
+                    "working",
+                    message=f"GitHub App {working} registers runners again",
+                )
             return answer
+
+    def _app_refused(self, ticket: Ticket, error: str) -> None:
+        """GitHub refused the App of this turn (revoked, suspended): it is skipped, said once,
+        and the registration goes to another App."""
+        app = self.ctx.registrations.lanes[ticket.app].app
+        if ticket.refused(error):
+            retry = self.ctx.registrations.app_retry_after
+            sentence = (
+                f"GitHub App {app} refused: {error}; its registrations go to the other Apps, "
+                f"and it is tried again in {retry:.0f} s"
+            )
+            self.ctx.events.record("github_app", app, "failing", message=sentence, error=error)
+            log.warning("github.app_failing", app=app, error=error, sentence=sentence)
 
     async def _misnamed(self, provider: str, name: str, answered: str) -> Refusal:
         """A Create for ``name`` answered with another machine, ``answered``: not believed. It

@@ -184,6 +184,36 @@ class ControlRoutes:
         self.state.runner_release = RunnerRelease(version, published)
         return Response(status_code=204)
 
+    async def app_action(self, request: Request) -> Response:
+        """A fault: the App is ``revoke``d (its JWTs and every token minted through it refused
+        from now on: 401) or ``restore``d."""
+        app = str(request.path_params["app"])
+        if app not in self.state.tokens.apps:
+            return error(404, "NotFound", f"no app {app}")
+        action = request.path_params["action"]
+        if action == "revoke":
+            self.state.tokens.revoked_apps.add(app)
+        elif action == "restore":
+            self.state.tokens.revoked_apps.discard(app)
+        else:
+            return error(404, "NotFound", f"unknown action {action}")
+        return Response(status_code=204)
+
+    async def installation_action(self, request: Request) -> Response:
+        """A fault: the installation is ``suspend``ed (its tokens 403 at minting and refused
+        after) or ``unsuspend``ed."""
+        installation = int(request.path_params["iid"])
+        if installation not in self.state.tokens.installations:
+            return error(404, "NotFound", f"no installation {installation}")
+        action = request.path_params["action"]
+        if action == "suspend":
+            self.state.tokens.suspended.add(installation)
+        elif action == "unsuspend":
+            self.state.tokens.suspended.discard(installation)
+        else:
+            return error(404, "NotFound", f"unknown action {action}")
+        return Response(status_code=204)
+
     async def rate_limit(self, request: Request) -> Response:
         body = await body_json(request)
         d = body if isinstance(body, dict) else {}
@@ -226,6 +256,12 @@ class ControlRoutes:
                 "runnerMinimum": str(s.runner_minimum or ""),
                 "runnerLatest": str(s.runner_release.version) if s.runner_release else "",
                 "throttled": {r: t.refused for r, t in s.faults.throttles.items()},
+                # Each caller's (an App installation, "installation:N", or "" for a PAT)
+                # calls the throttle let through and the 429s it answered, by route
+                "throttledBy": {r: dict(t.refused_by) for r, t in s.faults.throttles.items()},
+                "passedBy": {r: dict(t.passed_by) for r, t in s.faults.throttles.items()},
+                "revokedApps": sorted(s.tokens.revoked_apps),
+                "suspendedInstallations": sorted(s.tokens.suspended),
                 # What a developer sees on the runs' commits (github_emulator.checks)
                 "checks": s.checks.to_json(),
             }
@@ -246,6 +282,12 @@ class ControlRoutes:
             Route("/_fake/clock/advance", self.advance, methods=["POST"]),
             Route("/_fake/scalesets/{id:int}/{action}", self.scale_set_action, methods=["POST"]),
             Route("/_fake/ratelimit", self.rate_limit, methods=["POST"]),
+            Route("/_fake/apps/{app}/{action}", self.app_action, methods=["POST"]),
+            Route(
+                "/_fake/installations/{iid:int}/{action}",
+                self.installation_action,
+                methods=["POST"],
+            ),
             Route("/_fake/runner-minimum", self.runner_minimum, methods=["POST"]),
             Route("/_fake/runner-release", self.runner_release, methods=["POST"]),
             Route("/_fake/webhooks/redeliver/{delivery_id}", self.redeliver, methods=["POST"]),

@@ -6,7 +6,9 @@ answers a status with an optional .NET ``typeName`` body and headers (``Retry-Af
 headers), or changes the answer's shape: an empty 200, a BOM before the JSON, a delay, or a
 hung request that outlasts the client's timeout, a garbled 200, or a message without its
 ``statistics`` block. A throttle (GitHub's registration limit) is not used up: it lets a route
-through ``rate`` times in any minute and answers 429 with ``Retry-After`` past that.
+through ``rate`` times in any minute and answers 429 with ``Retry-After`` past that, for each
+caller apart: GitHub limits registrations per App installation, so each installation's calls
+(and a personal access token's) are counted on their own.
 """
 
 from __future__ import annotations
@@ -73,26 +75,32 @@ def exception_body(type_name: str, message: str) -> dict[str, str]:
 
 @dataclass(slots=True)
 class Throttle:
-    """At most ``per_minute`` calls a minute, counted over any ``window`` seconds (GitHub's is
-    a minute; a shorter one lets a benchmark see the same pushback in less time): the calls it
-    let through, oldest first."""
+    """At most ``per_minute`` calls a minute for each caller (an installation, or ""), counted
+    over any ``window`` seconds (GitHub's is a minute; a shorter one lets a benchmark see the
+    same pushback in less time): the calls it let through of each, oldest first, and the 429s
+    it answered, all told and by caller."""
 
     per_minute: float
     window: float = 60.0
-    sent: deque[float] = field(default_factory=deque)
+    sent_by: dict[str, deque[float]] = field(default_factory=dict)
     refused: int = 0
     first_refused_at: float = 0.0  # 0: never
+    refused_by: dict[str, int] = field(default_factory=dict)
+    passed_by: dict[str, int] = field(default_factory=dict)
 
-    def check(self, now: float) -> float | None:
-        """None when the call may go (it is counted), else the seconds until one may."""
-        while self.sent and self.sent[0] <= now - self.window:
-            self.sent.popleft()
-        if len(self.sent) < self.per_minute * self.window / 60.0:
-            self.sent.append(now)
+    def check(self, now: float, caller: str = "") -> float | None:
+        """None when ``caller``'s call may go (it is counted), else the seconds until one may."""
+        sent = self.sent_by.setdefault(caller, deque())
+        while sent and sent[0] <= now - self.window:
+            sent.popleft()
+        if len(sent) < self.per_minute * self.window / 60.0:
+            sent.append(now)
+            self.passed_by[caller] = self.passed_by.get(caller, 0) + 1
             return None
         self.refused += 1
+        self.refused_by[caller] = self.refused_by.get(caller, 0) + 1
         self.first_refused_at = self.first_refused_at or now
-        return self.sent[0] + self.window - now
+        return sent[0] + self.window - now
 
 
 class FaultPlan:
@@ -115,10 +123,13 @@ class FaultPlan:
         else:
             self.throttles.pop(route, None)
 
-    def throttled(self, route: str, now: float) -> float | None:
-        """Seconds the caller must wait when ``route`` is over its throttle, else None."""
-        throttle = self.throttles.get(route) or self.throttles.get("*")
-        return throttle.check(now) if throttle is not None else None
+    def throttle_of(self, route: str) -> Throttle | None:
+        return self.throttles.get(route) or self.throttles.get("*")
+
+    def throttled(self, route: str, now: float, caller: str = "") -> float | None:
+        """Seconds ``caller`` must wait when it is over ``route``'s throttle, else None."""
+        throttle = self.throttle_of(route)
+        return throttle.check(now, caller) if throttle is not None else None
 
     def take(self, route: str, method: str) -> Fault | None:
         """The first fault matching this call, consumed once."""

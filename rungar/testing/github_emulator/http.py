@@ -72,6 +72,12 @@ def client_of(state: EmulatorState, request: Request) -> dict[str, str]:
     return {"userAgent": request.headers.get("user-agent", ""), "sessionId": session}
 
 
+def bearer_any(request: Request) -> str:
+    """The credential of ``Authorization`` whatever its scheme (Bearer, token, RemoteAuth)."""
+    value = request.headers.get("authorization", "")
+    return value.split(" ", 1)[1].strip() if " " in value else ""
+
+
 def etag_of(body: bytes) -> str:
     return '"' + hashlib.sha1(body, usedforsecurity=False).hexdigest() + '"'
 
@@ -137,7 +143,10 @@ def route(
 
 async def _answer(state: EmulatorState, handler: Handler, request: Request, name: str) -> Response:
     """The handler's answer, or the throttle's or a scripted fault's in its place."""
-    wait = state.faults.throttled(name, state.clock.now())
+    throttle = state.faults.throttle_of(name)
+    wait = None
+    if throttle is not None:  # GitHub's registration limit: each installation's own
+        wait = throttle.check(state.clock.now(), state.tokens.caller_of(bearer_any(request)))
     if wait is not None:
         # GitHub's secondary limit answer: 429, Retry-After in whole seconds.
         return json_response(

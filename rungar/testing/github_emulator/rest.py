@@ -144,6 +144,8 @@ class RestRoutes:
             return self._answer({"message": "A JSON web token could not be decoded"}, 401)
         if installation_id not in self.state.tokens.installations:
             return self._answer({"message": "Not Found"}, 404)
+        if installation_id in self.state.tokens.suspended:
+            return self._answer({"message": "This installation has been suspended"}, 403)
         token, expires = self.state.tokens.issue_installation_token(
             installation_id,
             self.state.options.token_ttl,
@@ -168,7 +170,10 @@ class RestRoutes:
         if isinstance(owner, Response):
             return owner
         token, expires = self.state.tokens.issue_registration_token(
-            owner, scope, self.state.options.token_ttl
+            owner,
+            scope,
+            self.state.options.token_ttl,
+            self.state.tokens.rest_issued(bearer(request)),
         )
         return self._answer({"token": token, "expires_at": iso(expires)}, 201)
 
@@ -182,9 +187,10 @@ class RestRoutes:
         url = body.get("url", "") if isinstance(body, dict) else ""
         if scope_of_url(url) != issued.scope_url:
             return self._answer({"message": "url does not match the token's scope"}, 403)
-        admin = self.state.tokens.issue_jwt(
-            {"kind": "admin", "owner": issued.owner}, self.state.options.admin_token_ttl
-        )
+        claims: dict[str, object] = {"kind": "admin", "owner": issued.owner}
+        if issued.installation:  # whose registration limit its JIT configs count against
+            claims |= {"inst": issued.installation, "app": issued.app}
+        admin = self.state.tokens.issue_jwt(claims, self.state.options.admin_token_ttl)
         base = str(request.base_url).rstrip("/")
         answer = {
             "url": f"{base}/tenant/1/",

@@ -41,6 +41,9 @@ class Issued:
     owner: str
     expires_at: float
     scope_url: str = ""
+    # The App installation the credential comes from, and the App (0 and "": a PAT's).
+    installation: int = 0
+    app: str = ""
 
 
 class TokenAuthority:
@@ -69,6 +72,11 @@ class TokenAuthority:
         # when first seen; expiry and revocation at every call.
         self._verified: dict[str, dict[str, Any]] = {}
         self._sessions: dict[str, str] = {}
+        self._callers: dict[str, str] = {}
+        # Faults: Apps revoked (their JWTs, and every token minted through them, refused: 401)
+        # and installations suspended (their tokens 403 at minting, refused after).
+        self.revoked_apps: set[str] = set()
+        self.suspended: set[int] = set()
 
     # ---- REST credentials ---------------------------------------------------------------
 
@@ -80,7 +88,7 @@ class TokenAuthority:
             return None
         app_id = str(unverified.get("iss", ""))
         key = self.apps.get(app_id)
-        if key is None:
+        if key is None or app_id in self.revoked_apps:
             return None
         try:
             claims = jwt.decode(
@@ -110,7 +118,12 @@ class TokenAuthority:
             token = self._stateless_token(installation_id, app_id, expires)
         else:
             token = "ghs_" + "".join(secrets.choice(_OPAQUE) for _ in range(36))
-        self.installation_tokens[token] = Issued(self.installations[installation_id], expires)
+        self.installation_tokens[token] = Issued(
+            self.installations[installation_id],
+            expires,
+            installation=installation_id,
+            app=app_id,
+        )
         self.remember(token)
         return token, expires
 
@@ -140,21 +153,45 @@ class TokenAuthority:
         """Keep ``secret`` among those handed out (a JIT config, a runner credential)."""
         self.issued.append(secret)
 
-    def rest_owner(self, token: str) -> str | None:
-        """Whose REST credential this is (PAT or installation token), or None."""
+    def cut_off(self, app: str, installation: int) -> bool:
+        """Whether a credential minted through ``app`` for ``installation`` is refused now: the
+        App revoked or the installation suspended (a fault)."""
+        return (bool(app) and app in self.revoked_apps) or installation in self.suspended
+
+    def rest_issued(self, token: str) -> Issued | None:
+        """The REST credential (PAT or installation token) ``token`` is, or None."""
         if token in self.revoked:
             return None
         if token in self.pats:
-            return self.pats[token]
+            return Issued(self.pats[token], float("inf"))
         issued = self.installation_tokens.get(token)
-        if issued is not None and issued.expires_at > self._clock.wall():
-            return issued.owner
+        if (
+            issued is not None
+            and issued.expires_at > self._clock.wall()
+            and not self.cut_off(issued.app, issued.installation)
+        ):
+            return issued
         return None
 
-    def issue_registration_token(self, owner: str, scope_url: str, ttl: float) -> tuple[str, float]:
+    def rest_owner(self, token: str) -> str | None:
+        """Whose REST credential this is (PAT or installation token), or None."""
+        issued = self.rest_issued(token)
+        return issued.owner if issued is not None else None
+
+    def issue_registration_token(
+        self, owner: str, scope_url: str, ttl: float, by: Issued | None = None
+    ) -> tuple[str, float]:
+        """A registration token, minted with the REST credential ``by`` (its installation and
+        App are the token's, and the admin token's it is traded for)."""
         token = "AABB" + secrets.token_hex(14).upper()
         expires = self._clock.wall() + ttl
-        self.registration_tokens[token] = Issued(owner, expires, scope_url)
+        self.registration_tokens[token] = Issued(
+            owner,
+            expires,
+            scope_url,
+            installation=by.installation if by else 0,
+            app=by.app if by else "",
+        )
         self.remember(token)
         return token, expires
 
@@ -162,7 +199,29 @@ class TokenAuthority:
         issued = self.registration_tokens.get(token)
         if issued is None or issued.expires_at <= self._clock.wall() or token in self.revoked:
             return None
+        if self.cut_off(issued.app, issued.installation):
+            return None
         return issued
+
+    def caller_of(self, token: str) -> str:
+        """Whose registration limit a call with ``token`` counts against: its App installation
+        (``installation:N``, from an installation token or an admin token minted through one),
+        or "" (a PAT's, or no credential)."""
+        issued = self.installation_tokens.get(token)
+        if issued is not None:
+            return f"installation:{issued.installation}"
+        caller = self._callers.get(token)
+        if caller is None:
+            claims = self._verified.get(token)
+            if claims is None:
+                try:
+                    claims = jwt.decode(token, options={"verify_signature": False})
+                except jwt.PyJWTError:
+                    claims = {}
+            inst = claims.get("inst", 0) if isinstance(claims, dict) else 0
+            caller = f"installation:{inst}" if inst else ""
+            _keep(self._callers, token, caller)
+        return caller
 
     # ---- service JWTs ---------------------------------------------------------------------
 
@@ -190,6 +249,8 @@ class TokenAuthority:
                 return None
             _keep(self._verified, token, claims)
         if claims.get("kind") != kind or float(claims.get("exp", 0)) <= self._clock.wall():
+            return None
+        if self.cut_off(str(claims.get("app", "")), int(claims.get("inst", 0) or 0)):
             return None
         return dict(claims)
 
