@@ -1,11 +1,13 @@
 """A throttled burst with debug logging leaves no piece of any token or JIT config anywhere.
 
-``rungar serve`` authenticates as a GitHub App against the emulator, which issues the stateless
+``rungar serve`` authenticates as two GitHub Apps of one organisation (``github.apps``: every
+App's tokens are covered, not only the first's) against the emulator, which issues the stateless
 installation tokens GitHub issues since 2026 (``ghs_<app id>_<JWT>``, about 520 characters of
 base64url), and throttles registrations, so the daemon meets 429s, retries and renews tokens
 while it logs at debug level. Afterwards every secret the emulator handed out (installation,
 registration, admin and message-queue tokens, JIT configs and the runner credentials inside
-them) is cut into every 8-character piece, and none may appear in the daemon's log, the
+them) and both Apps' private keys are cut into every 8-character piece, and none may appear in
+the daemon's log, the
 runners' logs, the state directory (database, events), ``rungar status`` and ``rungar events``,
 the fleet page and its API, or ``/metrics``.
 """
@@ -30,7 +32,8 @@ from tests.waiting import WAIT
 
 JOBS = 6
 PIECE = 8
-APP = "Iv1.leakcheck"
+APP, SECOND_APP = "Iv1.leakcheck", "Iv1.leakcheck2"
+KEYS = {APP: app_keys(), SECOND_APP: app_keys()}
 
 
 def fleet() -> dict[str, Any]:
@@ -48,17 +51,21 @@ def fleet() -> dict[str, Any]:
 @pytest.fixture
 async def world() -> AsyncIterator[DaemonWorld]:
     root = Path(tempfile.mkdtemp(prefix="rg-", dir="/tmp"))
-    private, public = app_keys()
     w = DaemonWorld(
         root,
         {"host": FakeProvider("host", vcpus=64, memory_bytes=128 * GIB)},
         metrics=True,
         dashboard=True,
-        app_private_key=private,
+        apps={APP: (1, KEYS[APP][0]), SECOND_APP: (2, KEYS[SECOND_APP][0])},
         log_level="debug",
-        # GitHub's registration limit, compressed: 2 JIT configs every 4 s, 429 past it; the
-        # daemon counts its learned pace over the same window.
-        emulator_options={"apps": {APP: public}, "jit_rate_per_minute": 30, "jit_rate_window": 4},
+        # GitHub's registration limit, compressed: 2 JIT configs every 4 s for each App's
+        # installation, 429 past it; the daemon counts its learned pace over the same window.
+        emulator_options={
+            "apps": {app: public for app, (_, public) in KEYS.items()},
+            "installations": {1: "octo-org", 2: "octo-org"},
+            "jit_rate_per_minute": 30,
+            "jit_rate_window": 4,
+        },
         github_timing={"registration_pace_window": 4},
     )
     # Queued before the daemon starts, the jobs are all assigned at its first poll: a burst of
@@ -97,6 +104,11 @@ async def test_a_throttled_burst_with_debug_logs_leaves_no_piece_of_any_token_an
     stateless = [t for t in issued if t.startswith("ghs_") and t.count(".") == 2]
     assert stateless, "the daemon was handed no stateless installation token"
     assert state.runners_created >= JOBS, "fewer runners registered than jobs run"
+    assert set(state.registered_by) == {"installation:1", "installation:2"}, (
+        "both Apps registered runners: both Apps' tokens are in the search"
+    )
+    # The private keys' base64 lines (the PEM's armour lines are no secret).
+    keys = [line for private, _ in KEYS.values() for line in private.splitlines()[1:-1]]
     daemon_log = (world.root / "daemon.log").read_text(errors="replace")
     assert '"level": "debug"' in daemon_log, "the daemon did not log at debug level"
 
@@ -119,6 +131,6 @@ async def test_a_throttled_burst_with_debug_logs_leaves_no_piece_of_any_token_an
             places[str(path.relative_to(world.root))] = path.read_bytes().decode("latin-1")
     assert "state/state.db" in places and "state/events.jsonl" in places
 
-    wanted = pieces(issued)
+    wanted = pieces(issued + keys)
     found = {where: sorted(leaked(text, wanted))[:3] for where, text in places.items()}
     assert not {where: p for where, p in found.items() if p}, "pieces of secrets found"

@@ -102,9 +102,9 @@ async def test_a_crash_while_a_registration_is_removed_unplaced_leaves_its_id_in
     register = github.generate_jit_config
 
     async def register_then_lose_the_provider(
-        scale_set_id: int, runner_name: str
+        scale_set_id: int, runner_name: str, app: int = 0
     ) -> tuple[int, str]:
-        answer = await register(scale_set_id, runner_name)
+        answer = await register(scale_set_id, runner_name, app)
         engine.fleet.set_disabled("p", True)  # no provider can be tried once registered
         return answer
 

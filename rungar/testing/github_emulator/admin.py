@@ -257,6 +257,8 @@ class AdminRoutes:
         runner = self.state.register_runner(found, name)
         if runner is None:
             return error(409, "AgentExistsException", f"A runner named {name} already exists.")
+        caller = self.state.tokens.caller_of(bearer(request))
+        self.state.registered_by[caller] = self.state.registered_by.get(caller, 0) + 1
         work = str(body.get("workFolder", "")) if isinstance(body, dict) else ""
         jit = encode_jit(
             self.state.tokens,

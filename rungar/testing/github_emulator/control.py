@@ -260,6 +260,7 @@ class ControlRoutes:
                 # calls the throttle let through and the 429s it answered, by route
                 "throttledBy": {r: dict(t.refused_by) for r, t in s.faults.throttles.items()},
                 "passedBy": {r: dict(t.passed_by) for r, t in s.faults.throttles.items()},
+                "registeredBy": dict(s.registered_by),
                 "revokedApps": sorted(s.tokens.revoked_apps),
                 "suspendedInstallations": sorted(s.tokens.suspended),
                 # What a developer sees on the runs' commits (github_emulator.checks)

@@ -148,6 +148,9 @@ class EmulatorState:
         self._message_ids = itertools.count(FIRST_MESSAGE_ID)
         self._rng = random.Random(options.seed)
         self.runners_created = 0
+        # Runners registered (JIT configs given out) by caller: an App installation
+        # ("installation:N") or "" (a PAT), whose registration limit they count against.
+        self.registered_by: dict[str, int] = {}
         self._withdraw_due = 0.0  # when tick next walks the jobs (see tick)
         self._withdraw_timeout = options.assignment_timeout
         self.closing = False  # set on shutdown: long polls answer at once
