@@ -21,7 +21,8 @@ the burst runs, and each provider records the most machines it ever held.
 
 Usage: ``python benchmarks/burst.py [--quick]`` (500 and 2,000 jobs; quick: 300).
 ``--throttled`` runs :mod:`burst_throttled` instead: a GitHub that registers 180 runners a
-minute, two scale sets of different priority.
+minute, two scale sets of different priority; ``--throttled --apps 2`` spreads the registrations
+over two GitHub Apps, each throttled on its own.
 """
 
 from __future__ import annotations
@@ -617,12 +618,19 @@ def main() -> int:
         action="store_true",
         help="the throttled run instead: GitHub registering 180 a minute (burst_throttled.py)",
     )
+    parser.add_argument(
+        "--apps",
+        type=int,
+        default=1,
+        help="with --throttled: GitHub Apps the registrations are spread over, each throttled "
+        "on its own (burst_throttled.py --apps)",
+    )
     args = parser.parse_args()
     if args.throttled:
         throttled = [sys.executable, str(Path(__file__).with_name("burst_throttled.py"))]
-        return subprocess.run(
-            throttled + (["--quick"] if args.quick else []), check=False
-        ).returncode
+        throttled += ["--quick"] if args.quick else []
+        throttled += ["--apps", str(args.apps)] if args.apps > 1 else []
+        return subprocess.run(throttled, check=False).returncode
     if args.role == "provider":
         plan = next(p for p in fleet_plan(args.jobs[0]) if p.name == args.name)
         address = f"unix://{Path(args.socket_dir) / plan.name}.sock"

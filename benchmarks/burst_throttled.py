@@ -20,12 +20,23 @@ It measures, from the emulator's own records (each registration's time, every JI
   one (target 0: every ``high`` runner is registered before any ``low`` one still waiting),
   with ``high_registered`` (all of them, in the run's time).
 
-Usage: ``python benchmarks/burst_throttled.py [--quick]``, or ``python benchmarks/burst.py
---throttled [--quick]``. The full run is GitHub's throttle as it is: 180 a minute over a
-sliding minute, 100 s. ``--quick`` keeps the same pushback in 20 s: 900 a minute counted over
-10 s (``--window``; the daemon's ``registration_pace_window`` is set to match), so the first
-429's pause is at most 10 s instead of a minute and about 300 JIT calls are made, as in the
-full run.
+``--apps N`` spreads the registrations over N GitHub Apps of one organisation (``github.apps``),
+each App installation throttled on its own to ``--limit``, with ``--low`` and ``--high`` N times
+as many by default. It adds, from the emulator's request log (each JIT call's time, App
+installation and answer):
+
+* ``app_registrations_per_minute`` and ``app_pace_ratio`` for each App, counted from its own
+  first registration after its own first 429's pause (target: each ≥ 0.95 of ``--limit``);
+* ``apps_rate_ratio``: the N Apps' ``registrations_per_minute`` over one App's, measured by
+  the same script with ``--apps 1`` run beside it at the same time (target ≥ 1.9 for two),
+  whose lines are printed too (``params.apps`` 1).
+
+Usage: ``python benchmarks/burst_throttled.py [--quick] [--apps N]``, or ``python
+benchmarks/burst.py --throttled [--quick] [--apps N]``. The full run is GitHub's throttle as it
+is: 180 a minute over a sliding minute, 100 s. ``--quick`` keeps the same pushback in 20 s: 900
+a minute counted over 10 s (``--window``; the daemon's ``registration_pace_window`` is set to
+match), so the first 429's pause is at most 10 s instead of a minute and about 300 JIT calls are
+made, as in the full run.
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +58,11 @@ from typing import Any
 LIMIT = 180
 QUICK_LIMIT, QUICK_WINDOW = 900.0, 10.0
 LOW, HIGH = "low", "high"
+
+
+def app_id(n: int) -> str:
+    """The n-th App's client id (from 1); its installation is n."""
+    return f"Iv1.burst{n}"
 
 
 def emit(metric: str, value: float | None, unit: str, params: Mapping[str, Any]) -> None:
@@ -105,6 +122,32 @@ def figures(
     }
 
 
+def figures_by_app(
+    calls: list[tuple[float, str, int]], end: float, limit: float
+) -> dict[str, dict[str, float | None]]:
+    """Each caller's (App installation's) registrations a minute and their share of
+    ``limit``, from every JIT call as (time, caller, status), oldest first: counted from the
+    caller's first registration after its own first 429's pause (tested in
+    tests/unit/test_bench_burst_throttled.py)."""
+    found: dict[str, dict[str, float | None]] = {}
+    for caller in sorted({c for _, c, _ in calls}):
+        mine = [(t, status) for t, c, status in calls if c == caller]
+        refused = next((t for t, status in mine if status == 429), None)
+        taken = [t for t, status in mine if status in (200, 201)]
+        resumed = None
+        if refused is not None:
+            resumed = next((t for t in taken if t > refused + 1.0), None)
+        per_minute = None
+        if resumed is not None and end > resumed:
+            per_minute = sum(1 for t in taken if t >= resumed) / (end - resumed) * 60
+        found[caller] = {
+            "registrations_per_minute": per_minute,
+            "pace_ratio": per_minute / limit if per_minute is not None else None,
+            "registered": len(taken),
+        }
+    return found
+
+
 async def read_commands() -> Any:
     """Lines from stdin, one at a time, without blocking the loop; '' at end of file."""
     loop = asyncio.get_running_loop()
@@ -115,18 +158,26 @@ async def read_commands() -> Any:
             return
 
 
-async def run_emulator(limit: float, window: float) -> None:
+async def run_emulator(limit: float, window: float, apps: int, keys: str) -> None:
     """The emulator in a process of its own (``--role emulator``), so the daemon's process CPU
     is the daemon's alone; spoken to by lines (``polled``, ``queue N LABEL``, ``refused``,
-    ``records``)."""
+    ``records``). With ``apps`` above 1 it knows that many Apps, their public keys in the
+    folder ``keys`` (``N.pub``), each with an installation of its own."""
     from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator, JobSpec
 
+    more: dict[str, Any] = {}
+    if apps > 1:
+        more["apps"] = {
+            app_id(n): (Path(keys) / f"{n}.pub").read_text() for n in range(1, apps + 1)
+        }
+        more["installations"] = {n: "octo-org" for n in range(1, apps + 1)}
     options = EmulatorOptions(
         long_poll_seconds=50.0,
         session_idle_ttl=600.0,
         assignment_timeout=3600.0,
         jit_rate_per_minute=limit,
         jit_rate_window=window,
+        **more,
     )
     async with GitHubEmulator(options) as emu:
         state = emu.state
@@ -159,11 +210,47 @@ async def run_emulator(limit: float, window: float) -> None:
                     "jit_calls": sum(1 for r in state.requests if r["route"] == "A13"),
                     "refused": throttle.refused if throttle else 0,
                     "first_refused_at": (throttle.first_refused_at or None) if throttle else None,
+                    # every JIT call: (time, App installation, status)
+                    "calls": [
+                        (
+                            r["at"],
+                            state.tokens.caller_of(
+                                r["headers"].get("authorization", "").partition(" ")[2]
+                            ),
+                            r["status"],
+                        )
+                        for r in state.requests
+                        if r["route"] == "A13"
+                    ],
                 }
             print(json.dumps(answer), flush=True)
 
 
-async def run(seconds: float, low: int, high: int, limit: float, window: float) -> int:
+def write_keys(folder: Path, apps: int) -> dict[int, str]:
+    """A key pair for each App: the public keys written to ``folder`` for the emulator, the
+    private keys returned for the daemon."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    private = {}
+    for n in range(1, apps + 1):
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        private[n] = key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ).decode()
+        public = key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        (folder / f"{n}.pub").write_bytes(public)
+    return private
+
+
+async def run(
+    seconds: float, low: int, high: int, limit: float, window: float, apps: int = 1
+) -> dict[str, float | None]:
+    """One throttled burst; its lines printed, its figures returned."""
     import structlog
 
     from rungar.clock import SystemClock
@@ -172,7 +259,7 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
     from rungar.engine.engine import Engine
     from rungar.engine.report.events import EventLog
     from rungar.engine.report.metrics import Metrics
-    from rungar.github.auth import PatAuth
+    from rungar.github.auth import AppAuth, Auth, PatAuth
     from rungar.github.registrations import RegistrationQueue
     from rungar.github.service import ScaleSetGitHub
     from rungar.logs import configure
@@ -182,7 +269,12 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
 
     folder = Path(tempfile.mkdtemp(prefix="rungar-throttled-"))
     log = open(folder / "rungar.log", "w")  # noqa: SIM115 - closed below
-    emulator = Child(__file__, "--role", "emulator", "--limit", str(limit), "--window", str(window))
+    keys = write_keys(folder, apps) if apps > 1 else {}
+    emulator = Child(
+        __file__,
+        *("--role", "emulator", "--limit", str(limit), "--window", str(window)),
+        *("--apps", str(apps), "--keys", str(folder)),
+    )
     try:
         configure("info", "json")
         structlog.configure(logger_factory=structlog.PrintLoggerFactory(file=log))
@@ -193,7 +285,9 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
         clock = SystemClock()
         store = SqliteStore(folder / "state.db")
         # The daemon's own client, as rungar serve builds it (the environment's proxy, if any).
-        github = ScaleSetGitHub(org_url, PatAuth("emulator-pat"), clock)
+        auths: list[Auth] = [AppAuth(app_id(n), n, keys[n]) for n in sorted(keys)]
+        auths = auths or [PatAuth("emulator-pat")]
+        github = ScaleSetGitHub(org_url, auths[0], clock, more_apps=auths[1:])
         room = low + high
         provider = FakeProvider("pool", vcpus=2.0 * room, memory_bytes=2 * 1024**3 * room)
         engine = Engine(
@@ -205,7 +299,9 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
             events=EventLog(clock, folder / "events.jsonl"),
             metrics=Metrics(),
             installation="rungar-throttled",
-            registrations=RegistrationQueue(clock, window=window),
+            registrations=RegistrationQueue(
+                clock, window=window, apps=[app_id(n) for n in sorted(keys)] or [""]
+            ),
         )
         runloop = RunLoop.of(engine)
         await runloop.start()
@@ -235,7 +331,10 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
         found = figures(
             registered, jit_calls, refused, records["first_refused_at"], records["now"], limit
         )
+        calls = [(float(t), str(c), int(status)) for t, c, status in records["calls"]]
+        by_app = figures_by_app(calls, records["now"], limit)
         await runloop.stop()
+        await engine.registrations.aclose()
         await github.aclose()
         store.close()
     finally:
@@ -248,9 +347,16 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
         "low": low,
         "high": high,
         "seconds": seconds,
+        **({"apps": apps} if apps > 1 else {}),
     }
     emit("registrations_per_minute", found["registrations_per_minute"], "1/min", params)
-    emit("pace_ratio", found["pace_ratio"], "ratio", params)
+    total = found["registrations_per_minute"]
+    emit("pace_ratio", total / (limit * apps) if total is not None else None, "ratio", params)
+    if apps > 1:
+        for caller, mine in by_app.items():
+            at = {**params, "app": caller, "registered": mine["registered"]}
+            emit("app_registrations_per_minute", mine["registrations_per_minute"], "1/min", at)
+            emit("app_pace_ratio", mine["pace_ratio"], "ratio", at)
     emit(
         "throttled_share_after_first",
         found["throttled_share_after_first"],
@@ -281,7 +387,7 @@ async def run(seconds: float, low: int, high: int, limit: float, window: float) 
             "registered": len(registered),
         },
     )
-    return 0
+    return found
 
 
 def main() -> int:
@@ -296,17 +402,59 @@ def main() -> int:
     parser.add_argument(
         "--high", type=int, default=0, help="default: 20 s of the pace (quick: 6.7 s of it)"
     )
-    parser.add_argument("--role", choices=("emulator",), default="")
+    parser.add_argument(
+        "--apps",
+        type=int,
+        default=1,
+        help="GitHub Apps to spread the registrations over, each throttled to --limit; above "
+        "1, the one-App run goes beside it as the baseline of apps_rate_ratio",
+    )
+    parser.add_argument("--role", choices=("emulator", "baseline"), default="")
+    parser.add_argument("--keys", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     limit = args.limit or (QUICK_LIMIT if args.quick else LIMIT)
     window = args.window or (QUICK_WINDOW if args.quick else 60.0)
+    apps = max(1, args.apps)
     if args.role == "emulator":
-        asyncio.run(run_emulator(limit, window))
+        asyncio.run(run_emulator(limit, window, apps, args.keys))
         return 0
     seconds = args.seconds or (20.0 if args.quick else 100.0)
-    low = args.low or (400 if args.quick else 300)
-    high = args.high or int(limit / (9 if args.quick else 3))
-    return asyncio.run(run(seconds, low, high, limit, window))
+    low = args.low or (400 if args.quick else 300) * apps
+    high = args.high or int(limit * apps / (9 if args.quick else 3))
+    if apps == 1 or args.role == "baseline":
+        asyncio.run(run(seconds, low, high, limit, window, apps))
+        return 0
+    return with_baseline(args, seconds, low, high, limit, window, apps)
+
+
+def with_baseline(
+    args: argparse.Namespace,
+    seconds: float,
+    low: int,
+    high: int,
+    limit: float,
+    window: float,
+    apps: int,
+) -> int:
+    """The run of ``apps`` Apps, and beside it, at the same time, one App's (the same script,
+    ``--apps 1``, in a process of its own): both runs' lines, then ``apps_rate_ratio``."""
+    command = [sys.executable, __file__, "--role", "baseline", "--apps", "1"]
+    command += ["--limit", str(limit), "--window", str(window), "--seconds", str(seconds)]
+    command += ["--low", str(low // apps), "--high", str(high // apps)]
+    baseline = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    found = asyncio.run(run(seconds, low, high, limit, window, apps))
+    out, _ = baseline.communicate()
+    one = None
+    for line in out.splitlines():
+        print(line, flush=True)
+        record = json.loads(line)
+        if record.get("metric") == "registrations_per_minute":
+            one = record.get("value")
+    mine = found.get("registrations_per_minute")
+    ratio = mine / one if isinstance(mine, float) and isinstance(one, float) and one else None
+    params = {"apps": apps, "limit_per_minute": limit, "window_s": window, "seconds": seconds}
+    emit("apps_rate_ratio", ratio, "ratio", {**params, "one_app_per_minute": one})
+    return baseline.returncode
 
 
 if __name__ == "__main__":

@@ -41,3 +41,20 @@ def test_a_low_registration_between_the_high_ones_is_counted() -> None:
     found = bench.figures(order, jit_calls=4, refused=0, first_refused_at=None, end=5.0, limit=180)
     assert found["low_registered_among_high"] == 1
     assert found["registrations_per_minute"] is None, "no 429: no pace to measure"
+
+
+def test_each_apps_pace_counts_from_its_own_first_registration_after_its_own_429() -> None:
+    bench = load()
+    first = [(0.1 * i, "installation:1", 201) for i in range(10)]
+    first += [(1.0, "installation:1", 429)] + [(10.0 + i, "installation:1", 201) for i in range(10)]
+    second = [(0.1 * i, "installation:2", 201) for i in range(5)]
+    second += [(5.0, "installation:2", 429)] + [
+        (12.0 + 2 * i, "installation:2", 201) for i in range(4)
+    ]
+    found = bench.figures_by_app(sorted(first + second), end=20.0, limit=6)
+    assert found["installation:1"]["registrations_per_minute"] == pytest.approx(10 / 10 * 60)
+    assert found["installation:1"]["pace_ratio"] == pytest.approx(10.0)
+    assert found["installation:2"]["registrations_per_minute"] == pytest.approx(4 / 8 * 60)
+    assert found["installation:2"]["registered"] == 9
+    never = bench.figures_by_app([(1.0, "", 201)], end=2.0, limit=6)
+    assert never[""]["registrations_per_minute"] is None, "no 429: no pace to measure"
