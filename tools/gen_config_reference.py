@@ -72,6 +72,17 @@ SETTINGS_NOTES: dict[str, str] = {
     "github.app_private_key_path": (
         "File holding the App's private key (PEM); mode 0600; relative to this file's folder."
     ),
+    "github.apps": (
+        "Several GitHub Apps of the organisation, instead of the three `app_` keys: "
+        "registrations are spread over them, each App paced by its own limit (docs/github.md, "
+        '"More than one App"). The first also holds the message sessions and does every other '
+        "call."
+    ),
+    "github.apps[].client_id": "The App's client id (or its numeric App id); each App once.",
+    "github.apps[].installation_id": "The App's installation in the organisation; each once.",
+    "github.apps[].private_key_path": (
+        "File holding the App's private key (PEM); mode 0600; relative to this file's folder."
+    ),
     "github.long_poll_timeout": "Seconds a message-session long poll waits for news.",
     "github.proxy": (
         "HTTP proxy for every GitHub call (`http://proxy.corp:3128`); over `HTTPS_PROXY` and "
@@ -160,6 +171,10 @@ SETTINGS_NOTES: dict[str, str] = {
     ),
     "github.timing.registration_pace_window": (
         "Seconds GitHub states its registration limit over (a 429 counts what it took in them)."
+    ),
+    "github.timing.app_retry_after": (
+        "With several GitHub Apps: seconds after GitHub refused one (401 or 403: revoked, "
+        "suspended) before it is tried again, one registration at a time."
     ),
     "github.timing.budget_check_interval": (
         "The REST budget is read (GET /rate_limit, which costs nothing) at most this often "
@@ -402,8 +417,18 @@ def _annotation_text(annotation: Any) -> str:
         return text + " or null" if len(args) < len(typing.get_args(annotation)) else text
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return "mapping"
+    if _listed_model(annotation) is not None:
+        return "list of mappings"
     names = {str: "text", int: "integer", float: "number (seconds)", bool: "boolean"}
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
+
+
+def _listed_model(annotation: Any) -> type[BaseModel] | None:
+    """The model of a ``tuple[Model, ...]`` key (a list of mappings), else None."""
+    if typing.get_origin(annotation) is not tuple:
+        return None
+    item = typing.get_args(annotation)[0]
+    return item if isinstance(item, type) and issubclass(item, BaseModel) else None
 
 
 def _bounds(metadata: Sequence[Any]) -> str:
@@ -430,6 +455,8 @@ def _settings_default(key: str, info: Any) -> str:
         return f"`{str(value).lower()}`"
     if value == "":
         return '`""`'
+    if value == ():
+        return "`[]`"
     if isinstance(value, int | float):
         return f"`{value:g}`" if isinstance(value, float) else f"`{value}`"
     return f"`{value}`"
@@ -450,6 +477,9 @@ def settings_rows(model: type[BaseModel] = DaemonSettings, prefix: str = "") -> 
         rows.append((f"`{key}`", type_cell, _settings_default(key, info), SETTINGS_NOTES[key]))
         if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel):
             rows += settings_rows(info.annotation, prefix=key + ".")
+        listed = _listed_model(info.annotation)
+        if listed is not None:
+            rows += settings_rows(listed, prefix=key + "[].")
     return rows
 
 
@@ -616,7 +646,8 @@ def render_reference() -> str:
         "Unknown keys are refused. Secrets come from files (mode 0600, owned by the daemon's",
         "user) or the environment, never literals; a secret file anyone on the host can read is",
         "warned about. `github` needs either a token (`token_path` or `token_env`) or a GitHub App",
-        "(`app_client_id`, `app_installation_id` and `app_private_key_path`), not both.",
+        "(`app_client_id`, `app_installation_id` and `app_private_key_path`), not both; or, for",
+        "several Apps of one organisation, `apps` in place of the App's three keys.",
         "",
         *table(settings_rows()),
         "",
