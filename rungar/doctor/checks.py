@@ -87,6 +87,7 @@ def secret_checks(settings: DaemonSettings, config: ScaleSetsFile | None) -> lis
     files = [
         (settings.github.token_path, "the GitHub token"),
         (settings.github.app_private_key_path, "the App's private key"),
+        *((a.private_key_path, f"App {a.client_id}'s private key") for a in settings.github.apps),
         (settings.webhook.secret_path, "the webhook secret"),
     ]
     for provider in config.providers if config else ():
@@ -295,14 +296,22 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
         Check("network", OK, f"certificates checked against {network.trust.shown()}"),
     ]
     scope = f"{target.scope.value} {target.scope_path.split('/', 1)[1]}"
+    # The single App, or each of github.apps: every one is asked for the runner listing.
+    apps = [(a.client_id, a.installation_id, a.private_key_path) for a in gh.apps]
+    if gh.app_private_key_path:
+        apps = [(gh.app_client_id, gh.app_installation_id, gh.app_private_key_path)]
+    more: list[Check] = []
     try:
+        for client_id, installation_id, key_path in apps[1:]:
+            more += await _app_listing(http, target, scope, client_id, installation_id, key_path)
         try:
-            if gh.app_private_key_path:
-                key = Path(gh.app_private_key_path).read_text()
-                auth = AppAuth(gh.app_client_id, gh.app_installation_id, key)
+            if apps:
+                client_id, installation_id, key_path = apps[0]
+                key = Path(key_path).read_text()
+                auth = AppAuth(client_id, installation_id, key)
                 transport = Transport(http, SystemClock(), max_retries=0)
                 token = await AppTokenSource(auth, target, transport, SystemClock()).token()
-                how = f"GitHub App {gh.app_client_id}, installation {gh.app_installation_id}"
+                how = f"GitHub App {client_id}, installation {installation_id}"
             else:
                 if gh.token_path:
                     token = Path(gh.token_path).read_text().strip()
@@ -338,13 +347,40 @@ async def github_checks(settings: DaemonSettings, now: Any) -> list[Check]:
             return [*out, Check("github", FAIL, f"GitHub does not answer: {e}", _github_fix(e))]
     finally:
         await http.aclose()
-    out += _answer_checks(answer, how, scope, url, NEEDED[target.scope.value])
+    out += _answer_checks(answer, how, scope, url, NEEDED[target.scope.value]) + more
     date = answer.headers.get("date")
     if date:
         out.append(skew_check(now(), date))
     else:
         out.append(Check("clock", WARN, "GitHub's answer carried no Date header"))
     return out
+
+
+async def _app_listing(
+    http: Any, target: Any, scope: str, client_id: str, installation_id: int, key_path: str
+) -> list[Check]:
+    """One more App of ``github.apps``: its token, and the runner listing asked with it."""
+    from rungar.clock import SystemClock
+    from rungar.errors import RungarError
+    from rungar.github.auth import AppAuth, AppTokenSource
+    from rungar.github.transport import Transport
+
+    how = f"GitHub App {client_id}, installation {installation_id}"
+    url = f"{target.rest_base}/{target.scope_path}/actions/runners"
+    try:
+        auth = AppAuth(client_id, installation_id, Path(key_path).read_text())
+        transport = Transport(http, SystemClock(), max_retries=0)
+        token = await AppTokenSource(auth, target, transport, SystemClock()).token()
+        answer = await http.send(
+            "GET",
+            url,
+            {"Authorization": f"Bearer {token}", "Accept": "application/vnd.github+json"},
+            params={"per_page": "1"},
+        )
+    except (OSError, RungarError, ValueError) as e:
+        fix = "check its client_id, installation_id and key"
+        return [Check("github", FAIL, f"GitHub refused {how}: {e}", fix)]
+    return _answer_checks(answer, how, scope, url, NEEDED[target.scope.value])
 
 
 def _github_fix(e: Exception) -> str:
