@@ -112,14 +112,15 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unused-turn-keeps-its-moment",
         "rungar/github/registrations.py",
-        "if not ticket.used:\n                self.pace = rp.returned(self.pace, ticket.at)\n",
+        "if not ticket.used:\n                lane = self.lanes[ticket.lane]\n"
+        "                lane.pace = rp.returned(lane.pace, ticket.at)\n",
         "if not ticket.used:\n",
         (f"{UNIT}::test_a_turn_never_used_gives_its_moment_back",),
     ),
     Mutant(
         "cancelled-turn-keeps-its-moment",
         "rungar/github/registrations.py",
-        "self.pace = rp.returned(self.pace, ticket.at)\n                ticket.answered()\n",
+        "lane.pace = rp.returned(lane.pace, ticket.at)\n                ticket.answered()\n",
         "ticket.answered()\n",
         (f"{UNIT}::test_a_turn_cancelled_as_it_is_granted_gives_its_moment_back",),
     ),
