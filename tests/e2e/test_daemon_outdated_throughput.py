@@ -1,8 +1,9 @@
 """A fleet with one outdated host keeps its throughput: the same stream of jobs through the
 real daemon, the emulator (GitHub's minimum 2.329.0) and four hosts served over gRPC, once with
 every host's runner current and once with the first host's runner at 2.320.0, a version it does
-not report, so GitHub refuses its runners when they connect. The outdated host is the one pack
-placement tries first: its first runners are refused, and from then on it is skipped.
+not report, so GitHub refuses its runners when they connect. Placement spreads, so the outdated
+host, emptied by each refusal, is always the one tried first unless it is skipped: its first
+runners are refused, and from then on it is skipped.
 
 The stream keeps about half the fleet's runners busy, so three hosts of four can carry it.
 Throughput is jobs completed per second from the first job queued to the last one completed;
@@ -45,7 +46,7 @@ def fleet() -> dict[str, Any]:
                 "name": "linux",
                 "labels": ["linux"],
                 "max_runners": SLOTS * len(HOSTS),
-                "placement": "pack",
+                "placement": "spread",
                 "providers": list(HOSTS),
             }
         ],
