@@ -39,6 +39,7 @@ class SimJob:
     avg_cpu: float | None = None
     result: str = "success"
     scale_set: str = ""  # filled in by :func:`assign_scale_sets`
+    asked_by: str = ""  # the scale set runnerd recorded as asking for its runner; "": unknown
 
 
 def load_jobs(paths: Sequence[str]) -> list[SimJob]:
@@ -77,6 +78,7 @@ def _read_runnerd(path: str) -> list[SimJob]:
             cap=r.cap,
             avg_cpu=r.avg_cpu,
             result=r.result,
+            asked_by=r.scale_set,
         )
         for r in runs
     ]
@@ -137,7 +139,10 @@ def _job_of(row: object) -> SimJob:
 def assign_scale_sets(
     jobs: Iterable[SimJob], scale_sets: Sequence[str], mapping: Mapping[str, str]
 ) -> list[SimJob]:
-    """Each job with its scale set; raises ConfigError naming every label that has none."""
+    """Each job with its scale set; raises ConfigError naming every label that has none.
+
+    A label's mapping comes first; then the scale set runnerd recorded as asking, when the
+    configuration has it (a profile several scale sets run in maps to none of them)."""
     known = set(scale_sets)
     unknown = sorted(set(mapping.values()) - known)
     if unknown:
@@ -145,7 +150,11 @@ def assign_scale_sets(
     out, unmatched = [], set()
     only = scale_sets[0] if len(scale_sets) == 1 else ""
     for job in jobs:
-        name = mapping.get(job.label) or (job.label if job.label in known else only)
+        name = (
+            mapping.get(job.label)
+            or (job.asked_by if job.asked_by in known else "")
+            or (job.label if job.label in known else only)
+        )
         if not name:
             unmatched.add(job.label)
             continue

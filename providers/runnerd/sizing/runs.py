@@ -45,6 +45,7 @@ class SizingRun:
     slots: int | None = None  # its profile's slots when it ran; None: not recorded
     sock_throttled: int | None = None  # times its sockets were held during bad reclaim
     job_started_at: float | None = None  # when its runner took the job; None: not recorded
+    scale_set: str = ""  # the Rungar scale set that asked for its runner
 
     @property
     def succeeded(self) -> bool:
@@ -127,7 +128,9 @@ def read_runs(db: sqlite3.Connection, since: float, until: float | None = None) 
     """Every finished run of a known job that finished in [since, until], oldest first."""
     present = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
     extra = [
-        c for c in ("branch", "run_id", "slots", "sock_throttled", "job_started_at") if c in present
+        c
+        for c in ("branch", "run_id", "slots", "sock_throttled", "job_started_at", "scale_set")
+        if c in present
     ]
     columns = _COLUMNS + "".join(f", {c}" for c in extra)
     sql = (
@@ -165,6 +168,7 @@ def read_runs(db: sqlite3.Connection, since: float, until: float | None = None) 
                 sock_throttled=(
                     None if more.get("sock_throttled") is None else int(str(more["sock_throttled"]))
                 ),
+                scale_set=str(more.get("scale_set") or ""),
             )
         )
     return runs
