@@ -67,6 +67,11 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
         "a workflow run was cancelled: no provider could ever take its job's runner "
         "(unservable.cancel_after; repository, run_id)"
     ),
+    ("scale_set", "waits_for_host"): (
+        "its runner, refused FULL by a host that expects room soon, waits for that host rather "
+        "than go to a priced provider with overflow: when_host_is_later (provider, host, "
+        "room_in, confidence)"
+    ),
     ("scale_set", "resumed"): "rungar scale-sets resume",
     ("scale_set", "min_runners_changed"): (
         "its schedule moved the min_runners in force (from, to, window)"
