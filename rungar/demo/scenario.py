@@ -119,6 +119,10 @@ class Summary:
     # scale set -> its started jobs' waits, as ``waits``
     waits_by_scale_set: dict[str, list[float]] = field(default_factory=dict)
     held_room_idle: list[float] = field(default_factory=list)  # daemon's seconds, per room taken
+    # Runners kept off AWS to wait for a host's expected room (AWS not at its own limit then):
+    # the status line of each wait, and where each such scale set's next runner went.
+    host_waits: list[tuple[str, float]] = field(default_factory=list)  # (line, room in s)
+    after_host_waits: Counter[str] = field(default_factory=Counter)
     learning: list[HostLearning] = field(default_factory=list)  # per runnerd host
     on_github: list[Told] = field(default_factory=list)  # per scale set, what a developer sees
     statuses: int = 0  # commit statuses written
@@ -158,6 +162,7 @@ class Summary:
         for name, waits in sorted(self.waits_by_scale_set.items()):
             table.add_row(f"wait, {name}", _percentiles(waits))
         table.add_row("priority holds", self.holds_text())
+        table.add_row("waited for a host", self.host_waits_text())
         table.add_row("held room stood empty", self.held_room_text())
         for host in self.learning:
             table.add_row(f"{host.host} learnt", host.text())
@@ -195,6 +200,19 @@ class Summary:
         return (
             f"p50 {_rank(ordered, 50):.1f}s, longest {ordered[-1]:.1f}s, over "
             f"{len(ordered)} rooms taken by their holder (the daemon's clock)"
+        )
+
+    def host_waits_text(self) -> str:
+        """Runners that waited for a host's expected room instead of going to AWS."""
+        if not self.host_waits:
+            return "no runner waited for a host's expected room instead of going to AWS"
+        # The wait furthest ahead says most: a room expected "in 0s" is a job past its time.
+        shown = max(self.host_waits, key=lambda wait: wait[1])[0]
+        went = ", ".join(f"{p} {n}" for p, n in sorted(self.after_host_waits.items()))
+        times = "once" if len(self.host_waits) == 1 else f"{len(self.host_waits)} times"
+        return (
+            f'{times} instead of going to AWS, as "{shown}"; the runner after each wait '
+            f"went to {went or 'no provider before the end'}"
         )
 
     def holds_text(self) -> str:
@@ -256,6 +274,16 @@ def collect(stack: Stack, events: list[Event], started: float) -> Summary:
             summary.refusals[(kind.upper(), str(event.attributes.get("resource", "")))] += 1
         elif event.kind == "provider" and event.action == "held":
             summary.holds.append(f"{event.provider} for {event.scale_set}")
+    waiting: set[str] = set()  # scale sets whose next runner follows a wait for a host
+    for event in events:
+        if event.kind == "scale_set" and event.action == "waits_for_host":
+            if not event.attributes.get("at_limit"):
+                room_in = float(event.attributes.get("room_in", 0.0))
+                summary.host_waits.append((event.message, room_in))
+                waiting.add(event.scale_set)
+        elif event.kind == "runner" and event.action == "created" and event.scale_set in waiting:
+            waiting.discard(event.scale_set)
+            summary.after_host_waits[event.provider] += 1
     return summary
 
 

@@ -498,6 +498,11 @@ class Fleet:
                     waits.append(wait)
         return waits
 
+    def at_limit(self, provider: str) -> bool:
+        """The provider holds as many runners as its own ``max_runners``."""
+        limit = self.providers[provider].max_runners
+        return limit > 0 and self.counts.on_provider(provider) >= limit
+
     def waiting_for_host(self, host: str, now: float) -> list[str]:
         """The scale sets whose runner waits for ``host``'s expected room: room that opens
         there is theirs to try at once, as a holder's is."""

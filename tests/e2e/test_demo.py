@@ -1,6 +1,7 @@
 """`make demo` as a newcomer sees it: every provider used, FULL for memory, a priority hold,
-what each host learnt, and what a developer sees on GitHub: a job waiting on a hold with its
-commit status while it waits, and the job no provider can take cancelled with its reason.
+a runner waiting for a host's expected room instead of going to AWS, what each host learnt, and
+what a developer sees on GitHub: a job waiting on a hold with its commit status while it waits,
+and the job no provider can take cancelled with its reason.
 
 The whole loopback world runs: the GitHub emulator, three `runnerd serve` processes whose
 runners are real `rungar fake-runner` processes, AWS on moto's server, and the daemon. It runs
@@ -26,6 +27,11 @@ async def test_the_demo_runs_every_job_with_refusals_and_a_hold_and_tells_why_on
     assert set(summary.runners_by_provider) == {"host1", "host2", "host3", "aws"}
     assert summary.refusals[("FULL", "memory")] > 0
     assert summary.holds, "the large scale set held a full host"
+    # A runner waited for a host that expected room soon rather than go to AWS (not at its
+    # limit), and a runner followed on a host.
+    assert summary.host_waits, "no runner waited for a host's expected room"
+    assert "waits for host" in summary.host_waits[0][0]
+    assert set(summary.after_host_waits) & {"host1", "host2", "host3"}, summary.after_host_waits
     # Priority pays off: the priority-10 scale set's jobs wait less than the small ones'.
     waits = {name: sorted(w) for name, w in summary.waits_by_scale_set.items()}
     assert set(waits) == {"demo-small", "demo-large"}
@@ -50,6 +56,7 @@ async def test_the_demo_runs_every_job_with_refusals_and_a_hold_and_tells_why_on
     assert "  fleet page       http://127.0.0.1:" in out
     assert "wait, demo-large" in out and "wait, demo-small" in out
     assert "held room stood empty" in out
+    assert "instead of going to AWS, as " in out
     assert "on GitHub, demo-huge" in out and "on GitHub, demo-small" in out
     assert "cancelled: no provider can take its runner" in out
 

@@ -108,6 +108,8 @@ class Rooms:
                     message=sentence,
                     room_in=round(wait.host.left(now), 1),
                     confidence=round(wait.host.confidence, 3),
+                    # it would not have been tried anyway: at its own max_runners
+                    at_limit=ctx.fleet.at_limit(wait.provider),
                 )
                 log.info("scale_set.waits_for_host", sentence=sentence, scale_set=scale_set)
                 break
