@@ -59,6 +59,10 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
         "runner's last lines)"
     ),
     ("scale_set", "paused"): "rungar scale-sets pause",
+    ("scale_set", "waits_for_host"): (
+        "its runner waits for a host's expected room rather than go to a priced provider with "
+        "overflow: when_host_is_later (provider, host, room_in, confidence, at_limit)"
+    ),
     ("scale_set", "job_rerun"): (
         "a job GitHub failed because its runner was lost with its machine was re-run "
         "(rerun_lost_jobs; job_id, github_job_id, runner)"
