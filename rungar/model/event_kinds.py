@@ -61,7 +61,8 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
     ("scale_set", "paused"): "rungar scale-sets pause",
     ("scale_set", "waits_for_host"): (
         "its runner waits for a host's expected room rather than go to a priced provider with "
-        "overflow: when_host_is_later (provider, host, room_in, confidence, at_limit)"
+        "overflow: when_host_is_later (provider, host, room_in, confidence, at_limit: the priced "
+        "provider was at its own max_runners too)"
     ),
     ("scale_set", "job_rerun"): (
         "a job GitHub failed because its runner was lost with its machine was re-run "
@@ -70,11 +71,6 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
     ("scale_set", "run_cancelled"): (
         "a workflow run was cancelled: no provider could ever take its job's runner "
         "(unservable.cancel_after; repository, run_id)"
-    ),
-    ("scale_set", "waits_for_host"): (
-        "its runner, refused FULL by a host that expects room soon, waits for that host rather "
-        "than go to a priced provider with overflow: when_host_is_later (provider, host, "
-        "room_in, confidence)"
     ),
     ("scale_set", "resumed"): "rungar scale-sets resume",
     ("scale_set", "min_runners_changed"): (
