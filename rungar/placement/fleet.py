@@ -420,27 +420,27 @@ class Fleet:
     ) -> Backoff:
         """A refusal of any kind backs the scale set off the provider; only FULL may hold.
 
-        A FULL refusal saying when room comes, from a provider cheaper than one of the scale
-        set's providers with ``overflow: when_host_is_later``, is kept for that rule; when the
-        room is expected within that provider's patience, the scale set tries this provider
-        again at the expected time (``backoff_first`` at the soonest) rather than after its
-        backoff."""
+        A FULL refusal saying when room comes is kept (``host_rooms``); when it comes from a
+        provider cheaper than one of the scale set's providers with ``overflow:
+        when_host_is_later``, and the room is expected within that provider's patience, the
+        scale set tries this provider again at the expected time (``backoff_first`` at the
+        soonest) rather than after its backoff."""
         backoff = self.backoffs.refused(scale_set, provider, refusal, now, self.timing)
         if refusal.kind is not RefusalKind.FULL:
-            return backoff
-        dearer = self._waiting_providers(scale_set, self.price_of(provider))
-        if not dearer:
             return backoff
         if refusal.room is None:
             self.host_rooms.not_told(scale_set, provider)
             return backoff
-        patience = max(self.patience(name) for name in dearer)
+        # Kept whatever the scale set's providers (``host_rooms``: for any rule to read); only
+        # ``overflow: when_host_is_later`` acts on it.
+        dearer = self._waiting_providers(scale_set, self.price_of(provider))
+        patience = max((self.patience(name) for name in dearer), default=self.holds.duration)
         seconds = refusal.room.seconds
         retry_at = now + max(seconds, self.timing.backoff_first)
         self.host_rooms.told(
             scale_set, provider, refusal.room, now, retry_at=retry_at, patience=patience
         )
-        if seconds < patience:
+        if dearer and seconds < patience:
             backoff = self.backoffs.retry_at(scale_set, provider, retry_at)
         return backoff
 

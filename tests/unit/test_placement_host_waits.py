@@ -98,13 +98,19 @@ async def test_a_wait_that_keeps_being_put_off_ends_at_the_clouds_start_plus_mar
     assert isinstance(placed, Placed) and placed.provider == "cloud"
 
 
-async def test_by_default_the_cloud_takes_the_runner_at_once_whatever_the_host_expects() -> None:
+async def test_by_default_the_cloud_takes_it_at_once_and_what_hosts_expect_is_kept() -> None:
     f = waiting_fleet(Overflow.AT_ONCE)
     script = Script({"host1": full_in(5), "host2": full_in(5)})
     placed = await try_place(f, "s", script, T0)
     assert isinstance(placed, Placed) and placed.provider == "cloud"
     assert f.backoff("s", "host1").until == T0 + TIMING.backoff_first  # type: ignore[union-attr]  # refused above
     assert f.wake_at("s", T0) is None
+    # what the hosts said is kept all the same, for any rule to read
+    rooms = {(r.provider, r.at, r.confidence) for r in f.host_rooms.expected("s")}
+    assert rooms == set(), "placing the runner on the cloud ended the wait"
+    await try_place(f, "s", Script({"host1": full_in(5), "host2": FULL, "cloud": FULL}), T0 + 60)
+    rooms = {(r.provider, r.at, r.confidence) for r in f.host_rooms.expected("s")}
+    assert rooms == {("host1", T0 + 65, 0.8)}, "host2 said nothing of when"
 
 
 def test_the_typical_start_is_measured_once_enough_starts_are_known() -> None:
