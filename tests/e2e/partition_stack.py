@@ -190,6 +190,15 @@ def adopted(events: list[dict[str, Any]]) -> list[str]:
     return [e["name"] for e in events if e["action"] == "adopted"]
 
 
+def given_up(stack: PartitionStack) -> set[str]:
+    """Runners whose create the daemon gave up on (the daemon's ``runner.not_placed`` lines)."""
+    return {
+        line["runner"]
+        for line in stack.world.log_lines()
+        if line.get("event") == "runner.not_placed"
+    }
+
+
 def readopted(events: list[dict[str, Any]]) -> list[str]:
     """Runners adopted after the daemon had removed them: a deletion undone."""
     removed: set[str] = set()

@@ -25,6 +25,7 @@ from tests.e2e.partition_stack import (
     PartitionStack,
     adopted,
     duplicates,
+    given_up,
     readopted,
     run_load,
 )
@@ -185,4 +186,7 @@ async def test_a_90_s_partition_under_a_34_job_load_heals_with_every_job_done(
         load.cancel()
     events = await settle_and_check(stack, 300)
     if link == "runnerd":
-        assert adopted(events) == [], "nothing adopted: the daemon never forgot a runner"
+        # A Create sent in the partition ran out of start_timeout and was given up (its Delete
+        # unanswered too), but reached runnerd once the link healed: its machine may then be
+        # found and adopted (as "its create got no clear answer"). Nothing else is adopted.
+        assert set(adopted(events)) <= given_up(stack), "only a given-up create's machine"
