@@ -135,6 +135,7 @@ async def test_partitions_resets_and_a_drip_heal_with_every_job_done_and_nothing
         # A drip while jobs come: runners are created through it, a few bytes at a time.
         created = created_count(stack)
         stack.to_runnerd.set_mode(Mode.DRIP, drip_bytes=64, drip_every=0.01)
+        await stack.queue("job-in-the-drip", 10)  # one comes now, however far the load got
         await until(lambda: created_count(stack) > created, "a runner created through the drip")
         stack.to_runnerd.set_mode(Mode.PASS)
         # The reason is gRPC's: "… Connection reset by peer", "Socket closed", by the moment.
