@@ -5,7 +5,6 @@ process profile's ``run.sh``, falling back to ``[host] runner_version`` (docs/ru
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from runnerd.config import parse_config
@@ -26,9 +25,8 @@ def install(root: Path, prints: str) -> Path:
     (folder / "bin").mkdir(parents=True, exist_ok=True)
     (folder / "run.sh").write_text("#!/bin/sh\nexit 0\n")
     listener = folder / "bin" / "Runner.Listener"
-    listener.write_text(
-        f"#!{sys.executable}\nimport sys\nassert sys.argv[1:] == ['--version']\nprint({prints!r})\n"
-    )
+    # A shell script, quick to start: it answers --version only.
+    listener.write_text(f'#!/bin/sh\n[ "$*" = "--version" ] || exit 2\necho "{prints}"\n')
     os.chmod(listener, 0o755)
     return folder
 
@@ -75,10 +73,8 @@ async def test_runner_dir_names_the_install_relative_to_the_config(tmp_path: Pat
 
 async def test_a_listener_that_does_not_answer_is_given_up_on(tmp_path: Path) -> None:
     folder = install(tmp_path, "")
-    (folder / "bin" / "Runner.Listener").write_text(
-        f"#!{sys.executable}\nimport time\ntime.sleep(60)\n"
-    )
-    assert await listener_version(str(folder), timeout=0.5) is None
+    (folder / "bin" / "Runner.Listener").write_text("#!/bin/sh\nexec sleep 60\n")
+    assert await listener_version(str(folder), timeout=0.3) is None
 
 
 def test_the_install_is_the_folder_of_the_command_that_starts_it() -> None:
