@@ -149,4 +149,5 @@ async def test_a_runner_github_refuses_at_connect_is_outdated_never_a_crash_and_
         skips = [s for s in (status or {}).get("skips", []) if s.get("outdated")]
         return versions.get("old") == "2.330.0" and not skips
 
+    await world.reconcile()  # a pass now rather than at the next tick: Info is asked in it
     await world.wait_for(lifted, "old's skip to end with its newer runner", 60)
