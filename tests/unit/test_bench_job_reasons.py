@@ -23,7 +23,7 @@ def load() -> ModuleType:
 
 def test_the_pace_counts_each_whole_second_after_the_start() -> None:
     bench = load()
-    burst = [100.0 + i / 100 for i in range(30)]  # the first window's, before the start
+    burst = [100.0 + i / 100 for i in range(29)] + [109.6]  # the first window's, before it
     paced = [110.0 + i / 3 for i in range(60)]  # 3 a second for 20 s
     late = [130.0, 130.2, 130.4, 130.6]  # four in the 21st second, none in the 22nd
     found = bench.pace(burst + paced + late, start=110.0, end=132.5)
