@@ -9,7 +9,8 @@ a median over seeds of which any had none is null too.
 
 - priority: large runners (16G, priority 10) among small ones (4G) on two 32G hosts kept busy
   by the small, side by side on the same 30 days (``--quick``: 2; ``--days``): every full
-  provider held (the default, no suffix), no holds (``no_holds``); the large and small p95 waits,
+  provider held (the default, no suffix), ``hold: soonest_room`` (opt-in: those expecting room
+  soonest, ``_soonest_room``), no holds (``no_holds``); the large and small p95 waits,
   how long held room stood empty before its holder took it (``held_room_idle_p95``), the large
   ones' p95 without holds over with them (``large_p95_cut_ratio``), and the small ones' p95 with
   holds over without (``small_p95_ratio``), for spread and for pack with the hosts about 90 %
@@ -68,7 +69,13 @@ from pathlib import Path
 sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "providers")]
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 
-from rungar.config.model import DEFAULT_MARGIN, Overflow, Placement, ScaleSetsFile  # noqa: E402
+from rungar.config.model import (  # noqa: E402
+    DEFAULT_MARGIN,
+    HoldChoice,
+    Overflow,
+    Placement,
+    ScaleSetsFile,
+)
 from rungar.simulate.bound import BoundWatch, checked_bounds  # noqa: E402
 from rungar.simulate.history import SimJob  # noqa: E402
 from rungar.simulate.models import Models  # noqa: E402
@@ -174,6 +181,7 @@ def bench_priority(days: float, seeds: Sequence[int]) -> None:
 
 HOLD_ROWS = {
     "holds": Scenario(),  # every full provider held: the default
+    "soonest_room": Scenario(hold=HoldChoice.SOONEST_ROOM),  # opt-in
     "no_holds": Scenario(no_priority=True),
 }
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from rungar.config.model import Overflow, ScaleSetsFile
+from rungar.config.model import HoldChoice, Overflow, ScaleSetConfig, ScaleSetsFile
 from rungar.config.validate import seconds_text
 
 REDACTED = "<redacted>"
@@ -119,6 +119,7 @@ def effective_scale_sets(
                     "max_runners": s.max_runners,
                     "min_runners": s.min_runners,
                     "priority": s.priority,
+                    **_hold(s, text),
                     "placement": s.placement.value,
                     "start_timeout": _duration(s.start_timeout, text),
                     "max_idle_age": _duration(s.max_idle_age, text),
@@ -140,6 +141,13 @@ def effective_scale_sets(
         document["dashboard"] = _dashboard(config, text)
     document["usage"] = {"retention": _duration(config.usage_retention, text)}
     return document
+
+
+def _hold(s: ScaleSetConfig, text: bool) -> dict[str, Any]:
+    """A hold other than the default's, and its margin; nothing for every_full."""
+    if s.hold is HoldChoice.EVERY_FULL:
+        return {}
+    return {"hold": s.hold.value, "hold_margin": _duration(s.hold_margin, text)}
 
 
 def _dashboard(config: ScaleSetsFile, text: bool) -> dict[str, Any]:

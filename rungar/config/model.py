@@ -26,6 +26,14 @@ class Overflow(StrEnum):
     WHEN_HOST_IS_LATER = "when_host_is_later"  # unless a host expects room sooner
 
 
+class HoldChoice(StrEnum):
+    """A scale set's ``hold``: which of the providers it found full its priority holds
+    (docs/placement.md)."""
+
+    EVERY_FULL = "every_full"  # the default: every one
+    SOONEST_ROOM = "soonest_room"  # those whose room for it is expected soonest
+
+
 DEFAULT_MARGIN = 180.0  # ``overflow_margin``
 DEFAULT_TYPICAL_START = 60.0  # ``typical_start``: before its own starts are measured
 
@@ -146,6 +154,8 @@ class ScaleSetConfig:
     runner_group: str = "Default"
     min_runners: int = 0
     priority: int = 0
+    hold: HoldChoice = HoldChoice.EVERY_FULL
+    hold_margin: float = 0.0  # soonest_room: also held when expected this much later at most
     placement: Placement = Placement.SPREAD
     start_timeout: float = 300.0
     max_idle_age: float | None = None

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from rungar.config.model import Placement, Timing
+from rungar.config.model import HoldChoice, Placement, Timing
 
 MAX_RUNNERS = 10_000
 NAME_MAX = 45  # <name>-<8 hex> must stay a host name of at most 63 characters
@@ -446,6 +446,22 @@ SCALE_SET = Obj(
             "Higher holds lower ones off every provider it found full; room that opens there "
             "is its own first (docs/placement.md).",
             default=0,
+        ),
+        Field(
+            "hold",
+            Enum(tuple(h.value for h in HoldChoice)),
+            "Which providers found full a priority holds: every_full, every one; soonest_room "
+            "(opt-in), the one whose refusal expects room for its runner soonest, those within "
+            "hold_margin of it, those that said nothing of when, and those it holds already "
+            "(docs/placement.md).",
+            default="every_full",
+        ),
+        Field(
+            "hold_margin",
+            Duration(),
+            "With hold: soonest_room, how much later than the soonest a provider's expected "
+            "room may be for it to be held too.",
+            default=0.0,
         ),
         Field(
             "placement",

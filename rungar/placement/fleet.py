@@ -71,7 +71,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from rungar.config.model import Overflow, ProviderConfig, ScaleSetConfig, Timing
+from rungar.config.model import HoldChoice, Overflow, ProviderConfig, ScaleSetConfig, Timing
 from rungar.model.machine import Refusal, RefusalKind
 from rungar.model.runner import RunnerView
 from rungar.model.sentences import (
@@ -86,7 +86,15 @@ from rungar.model.sentences import (
 )
 from rungar.placement.backoff import Backoff, Backoffs
 from rungar.placement.counts import Claim, Counts
-from rungar.placement.holds import Hold, HoldDecision, HoldRule, Holds, RoomOpened, place_hold
+from rungar.placement.holds import (
+    Hold,
+    HoldDecision,
+    HoldRule,
+    Holds,
+    RoomOpened,
+    place_hold,
+    providers_to_hold,
+)
 from rungar.placement.host_waits import HostRooms, HostWait, StartTimes, host_to_wait_for
 from rungar.placement.index import ProviderOrder
 from rungar.placement.order import order_providers
@@ -428,6 +436,10 @@ class Fleet:
         backoff = self.backoffs.refused(scale_set, provider, refusal, now, self.timing)
         if refusal.kind is not RefusalKind.FULL:
             return backoff
+        config = self.scale_sets.get(scale_set)
+        if config is not None and config.hold is HoldChoice.SOONEST_ROOM:
+            at = None if refusal.room is None else now + refusal.room.seconds
+            self.holds.room_expected(scale_set, provider, at)
         if refusal.room is None:
             self.host_rooms.not_told(scale_set, provider)
             return backoff
@@ -552,7 +564,8 @@ class Fleet:
 
         Under :attr:`HoldRule.ONE` (comparison only) one of them is held: the one it already
         holds, else the one with the fewest runners counted on it, the first in its order on a
-        tie."""
+        tie. A scale set with ``hold: soonest_room`` holds those
+        :func:`~rungar.placement.holds.providers_to_hold` chooses by when each expects room."""
         config = self.scale_sets.get(scale_set)
         if config is None:  # no longer configured: it waits for nothing
             return HoldDecision(scale_set, now, waiting=False)
@@ -568,6 +581,10 @@ class Fleet:
                 full.append(entry.name)  # a hold that keeps no one off would clutter status
         if self.hold_rule is HoldRule.ONE and full:
             full = [self._provider_to_hold(scale_set, full, now)]
+        elif config.hold is HoldChoice.SOONEST_ROOM and full:
+            expected = self.holds.rooms_expected(scale_set)
+            held = self.holds.held_by(scale_set, now)
+            full = providers_to_hold(full, expected, held, now, config.hold_margin)
         duration = self.timing.hold_duration
         holds: list[Hold] = []
         placed: list[Hold] = []

@@ -13,11 +13,18 @@ lifted and the caller is told to try it (:class:`RoomOpened`).
 
 :attr:`HoldRule.ONE` is the older rule, kept for comparison in ``rungar simulate`` and the
 benchmarks only: one provider held, the one with the fewest runners counted on it.
+
+A scale set with ``hold: soonest_room`` (opt-in; ``every_full`` is the default) holds fewer:
+of the providers it found full, the one whose last FULL refusal expects room for its runner
+soonest (a refusal may say when, docs/placement.md), those expected within ``hold_margin`` of
+it, those that said nothing of when, and those it holds already, whose drained room is not
+given up for a later estimate (:func:`providers_to_hold`). Lower priorities keep using the
+rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -25,6 +32,24 @@ from enum import StrEnum
 class HoldRule(StrEnum):
     EVERY_FULL = "every_full"  # the default: every provider found full is held
     ONE = "one"  # one of them, the one with the fewest runners (comparison only)
+
+
+def providers_to_hold(
+    full: Sequence[str],
+    expected: Mapping[str, float],
+    held: Collection[str],
+    now: float,
+    margin: float,
+) -> list[str]:
+    """Under ``hold: soonest_room``: of ``full`` (in order), those to hold. ``expected``: when
+    each provider's last FULL refusal expects room for the scale set's runner (a moment passed
+    counts as now); ``held``: the providers the scale set holds now. Every one when none said
+    when."""
+    known = {p: max(now, expected[p]) for p in full if p in expected}
+    if not known:
+        return list(full)
+    soonest = min(known.values())
+    return [p for p in full if p not in known or known[p] <= soonest + margin or p in held]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +128,8 @@ class Holds:
         self._holds: dict[str, Hold] = {}
         self._work_waits: dict[str, dict[str, float]] = {}  # provider -> scale set -> since
         self._asking: dict[str, tuple[float, float]] = {}  # scale set -> (since, last) no room
+        # (scale set, provider) -> when its last FULL refusal expects room (hold: soonest_room)
+        self._rooms: dict[tuple[str, str], float] = {}
 
     def keep_only(
         self, providers: Collection[str], scale_sets: Collection[str], pairs: set[tuple[str, str]]
@@ -116,6 +143,7 @@ class Holds:
             for p, waits in self._work_waits.items()
         }
         self._asking = {s: v for s, v in self._asking.items() if s in scale_sets}
+        self._rooms = {k: v for k, v in self._rooms.items() if k in pairs}
 
     # ----------------------------------------------------------------- holds
 
@@ -148,6 +176,25 @@ class Holds:
         for provider in [p for p, hold in self._holds.items() if hold.holder == scale_set]:
             del self._holds[provider]
 
+    def held_by(self, scale_set: str, now: float) -> list[str]:
+        """The providers ``scale_set`` holds now."""
+        return [
+            p for p, hold in self._holds.items()
+            if hold.holder == scale_set and hold.active(now, self.duration)
+        ]  # fmt: skip
+
+    def room_expected(self, scale_set: str, provider: str, at: float | None) -> None:
+        """A FULL refusal of ``provider`` expects room for ``scale_set``'s runner at ``at``
+        (None: it said nothing of when)."""
+        if at is None:
+            self._rooms.pop((scale_set, provider), None)
+        else:
+            self._rooms[(scale_set, provider)] = at
+
+    def rooms_expected(self, scale_set: str) -> dict[str, float]:
+        """Provider -> when its last FULL refusal expects room for ``scale_set``'s runner."""
+        return {p: at for (s, p), at in self._rooms.items() if s == scale_set}
+
     def every(self) -> list[Hold]:
         return list(self._holds.values())
 
@@ -175,6 +222,7 @@ class Holds:
         asking ends too unless the room was found by overflowing (a provider with
         ``overflow_after``)."""
         self.release(scale_set)
+        self._rooms = {k: v for k, v in self._rooms.items() if k[0] != scale_set}
         if not overflowing:
             self._asking.pop(scale_set, None)
         for waits in self._work_waits.values():

@@ -71,6 +71,10 @@ def add_parser(subparsers: Any, name: str, help_text: str) -> argparse.ArgumentP
         help="the older priority rule: one full provider held, not every one (for comparison)",
     )  # fmt: skip
     what_if.add_argument(
+        "--hold", action="append", default=[], choices=["every_full", "soonest_room"],
+        help="every scale set with this hold: which full providers a priority holds",
+    )  # fmt: skip
+    what_if.add_argument(
         "--admission", action="append", default=[], choices=["caps", "measured"],
         help="every runnerd host with this admission",
     )  # fmt: skip
@@ -139,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         no_warm_pool=args.no_warm_pool,
         warm_pools=tuple(args.warm_pool),
         hold_one=args.hold_one,
+        holds=tuple(args.hold),
     )
     try:
         report = simulate(request)

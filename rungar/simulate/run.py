@@ -33,6 +33,7 @@ class SimulateRequest:
     no_warm_pool: bool = False
     warm_pools: tuple[int, ...] = ()
     hold_one: bool = False
+    holds: tuple[str, ...] = ()
     found: Models | None = None  # what discover() found; the models file's entries win
 
 
@@ -96,6 +97,7 @@ def simulate(request: SimulateRequest) -> SimulateReport:
         request.no_warm_pool,
         request.warm_pools,
         request.hold_one,
+        request.holds,
     )
     rows = tuple(replay_one(s, config, models, jobs) for s in scenarios)
     days = (jobs[-1].queued_at - jobs[0].queued_at) / 86400.0

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rungar.config.model import (
+    HoldChoice,
     Placement,
     ProviderConfig,
     ScaleSetConfig,
@@ -31,6 +32,7 @@ class Scenario:
     placement: Placement | None = None
     no_priority: bool = False
     hold_one: bool = False  # the older rule: one provider held, not every full one
+    hold: HoldChoice | None = None  # every scale set's ``hold`` this
     admission: str | None = None  # caps | measured, every runnerd host
     add_host: str = ""  # a runnerd.toml
     remove_provider: str = ""
@@ -51,6 +53,7 @@ def what_ifs(
     no_warm_pool: bool = False,
     warm_pools: Sequence[int] = (),
     hold_one: bool = False,
+    holds: Sequence[str] = (),
 ) -> list[Scenario]:
     """The baseline, then one row per what-if in the order the flags are listed here."""
     rows = [Scenario()]
@@ -59,6 +62,7 @@ def what_ifs(
         rows.append(Scenario("no priority", no_priority=True))
     if hold_one:
         rows.append(Scenario("hold one", hold_one=True))
+    rows += [Scenario(f"hold {h}", hold=HoldChoice(h)) for h in holds]
     rows += [Scenario(f"admission {a}", admission=a) for a in admissions]
     rows += [Scenario(f"add host {Path(f).stem}", add_host=f) for f in add_hosts]
     rows += [Scenario(f"remove {p}", remove_provider=p) for p in removes]
@@ -106,6 +110,8 @@ def configure(
         scale_sets = [replace(s, placement=scenario.placement) for s in scale_sets]
     if scenario.no_priority:
         scale_sets = [replace(s, priority=0) for s in scale_sets]
+    if scenario.hold is not None:
+        scale_sets = [replace(s, hold=scenario.hold) for s in scale_sets]
     # A modelled price is the provider's price for placement too (reserves cheapest first).
     providers = [
         replace(p, price_per_hour=models.of(p.name).price_per_hour)
