@@ -104,6 +104,10 @@ async def unknown_versions() -> Any:
     shutil.rmtree(root, ignore_errors=True)
 
 
+# In make test-long for its length (about 20 s, a kill -9 and a restart); the placement skip
+# runs by default in the test above, the outdated exit's classification in
+# tests/integration/test_engine_scaling.py.
+@pytest.mark.long
 async def test_a_runner_github_refuses_at_connect_is_outdated_never_a_crash_and_stays_skipped(
     unknown_versions: DaemonWorld,
 ) -> None:

@@ -133,6 +133,9 @@ async def throttled() -> AsyncIterator[tuple[DaemonWorld, Host]]:
             shutil.rmtree(root, ignore_errors=True)
 
 
+# In make test-long for its length (about 18 s): GitHub's real-time throttle window; the
+# compressed-clock test above runs the same stack by default.
+@pytest.mark.long
 async def test_under_a_registration_throttle_no_slot_wait_is_recorded_and_sizing_sees_none(
     throttled: tuple[DaemonWorld, Host], capsys: pytest.CaptureFixture[str]
 ) -> None:

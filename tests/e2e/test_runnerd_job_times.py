@@ -117,6 +117,9 @@ def close(measured: float | None, truth: float, what: str) -> None:
     assert abs(measured - truth) <= max(3.0, 0.25 * truth), (what, measured, truth)
 
 
+# In make test-long for its length (about 28 s of jobs on a real-time clock); runnerd's
+# record of each job through the same stack runs by default in test_runnerd_learning.py.
+@pytest.mark.long
 async def test_every_jobs_wait_and_run_time_agree_with_githubs_timeline_and_idle_is_apart(
     stack: tuple[DaemonWorld, Host], capsys: pytest.CaptureFixture[str]
 ) -> None:
