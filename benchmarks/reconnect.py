@@ -11,6 +11,12 @@ backoff), then starts again. Two figures per round, from the moment it listens a
   (``timing.probe_interval``, 1 s), counts the provider reachable again, with no reconcile
   pass in between.
 
+And how often the daemon's client connects to a provider that answers garbage
+(``rungar.testing.hostile_provider.GarbageServer``), four callers asking every 10 ms, counted
+where the connections arrive: ``garbage_connections_per_s`` and the shortest time between two
+(``garbage_shortest_gap_s``), for garbage after a valid HTTP/2 preface (the connection is made,
+then breaks) and garbage in the handshake (no connection can be made).
+
 Usage: ``python benchmarks/reconnect.py [--quick]``.
 """
 
@@ -45,6 +51,7 @@ from rungar.engine.report.events import EventLog  # noqa: E402
 from rungar.errors import ProviderUnavailable  # noqa: E402
 from rungar.store.sqlite import SqliteStore  # noqa: E402
 from rungar.testing.fake_github import FakeGitHub  # noqa: E402
+from rungar.testing.hostile_provider import GarbageServer  # noqa: E402
 from rungar.testing.scripted_provider import ScriptedProvider  # noqa: E402
 
 
@@ -126,6 +133,25 @@ async def placement_round(root: Path, down: float) -> float:
     return took
 
 
+async def garbage_round(root: Path, preface: bool, seconds: float) -> tuple[float, float]:
+    garbage = GarbageServer(f"unix://{root}/g.sock", preface=preface)
+    await garbage.start()
+    config = ProviderConfig("g", "runnerd", address=garbage.address)
+    client: Any = make_provider(config, SystemClock(), [], "gh-bench")
+    end = time.monotonic() + seconds
+
+    async def calling() -> None:
+        while time.monotonic() < end:
+            with contextlib.suppress(ProviderUnavailable):
+                await client.list({})
+            await asyncio.sleep(0.01)
+
+    await asyncio.gather(*(calling() for _ in range(4)))
+    await client.close()
+    await garbage.stop()
+    return garbage.connections / seconds, garbage.shortest_gap()
+
+
 async def run(quick: bool) -> None:
     rounds, down = (1, 3.0) if quick else (5, 6.0)
     params = {"rounds": rounds, "down_s": down}
@@ -138,6 +164,14 @@ async def run(quick: bool) -> None:
     emit("reconnect_s_median", sorted(reconnects)[rounds // 2], "s", params)
     emit("back_in_placement_s_max", max(placements), "s", params)
     emit("back_in_placement_s_median", sorted(placements)[rounds // 2], "s", params)
+    seconds = 3.0 if quick else 20.0
+    for preface, kind in ((True, "preface_then_garbage"), (False, "garbage_in_handshake")):
+        with tempfile.TemporaryDirectory(prefix="rgb", dir="/tmp") as directory:
+            rate, gap = await garbage_round(Path(directory), preface, seconds)
+        garbage_params = {"garbage": kind, "seconds": seconds, "callers": 4}
+        emit("garbage_connections_per_s", rate, "1/s", garbage_params)
+        if gap != float("inf"):  # one connection only: no gap to show
+            emit("garbage_shortest_gap_s", gap, "s", garbage_params)
 
 
 def main() -> None:

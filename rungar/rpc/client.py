@@ -1,7 +1,11 @@
 """``GrpcProvider``: the :class:`rungar.model.provider.Provider` role over gRPC (the proto).
 
-One channel per provider, opened on first use and kept (gRPC reconnects it by itself, with a
-short backoff so a restarted provider is reconnected within a second). Every call carries
+One channel per provider, opened on first use and kept while its connection holds. A new
+channel connects before any call goes on it, one attempt shared by every caller waiting
+(:meth:`GrpcProvider._open`): one connection per attempt, where a call sent on a channel whose
+peer answers garbage after a valid HTTP/2 preface makes gRPC connect again, several times, before
+it fails. After a connection fails, the wait before the next attempt is
+:mod:`rungar.rpc.reconnects`'. Every call carries
 exactly one of three deadlines, as the configuration reference names them:
 
 * ``Create``: what is left of the scale set's ``start_timeout`` (the request's ``budget``),
@@ -27,6 +31,7 @@ The mapping of answers is the protocol's core rule:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,14 +54,26 @@ from rungar.model.runner_block import RunnerBlock
 from rungar.rpc import convert
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2 as pb
 from rungar.rpc._gen.rungar.provider.v1 import provider_pb2_grpc as pb_grpc
-from rungar.rpc.reconnects import Reconnects
+from rungar.rpc.reconnects import BROKE, Reconnects
 from rungar.rpc.tls import ClientTls, channel_credentials, check_address, is_unix
 from rungar.stopping import timed_out
 
 MAX_MESSAGE_BYTES = 1024 * 1024
+CONNECT_TIMEOUT_MS = 2_000
 # How much later than the request's budget a Create's gRPC deadline falls: the caller's own
 # timer ends the call first, so an overrun ends once, as "ran out of time", not "did not answer".
 CREATE_DEADLINE_SLACK = 1.0
+UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
+IDLE = grpc.ChannelConnectivity.IDLE
+READY = grpc.ChannelConnectivity.READY
+# A new channel's states that end its connection attempt (:meth:`GrpcProvider._open`).
+SETTLED = frozenset(
+    {
+        grpc.ChannelConnectivity.READY,
+        grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+        grpc.ChannelConnectivity.SHUTDOWN,
+    }
+)
 NO_ANSWER = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED}
 )
@@ -69,15 +86,25 @@ CHANNEL_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
     ("grpc.keepalive_permit_without_calls", 0),
-    # A provider that comes back is reconnected within a second, not after gRPC's backoff of
-    # up to 2 minutes: the wait between refused attempts never grows past 800 ms (plus gRPC's
-    # 20% jitter). A connection that breaks after it is made is waited on by the client itself
-    # (rungar.rpc.reconnects), 1 s doubling to 30 s. An attempt nobody answers (a host that
-    # drops it) is given 2 s, enough for a TLS handshake over a slow link, instead of gRPC's 20 s.
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 800),
-    ("grpc.min_reconnect_backoff_ms", 2_000),
+    # The client, not the channel, decides when to connect again (rungar.rpc.reconnects): a
+    # channel whose connection failed is closed. gRPC's own backoff (1 s doubling to 30 s)
+    # only keeps a channel in TRANSIENT_FAILURE from connecting again in the moment between
+    # its failure and its close. An attempt nobody answers (a host that drops it) is given
+    # 2 s, enough for a TLS handshake over a slow link, instead of gRPC's 20 s.
+    ("grpc.initial_reconnect_backoff_ms", 1_000),
+    ("grpc.max_reconnect_backoff_ms", 30_000),
+    ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
 )
+# How long a new channel's attempt is waited on before calls go on it anyway: gRPC gives up on
+# the attempt itself after CONNECT_TIMEOUT_MS.
+OPEN_WAIT = CONNECT_TIMEOUT_MS / 1000 + 1.0
+# What a connection closed by its peer as soon as it was made is said to be.
+CLOSED_AT_ONCE = "the peer closed it as soon as it was made"
+CLOSED_SOON = "the peer closed it before its first answer"
+# How long a new connection must stay open before calls go on it; after a connection broke once
+# made, longer: a peer that closed one that way is watched for it.
+SETTLE = 0.02
+SETTLE_AFTER_BREAK = 0.5
 
 
 # gRPC's own words for a connection that could not be made (its reconnect backoff applies),
@@ -133,6 +160,8 @@ class GrpcProvider:
         # A connection that breaks once made is tried again after a wait (rungar.rpc.reconnects).
         self.reconnects = Reconnects()
         self._closing: set[asyncio.Future[None]] = set()  # channels dropped after a break
+        self._opening: asyncio.Future[None] | None = None  # a new channel's attempt (_open)
+        self._watching: asyncio.Future[None] | None = None  # a new channel's first answer
 
     def __repr__(self) -> str:
         return f"GrpcProvider({self.name!r}, {self.address!r})"  # never the token
@@ -145,12 +174,11 @@ class GrpcProvider:
         self._timeout = timeout
         self._delete_timeout = delete_timeout
 
-    def _connect(self) -> Any:
-        if self._stub is not None:
-            return self._stub
+    def _connect(self) -> grpc.aio.Channel:
+        """A new channel, not yet connected (:meth:`_open` connects it)."""
         options: list[tuple[str, int | str]] = list(CHANNEL_OPTIONS)
         if self._tls is None:
-            self._channel = grpc.aio.insecure_channel(self.address, options=options)
+            channel = grpc.aio.insecure_channel(self.address, options=options)
         else:
             credentials = channel_credentials(self._tls)
             if self._token:
@@ -162,15 +190,102 @@ class GrpcProvider:
             target = self.address
             if is_unix(target) and not self._tls.server_name:
                 options.append(("grpc.ssl_target_name_override", "localhost"))
-            self._channel = grpc.aio.secure_channel(target, credentials, options=options)
-        self._stub = pb_grpc.ProviderStub(self._channel)
-        return self._stub
+            channel = grpc.aio.secure_channel(target, credentials, options=options)
+        self._channel = channel
+        return channel
+
+    async def _open(self) -> None:
+        """Connect a new channel before any call goes on it: one connection attempt, which every
+        call waiting meanwhile shares. Once the channel is connected, or the attempt failed
+        before a connection was made, its stub takes calls: a call on a channel that failed to
+        connect fails at once with gRPC's words for why and makes no new connection (gRPC's
+        backoff holds it). A connection its peer closed as soon as it was made (within
+        ``SETTLE``) ends the attempt here with no call sent: a call would make gRPC connect
+        again, and again, until one connection lived long enough to fail it."""
+        if self.reconnects.failing:
+            self.reconnects.attempted()
+        channel = self._connect()
+        state = channel.get_state(try_to_connect=True)
+        changed = False
+        loop = asyncio.get_running_loop()
+        end = loop.time() + OPEN_WAIT
+        while state not in SETTLED and not (changed and state is IDLE):
+            try:
+                await asyncio.wait_for(channel.wait_for_state_change(state), end - loop.time())
+            except TimeoutError:
+                break  # still connecting: calls go on it, each with its own deadline
+            changed = True
+            state = channel.get_state()
+        made = state is READY
+        if made:
+            # A peer that sends garbage right after its preface has the connection closed
+            # within moments of it being made: a call sent then would connect again.
+            broke = self.reconnects.failing and self.reconnects.what == BROKE
+            with contextlib.suppress(TimeoutError):
+                settle = SETTLE_AFTER_BREAK if broke else SETTLE
+                await asyncio.wait_for(channel.wait_for_state_change(READY), settle)
+                state = channel.get_state()
+        if channel is not self._channel:
+            return  # closed meanwhile
+        if (changed and state is IDLE) or (made and state is not READY):
+            self.reconnects.broke(CLOSED_AT_ONCE)
+            self._drop_channel()
+            return
+        self._stub = pb_grpc.ProviderStub(channel)
+        if self.reconnects.failing:
+            self._watching = asyncio.ensure_future(self._watch(channel))
+
+    async def _watch(self, channel: grpc.aio.Channel) -> None:
+        """Until a call on a channel opened after a failure is answered, the channel is closed
+        the moment its connection is lost: the calls in flight on it would otherwise make gRPC
+        connect again, each, at once."""
+        await channel.wait_for_state_change(READY)
+        if channel is self._channel and self.reconnects.failing:
+            self.reconnects.broke(CLOSED_SOON)
+            self._drop_channel()
+
+    def _answered(self) -> None:
+        self.reconnects.answered()
+        watching, self._watching = self._watching, None
+        if watching is not None:
+            watching.cancel()
+
+    async def _ready(self, call: str, timeout: float | None) -> tuple[Any, float | None]:
+        """The stub to call on once a new channel's attempt (:meth:`_open`) is over, and what
+        is left of the call's ``timeout``."""
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._open())
+            self._opening.add_done_callback(self._opened)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._opening), timeout)
+        except TimeoutError:
+            raise ProviderUnavailable(
+                f"provider {self.name}: {timed_out(call, timeout or 0)}"
+            ) from None
+        if self._stub is None:  # the attempt failed
+            self._check_connection(call)
+            raise ProviderUnavailable(f"provider {self.name} did not answer {call}: not connected")
+        left = None if timeout is None else max(0.001, timeout - (loop.time() - started))
+        return self._stub, left
+
+    def _opened(self, opening: asyncio.Future[None]) -> None:
+        if opening is self._opening:
+            self._opening = None
+        if not opening.cancelled():
+            opening.exception()  # raised to the calls that waited; retrieved here once
 
     async def close(self) -> None:
-        if self._channel is not None:
-            await self._channel.close(grace=None)
-        self._channel = None
-        self._stub = None
+        opening, self._opening = self._opening, None
+        if opening is not None:
+            opening.cancel()
+        watching, self._watching = self._watching, None
+        if watching is not None:
+            watching.cancel()
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is not None:
+            await channel.close(grace=None)
 
     @property
     def in_flight(self) -> int:
@@ -202,16 +317,22 @@ class GrpcProvider:
                 f"({self.reconnects.why}); trying again in {left:.1f} s"
             )
 
-    def _failed(self, call: str, error: grpc.aio.AioRpcError, timeout: float | None) -> Exception:
+    def _failed(
+        self,
+        call: str,
+        error: grpc.aio.AioRpcError,
+        timeout: float | None,
+        channel: grpc.aio.Channel | None,
+    ) -> Exception:
         """The error to raise; a connection that failed makes the next calls wait
         (rungar.rpc.reconnects), never a provider that answered UNAVAILABLE on a sound
         connection (the channel still ready). One that could not be made is tried again a
         second later; one that broke after it was made (the channel lost it), 1 s doubling to
-        30 s."""
+        30 s. A failure of a channel already dropped was counted by the call that dropped it:
+        calls failing together are one failure."""
         mapped = map_rpc_error(self.name, call, error, timeout)
-        if error.code() is not grpc.StatusCode.UNAVAILABLE:
+        if error.code() is not grpc.StatusCode.UNAVAILABLE or channel is not self._channel:
             return mapped
-        channel = self._channel
         details = error.details() or ""
         why = bounded.sentence(details, 200)
         if details.startswith(NOT_MADE):
@@ -227,27 +348,48 @@ class GrpcProvider:
         self._drop_channel()
         return mapped
 
+    def _cut_off(self, call: str, channel: grpc.aio.Channel | None) -> ProviderUnavailable | None:
+        """Why a call was cancelled under this task: its channel was closed (another call found
+        its connection failed, or the client closed); None when the task itself is cancelled."""
+        task = asyncio.current_task()
+        if (task is not None and task.cancelling()) or channel is self._channel:
+            return None
+        what = self.reconnects.what or "its connection was closed"
+        why = f" ({self.reconnects.why})" if self.reconnects.why else ""
+        return ProviderUnavailable(f"provider {self.name} did not answer {call}: {what}{why}")
+
     def _drop_channel(self) -> None:
         """Close the channel whose connection failed: gRPC would otherwise keep connecting
-        again in the background (every 0.2 to 0.8 s), however long the calls wait. The next
-        call allowed makes a new one, which connects at once."""
+        again in the background, however long the calls wait. The next call allowed makes a
+        new one, which connects before calls go on it (:meth:`_open`)."""
         channel, self._channel, self._stub = self._channel, None, None
         if channel is not None:
             closing = asyncio.ensure_future(channel.close(grace=None))
             self._closing.add(closing)
             closing.add_done_callback(self._closing.discard)
 
-    async def _call(self, call: str, request: Any, timeout: float) -> Any:
+    async def _call(self, call: str, request: Any, timeout: float | None) -> Any:
         self._check_connection(call)
-        stub = self._connect()
         self._started()
         try:
-            answer = await getattr(stub, call)(request, timeout=timeout, metadata=self._metadata)
-        except grpc.aio.AioRpcError as e:
-            raise self._failed(call, e, timeout) from e
+            stub, left = (
+                (self._stub, timeout)
+                if self._stub is not None
+                else await self._ready(call, timeout)
+            )
+            channel = self._channel
+            try:
+                answer = await getattr(stub, call)(request, timeout=left, metadata=self._metadata)
+            except grpc.aio.AioRpcError as e:
+                raise self._failed(call, e, timeout, channel) from e
+            except asyncio.CancelledError:
+                cut = self._cut_off(call, channel)
+                if cut is None:
+                    raise
+                raise cut from None
         finally:
             self._ended()
-        self.reconnects.answered()
+        self._answered()
         return answer
 
     async def info(self) -> ProviderInfo:
@@ -267,18 +409,8 @@ class GrpcProvider:
         request's ``budget`` (what is left of start_timeout), else none; the caller bounds the
         call on its own clock, and this client never gives up on a Create before it does."""
         timeout = None if request.budget is None else request.budget + CREATE_DEADLINE_SLACK
-        # The hot call, so the stub is called here rather than through _call.
-        self._check_connection("Create")
         message = convert.create_request_to_pb(request)
-        stub = self._stub if self._stub is not None else self._connect()
-        self._started()
-        try:
-            answer = await stub.Create(message, timeout=timeout, metadata=self._metadata)
-        except grpc.aio.AioRpcError as e:
-            raise self._failed("Create", e, timeout) from e
-        finally:
-            self._ended()
-        self.reconnects.answered()
+        answer = await self._call("Create", message, timeout)
         return convert.create_response_from_pb(answer, provider=self.name)
 
     async def delete(self, name: str, removal: Removal | None = None) -> None:
@@ -295,21 +427,14 @@ class GrpcProvider:
 
     async def last_output(self, name: str, lines: int = 20) -> Sequence[str]:
         """LastOutput; a provider that does not implement it (an older plugin) has no lines."""
-        self._check_connection("LastOutput")
-        stub = self._connect()
-        self._started()
+        request = pb.LastOutputRequest(name=name, lines=max(0, lines))
         try:
-            answer = await stub.LastOutput(
-                pb.LastOutputRequest(name=name, lines=max(0, lines)),
-                timeout=self._timeout,
-                metadata=self._metadata,
-            )
-        except grpc.aio.AioRpcError as e:
-            if e.code() is grpc.StatusCode.UNIMPLEMENTED:
+            answer = await self._call("LastOutput", request, self._timeout)
+        except ProviderError as e:
+            cause = e.__cause__
+            if isinstance(cause, grpc.aio.AioRpcError) and cause.code() is UNIMPLEMENTED:
                 return []
-            raise self._failed("LastOutput", e, self._timeout) from e
-        finally:
-            self._ended()
+            raise
         kept = answer.lines[-min(bounded.LINES_MAX, lines or 20) :]  # the last ones asked for
         return [bounded.sentence(str(line)) for line in kept]
 

@@ -18,7 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import math
+import os
+import ssl
 import threading
+import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
@@ -43,7 +48,13 @@ SCENARIOS: dict[str, str] = {
     ),
     "other_installation": "List also names a machine with another installation's labels",
     "bad_names": "List also names a machine whose name is 200 KB long",
+    "hangs_lists": "List never answers (it waits 10 minutes)",
+    "exits_in_create": (
+        "Create ends the provider's process (exit code 1) before it answers: served as a plugin, "
+        "the daemon restarts it"
+    ),
 }
+HANG = 600.0  # how long "hangs_lists" keeps a List waiting
 
 
 class HostileProvider(FakeProvider):
@@ -57,12 +68,16 @@ class HostileProvider(FakeProvider):
         self.scenarios = set(scenarios)
         self.others: Callable[[], list[Machine]] = list  # what "lists_others" lists
         self.misnamed: list[str] = []  # the names "misnames_creates" answered with
+        self.huge_refusals = 0  # the refusals "huge_texts" answered
 
     async def create(self, request: CreateRequest) -> Created | Refusal:
+        if "exits_in_create" in self.scenarios:
+            os._exit(1)
         if "huge_texts" in self.scenarios:
             await super().create(request)  # counted; its answer is replaced
             self.delete_now(request.runner_name)
             text = "\n\x1b[2J" + "x" * HUGE
+            self.huge_refusals += 1
             return Refusal(RefusalKind.FULL, text, resource="r" * HUGE)
         answer = await super().create(request)
         if "misnames_creates" not in self.scenarios or not isinstance(answer, Created):
@@ -80,6 +95,8 @@ class HostileProvider(FakeProvider):
         return Created(replace(machine, name=other))
 
     async def list(self, selector: Mapping[str, str]) -> list[Machine]:
+        if "hangs_lists" in self.scenarios:
+            await asyncio.sleep(HANG)
         own = await super().list(selector)
         found = list(own)
         if "lists_twice" in self.scenarios:
@@ -110,14 +127,22 @@ GARBAGE = b"\x00\x00\x10\xff\x00\x00\x00\x00\x00" + b"not a frame at all"
 
 class GarbageServer:
     """A peer that answers every connection with a valid HTTP/2 preface, then garbage, then
-    hangs up: the connection is made, and breaks. ``connections`` counts them, so a test sees
-    how often the daemon connects again. Listens on ``unix:///path`` or ``127.0.0.1:PORT``
-    (port 0 picks one; :attr:`address` says which), on a loop of its own in a thread, so a
-    busy caller's loop never delays its answers (a late answer is another fault)."""
+    hangs up: the connection is made, and breaks. With ``preface`` off it answers garbage at
+    once: no connection can be made. ``connections`` counts the connections it accepted and
+    ``accepted_at`` says when (:meth:`shortest_gap`), so a test sees how often the daemon
+    connects again. Listens on ``unix:///path`` or ``127.0.0.1:PORT`` (port 0 picks one;
+    :attr:`address` says which), behind TLS when given ``tls`` (a server context offering
+    ``h2``, as gRPC asks), on a loop of its own in a thread, so a busy caller's loop never
+    delays its answers (a late answer is another fault)."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(
+        self, address: str, *, preface: bool = True, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.address = address
+        self.preface = preface
+        self.tls = tls
         self.connections = 0
+        self.accepted_at: list[float] = []  # time.monotonic() of each connection accepted
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -140,21 +165,28 @@ class GarbageServer:
     async def _listen(self) -> None:
         if self.address.startswith("unix://"):
             path = self.address.removeprefix("unix://")
-            self._server = await asyncio.start_unix_server(self._answer, path)
+            self._server = await asyncio.start_unix_server(self._answer, path, ssl=self.tls)
             return
         host, _, port = self.address.rpartition(":")
-        self._server = await asyncio.start_server(self._answer, host, int(port))
+        self._server = await asyncio.start_server(self._answer, host, int(port), ssl=self.tls)
         bound = self._server.sockets[0].getsockname()
         self.address = f"{bound[0]}:{bound[1]}"
 
+    def shortest_gap(self) -> float:
+        """The shortest time between two connections accepted; infinite before the second."""
+        times = self.accepted_at
+        return min((b - a for a, b in itertools.pairwise(times)), default=math.inf)
+
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        self.accepted_at.append(time.monotonic())
         with contextlib.suppress(OSError):
-            writer.write(SERVER_PREFACE + GARBAGE)
+            writer.write((SERVER_PREFACE if self.preface else b"") + GARBAGE)
             await writer.drain()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(reader.read(65_536), 0.2)
-        writer.close()
+        # Hung up at once, without TLS's goodbye (which would wait on the peer's).
+        writer.transport.abort()
 
     async def stop(self) -> None:
         loop, thread = self._loop, self._thread
@@ -171,3 +203,4 @@ class GarbageServer:
         await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(close(), loop))
         loop.call_soon_threadsafe(loop.stop)
         await asyncio.to_thread(thread.join)
+        loop.close()
