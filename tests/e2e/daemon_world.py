@@ -212,6 +212,8 @@ class DaemonWorld:
         for name, provider in self.providers.items():
             self.servers.append(await serve(provider, f"unix://{self.root}/{name}.sock"))
         for entry in scale_sets["providers"]:
+            if "command" in entry:
+                continue  # a plugin the daemon starts itself
             address = f"unix:{entry['name']}.sock" if self.relative_paths else None
             entry.setdefault("address", address or f"unix://{self.root}/{entry['name']}.sock")
         if self.dashboard_port:
