@@ -41,6 +41,11 @@ asyncio.run(serve_plugin(ExitsOnce("flaky")))
 
 EXITED = "plugin flaky exited (code 1); restarting in 1 s"
 
+# About 6 s of a daemon's start and a plugin's restart: in make test-long, beside the unit and
+# integration tests of the sentence and the restart in the default run
+# (tests/integration/test_rpc_plugin.py).
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture
 async def world() -> AsyncIterator[DaemonWorld]:
