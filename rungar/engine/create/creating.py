@@ -28,7 +28,7 @@ from rungar.engine.core.naming import runner_name
 from rungar.engine.core.notices import note_unanswered
 from rungar.engine.core.records import RunnerRecord
 from rungar.engine.core.scale_set_state import ScaleSetState
-from rungar.engine.create.placing import try_plan
+from rungar.engine.create.placing import Untrusted, try_plan
 from rungar.engine.create.rooms import Rooms
 from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
 from rungar.github.exceptions import RegistrationThrottled
@@ -281,7 +281,7 @@ class Creations:
                 within(ctx.clock, asked.budget, ctx.providers[provider].create(asked)),
             )
             if isinstance(answer, Created) and answer.machine.name != name:
-                return await self._misnamed(provider, name, answer.machine.name)
+                raise Untrusted(await self._misnamed(provider, name, answer.machine.name))
             if isinstance(answer, Refusal):
                 answer = bounded.believed_room(answer)  # in process too: untrusted
                 if answer.room_ignored:
@@ -398,7 +398,9 @@ class Creations:
         """A Create for ``name`` answered with another machine, ``answered``: not believed. It
         is the provider's FAILED refusal; the machine it named is deleted there (unless a runner
         of ours holds that name) and kept from adoption, and the caller deletes ``name``'s
-        as any refused create's leftover."""
+        as any refused create's leftover. The runner is tried on no other provider: a machine
+        made there with its registration could take a job before it is deleted, so the
+        registration goes (placing.Untrusted)."""
         ctx = self.ctx
         ctx.runners.left[answered] = ctx.clock.now() + ctx.config.timing.left_grace
         if answered not in ctx.runners and answered not in ctx.runners.creating:

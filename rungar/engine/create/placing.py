@@ -10,6 +10,10 @@ engine, ``rungar simulate`` and the test kit all run this same loop.
 
 Room that a create gives back — abandoned, or refused for any reason but being full — is
 reported to ``on_room`` (the provider's holder is to be tried there at once).
+
+A create whose answer is not believed (:class:`Untrusted`: a machine named other than the one
+asked for) is that provider's refusal and ends the attempt: the registration it was handed
+may run on a machine Rungar does not know, so it is never handed to another provider.
 """
 
 from __future__ import annotations
@@ -31,6 +35,16 @@ from rungar.placement.plan import (
     Try,
     plan_placement,
 )
+
+
+class Untrusted(Exception):
+    """A create's answer not believed: its provider's ``refusal``, after which the runner is
+    tried on no other provider."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
 
 CreateFn = Callable[[str], Awaitable[Created | Refusal]]
 DeleteFn = Callable[[str], Awaitable[None]]
@@ -119,6 +133,7 @@ class _Attempt:
     async def run(self, create: CreateFn, delete: DeleteFn, settle: SettleFn) -> Placed | NotPlaced:
         fleet, scale_set, reserve = self.fleet, self.plan.scale_set, self.plan.reserve
         for provider in self.plan.order:
+            untrusted = False
             claim = fleet.claim(scale_set, provider, self.now(), reserve=reserve)
             if isinstance(claim, Skip):
                 self.note(Try(provider, Outcome.SKIPPED, claim.reason))
@@ -135,6 +150,8 @@ class _Attempt:
                 return NotPlaced(f"{provider} did not answer", tuple(self.tries), provider)
             except ProviderError as e:
                 result = Refusal(RefusalKind.FAILED, str(e))
+            except Untrusted as e:
+                result, untrusted = e.refusal, True
             except TimeoutError:
                 self.give_back(claim)
                 refusal = Refusal(RefusalKind.FAILED, RAN_OUT)
@@ -160,6 +177,11 @@ class _Attempt:
                     f"{provider}: {result.message}; its leftover could not be deleted",
                     tuple(self.tries),
                     stranded_on=provider,
+                )
+            if untrusted:
+                return NotPlaced(
+                    f"{provider}: {result.message}; its registration is given to no other provider",
+                    tuple(self.tries),
                 )
         if not self.tries:
             return NotPlaced(self.plan.why_none, ())
