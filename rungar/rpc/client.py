@@ -232,15 +232,15 @@ class GrpcProvider:
             self._drop_channel()
             return
         self._stub = pb_grpc.ProviderStub(channel)
-        if self.reconnects.failing:
+        if state is READY:
             self._watching = asyncio.ensure_future(self._watch(channel))
 
     async def _watch(self, channel: grpc.aio.Channel) -> None:
-        """Until a call on a channel opened after a failure is answered, the channel is closed
-        the moment its connection is lost: the calls in flight on it would otherwise make gRPC
-        connect again, each, at once."""
+        """Until a call on a new channel is answered, the channel is closed the moment its
+        connection is lost: the calls in flight on it would otherwise make gRPC connect again,
+        each, at once."""
         await channel.wait_for_state_change(READY)
-        if channel is self._channel and self.reconnects.failing:
+        if channel is self._channel:
             self.reconnects.broke(CLOSED_SOON)
             self._drop_channel()
 

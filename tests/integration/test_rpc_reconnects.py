@@ -109,6 +109,8 @@ async def test_a_garbage_provider_is_connected_to_at_most_once_a_second(
         assert garbage.connections <= int(seconds) + 1
         assert garbage.shortest_gap() >= A_SECOND, garbage.accepted_at
         assert client.reconnects.attempts == garbage.connections - 1, "every attempt counted"
+        if not preface:  # never made, so tried again each second: never taken for a break
+            assert all("no connection could be made" in e for e in waited), set(waited)
     finally:
         await client.close()
         await garbage.stop()
@@ -124,7 +126,7 @@ async def test_a_provider_answering_garbage_is_waited_on_then_reached_once_it_is
         for _ in range(2):  # the first breaks the connection; the second is told to wait
             with pytest.raises(ProviderUnavailable):
                 await client.list({})
-        assert client.reconnects.left() > 0 and garbage.connections == 1
+        assert client.reconnects.left() > 0
         await garbage.stop()
         # The real provider comes back on the same address: reached after the wait, which
         # the first answer resets.
