@@ -172,9 +172,9 @@ class FaultProxy:
         connection = _Connection(writer)
         self._connections.add(connection)
         try:
-            await self._serve(connection, reader)
-        except (asyncio.CancelledError, OSError):
-            pass
+            # Stopped or cut: the connection ends here either way, as below.
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await self._serve(connection, reader)
         finally:
             self._handlers.discard(task)
             if connection in self._connections:
