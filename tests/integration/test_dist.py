@@ -175,4 +175,6 @@ def test_rungar_demo_runs_from_the_installed_copy(installed: Path, tmp_path: Pat
         timeout=240,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "jobs run" in done.stdout and "7 of 7" in done.stdout
+    # 6 small, 1 large, and the one whose runner fits nowhere, its run cancelled.
+    assert "jobs run" in done.stdout and "8 of 8" in done.stdout
+    assert "1 of them cancelled" in done.stdout
