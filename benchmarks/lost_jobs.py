@@ -16,7 +16,7 @@ Two kinds of loss:
   killed with SIGKILL, as the kernel's OOM killer or a crash would.
 
 ``lost_to_running_s`` p50, p95 and max over 20 jobs of each kind (four batches of five);
-``--quick``: one batch of five.
+``--quick``: one batch of five, and its p95 null (fewer than 20 samples).
 
 Usage: ``python benchmarks/lost_jobs.py [--quick]``.
 """
@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from rungar.simulate.report import nearest_rank  # noqa: E402
 from rungar.testing.fake_provider import GIB, FakeProvider  # noqa: E402
 from rungar.testing.github_emulator.model import Job, JobState  # noqa: E402
 from tests.e2e.daemon_world import DaemonWorld  # noqa: E402
@@ -50,11 +51,14 @@ from tests.e2e.test_runnerd_job_times import runnerd_toml  # noqa: E402
 from tests.e2e.test_runnerd_learning import Host  # noqa: E402
 
 BATCH = 5
+FEWEST = 20  # samples a p95 needs to be quoted
 WAIT = 180.0
 
 
-def emit(metric: str, value: float, unit: str, params: dict[str, Any]) -> None:
-    record = {"bench": "lost_jobs", "metric": metric, "value": round(value, 3), "unit": unit}
+def emit(metric: str, value: float | None, unit: str, params: dict[str, Any]) -> None:
+    """One JSON line; ``value`` None (null) when there is no honest figure to give."""
+    rounded = None if value is None else round(value, 3)
+    record = {"bench": "lost_jobs", "metric": metric, "value": rounded, "unit": unit}
     print(json.dumps({**record, "params": params}), flush=True)
 
 
@@ -93,20 +97,18 @@ async def until(check: Callable[[], Awaitable[Any]], what: str, every: float = 0
     raise TimeoutError(f"never {what} within {WAIT:g} s")
 
 
-class Loss:
+class Loss(Protocol):
     """A kind of machine loss: the world it runs in, and how it loses a runner's machine."""
 
-    name = ""
+    name: str
     world: DaemonWorld
 
-    def started(self, root: Path) -> contextlib.AbstractAsyncContextManager[Loss]:
-        raise NotImplementedError
+    def started(self, root: Path) -> contextlib.AbstractAsyncContextManager[Loss]: ...
 
-    async def lose(self, runner: str) -> None:
-        raise NotImplementedError
+    async def lose(self, runner: str) -> None: ...
 
 
-class FakeLoss(Loss):
+class FakeLoss:
     name = "fake"
 
     @contextlib.asynccontextmanager
@@ -131,7 +133,7 @@ class FakeLoss(Loss):
         await self.world.providers["host"].delete(runner)
 
 
-class RunnerdLoss(Loss):
+class RunnerdLoss:
     name = "runnerd"
 
     @contextlib.asynccontextmanager
@@ -218,13 +220,6 @@ async def batch(loss: Loss, round_: int) -> list[float]:
     return [again[r] - seen[r] for r in by_runner]
 
 
-def percentile(values: list[float], share: float) -> float:
-    """The nearest-rank percentile."""
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * share // 1))
-    return ordered[int(rank) - 1]
-
-
 async def run(quick: bool) -> None:
     rounds = 1 if quick else 4
     for kind in (FakeLoss, RunnerdLoss):
@@ -239,8 +234,10 @@ async def run(quick: bool) -> None:
         finally:
             shutil.rmtree(root, ignore_errors=True)
         params = {"loss": loss.name, "samples": len(samples), "batch": BATCH}
-        emit("lost_to_running_s_p50", percentile(samples, 0.5), "s", params)
-        emit("lost_to_running_s_p95", percentile(samples, 0.95), "s", params)
+        emit("lost_to_running_s_p50", nearest_rank(samples, 0.5), "s", params)
+        # A p95 of fewer than FEWEST samples would only be their largest: null (--quick).
+        p95 = nearest_rank(samples, 0.95) if len(samples) >= FEWEST else None
+        emit("lost_to_running_s_p95", p95, "s", params)
         emit("lost_to_running_s_max", max(samples), "s", params)
 
 
