@@ -148,22 +148,13 @@ def figures_by_app(
     return found
 
 
-async def read_commands() -> Any:
-    """Lines from stdin, one at a time, without blocking the loop; '' at end of file."""
-    loop = asyncio.get_running_loop()
-    while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        yield line.strip()
-        if not line:
-            return
-
-
 async def run_emulator(limit: float, window: float, apps: int, keys: str) -> None:
     """The emulator in a process of its own (``--role emulator``), so the daemon's process CPU
     is the daemon's alone; spoken to by lines (``polled``, ``queue N LABEL``, ``refused``,
     ``records``). With ``apps`` above 1 it knows that many Apps, their public keys in the
     folder ``keys`` (``N.pub``), each with an installation of its own."""
     from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator, JobSpec
+    from rungar.testing.line_child import read_commands
 
     more: dict[str, Any] = {}
     if apps > 1:

@@ -103,19 +103,11 @@ def most_in_window(times: Sequence[float], window: float) -> int:
     return most
 
 
-async def read_commands() -> Any:
-    loop = asyncio.get_running_loop()
-    while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        yield line.strip()
-        if not line:
-            return
-
-
 async def run_emulator(window: float) -> None:
     """The emulator in a process of its own, spoken to by lines (``polled``, ``queue N``,
     ``records``)."""
     from rungar.testing.github_emulator import EmulatorOptions, GitHubEmulator, JobSpec
+    from rungar.testing.line_child import read_commands
 
     options = EmulatorOptions(
         long_poll_seconds=50.0,

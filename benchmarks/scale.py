@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from rungar.testing.line_child import Child, cpu_seconds, rss_mib_now
+from rungar.testing.line_child import Child, cpu_seconds, read_commands, rss_mib_now
 
 RUNNER = {"vcpus": 2, "memory": "4GiB"}
 PROVIDERS_PER_SCALE_SET = 5
@@ -158,15 +158,6 @@ def match_latencies(
 
 
 # --- helper processes ------------------------------------------------------------------------
-
-
-async def read_commands() -> Any:
-    loop = asyncio.get_running_loop()
-    while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
-        yield line.strip()
-        if not line:
-            return
 
 
 def quiet_structlog(file: TextIO) -> None:

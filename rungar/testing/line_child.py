@@ -1,4 +1,5 @@
-"""For process-based benchmarks and soaks: a child spoken to by lines, and /proc readings.
+"""For process-based benchmarks and soaks: a child spoken to by lines (both sides), and /proc
+readings.
 
 A benchmark runs its emulator, providers and daemons as children of its own script (each
 started as ``python <script> --role ...``), so each one's CPU and memory are its own.
@@ -12,7 +13,19 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
+
+
+async def read_commands() -> AsyncIterator[str]:
+    """The child's side: lines from stdin, one at a time, without blocking the loop; '' at end
+    of file, and then no more."""
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        yield line.strip()
+        if not line:
+            return
 
 
 class Child:
