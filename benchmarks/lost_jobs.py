@@ -8,17 +8,25 @@ runner is gone, through the emulator's ``lost`` route, and fails the job, as Git
 it stops hearing from a runner) until the job's re-run attempt is running on a new runner:
 GitHub's report of the failure, Rungar's re-run, a new runner made, booted and given the job.
 
-Two kinds of loss:
+Four kinds of loss:
 
 - ``fake``: the loopback fake provider of the end-to-end tests deletes the machine (its runner
   process is killed);
 - ``runnerd``: a real ``runnerd serve`` host (process runtime): the runner's process group is
-  killed with SIGKILL, as the kernel's OOM killer or a crash would.
+  killed with SIGKILL, as the kernel's OOM killer or a crash would;
+- ``gcp``: the gcp plugin on the local GCE fake; the instance is deleted through the fake's
+  REST API (``instances.delete``), as an operator would;
+- ``aws``: the aws plugin on moto's server; the instance is terminated through boto3
+  (TerminateInstances), as the console or a Spot reclaim would.
+
+The clouds' machines are booted as in the demo: a booter (``rungar.demo.cloudboot``) reads each
+new instance's JIT config over the cloud's API and runs ``rungar fake-runner`` with it, and
+stops that runner when the instance is gone (tests/e2e/cloud_world.py).
 
 ``lost_to_running_s`` p50, p95 and max over 20 jobs of each kind (four batches of five);
 ``--quick``: one batch of five, and its p95 null (fewer than 20 samples).
 
-Usage: ``python benchmarks/lost_jobs.py [--quick]``.
+Usage: ``python benchmarks/lost_jobs.py [--quick] [--kind KIND ...]`` (every kind by default).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ if str(ROOT) not in sys.path:
 from rungar.simulate.report import nearest_rank  # noqa: E402
 from rungar.testing.fake_provider import GIB, FakeProvider  # noqa: E402
 from rungar.testing.github_emulator.model import Job, JobState  # noqa: E402
+from tests.e2e.cloud_world import AWS_CREDENTIALS, AwsCloud, Cloud, GcpCloud  # noqa: E402
 from tests.e2e.daemon_world import DaemonWorld  # noqa: E402
 from tests.e2e.test_runnerd_job_times import runnerd_toml  # noqa: E402
 from tests.e2e.test_runnerd_learning import Host  # noqa: E402
@@ -169,6 +178,41 @@ class RunnerdLoss:
         os.killpg(int(record["pid"]), signal.SIGKILL)
 
 
+class CloudLoss:
+    """A cloud's plugin, started by the daemon, on that cloud's fake with its booter."""
+
+    def __init__(self, name: str, cloud: Callable[[Path], Cloud]) -> None:
+        self.name = name
+        self.make_cloud = cloud
+
+    @contextlib.asynccontextmanager
+    async def started(self, root: Path) -> AsyncIterator[Loss]:
+        self.cloud = self.make_cloud(root)
+        self.world = DaemonWorld(root, {})
+        try:
+            self.cloud.start()
+            await self.world.start(
+                {
+                    "version": 1,
+                    "timing": timing(),
+                    "providers": [self.cloud.provider(self.name)],
+                    "scale_sets": [scale_set(self.name)],
+                }
+            )
+            yield self
+        finally:
+            await self.world.stop()
+            self.cloud.stop()
+
+    async def lose(self, runner: str) -> None:
+        await asyncio.to_thread(self.cloud.lose, runner)
+
+
+def aws_cloud(root: Path) -> Cloud:
+    os.environ.update(AWS_CREDENTIALS)  # the booter's boto3, and the plugin's by inheritance
+    return AwsCloud(root)
+
+
 def jobs(world: DaemonWorld) -> list[Job]:
     return list(world.emulator.state.jobs.values())
 
@@ -220,10 +264,18 @@ async def batch(loss: Loss, round_: int) -> list[float]:
     return [again[r] - seen[r] for r in by_runner]
 
 
-async def run(quick: bool) -> None:
+KINDS: dict[str, Callable[[], Loss]] = {
+    "fake": FakeLoss,
+    "runnerd": RunnerdLoss,
+    "gcp": lambda: CloudLoss("gcp", GcpCloud),
+    "aws": lambda: CloudLoss("aws", aws_cloud),
+}
+
+
+async def run(quick: bool, kinds: list[str]) -> None:
     rounds = 1 if quick else 4
-    for kind in (FakeLoss, RunnerdLoss):
-        loss = kind()
+    for kind in kinds:
+        loss = KINDS[kind]()
         root = Path(tempfile.mkdtemp(prefix="rg-lost-", dir="/tmp"))
         samples: list[float] = []
         try:
@@ -244,11 +296,17 @@ async def run(quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="one batch of five per kind")
+    parser.add_argument(
+        "--kind", choices=sorted(KINDS), action="append", help="only this kind (repeatable)"
+    )
     args = parser.parse_args()
+    import logging
+
     import structlog
 
     structlog.configure(logger_factory=structlog.ReturnLoggerFactory())  # stdout is for JSON
-    asyncio.run(run(args.quick))
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
+    asyncio.run(run(args.quick, args.kind or list(KINDS)))
 
 
 if __name__ == "__main__":
