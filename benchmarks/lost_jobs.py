@@ -26,7 +26,7 @@ stops that runner when the instance is gone (tests/e2e/cloud_world.py).
 ``lost_to_running_s`` p50, p95 and max over 20 jobs of each kind (four batches of five);
 ``--quick``: one batch of five, and its p95 null (fewer than 20 samples).
 
-Usage: ``python benchmarks/lost_jobs.py [--quick] [--kind KIND ...]`` (every kind by default).
+Usage: ``python benchmarks/lost_jobs.py [--quick] [--kind KIND]...`` (every kind by default).
 """
 
 from __future__ import annotations
