@@ -49,6 +49,7 @@ PURE = [
     "rungar/usage",
     "rungar/model",
     "rungar/engine/reconcile/adoption",
+    "rungar/engine/reconcile/given_up_plan",
     "rungar/engine/reconcile/ownership",
     "rungar/engine/reconcile/sightings",
     "rungar/engine/jobs/reason_plan",

@@ -124,13 +124,13 @@ MUTANTS: tuple[Mutant, ...] = (
         "ticket.answered()\n",
         (f"{UNIT}::test_a_turn_cancelled_as_it_is_granted_gives_its_moment_back",),
     ),
-    # Creates: a stranded one keeps its intent; an unsettled one is not deleted.
+    # Creates: a stranded one is kept as given up on; an unsettled one is not deleted.
     Mutant(
-        "stranded-create-clears-its-intent",
+        "stranded-create-is-not-kept-as-given-up-on",
         "rungar/engine/create/creating.py",
-        "        if not result.stranded_on:\n            ctx.store.clear_intent(name)\n",
-        "        ctx.store.clear_intent(name)\n",
-        (f"{SIM}::test_a_create_stranded_on_a_provider_keeps_its_intent",),
+        "            self._given_up(name, scale_set, result.stranded_on)\n",
+        "            pass\n",
+        (f"{SIM}::test_a_create_stranded_on_a_provider_is_kept_as_given_up_on_there",),
     ),
     Mutant(
         "unsettled-create-is-deleted",

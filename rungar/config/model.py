@@ -47,7 +47,9 @@ class Timing:
     backoff_max: float = 120.0
     hold: float | None = None
     unreachable_grace: float = 300.0  # runners of an unreachable provider kept this long
-    left_grace: float = 60.0  # a machine left by a removal is not adopted before this
+    # A create given up on while its machine may still be made: its name is kept this long
+    # after its provider first lists without that machine (rungar.engine.reconcile.given_up_plan)
+    left_grace: float = 60.0
     delete_timeout: float = 120.0
     deadline_grace: float = 600.0  # machine deadline = max_age + reconcile_interval + this
     provider_timeout: float = 10.0  # List, Info, ValidateRunner, UpdateRunner; not Create/Delete

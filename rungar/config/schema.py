@@ -554,7 +554,11 @@ TIMING_NOTES = {
     "backoff_max": "Longest skip; at least backoff_first.",
     "hold": "How long a priority hold lasts; unset = 2 × reconcile_interval.",
     "unreachable_grace": "Runners of an unreachable provider are kept this long.",
-    "left_grace": "A machine left by a removal is not adopted before this.",
+    "left_grace": (
+        "A create given up on while its machine may still be made: its name is kept this long "
+        "after its provider first lists without that machine, so a machine that appears late "
+        "is deleted, not adopted."
+    ),
     "deadline_grace": "Machine deadline = max_age + reconcile_interval + this.",
     "delete_timeout": "Deadline of each Delete call to a provider.",
     "provider_timeout": (

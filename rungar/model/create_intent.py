@@ -16,3 +16,21 @@ class CreateIntent:
     runner_id: int = 0
     provider: str = ""
     created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GivenUpCreate:
+    """A create the daemon gave up on while a machine of its name may be left on ``provider``
+    (its Create or the Delete of its leftover got no answer in time): kept so that machine, if
+    it appears, is deleted rather than adopted (rungar.engine.reconcile.given_up).
+
+    ``given_up_at``: when it was given up; ``listed_at``: when ``provider`` first answered a
+    listing asked for after that (0: not yet); ``seen``: such a listing showed its machine,
+    and it was asked to be deleted."""
+
+    runner: str
+    scale_set: str
+    provider: str
+    given_up_at: float
+    listed_at: float = 0.0
+    seen: bool = False

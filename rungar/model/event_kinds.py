@@ -31,6 +31,10 @@ EVENT_ACTIONS: dict[tuple[str, str], str] = {
         "runner (runner_version, output)"
     ),
     ("runner", "lost"): "its provider did not answer for unreachable_grace; it is forgotten",
+    ("runner", "left_behind"): (
+        "the machine of a create given up on appeared on its provider afterwards; it is deleted "
+        "there, never adopted (machine_state)"
+    ),
     ("provider", "full"): "it refused a create FULL (resource, refusals)",
     ("provider", "failing"): "it refused a create FAILED or INVALID (refusal, refusals)",
     ("provider", "unreachable"): "it did not answer a call; nothing is placed on it",

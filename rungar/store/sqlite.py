@@ -1,9 +1,10 @@
-"""SQLite state (WAL): backoffs, crash loops, holds, create intents, the runners the daemon
-tracks, the listeners' last message ids, scale-set and session ids (in a small key-value ``meta``
-table), and when each scale set's recent jobs were assigned (the warm pool's history, pruned by
-age), and the jobs lost with their machine and those re-run (``rerun_lost_jobs``, pruned by
-age), so a restart never re-runs a job twice. Its companions keep their own tables in the same
-database: the jobs served (:mod:`rungar.store.usage`) and the job reasons standing on GitHub
+"""SQLite state (WAL): backoffs, crash loops, holds, create intents and the creates given up
+on with a machine maybe left behind, the runners the daemon tracks, the listeners' last message
+ids, scale-set and session ids (in a small key-value ``meta`` table), and when each scale set's
+recent jobs were assigned (the warm pool's history, pruned by age), and the jobs lost with their
+machine and those re-run (``rerun_lost_jobs``, pruned by age), so a restart never re-runs a job
+twice. Its companions keep their own tables in the same database: the jobs served
+(:mod:`rungar.store.usage`) and the job reasons standing on GitHub
 (:mod:`rungar.store.notices`).
 
 Tables are created when missing, so a database written by an earlier release gains the new ones
@@ -14,7 +15,9 @@ tell. The runners are kept for a provider that does not answer when the daemon s
 last knew of them still counts against the limits until that provider lists again. Each
 create's intent is written *before* the provider is called, with its idempotency key, so a
 crash between intent and answer is settled on restart: the machine is adopted if it exists,
-its registration removed if it does not. Backoffs and holds are kept with absolute
+its registration removed if it does not. A create given up on while its machine may still be
+made is kept by name and provider until that provider's listings settle it, so a machine that
+appears late is deleted, never adopted. Backoffs and holds are kept with absolute
 times, so a restart resumes them with their remaining time. No secret is ever stored.
 
 A database that is not one, or fails SQLite's quick check, is moved aside to
@@ -40,6 +43,7 @@ import structlog
 
 from rungar.errors import StateError
 from rungar.model.create_intent import CreateIntent as CreateIntent  # its home; kept here too
+from rungar.model.create_intent import GivenUpCreate
 from rungar.placement.backoff import Backoff
 from rungar.placement.holds import Hold
 from rungar.store.files import private_database
@@ -65,6 +69,9 @@ CREATE TABLE IF NOT EXISTS intents (
     runner TEXT PRIMARY KEY, scale_set TEXT NOT NULL, request_id TEXT NOT NULL,
     runner_id INTEGER NOT NULL DEFAULT 0, provider TEXT NOT NULL DEFAULT '',
     created_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS given_up (
+    runner TEXT PRIMARY KEY, scale_set TEXT NOT NULL, provider TEXT NOT NULL,
+    given_up_at REAL NOT NULL, listed_at REAL NOT NULL, seen INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS runners (
     name TEXT PRIMARY KEY, scale_set TEXT NOT NULL, provider TEXT NOT NULL,
     revision TEXT NOT NULL, created_at REAL NOT NULL, runner_id INTEGER NOT NULL,
@@ -342,6 +349,35 @@ class SqliteStore:
         return [
             CreateIntent(str(r), str(s), str(q), int(i), str(p), float(c))
             for r, s, q, i, p, c in rows
+        ]
+
+    # ------------------------------------------------------------ creates given up on
+
+    def keep_given_up(self, given_up: GivenUpCreate) -> None:
+        """Save ``given_up``, replacing what was kept under its runner's name."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO given_up VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    given_up.runner,
+                    given_up.scale_set,
+                    given_up.provider,
+                    given_up.given_up_at,
+                    given_up.listed_at,
+                    int(given_up.seen),
+                ),
+            )
+
+    def forget_given_up(self, runner: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM given_up WHERE runner = ?", (runner,))
+
+    def given_up(self) -> list[GivenUpCreate]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM given_up ORDER BY given_up_at").fetchall()
+        return [
+            GivenUpCreate(str(r), str(s), str(p), float(at), float(listed), bool(seen))
+            for r, s, p, at, listed, seen in rows
         ]
 
     # ------------------------------------------------------------ tracked runners

@@ -199,16 +199,22 @@ def given_up(stack: PartitionStack) -> set[str]:
     }
 
 
-def readopted(events: list[dict[str, Any]]) -> list[str]:
-    """Runners adopted after the daemon had removed them: a deletion undone."""
+def readopted(events: list[dict[str, Any]], given_up: set[str]) -> list[str]:
+    """Runners adopted after the daemon had removed them (a deletion undone), or whose create it
+    had given up on (``given_up``: a machine it let go of before it was even made)."""
     removed: set[str] = set()
     found = []
     for e in events:
         if e["action"] == "removed":
             removed.add(e["name"])
-        elif e["action"] == "adopted" and e["name"] in removed:
+        elif e["action"] == "adopted" and e["name"] in removed | given_up:
             found.append(e["name"])
     return found
+
+
+def left_behind(events: list[dict[str, Any]]) -> list[str]:
+    """Machines of creates given up on that appeared afterwards, and were deleted."""
+    return [e["name"] for e in events if e["action"] == "left_behind"]
 
 
 async def run_load(stack: PartitionStack, jobs: int, every: float, seconds: float) -> None:

@@ -192,10 +192,10 @@ async def test_a_runner_that_takes_a_job_while_its_replacement_starts_is_kept(
     assert await replace_on_room(taken, job_meanwhile=True) == []
 
 
-# Creates: a stranded one keeps its intent; one left unsettled is not deleted.
+# Creates: a stranded one is kept as given up on; one left unsettled is not deleted.
 
 
-async def test_a_create_stranded_on_a_provider_keeps_its_intent(world: World) -> None:
+async def test_a_create_stranded_on_a_provider_is_kept_as_given_up_on_there(world: World) -> None:
     dear = world.providers["dear"]
     cheap = world.providers["cheap"]
     cheap.refuse(RefusalKind.FULL, always=True)
@@ -205,9 +205,12 @@ async def test_a_create_stranded_on_a_provider_keeps_its_intent(world: World) ->
     await world.engine.drain_tasks()
     assert not world.engine.runners.names(), "not placed"
     (left,) = [m.name for m in dear.machines]
-    intents = world.engine.store.intents()
-    assert [(i.runner, i.provider) for i in intents] == [(left, "dear")]
-    assert left in world.engine.runners.left, "kept from adoption for left_grace"
+    given_up = world.engine.store.given_up()
+    assert [(g.runner, g.provider) for g in given_up] == [(left, "dear")]
+    assert world.engine.store.intents() == [], "given up on: not a create cut short"
+    await world.engine.reconcile()
+    assert left not in world.engine.runners, "never adopted"
+    assert left not in {m.name for m in dear.machines}, "deleted as left behind"
 
 
 async def test_a_create_left_unsettled_is_not_deleted(world: World) -> None:
@@ -224,7 +227,7 @@ async def test_a_create_left_unsettled_is_not_deleted(world: World) -> None:
     assert not world.engine.runners.names(), "not placed"
     assert dear.calls["create"] == 3 and dear.calls["delete"] == 0
     (left,) = [m.name for m in dear.machines]
-    assert [i.runner for i in world.engine.store.intents()] == [left]
+    assert [g.runner for g in world.engine.store.given_up()] == [left], "settled by a listing"
 
 
 # The listener's retry, slowed while the API budget runs low.

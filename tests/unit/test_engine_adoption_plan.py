@@ -1,6 +1,6 @@
 """The reconcile pass's adoption plan: a pure function of the listings, the tracked runners, the
-create intents and ``now``. (Adopting an intent's machine a second time as ``untracked``, or
-adopting a name in flight, fails these.)"""
+create intents and the creates given up on. (Adopting an intent's machine a second time as
+``untracked``, or adopting a name in flight, fails these.)"""
 
 from __future__ import annotations
 
@@ -30,8 +30,7 @@ def plan(
     intents: list[CreateIntent] | None = None,
     tracked: set[str] | None = None,
     creating: set[str] | None = None,
-    kept_until: dict[str, float] | None = None,
-    now: float = 100.0,
+    given_up: set[str] | None = None,
 ) -> AdoptionPlan:
     return plan_adoption(
         machines=machines or {},
@@ -39,9 +38,8 @@ def plan(
         intents=intents or [],
         tracked=tracked or set(),
         creating=creating or set(),
-        kept_until=kept_until or {},
+        given_up=given_up or set(),
         installation=OURS,
-        now=now,
     )
 
 
@@ -76,10 +74,14 @@ def test_an_untracked_machine_of_ours_is_adopted_and_one_of_another_installation
     assert [(a.machine.name, a.why) for a in found.adopt] == [("mine", UNTRACKED)]
 
 
-def test_a_name_kept_from_adoption_waits_until_its_time_then_is_forgotten_and_adopted() -> None:
-    machines = {"stranded": machine("stranded")}
-    waiting = plan(machines=machines, kept_until={"stranded": 150.0}, now=100.0)
-    assert waiting.adopt == () and waiting.forgotten == ()
-    later = plan(machines=machines, kept_until={"stranded": 150.0}, now=151.0)
-    assert later.forgotten == ("stranded",)
-    assert [a.machine.name for a in later.adopt] == ["stranded"]
+def test_a_machine_of_a_create_given_up_on_is_never_adopted_and_its_intent_is_cleared() -> None:
+    machines = {"given-up": machine("given-up"), "other": machine("other")}
+    found = plan(
+        machines=machines,
+        intents=[CreateIntent("given-up", "linux", "req", runner_id=3)],
+        given_up={"given-up"},
+    )
+    assert [a.machine.name for a in found.adopt] == ["other"]
+    assert found.cleared == ("given-up",) and found.settled == ()
+    untracked = plan(machines=machines, given_up={"given-up"})
+    assert [a.machine.name for a in untracked.adopt] == ["other"]

@@ -113,7 +113,6 @@ class RunnerTable:
         self._by_provider: dict[str, dict[str, RunnerRecord]] = {}
         self._providers_of: dict[str, dict[str, int]] = {}  # scale set -> provider -> runners
         self.creating = CreatesInFlight()
-        self.left: dict[str, float] = {}  # stranded names kept from adoption until this time
         # The last runners dropped, newest last: a job lost with its machine completes after
         # its runner is gone, and is still booked to the provider that held it.
         self._gone: OrderedDict[str, RunnerRecord] = OrderedDict()

@@ -34,7 +34,7 @@ from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
 from rungar.github.exceptions import RegistrationThrottled
 from rungar.github.registrations import Ticket
 from rungar.model import bounded, sentences
-from rungar.model.create_intent import CreateIntent
+from rungar.model.create_intent import CreateIntent, GivenUpCreate
 from rungar.model.labels import machine_labels
 from rungar.model.machine import (
     Created,
@@ -218,8 +218,11 @@ class Creations:
         return record
 
     async def _give_up(self, scale_set: str, intent: CreateIntent, result: NotPlaced) -> None:
-        """No provider took the runner: its registration goes, and its intent with it unless
-        a machine may be left behind (then the reconcile pass settles it)."""
+        """No provider took the runner: its registration goes, then its intent. When a machine
+        may be left behind (``stranded_on``: its Create, or the Delete of its leftover, got no
+        answer; a Create held up in a partition may still reach the provider), the runner is
+        first kept as given up on that provider: that machine, if it appears, is deleted and
+        never adopted (rungar.engine.reconcile.given_up_plan)."""
         ctx = self.ctx
         name = intent.runner
         ctx.metrics.scale_up_failures.labels(scale_set, "no_capacity").inc()
@@ -229,15 +232,20 @@ class Creations:
             runner=name,
             reason=result.reason,
             plan=str(result.plan),
+            stranded_on=result.stranded_on,
         )
         if result.stranded_on:
-            ctx.runners.left[name] = ctx.clock.now() + ctx.config.timing.left_grace
+            self._given_up(name, scale_set, result.stranded_on)
         if all(t.outcome is Outcome.SKIPPED for t in result.tries):
             ctx.store.write_intent(intent)  # no Create was asked: its id is not written
         with contextlib.suppress(GitHubError):
             await ctx.github.remove_runner(intent.runner_id)
-        if not result.stranded_on:
-            ctx.store.clear_intent(name)
+        ctx.store.clear_intent(name)
+
+    def _given_up(self, name: str, scale_set: str, provider: str) -> None:
+        """Keep ``name`` as a create given up on while ``provider`` may still make its machine."""
+        ctx = self.ctx
+        ctx.store.keep_given_up(GivenUpCreate(name, scale_set, provider, ctx.clock.now()))
 
     async def _place(
         self,
@@ -281,7 +289,8 @@ class Creations:
                 within(ctx.clock, asked.budget, ctx.providers[provider].create(asked)),
             )
             if isinstance(answer, Created) and answer.machine.name != name:
-                raise Untrusted(await self._misnamed(provider, name, answer.machine.name))
+                refusal = await self._misnamed(config.name, provider, name, answer.machine.name)
+                raise Untrusted(refusal)
             if isinstance(answer, Refusal):
                 answer = bounded.believed_room(answer)  # in process too: untrusted
                 if answer.room_ignored:
@@ -313,12 +322,11 @@ class Creations:
                 if answer.machine.name == name:
                     return answer
                 # Not believed: not settled, and the runner's own machine is deleted below.
-                await self._misnamed(provider, name, answer.machine.name)
+                await self._misnamed(config.name, provider, name, answer.machine.name)
             elif isinstance(answer, Unsettled):
                 return None
             with contextlib.suppress(ProviderError, TimeoutError):
                 await delete(provider)
-                ctx.runners.left.pop(name, None)
             return None
 
         # Decided now, after the registration's await, from the fleet as it stands; then carried
@@ -394,16 +402,16 @@ class Creations:
             self.ctx.events.record("github_app", app, "failing", message=sentence, error=error)
             log.warning("github.app_failing", app=app, error=error, sentence=sentence)
 
-    async def _misnamed(self, provider: str, name: str, answered: str) -> Refusal:
+    async def _misnamed(self, scale_set: str, provider: str, name: str, answered: str) -> Refusal:
         """A Create for ``name`` answered with another machine, ``answered``: not believed. It
         is the provider's FAILED refusal; the machine it named is deleted there (unless a runner
-        of ours holds that name) and kept from adoption, and the caller deletes ``name``'s
-        as any refused create's leftover. The runner is tried on no other provider: a machine
-        made there with its registration could take a job before it is deleted, so the
-        registration goes (placing.Untrusted)."""
+        of ours holds that name) and kept as a create given up on, so it is never adopted, and
+        the caller deletes ``name``'s as any refused create's leftover. The runner is tried on
+        no other provider: a machine made there with its registration could take a job before
+        it is deleted, so the registration goes (placing.Untrusted)."""
         ctx = self.ctx
-        ctx.runners.left[answered] = ctx.clock.now() + ctx.config.timing.left_grace
         if answered not in ctx.runners and answered not in ctx.runners.creating:
+            self._given_up(answered, scale_set, provider)
             with contextlib.suppress(ProviderError, TimeoutError):
                 await self._delete_leftover(provider, answered)
         log.warning("provider.misnamed_create", provider=provider, runner=name, answered=answered)

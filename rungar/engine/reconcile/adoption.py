@@ -1,5 +1,5 @@
 """Which listed machines a reconcile pass adopts, and which create intents it settles: a pure
-plan from what the providers listed, what the daemon tracks and what the store kept, and ``now``
+plan from what the providers listed, what the daemon tracks and what the store kept
 (docs/architecture.md: a reconcile pass).
 
 The pass acts on the plan afterwards (adopts, removes registrations, clears intents), so nothing
@@ -10,7 +10,7 @@ flight when the plan was made is never touched.
 from __future__ import annotations
 
 from collections.abc import Collection, Container, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rungar.model import labels as L
 from rungar.model.create_intent import CreateIntent
@@ -36,8 +36,6 @@ class AdoptionPlan:
     cleared: tuple[str, ...] = ()
     # Intents a crash cut short whose machine no provider lists: registration removed, settled.
     settled: tuple[CreateIntent, ...] = ()
-    # Names kept from adoption whose time is up: forgotten.
-    forgotten: tuple[str, ...] = field(default=())
 
 
 def plan_adoption(
@@ -47,16 +45,17 @@ def plan_adoption(
     intents: Sequence[CreateIntent],
     tracked: Collection[str],
     creating: Container[str],
-    kept_until: Mapping[str, float],
+    given_up: Container[str],
     installation: str,
-    now: float,
     doubtful: Container[str] = frozenset(),
     dropped: Container[str] = frozenset(),
 ) -> AdoptionPlan:
     """``machines`` by runner name (with their provider) from this pass's listings;
     ``every_listed``: every provider answered; ``tracked``: runners the daemon has records of;
-    ``creating``: names of creates in flight; ``kept_until``: names kept from adoption (a
-    stranded create's) until then; ``doubtful``: names listed in a way not believed this pass
+    ``creating``: names of creates in flight; ``given_up``: names of creates given up on while
+    a machine may be left behind, never adopted (their machine is deleted,
+    :mod:`rungar.engine.reconcile.given_up_plan`; an intent a crash left beside one is cleared);
+    ``doubtful``: names listed in a way not believed this pass
     (neither adopted nor settled); ``dropped``: names tracked or being created when the
     listings were asked for and let go since: a listing older than that is not believed about
     them (their machine may be deleted since), so they are not adopted."""
@@ -67,6 +66,9 @@ def plan_adoption(
     # Intents left by a crash (never those of creates in flight now).
     for intent in intents:
         if intent.runner in creating or intent.runner in doubtful:
+            continue
+        if intent.runner in given_up:
+            cleared.append(intent.runner)
             continue
         if intent.runner in machines:
             cleared.append(intent.runner)
@@ -81,16 +83,11 @@ def plan_adoption(
         elif every_listed:
             settled.append(intent)
     # What nobody tracks.
-    forgotten: list[str] = []
     for name, (provider, machine) in machines.items():
-        if name in taken or name in creating or name in dropped:
+        if name in taken or name in creating or name in dropped or name in given_up:
             continue
-        if name in kept_until:
-            if kept_until[name] > now:
-                continue
-            forgotten.append(name)
         if machine.labels.get(L.INSTALLATION) != installation:
             continue
         adopt.append(Adopt(provider, machine, UNTRACKED))
         taken.add(name)
-    return AdoptionPlan(tuple(adopt), tuple(cleared), tuple(settled), tuple(forgotten))
+    return AdoptionPlan(tuple(adopt), tuple(cleared), tuple(settled))

@@ -101,7 +101,10 @@ def recall(ctx: EngineContext) -> RunnerKeeper:
             keeper.saved[runner.name] = runner
         else:  # a provider no longer configured: never listed again, as before a restart
             store.forget_runner(runner.name)
+    given_up = {entry.runner for entry in store.given_up()}  # never adopted: not recalled
     for intent in store.intents():
+        if intent.runner in given_up:
+            continue
         if intent.provider in ctx.providers and intent.runner not in table:
             # Its machine may exist: the provider was asked to create it.
             kept_intent = KeptRunner(

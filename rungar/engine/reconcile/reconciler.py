@@ -6,7 +6,9 @@
 2. Settle create intents a crash left behind: adopt the machine if it exists, otherwise remove
    the registration (by its id, or by name in GitHub's list when the crash came before the id
    was known) — once every provider has been listed, so nothing is judged on half a view.
-3. Adopt labelled machines nobody tracks (not being created, not left recently).
+3. Delete the machines of creates given up on (their Create or its leftover's Delete got no
+   answer), listed by the provider they were given up on after the give-up: never adopted.
+   Adopt the other labelled machines nobody tracks (not being created, not let go meanwhile).
 4. Machines that are gone or stopped end their runners; GitHub's view of each runner is synced
    and whatever can no longer serve is removed (at most one replacement per pass).
 5. Leaving machines are deleted, concurrently (bounded), and retried every pass; each still
@@ -17,10 +19,11 @@
    sets are warned about (:mod:`rungar.engine.core.leftovers`).
 7. Counts are re-synced into placement, backoffs and holds saved, and every decision retried.
 
-Steps 2 and 3 are one pure plan (:func:`rungar.engine.reconcile.adoption.plan_adoption`), step
-4's machines another (:func:`rungar.engine.reconcile.sightings.plan_sightings`), each carried out
-after it is made; in the later steps too each decision is taken before the awaits that carry it out,
-never between two of them.
+Steps 2 and 3 are pure plans (:func:`rungar.engine.reconcile.given_up_plan.plan_given_up`,
+:func:`rungar.engine.reconcile.adoption.plan_adoption`), step 4's machines another
+(:func:`rungar.engine.reconcile.sightings.plan_sightings`), each carried out after it is made;
+in the later steps too each decision is taken before the awaits that carry it out, never between
+two of them.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ from rungar.engine.jobs.book import JobBook
 from rungar.engine.jobs.scaler import Scaler
 from rungar.engine.reconcile import sightings as S
 from rungar.engine.reconcile.adoption import INTERRUPTED_CREATE, UNTRACKED, plan_adoption
+from rungar.engine.reconcile.given_up import settle_given_up
+from rungar.engine.reconcile.given_up_plan import plan_given_up
 from rungar.engine.reconcile.listing_faults import note_listing_faults
 from rungar.engine.reconcile.ownership import SortedListings, sort_listings
 from rungar.engine.reconcile.recall import RunnerKeeper, settle_recalled
@@ -122,6 +127,15 @@ async def github_view(ctx: EngineContext) -> dict[str, dict[str, RunnerStatus]] 
         if name is not None:
             view[name][runner.name] = runner
     return view
+
+
+def _busy(registrations: dict[str, dict[str, RunnerStatus]] | None) -> set[str] | None:
+    """The runner names GitHub lists as busy; None when GitHub could not be asked."""
+    if registrations is None:
+        return None
+    return {
+        name for found in registrations.values() for name, status in found.items() if status.busy
+    }
 
 
 # Why a machine was adopted: the ``why`` attribute of its ``adopted`` event, and the message.
@@ -413,11 +427,16 @@ class Reconciler:
         # What the daemon tracked when the listings were asked for: whatever of it is let go
         # while they are awaited is not adopted again from them (step 3).
         known_before = ctx.runners.names() | ctx.runners.creating.names()
+        # Only these creates were given up on before the listings were asked for: only their
+        # machines can be judged from them.
+        given_up_before = {entry.runner for entry in ctx.store.given_up()}
         listings = await list_providers(ctx)
         every_listed = all(m is not None for m in listings.values())
-        # Each runner is judged by its own provider's listing only
-        # (rungar.engine.reconcile.ownership).
-        holders = {record.name: record.provider for record in ctx.runners}
+        # Each runner is judged by its own provider's listing only, and a create given up on by
+        # the listing of the provider it was given up on (rungar.engine.reconcile.ownership).
+        given_up = ctx.store.given_up()
+        holders = {entry.runner: entry.provider for entry in given_up}
+        holders |= {record.name: record.provider for record in ctx.runners}
         listed = sort_listings(listings, holders, ctx.installation)
         note_listing_faults(ctx, listed.faults)
         machines = listed.machines
@@ -425,6 +444,19 @@ class Reconciler:
         # runners recalled from the state database, on providers that answered
         settle_recalled(ctx, listings, machines, now, partial(_adopt, ctx), listed.doubtful)
         registrations = await github_view(ctx)
+        given_up_plan = plan_given_up(
+            given_up,
+            listings=listings,
+            machines=machines,
+            before_listing=given_up_before,
+            held=ctx.runners.names() | ctx.runners.creating.names(),
+            busy=_busy(registrations),
+            now=now,
+            left_grace=ctx.config.timing.left_grace,
+            unreachable_grace=ctx.config.timing.unreachable_grace,
+            doubtful=listed.doubtful,
+        )
+        await settle_given_up(ctx, given_up_plan)
         dropped = known_before - ctx.runners.names() - ctx.runners.creating.names()
         await self._adopt_and_settle(
             machines, every_listed, registrations, now, listed.doubtful, frozenset(dropped)
@@ -472,16 +504,13 @@ class Reconciler:
             intents=ctx.store.intents(),
             tracked=ctx.runners.names(),
             creating=ctx.runners.creating,
-            kept_until=ctx.runners.left,
+            given_up={entry.runner for entry in ctx.store.given_up()},
             installation=ctx.installation,
-            now=now,
             doubtful=doubtful,
             dropped=dropped,
         )
         for name in plan.cleared:
             ctx.store.clear_intent(name)
-        for name in plan.forgotten:
-            ctx.runners.left.pop(name, None)
         for adoption in plan.adopt:
             message = ""
             if adoption.why == INTERRUPTED_CREATE and adoption.asked_at >= ctx.started_at:
