@@ -70,6 +70,7 @@ class Mutant:
 
 UNIT = "tests/unit/test_guards.py"
 SIM = "tests/sim/test_engine_guards.py"
+GIVEN_UP = "tests/sim/test_engine_given_up_creates.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     # Never remove a busy runner: four places.
@@ -131,6 +132,25 @@ MUTANTS: tuple[Mutant, ...] = (
         "            self._given_up(name, scale_set, result.stranded_on)\n",
         "            pass\n",
         (f"{SIM}::test_a_create_stranded_on_a_provider_is_kept_as_given_up_on_there",),
+    ),
+    # A create given up on: its late machine is deleted, never adopted, and only a listing
+    # asked for after the give-up settles it.
+    Mutant(
+        "given-up-create-machine-adopted",
+        "rungar/engine/reconcile/adoption.py",
+        "or name in dropped or name in given_up:",
+        "or name in dropped:",
+        (
+            f"{GIVEN_UP}::test_a_machine_that_appears_a_pass_after_the_link_heals_is_deleted_not_"
+            "adopted",
+        ),
+    ),
+    Mutant(
+        "given-up-create-settled-by-an-older-listing",
+        "rungar/engine/reconcile/reconciler.py",
+        "before_listing=given_up_before,",
+        "before_listing={entry.runner for entry in given_up},",
+        (f"{GIVEN_UP}::test_a_listing_asked_for_before_the_give_up_does_not_settle_it",),
     ),
     Mutant(
         "unsettled-create-is-deleted",
