@@ -49,6 +49,8 @@ a median over seeds of which any had none is null too.
   and the runner-hours it costs, per scale set (``p95_wait_saved_s``, ``runner_hours_spent``);
 - cost: 30 days of 100,000 jobs (``--quick``: 10,000) on 3 hosts and 2 clouds, in CPU seconds
   of this process (one core; target 60 s) and wall seconds.
+
+``--only SECTION ...`` runs only the sections named (priority, admission, pack, warm_pool, cost).
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ BASELINE = Scenario()
 
 
 SEEDS = (1, 2, 3, 4)
+SECTIONS = ("priority", "admission", "pack", "warm_pool", "cost")  # in the order they run
 FEWEST = 20  # samples: a p95 of fewer is not quoted (printed as null, "n/a"); a p99, 100
 Figures = dict[str, object]
 
@@ -472,15 +475,23 @@ def main() -> int:
                         help="days of the priority history (default 30; --quick 2)")  # fmt: skip
     parser.add_argument("--seeds", type=int, default=len(SEEDS), choices=range(1, 5),
                         help="how many of the seeds 1-4 to replay (default all four)")  # fmt: skip
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                        metavar="SECTION",
+                        help=f"run only these sections (of {', '.join(SECTIONS)})")  # fmt: skip
     args = parser.parse_args()
     seeds = SEEDS[: args.seeds]
     days = args.days or (2.0 if args.quick else 30.0)
-    timed("priority", lambda: bench_priority(days, seeds))
-    timed("admission", lambda: bench_admission(3000 if args.quick else 8000))
-    timed("pack", lambda: bench_pack(1500 if args.quick else 10000, seeds))
-    # Fewer days: the first weekend's learning dominates the p95.
-    timed("warm_pool", lambda: bench_warm_pool(56))
-    timed("cost", lambda: bench_cost(10_000 if args.quick else 100_000))
+    sections: dict[str, Callable[[], None]] = {
+        "priority": lambda: bench_priority(days, seeds),
+        "admission": lambda: bench_admission(3000 if args.quick else 8000),
+        "pack": lambda: bench_pack(1500 if args.quick else 10000, seeds),
+        # Fewer days: the first weekend's learning dominates the p95.
+        "warm_pool": lambda: bench_warm_pool(56),
+        "cost": lambda: bench_cost(10_000 if args.quick else 100_000),
+    }
+    for section in SECTIONS:
+        if section in args.only:
+            timed(section, sections[section])
     return 0
 
 
