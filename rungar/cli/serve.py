@@ -31,9 +31,11 @@ def run(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     from rungar import logs
     from rungar.daemon.daemon import Daemon
+    from rungar.daemon.malloc import set_for_a_daemon
     from rungar.daemon.settings import load_settings
     from rungar.testing.fake_provider import with_fake
 
+    set_for_a_daemon()  # before a provider's first answer (rungar.daemon.malloc)
     try:
         settings = load_settings(args.config)
         logs.configure(settings.log_level, settings.log_format)

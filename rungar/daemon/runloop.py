@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from rungar.daemon.lease import LeaseKeeper, stop_keeper
+from rungar.daemon.malloc import give_back_free_memory
 from rungar.engine.core.context import EngineContext
 from rungar.engine.core.notices import observe_job_wait
 from rungar.engine.core.scale_set_state import ScaleSetState
@@ -213,6 +214,7 @@ class RunLoop:
                     # What the last active daemon left is adopted: now what is missing.
                     for name in list(ctx.sets):
                         ctx.spawn(self.scaler.scale(name))
+            give_back_free_memory()  # what the answers since the last pass left free
             sleeper = asyncio.ensure_future(ctx.clock.sleep(ctx.config.timing.reconcile_interval))
             waker = asyncio.ensure_future(self._wake.wait())
             try:

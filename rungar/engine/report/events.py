@@ -62,6 +62,10 @@ MAX_BYTES = 16 * 1024 * 1024  # events kept, in memory and in the file between c
 MESSAGE_MAX = 4096  # an event's message, cut past this (rungar.model.bounded)
 
 
+def _decode(line: str) -> Event:
+    return Event(**json.loads(line))
+
+
 class EventLog:
     def __init__(
         self,
@@ -77,12 +81,11 @@ class EventLog:
         self.max_count = max_count
         self.max_age = max_age
         self.max_bytes = max_bytes
-        self._bytes = 0  # the kept events' size, as written (or as estimated without a file)
-        self._sizes: deque[int] = deque()  # each kept event's, oldest first
-        self._recent: deque[Event] = deque(maxlen=max_count)
-        # Each recent event's line as written, so a compaction rewrites the file without
-        # serialising every kept event again.
-        self._lines: deque[str] = deque(maxlen=max_count)
+        # The kept events, oldest first, each once: as its line (its JSON and a newline), the
+        # form a compaction writes and the form whose size the byte bound counts. An event is
+        # decoded again only when read (recent), which is rare next to recording.
+        self._lines: deque[str] = deque()
+        self._bytes = 0  # the kept lines' total length
         self._followers: set[asyncio.Queue[Event | None]] = set()
         self.follow_buffer = 1000
         self._written = 0
@@ -98,7 +101,8 @@ class EventLog:
             return
         for line in self.path.read_text(errors="replace").splitlines():
             with contextlib.suppress(ValueError, TypeError):
-                self._keep(Event(**json.loads(line)), line + "\n")
+                Event(**json.loads(line))  # a line that is not an event is not kept
+                self._keep(line + "\n")
 
     def record(
         self,
@@ -116,19 +120,17 @@ class EventLog:
         event = Event(
             self.clock.now(), kind, name, action, scale_set, provider, message, attributes
         )
+        line = event.to_json() + "\n"
+        self._keep(line)
         if self.path is not None:
             if self._file is None:
                 private_file(self.path)  # 0600 whatever the umask: events name jobs and repos
                 self._file = self.path.open("a", buffering=1)  # line-buffered: whole lines
-            line = event.to_json() + "\n"
-            self._keep(event, line)
             self._file.write(line)
             self._written += 1
             self._written_bytes += len(line)
             if self._written % 500 == 0 or self._written_bytes > self.max_bytes // 4:
                 self.compact()
-        else:
-            self._keep(event, None)
         for queue in list(self._followers):
             if queue.qsize() >= self.follow_buffer:
                 self._followers.discard(queue)  # a slow follower is cut off, and told so
@@ -137,26 +139,18 @@ class EventLog:
                 queue.put_nowait(event)
         return event
 
-    def _keep(self, event: Event, line: str | None) -> None:
-        """Keep ``event`` (and its line, when there is a file) among the recent ones; the
-        oldest go once there are ``max_count`` or they take more than ``max_bytes``."""
-        if len(self._recent) == self.max_count:
-            self._drop_oldest()
-        size = len(line) if line is not None else len(event.message) + 256
-        self._recent.append(event)
-        if line is not None:
-            self._lines.append(line)
-        self._sizes.append(size)
-        self._bytes += size
-        while self._bytes > self.max_bytes and len(self._recent) > 1:
+    def _keep(self, line: str) -> None:
+        """Keep an event's ``line`` among the recent ones; the oldest go once there are
+        ``max_count`` or their lines take more than ``max_bytes`` (the newest is always kept)."""
+        self._lines.append(line)
+        self._bytes += len(line)
+        while len(self._lines) > 1 and (
+            len(self._lines) > self.max_count or self._bytes > self.max_bytes
+        ):
             self._drop_oldest()
 
     def _drop_oldest(self) -> None:
-        self._recent.popleft()
-        if self._lines:
-            self._lines.popleft()
-        if self._sizes:
-            self._bytes -= self._sizes.popleft()
+        self._bytes -= len(self._lines.popleft())
 
     def close(self) -> None:
         if self._file is not None:
@@ -167,7 +161,7 @@ class EventLog:
         """Keep at most ``max_count`` events and ``max_bytes``, none older than ``max_age``."""
         if self.max_age is not None:
             horizon = self.clock.now() - self.max_age
-            while self._recent and self._recent[0].time < horizon:
+            while self._lines and _decode(self._lines[0]).time < horizon:
                 self._drop_oldest()
         self._written_bytes = 0
         if self.path is not None:
@@ -186,7 +180,7 @@ class EventLog:
     ) -> list[Event]:
         found = [
             e
-            for e in self._recent
+            for e in map(_decode, self._lines)
             if e.time >= since
             and (not scale_set or e.scale_set == scale_set)
             and (not provider or e.provider == provider)
