@@ -1,7 +1,11 @@
 """The demo's story: a realistic burst of jobs through the whole system, watched live.
 
-Small jobs arrive in a wave and fill the three hosts one after another (pack); when every host
-refuses one as full for memory, AWS takes the overflow up to its own limit. Large jobs
+The hosts start as hosts that have run these workflows before, with a short job history each
+(:mod:`rungar.demo.past`). Small jobs arrive in two pushes. The first fills the three hosts one
+after another (pack), and AWS takes what every host refuses: their runners have no job yet, so
+no host can say when room comes. The second comes once a host's first job has ended: the full
+hosts now say when they expect room, and a runner whose room is expected soon waits for a host
+rather than go to AWS (``overflow: when_host_is_later``), AWS still below its limit. Large jobs
 (priority 10) arrive into the full fleet: a host refusing one holds the small runners off it
 until the large runner has its room. One job asks for a runner larger than every host: each
 refuses it INVALID, so its run is cancelled with the reason. Jobs that wait say why on their
@@ -31,7 +35,8 @@ from rich.text import Text
 
 from rungar.demo.learning import HostLearning, settled_learning
 from rungar.demo.on_github import Told, told_on_github
-from rungar.demo.stack import Stack, StackStopped
+from rungar.demo.past import host_pasts
+from rungar.demo.stack import DEFAULT_HOSTS, Stack, StackStopped
 from rungar.engine.report.events import Event
 from rungar.testing.github_emulator.model import JobSpec, JobState
 from rungar.usage.summary import percentile
@@ -40,6 +45,9 @@ MIB = 1024 * 1024
 SMALL_RUNS = 100  # a small job's workflow run: its repository's, four jobs to a run
 LARGE_RUN = 200  # the large jobs: one run, a matrix
 HUGE_RUN = 300
+CLOCK_FACTOR = 20.0  # GitHub's clock (the emulator's) runs this much faster than real time
+# Each scale set's host profile, as examples/demo/scale_sets.yaml gives them.
+PROFILE_OF = {"demo-small": "small", "demo-large": "large"}
 
 
 @dataclass
@@ -48,7 +56,17 @@ class Burst:
     large: int = 4
     huge: int = 1  # jobs whose runner fits on no provider
     seed: int = 7
-    large_after: float = 4.0  # real seconds after the small wave
+    # The hosts start with a share each of an earlier burst of the same jobs (this seed), as
+    # hosts that have run them before: they say when room comes back from their first refusal.
+    past_seed: int | None = 6
+    # The small jobs come in two pushes. The first fills the hosts, and AWS takes what they
+    # refuse (none of their runners has a job yet, so no host can say when room comes); the
+    # second comes once a host's first job has ended: its room opened, the hosts are tried
+    # again, full, and from their running jobs' past durations expect room soon, so a runner
+    # waits for a host rather than go to AWS, which is still below its limit.
+    first_push: int = 13
+    second_push_by: float = 15.0  # real seconds: the second push comes by then at the latest
+    large_after: float = 4.0  # real seconds after the second push
     deadline: float = 110.0  # real seconds for every job to finish
 
     def small_jobs(self, rng: random.Random) -> list[JobSpec]:
@@ -317,7 +335,17 @@ async def _run(
     render_status: Callable[[dict[str, Any]], str],
 ) -> Summary:
     rng = random.Random(burst.seed)
-    async with Stack(stop_event=stop, dashboards=True) as stack:  # its folder goes at the end
+    past = None
+    if burst.past_seed is not None:
+        earlier = random.Random(burst.past_seed)
+        specs = [*burst.small_jobs(earlier), *burst.large_jobs(earlier)]
+        past = host_pasts(
+            specs, PROFILE_OF, len(DEFAULT_HOSTS), CLOCK_FACTOR, time.time(), burst.past_seed
+        )
+    # its folder goes at the end
+    async with Stack(
+        stop_event=stop, dashboards=True, clock_factor=CLOCK_FACTOR, past=past
+    ) as stack:
         assert stack.emulator is not None
         console.print(f"[bold]rungar demo[/] on loopback, files in {stack.dir}")
         console.print(
@@ -328,8 +356,13 @@ async def _run(
         # whole when copied or clicked.
         console.print(dashboards_text(stack) + "\n", highlight=False, soft_wrap=True)
         started = time.monotonic()
-        for spec in [*burst.small_jobs(rng), *burst.huge_jobs()]:
+        demo_began = time.time()  # the hosts' job histories are on the wall clock
+        small = burst.small_jobs(rng)
+        for spec in small[: burst.first_push]:
             stack.emulator.state.queue_job(spec)
+        for spec in burst.huge_jobs():
+            stack.emulator.state.queue_job(spec)
+        second = small[burst.first_push :]
         large = burst.large_jobs(rng)
         progress = Progress(
             TextColumn("jobs"),
@@ -340,9 +373,17 @@ async def _run(
         )
         task = progress.add_task("jobs", total=len(large) + burst.small + burst.huge)
         queued_large = False
+        pushed: float | None = None  # when the second push came
         with Live(console=console, refresh_per_second=4, transient=True, auto_refresh=live) as view:
             while time.monotonic() - started < burst.deadline and not stop.is_set():
-                if not queued_large and time.monotonic() - started > burst.large_after:
+                now = time.monotonic()
+                if pushed is None and (
+                    host_job_ended(stack) or now - started > burst.second_push_by
+                ):
+                    for spec in second:
+                        stack.emulator.state.queue_job(spec)
+                    pushed = now
+                if not queued_large and pushed is not None and now - pushed > burst.large_after:
                     for spec in large:
                         stack.emulator.state.queue_job(spec)
                     queued_large = True
@@ -363,6 +404,7 @@ async def _run(
         learning = await settled_learning(
             [(h.name, stack.dir / h.name / "history.db") for h in stack.hosts],
             wait=0.0 if stop.is_set() else 10.0,  # stopped: what the hosts recorded until now
+            since=demo_began,  # the demo's own jobs, not those the hosts ran before it
         )
         summary = collect(stack, events, started)
         summary.learning = learning
@@ -383,6 +425,18 @@ async def _run(
         if stop.is_set():
             console.print("Stopping: the daemon, the hosts and their runners, the clouds.")
     return summary
+
+
+def host_job_ended(stack: Stack) -> bool:
+    """Whether the daemon has removed a runner from a host (its job ended, its room opened)."""
+    control = stack.control
+    if control is None:
+        return False
+    hosts = {host.name for host in stack.hosts}
+    return any(
+        event.kind == "runner" and event.action == "removed" and event.provider in hosts
+        for event in control.ctx.events.recent()
+    )
 
 
 def dashboards_text(stack: Stack, kept: bool = False) -> str:

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
@@ -85,6 +86,9 @@ class Stack:
     gcp_out_of_stock: tuple[str, ...] = ()  # zones of the GCE fake that refuse every insert
     aws_spot_capacity: int | None = None  # Spot instances moto's market holds; None = no limit
     keep_dir: bool = False
+    # Each host's past before it starts: called with its index and its runnerd.toml, it writes
+    # the host's job history (a host that has run before); None: every host starts new.
+    past: Callable[[int, Path], None] | None = None
     # Serve the fleet page (dashboard.listen) and each host's runnerd dashboard on loopback.
     dashboards: bool = False
     dashboard_urls: list[tuple[str, str]] = field(default_factory=list)  # (what, address)
@@ -132,8 +136,8 @@ class Stack:
             )
         )
         self.emulator.start_in_thread()
-        for host in self.hosts:
-            self._start_host(host)
+        for index, host in enumerate(self.hosts):
+            self._start_host(index, host)
         template = Template((self.example / "scale_sets.yaml").read_text())
         values = {"DIR": str(self.dir), "BIN": str(bin_dir), **CLOUD_PLACEHOLDERS}
         clouds = _cloud_providers(template.substitute(values))
@@ -185,7 +189,7 @@ class Stack:
             self.last_events = self.control.ctx.events.recent()
         self.control = control
 
-    def _start_host(self, host: Host) -> None:
+    def _start_host(self, index: int, host: Host) -> None:
         host_dir = self.dir / host.name
         host_dir.mkdir(parents=True)
         values = {
@@ -202,6 +206,8 @@ class Stack:
             # The address until runnerd has made its login token; then the link with it.
             self.dashboard_urls.append((f"runnerd {host.name}", f"http://127.0.0.1:{port}/"))
         (host_dir / "runnerd.toml").write_text(toml)
+        if self.past is not None:
+            self.past(index, host_dir / "runnerd.toml")
         log = (host_dir / "runnerd.log").open("wb")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.processes.append(
