@@ -184,12 +184,18 @@ class PluginProvider:
 
 
 async def close_providers(plugins: list[Any], providers: Iterable[Provider]) -> None:
-    """Stop the plugins, then close every provider connection as apply left them."""
-    for plugin in plugins:
-        with contextlib.suppress(Exception):
-            await plugin.stop()
-    for provider in providers:
-        close = getattr(provider, "close", None)
-        if close is not None:
+    """Stop the plugins, then close every provider connection as apply left them.
+
+    The connections are closed even when the stop is cancelled while a plugin stops (a caller
+    that gave the daemon only so long to stop): a gRPC channel left open would be torn down
+    whenever it is collected, on no event loop, instead of now."""
+    try:
+        for plugin in plugins:
             with contextlib.suppress(Exception):
-                await close()
+                await plugin.stop()
+    finally:
+        for provider in providers:
+            close = getattr(provider, "close", None)
+            if close is not None:
+                with contextlib.suppress(Exception):
+                    await close()

@@ -286,6 +286,9 @@ class GrpcProvider:
         channel, self._channel, self._stub = self._channel, None, None
         if channel is not None:
             await channel.close(grace=None)
+        # Channels dropped after a break close in the background: none outlives the client.
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
     @property
     def in_flight(self) -> int:

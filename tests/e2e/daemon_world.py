@@ -330,14 +330,27 @@ class DaemonWorld:
         self.daemon.wait()
 
     async def stop(self) -> None:
-        if self.daemon is not None and self.daemon.poll() is None:
-            self.daemon.terminate()
-            await asyncio.to_thread(self.daemon.wait, 30)
-        for server in self.servers:
-            await server.stop()
-        for provider in self.providers.values():
-            provider.stop_all()
-        self.emulator.stop_thread()
+        """Stop the daemon, then the providers' servers, their runners and the emulator. The
+        servers stop on this event loop whatever happened before: a gRPC server left to be
+        collected later is torn down on no loop, and can hang the test process that does."""
+        try:
+            if self.daemon is not None and self.daemon.poll() is None:
+                self.daemon.terminate()
+                try:
+                    await asyncio.to_thread(self.daemon.wait, 30)
+                except subprocess.TimeoutExpired:
+                    self.daemon.kill()  # not left behind; the test still fails on it
+                    await asyncio.to_thread(self.daemon.wait)
+                    raise
+        finally:
+            try:
+                for server in self.servers:
+                    await server.stop()
+            finally:
+                self.servers.clear()
+                for provider in self.providers.values():
+                    provider.stop_all()
+                self.emulator.stop_thread()
 
     async def rungar(self, *args: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "rungar.cli.main", *args, "--socket", self.socket]

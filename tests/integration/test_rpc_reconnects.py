@@ -141,6 +141,21 @@ async def test_a_provider_answering_garbage_is_waited_on_then_reached_once_it_is
         await garbage.stop()
 
 
+async def test_a_closed_client_leaves_no_channel_closing_behind(short_dir: Path) -> None:
+    """A channel dropped (its connection failed) closes in the background; closing the client
+    waits for it, so no channel outlives the client and the event loop it belongs to."""
+    server = await serve(FakeProvider("g"), f"unix://{short_dir}/p.sock")
+    client = GrpcProvider("g", server.address, timeout=WAIT)
+    try:
+        await client.list({})
+        client._drop_channel()  # as a failed connection has it dropped
+        await client.close()
+        assert not client._closing, "a dropped channel was still closing"
+    finally:
+        await client.close()
+        await server.stop(None)
+
+
 async def answered(client: GrpcProvider) -> bool:
     try:
         await client.list({})
