@@ -26,7 +26,9 @@ class GivenUpCreate:
 
     ``given_up_at``: when it was given up; ``listed_at``: when ``provider`` first answered a
     listing asked for after that (0: not yet); ``seen``: such a listing showed its machine,
-    and it was asked to be deleted."""
+    and it was asked to be deleted; ``registration``: the GitHub runner whose JIT config the
+    machine may carry when that is not its own name (a Create answered with another
+    machine's name), empty otherwise."""
 
     runner: str
     scale_set: str
@@ -34,3 +36,9 @@ class GivenUpCreate:
     given_up_at: float
     listed_at: float = 0.0
     seen: bool = False
+    registration: str = ""
+
+    @property
+    def carries(self) -> str:
+        """The GitHub runner whose job its machine may be running."""
+        return self.registration or self.runner

@@ -71,7 +71,8 @@ CREATE TABLE IF NOT EXISTS intents (
     created_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS given_up (
     runner TEXT PRIMARY KEY, scale_set TEXT NOT NULL, provider TEXT NOT NULL,
-    given_up_at REAL NOT NULL, listed_at REAL NOT NULL, seen INTEGER NOT NULL);
+    given_up_at REAL NOT NULL, listed_at REAL NOT NULL, seen INTEGER NOT NULL,
+    registration TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS runners (
     name TEXT PRIMARY KEY, scale_set TEXT NOT NULL, provider TEXT NOT NULL,
     revision TEXT NOT NULL, created_at REAL NOT NULL, runner_id INTEGER NOT NULL,
@@ -357,7 +358,7 @@ class SqliteStore:
         """Save ``given_up``, replacing what was kept under its runner's name."""
         with self._tx() as db:
             db.execute(
-                "INSERT OR REPLACE INTO given_up VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO given_up VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     given_up.runner,
                     given_up.scale_set,
@@ -365,6 +366,7 @@ class SqliteStore:
                     given_up.given_up_at,
                     given_up.listed_at,
                     int(given_up.seen),
+                    given_up.registration,
                 ),
             )
 
@@ -374,10 +376,13 @@ class SqliteStore:
 
     def given_up(self) -> list[GivenUpCreate]:
         with self._lock:
-            rows = self._db.execute("SELECT * FROM given_up ORDER BY given_up_at").fetchall()
+            rows = self._db.execute(
+                "SELECT runner, scale_set, provider, given_up_at, listed_at, seen, registration "
+                "FROM given_up ORDER BY given_up_at"
+            ).fetchall()
         return [
-            GivenUpCreate(str(r), str(s), str(p), float(at), float(listed), bool(seen))
-            for r, s, p, at, listed, seen in rows
+            GivenUpCreate(str(r), str(s), str(p), float(at), float(listed), bool(seen), str(g))
+            for r, s, p, at, listed, seen, g in rows
         ]
 
     # ------------------------------------------------------------ tracked runners

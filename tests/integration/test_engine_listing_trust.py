@@ -25,6 +25,7 @@ from rungar.model.machine import (
     RefusalKind,
 )
 from rungar.model.runner import RunnerState
+from rungar.testing.fake_github import FakeGitHub
 from rungar.testing.fake_provider import FakeProvider
 from tests.integration.test_engine_lifecycle import World
 
@@ -167,12 +168,15 @@ async def test_a_runner_removed_while_the_listing_was_in_flight_is_not_adopted_a
     assert not [e for e in world.engine.events.recent() if e.action == "adopted"]
 
 
-def misnaming(provider: FakeProvider) -> None:
-    """``provider`` makes the machine asked for and another one, and answers with the other."""
+def misnaming(provider: FakeProvider, job_taken_on: FakeGitHub | None = None) -> None:
+    """``provider`` makes the machine asked for and another one, and answers with the other;
+    with ``job_taken_on``, the registration has taken a job there before the answer."""
     original = provider.create
 
     async def misnamed(request: CreateRequest) -> Created | Refusal:
         await original(request)
+        if job_taken_on is not None:
+            job_taken_on.start_runner(request.runner_name, busy=True)
         other = replace(request, runner_name="linux-evil", request_id="other")
         made = provider.create_now(other, provider._clock.now())
         assert isinstance(made, Created)
@@ -213,6 +217,32 @@ async def test_a_misnamed_create_with_nowhere_else_to_go_leaves_no_registration(
     world.clock.advance(120)
     await world.engine.reconcile()
     assert len(world.engine.runners) == 0, "nothing adopted"
+
+
+async def test_a_misnamed_create_whose_registration_took_a_job_keeps_both_machines_until_it_ends(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 0)
+    misnaming(world.providers["compute1"], job_taken_on=world.github)
+    await world.demand(1)
+    (asked,) = [name for name in world.on("compute1") if name != "linux-evil"]
+    # Its job may run on either machine: neither is deleted, neither adopted, the registration
+    # stays (GitHub refuses to remove a busy runner) and goes to no other provider.
+    assert world.on("compute1") == sorted([asked, "linux-evil"]), "a machine deleted mid-job"
+    assert world.on("compute2") == []
+    (failing,) = [e for e in world.engine.events.recent() if e.action == "failing"]
+    assert f"answered with machine linux-evil for {asked}" in failing.message
+    world.clock.advance(5)
+    await world.engine.reconcile()
+    assert world.on("compute1") == sorted([asked, "linux-evil"]), "deleted while still busy"
+    assert len(world.engine.runners) == 0, "nothing adopted"
+    world.github.finish_runner(asked)  # its job ended: the ephemeral registration is gone
+    world.clock.advance(5)
+    await world.engine.reconcile()
+    assert world.on("compute1") == [], "both deleted once the job ended"
+    assert len(world.engine.runners) == 0
+    left = {e.name for e in world.engine.events.recent() if e.action == "left_behind"}
+    assert left == {asked, "linux-evil"}
 
 
 async def test_a_list_that_times_out_says_what_timed_out_and_after_how_long(

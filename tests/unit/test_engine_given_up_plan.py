@@ -5,11 +5,13 @@ listings were asked for, and ``now``."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from rungar.engine.reconcile import given_up_plan as G
 from rungar.engine.reconcile.given_up_plan import GivenUpPlan, plan_given_up
 from rungar.model.create_intent import GivenUpCreate
 from rungar.model.machine import Machine, MachineState
+from rungar.store.sqlite import SqliteStore
 
 GIVEN_UP = GivenUpCreate("ci-1", "ci", "host1", given_up_at=100.0)
 MACHINE = Machine("ci-1", MachineState.RUNNING, {})
@@ -108,3 +110,24 @@ def test_its_machine_is_not_deleted_while_github_lists_it_busy_or_cannot_be_aske
     assert plan(now=130.0, listed=listed, busy=frozenset({"ci-1"})) == GivenUpPlan()
     assert plan(now=130.0, listed=listed, busy=None) == GivenUpPlan()
     assert plan(now=130.0, listed=listed).delete, "deleted once GitHub says it is not busy"
+
+
+def test_a_machine_carrying_another_runners_registration_waits_while_that_runner_is_busy() -> None:
+    other = GivenUpCreate("ci-evil", "ci", "host1", given_up_at=100.0, registration="ci-1")
+    evil = Machine("ci-evil", MachineState.RUNNING, {})
+    listed = {"ci-evil": ("host1", evil)}
+    assert plan(other, now=130.0, listed=listed, busy=frozenset({"ci-1"})) == GivenUpPlan()
+    seen = replace(other, listed_at=130.0, seen=True)
+    assert plan(other, now=130.0, listed=listed) == GivenUpPlan(
+        delete=(G.LeftBehind(seen, evil, first=True),), save=(seen,)
+    )
+
+
+def test_a_given_up_create_and_the_registration_it_carries_survive_a_restart(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "state.db")
+    kept = GivenUpCreate("ci-evil", "ci", "host1", 100.0, registration="ci-1")
+    store.keep_given_up(kept)
+    store.close()
+    assert SqliteStore(tmp_path / "state.db").given_up() == [kept]

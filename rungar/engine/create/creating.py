@@ -32,6 +32,7 @@ from rungar.engine.create.placing import Untrusted, try_plan
 from rungar.engine.create.rooms import Rooms
 from rungar.errors import GitHubError, ProviderError, ProviderUnavailable
 from rungar.github.exceptions import RegistrationThrottled
+from rungar.github.interface import RemoveOutcome
 from rungar.github.registrations import Ticket
 from rungar.model import bounded, sentences
 from rungar.model.create_intent import CreateIntent, GivenUpCreate
@@ -242,10 +243,15 @@ class Creations:
             await ctx.github.remove_runner(intent.runner_id)
         ctx.store.clear_intent(name)
 
-    def _given_up(self, name: str, scale_set: str, provider: str) -> None:
-        """Keep ``name`` as a create given up on while ``provider`` may still make its machine."""
+    def _given_up(
+        self, name: str, scale_set: str, provider: str, *, registration: str = ""
+    ) -> None:
+        """Keep ``name`` as a create given up on while ``provider`` may still make its machine
+        (``registration``: the GitHub runner it may carry, when not its own name)."""
         ctx = self.ctx
-        ctx.store.keep_given_up(GivenUpCreate(name, scale_set, provider, ctx.clock.now()))
+        ctx.store.keep_given_up(
+            GivenUpCreate(name, scale_set, provider, ctx.clock.now(), registration=registration)
+        )
 
     async def _place(
         self,
@@ -289,8 +295,9 @@ class Creations:
                 within(ctx.clock, asked.budget, ctx.providers[provider].create(asked)),
             )
             if isinstance(answer, Created) and answer.machine.name != name:
-                refusal = await self._misnamed(config.name, provider, name, answer.machine.name)
-                raise Untrusted(refusal)
+                raise await self._misnamed(
+                    config.name, provider, name, answer.machine.name, intent.runner_id
+                )
             if isinstance(answer, Refusal):
                 answer = bounded.believed_room(answer)  # in process too: untrusted
                 if answer.room_ignored:
@@ -321,8 +328,13 @@ class Creations:
             if isinstance(answer, Created):
                 if answer.machine.name == name:
                     return answer
-                # Not believed: not settled, and the runner's own machine is deleted below.
-                await self._misnamed(config.name, provider, name, answer.machine.name)
+                # Not believed: not settled, and the runner's own machine is deleted below,
+                # unless its registration runs a job (then it is kept as given up on).
+                untrusted = await self._misnamed(
+                    config.name, provider, name, answer.machine.name, intent.runner_id
+                )
+                if untrusted.keep_leftover:
+                    return None
             elif isinstance(answer, Unsettled):
                 return None
             with contextlib.suppress(ProviderError, TimeoutError):
@@ -402,20 +414,39 @@ class Creations:
             self.ctx.events.record("github_app", app, "failing", message=sentence, error=error)
             log.warning("github.app_failing", app=app, error=error, sentence=sentence)
 
-    async def _misnamed(self, scale_set: str, provider: str, name: str, answered: str) -> Refusal:
+    async def _misnamed(
+        self, scale_set: str, provider: str, name: str, answered: str, runner_id: int
+    ) -> Untrusted:
         """A Create for ``name`` answered with another machine, ``answered``: not believed. It
-        is the provider's FAILED refusal; the machine it named is deleted there (unless a runner
-        of ours holds that name) and kept as a create given up on, so it is never adopted, and
-        the caller deletes ``name``'s as any refused create's leftover. The runner is tried on
-        no other provider: a machine made there with its registration could take a job before
-        it is deleted, so the registration goes (placing.Untrusted)."""
+        is the provider's FAILED refusal, and the runner is tried on no other provider: a
+        machine made there with its registration could take a job (placing.Untrusted).
+
+        The registration is removed first, so that no machine can take a job with it from then
+        on; then the machine named is deleted there (unless a runner of ours holds that name),
+        and the caller deletes ``name``'s as any refused create's leftover. When GitHub says the
+        registration runs a job already, or cannot be asked, neither machine is deleted now: a
+        job may be running on either. Both are kept as creates given up on, carrying that
+        registration, and deleted once GitHub no longer lists it busy; neither is ever adopted
+        (rungar.engine.reconcile.given_up_plan)."""
         ctx = self.ctx
+        try:
+            removed = await ctx.github.remove_runner(runner_id) is RemoveOutcome.REMOVED
+        except GitHubError:
+            removed = False
         if answered not in ctx.runners and answered not in ctx.runners.creating:
-            self._given_up(answered, scale_set, provider)
-            with contextlib.suppress(ProviderError, TimeoutError):
-                await self._delete_leftover(provider, answered)
-        log.warning("provider.misnamed_create", provider=provider, runner=name, answered=answered)
-        return Refusal(RefusalKind.FAILED, f"answered with machine {answered} for {name}")
+            self._given_up(answered, scale_set, provider, registration=name)
+            if removed:
+                with contextlib.suppress(ProviderError, TimeoutError):
+                    await self._delete_leftover(provider, answered)
+        log.warning(
+            "provider.misnamed_create",
+            provider=provider,
+            runner=name,
+            answered=answered,
+            registration_removed=removed,
+        )
+        refusal = Refusal(RefusalKind.FAILED, f"answered with machine {answered} for {name}")
+        return Untrusted(refusal, keep_leftover=not removed)
 
     async def _delete_leftover(self, provider: str, name: str) -> None:
         """Delete what a create given up on may have left on ``provider``; a Delete that gets

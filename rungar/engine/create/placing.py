@@ -13,7 +13,9 @@ reported to ``on_room`` (the provider's holder is to be tried there at once).
 
 A create whose answer is not believed (:class:`Untrusted`: a machine named other than the one
 asked for) is that provider's refusal and ends the attempt: the registration it was handed
-may run on a machine Rungar does not know, so it is never handed to another provider.
+may run on a machine Rungar does not know, so it is never handed to another provider. When
+that registration has taken a job already (``keep_leftover``), no machine there is deleted:
+the caller keeps them as given up on, deleted once the job has ended.
 """
 
 from __future__ import annotations
@@ -39,11 +41,13 @@ from rungar.placement.plan import (
 
 class Untrusted(Exception):
     """A create's answer not believed: its provider's ``refusal``, after which the runner is
-    tried on no other provider."""
+    tried on no other provider. ``keep_leftover``: its registration may be running a job on a
+    machine there, so its leftover is not deleted now."""
 
-    def __init__(self, refusal: Refusal) -> None:
+    def __init__(self, refusal: Refusal, *, keep_leftover: bool = False) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal
+        self.keep_leftover = keep_leftover
 
 
 CreateFn = Callable[[str], Awaitable[Created | Refusal]]
@@ -133,7 +137,7 @@ class _Attempt:
     async def run(self, create: CreateFn, delete: DeleteFn, settle: SettleFn) -> Placed | NotPlaced:
         fleet, scale_set, reserve = self.fleet, self.plan.scale_set, self.plan.reserve
         for provider in self.plan.order:
-            untrusted = False
+            untrusted = keep_leftover = False
             claim = fleet.claim(scale_set, provider, self.now(), reserve=reserve)
             if isinstance(claim, Skip):
                 self.note(Try(provider, Outcome.SKIPPED, claim.reason))
@@ -151,7 +155,7 @@ class _Attempt:
             except ProviderError as e:
                 result = Refusal(RefusalKind.FAILED, str(e))
             except Untrusted as e:
-                result, untrusted = e.refusal, True
+                result, untrusted, keep_leftover = e.refusal, True, e.keep_leftover
             except TimeoutError:
                 self.give_back(claim)
                 refusal = Refusal(RefusalKind.FAILED, RAN_OUT)
@@ -172,6 +176,13 @@ class _Attempt:
             self.give_back(claim, full=result.kind is RefusalKind.FULL)
             fleet.record_refusal(scale_set, provider, result, self.now())
             self.note(Try(provider, Outcome.REFUSED, result.message, result))
+            if keep_leftover:
+                return NotPlaced(
+                    f"{provider}: {result.message}; its registration runs a job there, so its "
+                    "machines are deleted once the job has ended",
+                    tuple(self.tries),
+                    stranded_on=provider,
+                )
             if not await self.delete_leftover(delete, provider):
                 return NotPlaced(
                     f"{provider}: {result.message}; its leftover could not be deleted",

@@ -10,9 +10,9 @@ only one asked for after the give-up, settles it:
 
 - its machine is listed: it is deleted there, as left behind by a create given up on
   (``delete``); it is never adopted, and never registered with GitHub again. The name is kept
-  until a later listing no longer shows the machine. (Not while GitHub lists a runner of that
-  name busy, or cannot be asked: a registration whose removal failed at the give-up may have
-  taken a job, and a busy runner is never removed);
+  until a later listing no longer shows the machine. (Not while GitHub lists the runner it
+  carries busy, or cannot be asked: a registration whose removal failed at the give-up may
+  have taken a job, and a busy runner is never removed);
 - its machine is not listed: the name is kept for ``left_grace`` after the provider first
   answered such a listing (a Create delivered late makes its machine meanwhile), then
   forgotten;
@@ -93,7 +93,7 @@ def plan_given_up(
         )
         listed = machines.get(name) if answered else None
         if listed is not None and listed[0] == provider:
-            if busy is None or name in busy:
+            if busy is None or entry.carries in busy:
                 continue  # its job ends first, or GitHub is asked again next pass
             seen = replace(entry, listed_at=entry.listed_at or now, seen=True)
             delete.append(LeftBehind(seen, listed[1], first=not entry.seen))
