@@ -111,6 +111,23 @@ async def test_a_machine_listed_twice_with_different_states_is_not_acted_on(
     assert faults(world, "listed_twice") == [("compute1", name)]
 
 
+async def test_a_starting_runner_listed_twice_with_different_states_is_not_ended_between_passes(
+    tmp_path: Path,
+) -> None:
+    world = await world_of(tmp_path, 1)
+    (name,) = world.on("compute1")
+    compute1 = world.providers["compute1"]
+    lie(compute1, lambda: [replace(compute1.machines[0], state=MachineState.STOPPED)])
+    record = world.engine.runners.get(name)
+    assert record is not None and record.state is RunnerState.STARTING
+    # The sync of starting runners, between passes, reads the same listing: a runner that may
+    # be taking its job now is not ended on its word.
+    await world.engine.starting.sync()
+    assert record.state is RunnerState.STARTING
+    assert world.on("compute1") == [name]
+    assert faults(world, "listed_twice") == [("compute1", name)]
+
+
 async def test_a_machine_of_another_installation_is_flagged_and_never_adopted(
     tmp_path: Path,
 ) -> None:

@@ -16,7 +16,9 @@ age: the list may be older than the runner's registration.
 Each provider with a runner still starting is listed too: a runner whose machine stopped
 before it ever connected (an image that exits at once) ends then, with the crash loop's
 backoff and its registration removed, as the pass would end it up to ``reconcile_interval``
-later. A machine missing from the listing is left to the pass.
+later. A machine missing from the listing is left to the pass. The listings are checked as the
+pass checks them (:mod:`rungar.engine.reconcile.ownership`): a machine listed twice with
+different states, or one another provider holds, ends no runner.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import structlog
 from rungar.engine.core.context import EngineContext
 from rungar.engine.jobs.book import JobBook
 from rungar.engine.jobs.scaler import Scaler
+from rungar.engine.reconcile.listing_faults import note_listing_faults
+from rungar.engine.reconcile.ownership import sort_listings
 from rungar.engine.reconcile.reconciler import github_view, list_provider
 from rungar.engine.remove.removing import Removals
 from rungar.model.machine import MachineState
@@ -86,10 +90,22 @@ class StartingSync:
             {r.provider for r in ctx.runners if r.state is RunnerState.STARTING}
             & set(ctx.providers)
         )
-        listings = await asyncio.gather(*(list_provider(ctx, p) for p in providers))
+        answers = await asyncio.gather(*(list_provider(ctx, p) for p in providers))
+        # Checked as the pass checks them (ownership): a machine another provider holds, or
+        # one listed twice with different states, ends no runner.
+        holders = {entry.runner: entry.provider for entry in ctx.store.given_up()}
+        holders |= {record.name: record.provider for record in ctx.runners}
+        listed = sort_listings(
+            dict(zip(providers, answers, strict=True)), holders, ctx.installation
+        )
+        note_listing_faults(ctx, listed.faults)
         ended: list[str] = []
-        for provider, machines in zip(providers, listings, strict=True):
-            stopped = {m.name for m in machines or () if m.state is MachineState.STOPPED}
+        for provider in providers:
+            stopped = {
+                name
+                for name, (lister, machine) in listed.machines.items()
+                if lister == provider and machine.state is MachineState.STOPPED
+            }
             for record in ctx.runners.on(provider):
                 if record.state is RunnerState.STARTING and record.name in stopped:
                     record.machine = MachineState.STOPPED
