@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 
 import structlog
@@ -55,13 +55,20 @@ from rungar.errors import GitHubError, ProviderError
 from rungar.github.interface import RunnerStatus
 from rungar.model import labels as L
 from rungar.model import sentences
-from rungar.model.create_intent import CreateIntent
+from rungar.model.create_intent import CreateIntent, GivenUpCreate
 from rungar.model.machine import Machine, MachineState, Removal
 from rungar.model.runner import GitHubState, LossReason, RemovalReason, RunnerState
 from rungar.scaling.decide import decide_removal
 from rungar.stopping import within
 
 log = structlog.get_logger("rungar.reconcile")
+
+
+def holders(ctx: EngineContext, given_up: Iterable[GivenUpCreate]) -> dict[str, str]:
+    """The provider that holds each name: a tracked runner's, or the one a create was given
+    up on (rungar.engine.reconcile.ownership)."""
+    held = {entry.runner: entry.provider for entry in given_up}
+    return held | {record.name: record.provider for record in ctx.runners}
 
 
 async def list_provider(ctx: EngineContext, name: str) -> list[Machine] | None:
@@ -435,9 +442,7 @@ class Reconciler:
         # Each runner is judged by its own provider's listing only, and a create given up on by
         # the listing of the provider it was given up on (rungar.engine.reconcile.ownership).
         given_up = ctx.store.given_up()
-        holders = {entry.runner: entry.provider for entry in given_up}
-        holders |= {record.name: record.provider for record in ctx.runners}
-        listed = sort_listings(listings, holders, ctx.installation)
+        listed = sort_listings(listings, holders(ctx, given_up), ctx.installation)
         note_listing_faults(ctx, listed.faults)
         machines = listed.machines
         now = ctx.clock.now()

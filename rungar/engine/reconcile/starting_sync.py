@@ -32,7 +32,7 @@ from rungar.engine.jobs.book import JobBook
 from rungar.engine.jobs.scaler import Scaler
 from rungar.engine.reconcile.listing_faults import note_listing_faults
 from rungar.engine.reconcile.ownership import sort_listings
-from rungar.engine.reconcile.reconciler import github_view, list_provider
+from rungar.engine.reconcile.reconciler import github_view, holders, list_provider
 from rungar.engine.remove.removing import Removals
 from rungar.model.machine import MachineState
 from rungar.model.runner import GitHubState, RemovalReason, RunnerState
@@ -93,11 +93,8 @@ class StartingSync:
         answers = await asyncio.gather(*(list_provider(ctx, p) for p in providers))
         # Checked as the pass checks them (ownership): a machine another provider holds, or
         # one listed twice with different states, ends no runner.
-        holders = {entry.runner: entry.provider for entry in ctx.store.given_up()}
-        holders |= {record.name: record.provider for record in ctx.runners}
-        listed = sort_listings(
-            dict(zip(providers, answers, strict=True)), holders, ctx.installation
-        )
+        listings = dict(zip(providers, answers, strict=True))
+        listed = sort_listings(listings, holders(ctx, ctx.store.given_up()), ctx.installation)
         note_listing_faults(ctx, listed.faults)
         ended: list[str] = []
         for provider in providers:
