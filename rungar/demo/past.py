@@ -16,7 +16,7 @@ realistic histories.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from runnerd.admission.model import FAILURE, SUCCESS
@@ -82,11 +82,6 @@ def past_jobs(
     return jobs
 
 
-def write_past(path: Path, jobs: Iterable[GeneratedJob]) -> int:
-    """Write a host's past jobs to its job history (``state_dir/history.db``); how many."""
-    return write_history(path, jobs)
-
-
 def host_pasts(
     specs: Sequence[JobSpec],
     profile_of: Mapping[str, str],
@@ -103,6 +98,6 @@ def host_pasts(
         config = load_config(toml)
         profiles = {scale_set: config.profiles[name] for scale_set, name in profile_of.items()}
         jobs = past_jobs(specs, profiles, index, hosts, clock_factor, now, seed)
-        write_past(Path(config.host.history_path()), jobs)
+        write_history(Path(config.host.history_path()), jobs)
 
     return write

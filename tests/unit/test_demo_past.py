@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 from runnerd.config import Profile
 from runnerd.history import History, JobEnd, JobStart
+from runnerd.history_generate import write_history
 
 from rungar.demo.learning import read_learning
-from rungar.demo.past import DAY, INTERPRETER, past_jobs, write_past
+from rungar.demo.past import DAY, INTERPRETER, past_jobs
 from rungar.demo.scenario import Burst
 from rungar.testing.github_emulator.model import JobSpec
 
@@ -50,7 +51,7 @@ def test_a_hosts_learning_counts_the_demos_jobs_and_those_before_apart(tmp_path:
     path = tmp_path / "history.db"
     now = time.time()
     before = past_jobs(specs(), PROFILES, 0, 3, 20.0, now, seed=6)
-    assert write_past(path, before) == len(before)
+    assert write_history(path, before) == len(before)
     history = History(path)
     try:  # one job of the demo's own, started after it began
         row = history.start(
