@@ -108,7 +108,8 @@ CASES: dict[str, Case] = {
 LONGEST_LINE = 2048
 
 
-def fleet(case: Case, b: dict[str, Any]) -> dict[str, Any]:
+def fleet(case: Case, b: dict[str, Any], max_runners: int = 12) -> dict[str, Any]:
+    """Healthy ``a`` and hostile ``b`` (its entry extended by ``b``) behind one scale set."""
     return {
         "version": 1,
         "timing": {
@@ -131,7 +132,7 @@ def fleet(case: Case, b: dict[str, Any]) -> dict[str, Any]:
             {
                 "name": "linux",
                 "labels": ["linux"],
-                "max_runners": 12,
+                "max_runners": max_runners,
                 "placement": "spread",
                 "start_timeout": "60s",
                 "providers": ["a", "b"],

@@ -22,34 +22,14 @@ from rungar.testing.fake_provider import GIB, FakeProvider
 from rungar.testing.github_emulator.model import JobState
 from rungar.testing.hostile_provider import HostileProvider
 from tests.e2e.daemon_world import DaemonWorld
+from tests.e2e.test_daemon_hostile_load import Case
+from tests.e2e.test_daemon_hostile_load import fleet as hostile_fleet
 
 JOBS = 10
 
 
 def fleet() -> dict[str, Any]:
-    return {
-        "version": 1,
-        "timing": {
-            "reconcile_interval": "5s",
-            "left_grace": "1s",
-            "backoff_first": "1s",
-            "backoff_max": "4s",
-        },
-        "providers": [
-            {"name": "a", "type": "runnerd", "runner": {"vcpus": 1, "memory": "1GiB"}},
-            {"name": "b", "type": "runnerd", "runner": {"vcpus": 1, "memory": "1GiB"}},
-        ],
-        "scale_sets": [
-            {
-                "name": "linux",
-                "labels": ["linux"],
-                "max_runners": 6,
-                "placement": "spread",
-                "start_timeout": "60s",
-                "providers": ["a", "b"],
-            },
-        ],
-    }
+    return hostile_fleet(Case(), {}, max_runners=6)
 
 
 async def hostile_world(scenarios: Collection[str]) -> AsyncIterator[DaemonWorld]:
